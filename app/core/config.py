@@ -1,0 +1,74 @@
+"""Configuration dataclasses shared by the engine, the CLI and the UI."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class AcceptRule(str, Enum):
+    REJECTION = "rejection"  # Leviathan et al. / Chen et al. rejection sampling
+    MATCH = "match"  # llama.cpp: sample from the target, accept while equal
+
+
+class DraftSource(str, Enum):
+    MODEL = "model"
+    NGRAM = "ngram"
+
+
+KV_TYPES = ("f16", "q8_0", "q4_0", "f32", "bf16")
+
+
+def default_threads() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    path: str
+    n_gpu_layers: int = -1  # -1: all layers that fit on the GPU; ignored on CPU builds
+    n_ctx: int = 4096
+    n_threads: int = 0  # 0: all cores
+    kv_type: str = "f16"
+    flash_attn: str = "auto"  # "auto" | "on" | "off"
+
+    def threads(self) -> int:
+        return self.n_threads if self.n_threads > 0 else default_threads()
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    temperature: float = 0.0
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    seed: int | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+
+@dataclass(frozen=True)
+class SpecConfig:
+    draft_max: int = 8  # fixed draft length, or the ceiling when adaptive
+    draft_min: int = 1
+    adaptive: bool = True
+    p_min: float = 0.0  # stop drafting when the draft's own top probability falls below this
+    rule: AcceptRule = AcceptRule.REJECTION
+    collapse_guard: bool = True
+    guard_window: int = 8  # verification steps in the rolling acceptance window
+    probe_every: int = 16  # target-only tokens before the draft is probed again
+    ngram_n: int = 3  # longest n-gram to match for prompt-lookup drafting
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    prompt_tokens: tuple[int, ...]
+    max_tokens: int = 256
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    spec: SpecConfig = field(default_factory=SpecConfig)
+    stop: tuple[str, ...] = ()
+    speculative: bool = True  # False: target-only baseline
+    token_probs: bool = True  # compute p(x)/q(x) for every token (hover details in the UI)

@@ -1,0 +1,233 @@
+"""The speculative decoding engine: one target, an optional draft, events out.
+
+Each verification step has five visible stages: draft a block, score it with the target in one
+``llama_decode`` batch that returns logits for every position, accept the valid prefix,
+resample at the first failure, and continue from the accepted state with both KV caches rolled
+back. Target-only decoding (the baseline) runs through the same loop with no drafts, on its own
+context over the same loaded weights, so the two runs are comparable token for token.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from app.core.adaptive import CostModel, DraftController
+from app.core.chat import ChatFormatter, Message
+from app.core.compat import check_compatible
+from app.core.config import DraftSource, GenerationRequest, ModelSpec
+from app.core.errors import ContextOverflowError
+from app.core.events import (
+    Event,
+    GuardEvent,
+    PrefillEvent,
+    StepEvent,
+    StopReason,
+    TextTail,
+)
+from app.core.llama_backend import LlamaContext, LlamaModel
+from app.core.run_stats import RunClock
+from app.core.sampling import top_two_margin
+from app.core.verify import Drafter, Verifier
+
+CancelCheck = Callable[[], bool]
+
+
+def _never() -> bool:
+    return False
+
+
+class Engine:
+    """Owns the llama.cpp models and contexts. Not thread-safe: one worker drives it."""
+
+    def __init__(
+        self,
+        target: ModelSpec,
+        draft: ModelSpec | None = None,
+        *,
+        draft_source: DraftSource | None = None,
+    ) -> None:
+        self.target_spec = target
+        self.draft_spec = draft
+        self.draft_source = draft_source or (DraftSource.MODEL if draft else DraftSource.NGRAM)
+        self.target = LlamaModel(target)
+        self.draft: LlamaModel | None = None
+        self.draft_ctx: LlamaContext | None = None
+        try:
+            self.spec_ctx = LlamaContext(self.target, target)
+            if draft is not None and self.draft_source is DraftSource.MODEL:
+                self.draft = LlamaModel(replace(draft, n_ctx=target.n_ctx))
+                check_compatible(self.target.vocab_info(), self.draft.vocab_info())
+                self.draft_ctx = LlamaContext(self.draft, replace(draft, n_ctx=target.n_ctx))
+        except BaseException:
+            self.close()
+            raise
+        self._base_ctx: LlamaContext | None = None
+        self.costs = CostModel()  # a property of pair and device, so it outlives a request
+        bos = self.target.token_text(self.target.bos) if self.target.add_bos else ""
+        eos = self.target.token_text(self.target.eos)
+        self.formatter = ChatFormatter(self.target.chat_template(), bos_text=bos, eos_text=eos)
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        for ctx in (
+            getattr(self, "_base_ctx", None),
+            getattr(self, "draft_ctx", None),
+            getattr(self, "spec_ctx", None),
+        ):
+            if ctx is not None:
+                ctx.close()
+        for model in (getattr(self, "draft", None), getattr(self, "target", None)):
+            if model is not None:
+                model.close()
+
+    @property
+    def base_ctx(self) -> LlamaContext:
+        """Target-only context, created on first use; it shares the target's weights."""
+        if self._base_ctx is None:
+            self._base_ctx = LlamaContext(self.target, self.target_spec)
+        return self._base_ctx
+
+    @property
+    def n_ctx(self) -> int:
+        return self.spec_ctx.n_ctx
+
+    # --- prompts ------------------------------------------------------------------------
+
+    def tokenize_chat(self, messages: Sequence[Message | dict]) -> tuple[int, ...]:
+        typed = [
+            m if isinstance(m, Message) else Message(m["role"], m["content"]) for m in messages
+        ]
+        prompt = self.formatter.render(typed)
+        add_bos = self.target.add_bos and not self.formatter.starts_with_bos(prompt)
+        return tuple(self.target.tokenize(prompt, add_special=add_bos, parse_special=True))
+
+    def tokenize(self, text: str) -> tuple[int, ...]:
+        return tuple(self.target.tokenize(text, add_special=self.target.add_bos))
+
+    # --- generation ---------------------------------------------------------------------
+
+    def generate(self, request: GenerationRequest, cancel: CancelCheck = _never) -> Iterator[Event]:
+        """Run one request; yields events and ends with a ``RunSummary``."""
+        prompt = list(request.prompt_tokens)
+        if not prompt:
+            raise ValueError("the prompt is empty")
+        ctx = self.spec_ctx if request.speculative else self.base_ctx
+        if len(prompt) + 1 > ctx.n_ctx:
+            raise ContextOverflowError(len(prompt) + 1, ctx.n_ctx)
+        contexts = [ctx] + ([self.draft_ctx] if request.speculative and self.draft_ctx else [])
+        clock = RunClock(contexts, mode="speculative" if request.speculative else "baseline")
+
+        reused = min(ctx.common_prefix(prompt), len(prompt) - 1)
+        ctx.truncate(reused)
+        ctx.decode(prompt[reused:-1], logits="none")
+        yield PrefillEvent(len(prompt), reused, clock.since_start_ms())
+
+        rng = np.random.default_rng(request.sampler.seed)
+        controller = DraftController(request.spec)
+        controller.costs = self.costs
+        drafter = Drafter(self, request, rng) if request.speculative else None
+        verifier = Verifier(
+            self.target, request.sampler, rng, request.spec.rule, want_probs=request.token_probs
+        )
+        stream = clock.text_stream(request.stop)
+        committed = list(prompt)
+        step = 0
+        stop = StopReason.MAX_TOKENS
+        while True:
+            remaining = request.max_tokens - clock.tokens
+            if remaining <= 0:
+                break
+            if cancel():
+                stop = StopReason.CANCELLED
+                break
+            ctx.truncate(len(committed) - 1)
+            room = ctx.n_ctx - ctx.n_past - 1
+            if room < 0:
+                stop = StopReason.CONTEXT_FULL
+                break
+            step_began = time.perf_counter()
+            want = 0
+            if drafter is not None and not controller.paused:
+                want = min(controller.next_draft_len(), remaining - 1, room)
+            block = drafter.draft(committed, want) if drafter and want > 0 else None
+            drafts = block.tokens if block else []
+
+            verify_began = time.perf_counter()
+            ctx.decode([committed[-1], *drafts], logits="all" if drafts else "last")
+            verify_ms = (time.perf_counter() - verify_began) * 1000.0
+            self.costs.observe_verify(len(drafts) + 1, verify_ms)
+            outcome = verifier.judge(ctx, block)
+
+            finished = None
+            for produced in outcome.tokens:
+                if self.target.is_eog(produced.token_id):
+                    finished = StopReason.EOG
+                    break
+                committed.append(produced.token_id)
+                piece = stream.push(self.target.piece(produced.token_id))
+                rejected = produced.rejected_token
+                rejected_piece = (
+                    self.target.detokenize([rejected]) if rejected is not None else None
+                )
+                yield clock.token_event(produced, piece, step, rejected_piece)
+                if stream.stopped:
+                    finished = StopReason.STOP_STRING
+                    break
+                if clock.tokens >= request.max_tokens:
+                    finished = StopReason.MAX_TOKENS
+                    break
+
+            if drafts and block is not None:
+                self.costs.observe_draft(block.ms / max(block.passes, 1))
+                controller.observe_step(len(drafts), outcome.accepted)
+                draft_ms = block.ms
+                other_ms = (time.perf_counter() - step_began) * 1000.0 - draft_ms - verify_ms
+                yield StepEvent(
+                    step=step,
+                    drafted=len(drafts),
+                    accepted=outcome.accepted,
+                    draft_ms=draft_ms,
+                    verify_ms=verify_ms,
+                    other_ms=max(other_ms, 0.0),
+                    next_draft_len=controller.draft_len,
+                    rolling_acceptance=controller.rolling_acceptance,
+                    break_even=controller.break_even(),
+                )
+                clock.count_step(len(drafts), outcome.accepted)
+                if controller.should_pause():
+                    yield GuardEvent(
+                        True, controller.rolling_acceptance, controller.break_even(), step
+                    )
+            elif drafter is not None and controller.paused and controller.tick_paused():
+                yield GuardEvent(
+                    False, controller.rolling_acceptance, controller.break_even(), step
+                )
+            clock.count_pass()
+            step += 1
+            if finished is not None:
+                stop = finished
+                break
+        tail = stream.flush()
+        if tail:
+            yield TextTail(tail)
+        yield clock.summary(stop, stream.text, committed[len(prompt) :])
+
+    # --- exactness ------------------------------------------------------------------------
+
+    def target_margin(self, tokens: Sequence[int]) -> tuple[int, int, float]:
+        """Target's (best, second, logit margin) for the token after ``tokens``.
+
+        Evaluated on the baseline context, reusing whatever prefix it already caches.
+        """
+        ctx = self.base_ctx
+        if len(tokens) + 1 > ctx.n_ctx:
+            raise ContextOverflowError(len(tokens) + 1, ctx.n_ctx)
+        keep = min(ctx.common_prefix(tokens), len(tokens) - 1)
+        ctx.truncate(keep)
+        ctx.decode(list(tokens[keep:]), logits="last")
+        return top_two_margin(ctx.logits(-1))

@@ -1,0 +1,111 @@
+"""Typed events yielded by the engine's ``generate()``.
+
+Every event is a frozen dataclass so it can cross a Qt signal boundary unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class TokenKind(str, Enum):
+    ACCEPTED = "accepted"  # a draft token the target agreed with
+    RESAMPLED = "resampled"  # drawn from the target after the draft token was rejected
+    BONUS = "bonus"  # drawn from the target after the whole draft block was accepted
+    TARGET = "target"  # plain target-only decoding (baseline, or speculation paused)
+
+
+class StopReason(str, Enum):
+    EOG = "eog"
+    MAX_TOKENS = "max_tokens"
+    STOP_STRING = "stop_string"
+    CANCELLED = "cancelled"
+    CONTEXT_FULL = "context_full"
+
+
+@dataclass(frozen=True)
+class PrefillEvent:
+    prompt_tokens: int
+    reused_tokens: int  # prompt tokens whose KV cache was kept from the previous turn
+    ms: float
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    index: int  # position in the generated sequence, from 0
+    token_id: int
+    piece: str  # UTF-8-safe text delta; may be "" while a multi-byte character is incomplete
+    kind: TokenKind
+    step: int
+    draft_prob: float | None = None  # q(x) of the draft for this token, when it was drafted
+    target_prob: float | None = None  # p(x) of the target for this token
+    rejected_token: int | None = None
+    rejected_piece: str | None = None
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    step: int
+    drafted: int
+    accepted: int
+    draft_ms: float
+    verify_ms: float
+    other_ms: float
+    next_draft_len: int
+    rolling_acceptance: float
+    break_even: float  # acceptance below which drafting costs more than it saves
+
+
+@dataclass(frozen=True)
+class GuardEvent:
+    paused: bool
+    acceptance: float
+    break_even: float
+    step: int
+
+    @property
+    def message(self) -> str:
+        if self.paused:
+            return (
+                f"draft agreement {self.acceptance:.0%} is below break-even "
+                f"{self.break_even:.0%}; decoding with the target alone"
+            )
+        return f"probing the draft again (agreement {self.acceptance:.0%})"
+
+
+@dataclass(frozen=True)
+class TextTail:
+    """Text released only at the end (held-back stop-string prefix, dangling bytes)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    mode: str  # "speculative" or "baseline"
+    tokens: int
+    elapsed_s: float
+    tok_s: float
+    ttft_ms: float
+    acceptance_rate: float  # accepted draft tokens / drafted tokens (0 when nothing was drafted)
+    mean_accepted_length: float  # accepted draft tokens per verification pass
+    target_passes_per_token: float
+    p50_itl_ms: float
+    p95_itl_ms: float
+    stop_reason: StopReason
+    decode_s: float  # wall time spent inside llama_decode (both models)
+    steps: int
+    drafted: int
+    accepted: int
+    token_ids: tuple[int, ...] = field(default=(), repr=False)
+    text: str = field(default="", repr=False)
+
+    @property
+    def overhead_fraction(self) -> float:
+        if self.elapsed_s <= 0:
+            return 0.0
+        return max(0.0, 1.0 - self.decode_s / self.elapsed_s)
+
+
+Event = PrefillEvent | TokenEvent | StepEvent | GuardEvent | TextTail | RunSummary

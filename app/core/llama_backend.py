@@ -1,0 +1,268 @@
+"""Thin typed wrappers over llama.cpp's C API (through llama-cpp-python's ctypes bindings).
+
+The engine needs direct control that the high-level ``llama_cpp.Llama`` class does not give:
+one model shared by several contexts, logits for every position of a verification batch,
+and KV-cache rollback with ``llama_memory_seq_rm``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import llama_cpp
+import numpy as np
+
+from app.core.compat import VocabInfo
+from app.core.config import ModelSpec
+from app.core.errors import ContextOverflowError, ModelLoadError
+from app.core.gguf_check import validate_gguf_file
+
+_VOCAB_TYPE_NAMES = {
+    llama_cpp.LLAMA_VOCAB_TYPE_NONE: "none",
+    llama_cpp.LLAMA_VOCAB_TYPE_SPM: "spm",
+    llama_cpp.LLAMA_VOCAB_TYPE_BPE: "bpe",
+    llama_cpp.LLAMA_VOCAB_TYPE_WPM: "wpm",
+    llama_cpp.LLAMA_VOCAB_TYPE_UGM: "ugm",
+    llama_cpp.LLAMA_VOCAB_TYPE_RWKV: "rwkv",
+}
+_KV_TYPES = {
+    "f32": llama_cpp.GGML_TYPE_F32,
+    "f16": llama_cpp.GGML_TYPE_F16,
+    "bf16": 30,  # GGML_TYPE_BF16
+    "q8_0": llama_cpp.GGML_TYPE_Q8_0,
+    "q4_0": llama_cpp.GGML_TYPE_Q4_0,
+}
+_FLASH_ATTN = {
+    "auto": llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
+    "on": llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+    "off": llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+}
+
+_backend_lock = threading.Lock()
+_backend_ready = False
+
+
+@llama_cpp.llama_log_callback
+def _quiet_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+    # llama.cpp logs every tensor at load time; errors reach the user through return codes.
+    return None
+
+
+def ensure_backend() -> None:
+    global _backend_ready
+    with _backend_lock:
+        if not _backend_ready:
+            llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p(0))
+            llama_cpp.llama_backend_init()
+            _backend_ready = True
+
+
+class LlamaModel:
+    """A loaded GGUF model and its vocabulary."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        ensure_backend()
+        path = Path(spec.path)
+        validate_gguf_file(path)
+        params = llama_cpp.llama_model_default_params()
+        params.n_gpu_layers = spec.n_gpu_layers if spec.n_gpu_layers >= 0 else 999
+        params.use_mmap = True
+        ptr = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        if not ptr:
+            raise ModelLoadError(
+                f"llama.cpp could not load {path.name}: the file is not a model this llama.cpp "
+                "build supports, or it is damaged. Re-download it or pick another file."
+            )
+        self.spec = spec
+        self.path = path
+        self.ptr = ptr
+        self.vocab = llama_cpp.llama_model_get_vocab(ptr)
+        self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
+        self.n_ctx_train = int(llama_cpp.llama_model_n_ctx_train(ptr))
+        self.size_bytes = int(llama_cpp.llama_model_size(ptr))
+        self._piece_cache: dict[int, bytes] = {}
+        self._piece_buf = ctypes.create_string_buffer(256)
+
+    def close(self) -> None:
+        if self.ptr:
+            llama_cpp.llama_model_free(self.ptr)
+            self.ptr = None
+
+    # --- vocabulary -------------------------------------------------------------------
+
+    @property
+    def bos(self) -> int:
+        return int(llama_cpp.llama_vocab_bos(self.vocab))
+
+    @property
+    def eos(self) -> int:
+        return int(llama_cpp.llama_vocab_eos(self.vocab))
+
+    @property
+    def add_bos(self) -> bool:
+        return bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+
+    def token_text(self, token: int) -> str:
+        raw = llama_cpp.llama_vocab_get_text(self.vocab, token)
+        return raw.decode("utf-8", errors="replace") if raw else ""
+
+    def vocab_info(self) -> VocabInfo:
+        vocab_type = _VOCAB_TYPE_NAMES.get(int(llama_cpp.llama_vocab_type(self.vocab)), "unknown")
+        return VocabInfo(
+            vocab_type=vocab_type,
+            add_bos=self.add_bos,
+            add_eos=bool(llama_cpp.llama_vocab_get_add_eos(self.vocab)),
+            bos_id=self.bos,
+            eos_id=self.eos,
+            tokens=[self.token_text(i) for i in range(self.n_vocab)],
+        )
+
+    def tokenize(self, text: str, *, add_special: bool, parse_special: bool = True) -> list[int]:
+        data = text.encode("utf-8")
+        capacity = len(data) + 8
+        buf = (llama_cpp.llama_token * capacity)()
+        n = llama_cpp.llama_tokenize(
+            self.vocab, data, len(data), buf, capacity, add_special, parse_special
+        )
+        if n < 0:
+            capacity = -n
+            buf = (llama_cpp.llama_token * capacity)()
+            n = llama_cpp.llama_tokenize(
+                self.vocab, data, len(data), buf, capacity, add_special, parse_special
+            )
+        return list(buf[:n])
+
+    def piece(self, token: int) -> bytes:
+        """Bytes this token contributes to the text (control tokens contribute nothing)."""
+        cached = self._piece_cache.get(token)
+        if cached is not None:
+            return cached
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, self._piece_buf, 256, 0, False)
+        if n < 0:
+            big = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, big, -n, 0, False)
+            data = big.raw[:n]
+        else:
+            data = self._piece_buf.raw[:n]
+        self._piece_cache[token] = data
+        return data
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return b"".join(self.piece(t) for t in tokens).decode("utf-8", errors="replace")
+
+    def chat_template(self) -> str | None:
+        raw = llama_cpp.llama_model_chat_template(self.ptr, None)
+        return raw.decode("utf-8") if raw else None
+
+    def meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(512)
+        n = llama_cpp.llama_model_meta_val_str(self.ptr, key.encode(), buf, 512)
+        return buf.value.decode("utf-8", errors="replace") if n >= 0 else None
+
+
+class LlamaContext:
+    """One inference context (own KV cache) over a shared model, sequence 0 only.
+
+    ``tokens`` mirrors exactly what the KV cache holds, so callers can reuse common
+    prefixes and roll back rejected draft tokens.
+    """
+
+    def __init__(self, model: LlamaModel, spec: ModelSpec, *, n_batch: int = 512) -> None:
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = spec.n_ctx
+        params.n_batch = n_batch
+        params.n_ubatch = n_batch
+        params.n_seq_max = 1
+        params.n_threads = spec.threads()
+        params.n_threads_batch = spec.threads()
+        params.type_k = _KV_TYPES[spec.kv_type]
+        params.type_v = _KV_TYPES[spec.kv_type]
+        params.flash_attn_type = _FLASH_ATTN[spec.flash_attn]
+        params.no_perf = True
+        ptr = llama_cpp.llama_init_from_model(model.ptr, params)
+        if not ptr:
+            raise ModelLoadError(
+                f"llama.cpp could not create a {spec.n_ctx}-token context for {model.path.name}: "
+                "probably out of memory. Lower the context size or the GPU layers."
+            )
+        self.ptr = ptr
+        self.model = model
+        self.n_ctx = int(llama_cpp.llama_n_ctx(ptr))
+        self.n_batch = n_batch
+        self.memory = llama_cpp.llama_get_memory(ptr)
+        self.tokens: list[int] = []
+        self.decode_s = 0.0  # wall time spent inside llama_decode, for overhead accounting
+        self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        self._n_vocab = model.n_vocab
+
+    def close(self) -> None:
+        if self.ptr:
+            llama_cpp.llama_batch_free(self._batch)
+            llama_cpp.llama_free(self.ptr)
+            self.ptr = None
+
+    @property
+    def n_past(self) -> int:
+        return len(self.tokens)
+
+    def truncate(self, n_keep: int) -> None:
+        """Drop every cached position from ``n_keep`` on."""
+        if n_keep < len(self.tokens):
+            llama_cpp.llama_memory_seq_rm(self.memory, 0, n_keep, -1)
+            del self.tokens[n_keep:]
+
+    def common_prefix(self, tokens: Sequence[int]) -> int:
+        n = 0
+        for cached, wanted in zip(self.tokens, tokens, strict=False):
+            if cached != wanted:
+                break
+            n += 1
+        return n
+
+    def decode(self, tokens: Sequence[int], *, logits: str = "last") -> None:
+        """Append ``tokens`` to the cache. ``logits``: "last", "all" or "none"."""
+        if not tokens:
+            return
+        if self.n_past + len(tokens) > self.n_ctx:
+            raise ContextOverflowError(self.n_past + len(tokens), self.n_ctx)
+        for start in range(0, len(tokens), self.n_batch):
+            chunk = tokens[start : start + self.n_batch]
+            final_chunk = start + self.n_batch >= len(tokens)
+            self._fill_batch(chunk, logits if final_chunk else "none")
+            began = time.perf_counter()
+            rc = llama_cpp.llama_decode(self.ptr, self._batch)
+            self.decode_s += time.perf_counter() - began
+            if rc != 0:
+                raise RuntimeError(
+                    f"llama_decode failed with code {rc} at position {self.n_past}"
+                    + (" (no free KV slot)" if rc == 1 else "")
+                )
+            self.tokens.extend(chunk)
+
+    def _fill_batch(self, chunk: Sequence[int], logits: str) -> None:
+        batch = self._batch
+        n_past = self.n_past
+        last = len(chunk) - 1
+        want_all = logits == "all"
+        want_last = logits == "last"
+        for i, token in enumerate(chunk):
+            batch.token[i] = token
+            batch.pos[i] = n_past + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = want_all or (want_last and i == last)
+        batch.n_tokens = len(chunk)
+
+    def logits(self, i: int = -1) -> np.ndarray:
+        """Logits of output row ``i`` (-1: the last). A view, valid until the next decode."""
+        ptr = llama_cpp.llama_get_logits_ith(self.ptr, i)
+        if not ptr:
+            raise RuntimeError(f"no logits for output row {i}")
+        return np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))

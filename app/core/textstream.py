@@ -1,0 +1,60 @@
+"""UTF-8-safe incremental text from token bytes, with stop strings.
+
+A multi-byte character can be split across tokens (byte-fallback vocabularies do this for
+every emoji); the decoder holds incomplete bytes back until the character is whole. Text that
+could be the start of a stop string is held back too, so a stop string never flashes on screen.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Sequence
+
+
+class TextStream:
+    def __init__(self, stop: Sequence[str] = ()) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._stop = tuple(s for s in stop if s)
+        self._held = ""  # decoded text not yet released because it may begin a stop string
+        self.text = ""  # everything released so far
+        self.stopped = False
+
+    def push(self, data: bytes) -> str:
+        """Feed one token's bytes; return the text that may be shown now."""
+        if self.stopped:
+            return ""
+        pending = self._held + self._decoder.decode(data)
+        if not self._stop:
+            self._held = ""
+            self.text += pending
+            return pending
+        hits = [pending.find(s) for s in self._stop if s in pending]
+        if hits:
+            released = pending[: min(hits)]
+            self._held = ""
+            self.stopped = True
+            self.text += released
+            return released
+        keep = self._longest_stop_prefix_suffix(pending)
+        released = pending[: len(pending) - keep]
+        self._held = pending[len(pending) - keep :]
+        self.text += released
+        return released
+
+    def flush(self) -> str:
+        """End of generation: release held text and any dangling partial character."""
+        if self.stopped:
+            return ""
+        tail = self._held + self._decoder.decode(b"", final=True)
+        self._held = ""
+        self.text += tail
+        return tail
+
+    def _longest_stop_prefix_suffix(self, text: str) -> int:
+        best = 0
+        for stop in self._stop:
+            for n in range(min(len(stop) - 1, len(text)), best, -1):
+                if text.endswith(stop[:n]):
+                    best = n
+                    break
+        return best
