@@ -1,0 +1,72 @@
+"""Tiny synthetic GGUF files for header, compatibility and download tests.
+
+The tensors are small random arrays: enough for the header reader and the tensor table,
+not a model llama.cpp could run (``app.core.synthetic`` makes those).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from gguf import GGUFWriter, LlamaFileType
+
+
+def spm_tokens(n_extra: int = 64, *, tweak: dict[int, str] | None = None) -> list[str]:
+    """<unk> <s> </s>, the 256 byte tokens, then ``n_extra`` word pieces."""
+    tokens = ["<unk>", "<s>", "</s>"]
+    tokens += [f"<0x{b:02X}>" for b in range(256)]
+    tokens += [f"\u2581w{i}" for i in range(n_extra)]
+    for token_id, text in (tweak or {}).items():
+        tokens[token_id] = text
+    return tokens
+
+
+def write_gguf(
+    path: Path,
+    *,
+    name: str = "tiny",
+    arch: str = "llama",
+    n_layer: int = 2,
+    n_embd: int = 64,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    context_length: int = 2048,
+    tokens: list[str] | None = None,
+    bos_id: int = 1,
+    eos_id: int = 2,
+    add_bos: bool = True,
+    file_type: int = LlamaFileType.ALL_F32,
+    padding_bytes: int = 0,
+    seed: int = 0,
+) -> Path:
+    """Write a small GGUF; ``padding_bytes`` adds a tensor so downloads take a few chunks."""
+    tokens = tokens if tokens is not None else spm_tokens()
+    rng = np.random.default_rng(seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = GGUFWriter(str(path), arch)
+    writer.add_name(name)
+    writer.add_block_count(n_layer)
+    writer.add_context_length(context_length)
+    writer.add_embedding_length(n_embd)
+    writer.add_feed_forward_length(n_embd * 2)
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(n_head_kv)
+    writer.add_file_type(int(file_type))
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(tokens)
+    writer.add_token_scores([0.0] * len(tokens))
+    writer.add_token_types([1] * len(tokens))
+    writer.add_bos_token_id(bos_id)
+    writer.add_eos_token_id(eos_id)
+    writer.add_add_bos_token(add_bos)
+    writer.add_add_eos_token(False)
+    writer.add_tensor("token_embd.weight", rng.standard_normal((len(tokens), n_embd), np.float32))
+    writer.add_tensor("output_norm.weight", np.ones(n_embd, np.float32))
+    if padding_bytes:
+        writer.add_tensor("pad.weight", rng.standard_normal(padding_bytes // 4, np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

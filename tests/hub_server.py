@@ -1,0 +1,232 @@
+"""A small fake Hugging Face Hub on 127.0.0.1 for tests.
+
+It speaks the part of the Hub HTTP API that huggingface_hub 2.x uses for our features:
+``/api/models`` search, ``/api/models/{repo}/tree/{rev}``, ``/api/models/{repo}/revision/{rev}``,
+``/api/whoami-v2`` and ``/{repo}/resolve/{rev}/{file}`` (HEAD, GET, Range) with the ETag /
+X-Linked-Etag / X-Linked-Size / X-Repo-Commit headers. It can answer 401 for a gated repo,
+404, drop a connection part-way through a file, report a wrong sha256, and slow down.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+@dataclass
+class FakeRepo:
+    repo_id: str
+    files: dict[str, bytes]
+    downloads: int = 0
+    likes: int = 0
+    token: str | None = None  # gated: this Bearer token is needed to resolve files
+    wrong_sha: set[str] = field(default_factory=set)  # files whose reported sha256 is wrong
+
+    def sha256(self, name: str) -> str:
+        real = hashlib.sha256(self.files[name]).hexdigest()
+        return hashlib.sha256(b"wrong" + real.encode()).hexdigest() if name in self.wrong_sha \
+            else real
+
+
+@dataclass
+class Logged:
+    method: str
+    path: str
+    range: str | None
+    authorization: str | None
+
+
+class FakeHub:
+    def __init__(self) -> None:
+        self.repos: dict[str, FakeRepo] = {}
+        self.valid_tokens = {"hf_valid_test_token"}
+        self.drop_after: dict[str, list[int]] = {}  # file name -> byte counts, one per GET
+        self.chunk_delay_s = 0.0
+        self.log: list[Logged] = []
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server.daemon_threads = True
+        self._server.hub = self  # type: ignore[attr-defined]
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.05}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def add(self, repo: FakeRepo) -> FakeRepo:
+        self.repos[repo.repo_id] = repo
+        return repo
+
+    def start(self) -> FakeHub:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def requests_for(self, name: str, method: str = "GET") -> list[Logged]:
+        return [e for e in self.log if e.method == method and e.path.endswith("/" + name)]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    @property
+    def hub(self) -> FakeHub:
+        return self.server.hub  # type: ignore[attr-defined,no-any-return]
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib name
+        pass
+
+    def do_HEAD(self) -> None:  # noqa: N802 - stdlib name
+        self._dispatch(head=True)
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        self._dispatch(head=False)
+
+    def _dispatch(self, head: bool) -> None:
+        parts = urlsplit(self.path)
+        path = unquote(parts.path)
+        self.hub.log.append(Logged(self.command, path, self.headers.get("Range"),
+                                   self.headers.get("Authorization")))
+        query = parse_qs(parts.query)
+        if path == "/api/models":
+            return self._search(query)
+        if path == "/api/whoami-v2":
+            return self._whoami()
+        if path.startswith("/api/models/"):
+            return self._repo_api(path.removeprefix("/api/models/"))
+        if "/resolve/" in path:
+            repo_id, _, rest = path.lstrip("/").partition("/resolve/")
+            _rev, _, name = rest.partition("/")
+            return self._resolve(repo_id, name, head)
+        self._json({"error": "not found"}, 404)
+
+    def _json(self, body: object, status: int = 200, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _error(self, status: int, code: str, message: str) -> None:
+        self._json({"error": message}, status, {"X-Error-Code": code, "X-Error-Message": message})
+
+    def _search(self, query: dict[str, list[str]]) -> None:
+        text = query.get("search", [""])[0].lower()
+        limit = int(query.get("limit", ["1000"])[0])
+        hits = [r for r in self.hub.repos.values() if text in r.repo_id.lower()]
+        if query.get("sort", [""])[0] == "downloads":
+            hits.sort(key=lambda r: r.downloads, reverse=True)
+        self._json([
+            {"id": r.repo_id, "_id": r.repo_id, "modelId": r.repo_id, "downloads": r.downloads,
+             "likes": r.likes, "gated": "manual" if r.token else False, "private": False,
+             "tags": ["gguf"], "library_name": "gguf"}
+            for r in hits[:limit]
+        ])
+
+    def _whoami(self) -> None:
+        auth = self.headers.get("Authorization", "")
+        token = auth.removeprefix("Bearer ")
+        if token not in self.hub.valid_tokens:
+            return self._error(401, "Unauthorized", "Invalid credentials in Authorization header")
+        self._json({"type": "user", "name": "tester",
+                    "auth": {"type": "access_token",
+                             "accessToken": {"displayName": "specdeck-test", "role": "read"}}})
+
+    def _repo_api(self, rest: str) -> None:
+        for marker in ("/tree/", "/revision/"):
+            if marker in rest:
+                repo_id = rest.partition(marker)[0]
+                break
+        else:
+            return self._error(404, "RepoNotFound", "Repository not found")
+        repo = self.hub.repos.get(repo_id)
+        if repo is None:
+            return self._error(404, "RepoNotFound", "Repository not found")
+        if marker == "/revision/":
+            return self._json({"id": repo_id, "sha": COMMIT, "gated": bool(repo.token),
+                               "downloads": repo.downloads, "private": False,
+                               "siblings": [{"rfilename": n} for n in repo.files]})
+        self._json([
+            {"type": "file", "oid": hashlib.sha1(data).hexdigest(), "size": len(data), "path": name,
+             "lfs": {"oid": repo.sha256(name), "size": len(data), "pointerSize": 134}}
+            for name, data in sorted(repo.files.items())
+        ])
+
+    def _resolve(self, repo_id: str, name: str, head: bool) -> None:
+        repo = self.hub.repos.get(repo_id)
+        if repo is None:
+            return self._error(404, "RepoNotFound", "Repository not found")
+        if repo.token and self.headers.get("Authorization") != f"Bearer {repo.token}":
+            return self._error(401, "GatedRepo",
+                               f"Access to model {repo_id} is restricted. You must have access "
+                               "to it and be authenticated to access it. Please log in.")
+        data = repo.files.get(name)
+        if data is None:
+            return self._error(404, "EntryNotFound", f"{name} does not exist on \"main\"")
+        start, end = 0, len(data) - 1
+        status = 200
+        requested = self.headers.get("Range")
+        if requested and requested.startswith("bytes="):
+            first, _, last = requested.removeprefix("bytes=").partition("-")
+            start = int(first)
+            end = min(int(last), len(data) - 1) if last else len(data) - 1
+            if start >= len(data):
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{len(data)}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            status = 206
+        sha = repo.sha256(name)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(end - start + 1))
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("ETag", f'"{sha}"')
+        self.send_header("X-Linked-Etag", f'"{sha}"')
+        self.send_header("X-Linked-Size", str(len(data)))
+        self.send_header("X-Repo-Commit", COMMIT)
+        if status == 206:
+            self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+        self.end_headers()
+        if head:
+            return
+        drops = self.hub.drop_after.get(name)
+        limit = drops.pop(0) if drops else None
+        self._send_body(data[start : end + 1], limit)
+
+    def _send_body(self, body: bytes, limit: int | None) -> None:
+        sent, chunk = 0, 16 << 10
+        while sent < len(body):
+            piece = body[sent : sent + chunk]
+            if limit is not None and sent + len(piece) > limit:
+                self.wfile.write(piece[: max(0, limit - sent)])
+                self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            try:
+                self.wfile.write(piece)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+                return
+            sent += len(piece)
+            if self.hub.chunk_delay_s:
+                time.sleep(self.hub.chunk_delay_s)
