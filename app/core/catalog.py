@@ -1,0 +1,148 @@
+"""The curated catalog of draft/target pairs and the ranking of draft candidates."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CATALOG_ENV = "SPECDECK_CATALOG"
+# A draft around 1/15 of the target's size is the usual sweet spot: much cheaper to run,
+# yet similar enough to agree often. Candidates are ranked by distance from that ratio.
+IDEAL_DRAFT_RATIO = 1 / 15
+MAX_DRAFT_RATIO = 0.35
+_SIZE_RE = re.compile(r"[-_ ](\d+(?:\.\d+)?)\s*([BM])(?=$|[-_ ])", re.IGNORECASE)
+
+
+class CatalogError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class CatalogModel:
+    id: str
+    repo: str
+    family: str
+    params_b: float
+    quant: str
+    notes: str = ""
+    draft_only: bool = False
+
+
+@dataclass(frozen=True)
+class CatalogPair:
+    target: str
+    draft: str
+    checked: str | None = None
+
+
+@dataclass(frozen=True)
+class DraftCandidate:
+    repo: str
+    quant: str | None  # recommended quantization, when known
+    params_b: float | None
+    source: str  # "catalog pair" or "same family"
+    notes: str = ""
+
+
+def default_catalog_path() -> Path:
+    override = os.environ.get(CATALOG_ENV)
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[2] / "resources" / "catalog.json"
+
+
+@dataclass(frozen=True)
+class Catalog:
+    models: tuple[CatalogModel, ...]
+    pairs: tuple[CatalogPair, ...]
+    _by_id: dict[str, CatalogModel] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._by_id.update({m.id: m for m in self.models})
+        for pair in self.pairs:
+            for model_id in (pair.target, pair.draft):
+                if model_id not in self._by_id:
+                    raise CatalogError(f"catalog pair names unknown model {model_id!r}")
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> Catalog:
+        path = path or default_catalog_path()
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            models = tuple(CatalogModel(**m) for m in data["models"])
+            pairs = tuple(CatalogPair(**p) for p in data["pairs"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CatalogError(f"cannot read the model catalog {path}: {exc}") from exc
+        return cls(models, pairs)
+
+    def model(self, model_id: str) -> CatalogModel:
+        return self._by_id[model_id]
+
+    def by_repo(self, repo: str) -> CatalogModel | None:
+        return next((m for m in self.models if m.repo.lower() == repo.lower()), None)
+
+    def targets(self) -> list[CatalogModel]:
+        paired = {p.target for p in self.pairs}
+        return [m for m in self.models if m.id in paired]
+
+    def draft_candidates(self, target_repo: str,
+                         hub_repos: Iterable[str] = ()) -> list[DraftCandidate]:
+        """Drafts worth checking for ``target_repo``: catalog pairs first, then smaller
+        models of the same family (from the catalog and from ``hub_repos``), best first."""
+        target = self.by_repo(target_repo)
+        family, size = (target.family, target.params_b) if target else parse_family(target_repo)
+        found: list[DraftCandidate] = []
+        if target is not None:
+            for pair in self.pairs:
+                if pair.target == target.id:
+                    d = self.model(pair.draft)
+                    found.append(DraftCandidate(d.repo, d.quant, d.params_b, "catalog pair",
+                                                d.notes))
+        same_family: list[DraftCandidate] = []
+        for m in self.models:
+            if m.family == family and m.repo != target_repo:
+                same_family.append(DraftCandidate(m.repo, m.quant, m.params_b, "same family",
+                                                  m.notes))
+        for repo in hub_repos:
+            hub_family, hub_size = parse_family(repo)
+            if hub_family and hub_family == family and repo.lower() != target_repo.lower():
+                same_family.append(DraftCandidate(repo, None, hub_size, "same family"))
+        same_family = [c for c in same_family if _small_enough(c.params_b, size)]
+        same_family.sort(key=lambda c: _ratio_distance(c.params_b, size))
+        seen = {c.repo.lower() for c in found}
+        for c in same_family:
+            if c.repo.lower() not in seen:
+                seen.add(c.repo.lower())
+                found.append(c)
+        return found
+
+
+def parse_family(repo: str) -> tuple[str, float | None]:
+    """Guess (family, billions of parameters) from a repo name like Qwen2.5-7B-Instruct-GGUF."""
+    name = repo.rsplit("/", 1)[-1]
+    name = re.sub(r"[-_]gguf$", "", name, flags=re.IGNORECASE)
+    name = re.sub(r"^(google|meta)[-_]", "", name, flags=re.IGNORECASE)
+    match = _SIZE_RE.search(name)
+    if match is None:
+        return name.lower(), None
+    value = float(match.group(1)) / (1000 if match.group(2).upper() == "M" else 1)
+    family = name[: match.start()].lower().replace("meta-", "")
+    family = re.sub(r"[-_]coder$", "", family)  # coder and chat share a vocabulary
+    return family, value
+
+
+def _small_enough(draft_b: float | None, target_b: float | None) -> bool:
+    if draft_b is None or target_b is None:
+        return draft_b is None and target_b is None
+    return draft_b <= target_b * MAX_DRAFT_RATIO
+
+
+def _ratio_distance(draft_b: float | None, target_b: float | None) -> float:
+    if not draft_b or not target_b:
+        return math.inf
+    return abs(math.log(draft_b / target_b) - math.log(IDEAL_DRAFT_RATIO))

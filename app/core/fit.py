@@ -1,0 +1,235 @@
+"""Will a draft/target pair fit in memory? Hardware detection and a memory estimate.
+
+The estimate adds, for both models: the weights (the GGUF tensor data), the KV cache
+(n_layer × n_head_kv × (head_dim_k + head_dim_v) × n_ctx × bytes per cache element) and a
+compute buffer, then a margin for the backend's own allocations. It is compared with the
+free memory of the GPU devices (layers are split across them by free memory, as llama.cpp
+does by default) or, on a CPU build, with the available system RAM.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from app.core.gguf_header import ModelFacts
+
+MIB = 1 << 20
+KV_BYTES_PER_ELEMENT = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
+N_UBATCH = 512
+MARGIN_FRACTION = 0.05
+MARGIN_FIXED = 300 * MIB  # backend context, scratch and fragmentation per process
+# Order used to pick "the best quantization that fits": better quality first. F32/F16/BF16
+# are left last: they rarely pay off against Q8_0 for local decoding speed.
+QUALITY_ORDER = ("Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q5_0", "Q4_K_M", "Q4_K_S", "IQ4_XS",
+                 "IQ4_NL", "Q4_0", "Q3_K_L", "Q3_K_M", "IQ3_M", "Q3_K_S", "IQ3_XS", "Q2_K",
+                 "IQ2_M", "IQ2_XS", "BF16", "F16", "F32")
+
+
+class FitLabel(str, Enum):
+    FITS = "fits"
+    TIGHT = "tight"
+    NO_FIT = "does not fit"
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    index: int
+    name: str
+    total: int
+    free: int
+
+
+@dataclass(frozen=True)
+class Hardware:
+    backend: str  # "CUDA", "Metal", "Vulkan" or "CPU"
+    gpus: tuple[GpuDevice, ...]
+    ram_total: int
+    ram_free: int
+    cpu_count: int
+
+    @property
+    def gpu_free(self) -> int:
+        return sum(g.free for g in self.gpus)
+
+    @property
+    def uses_gpu(self) -> bool:
+        return self.backend != "CPU" and bool(self.gpus)
+
+
+def system_memory() -> tuple[int, int]:
+    """(total, available) system RAM in bytes."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in handle}
+        return info["MemTotal"], info.get("MemAvailable", info["MemFree"])
+    except (OSError, KeyError, ValueError, IndexError):
+        pass
+    if sys.platform == "darwin":
+        total = int(_run(["sysctl", "-n", "hw.memsize"]) or 0)
+        pages = _run(["vm_stat"]) or ""
+        free_pages = sum(int(line.split()[-1].rstrip(".")) for line in pages.splitlines()
+                         if line.startswith(("Pages free", "Pages inactive", "Pages purgeable")))
+        return total, free_pages * 16384 if free_pages else total // 2
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") \
+        else 0
+    return total, total // 2
+
+
+def _run(args: list[str]) -> str | None:
+    if shutil.which(args[0]) is None:
+        return None
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=5, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout
+
+
+def nvidia_gpus() -> tuple[GpuDevice, ...]:
+    out = _run(["nvidia-smi", "--query-gpu=index,name,memory.total,memory.free",
+                "--format=csv,noheader,nounits"])
+    devices = []
+    for line in (out or "").splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) == 4 and fields[0].isdigit():
+            devices.append(GpuDevice(int(fields[0]), fields[1], int(fields[2]) * MIB,
+                                     int(fields[3]) * MIB))
+    return tuple(devices)
+
+
+def llama_gpu_offload() -> bool | None:
+    """Whether the installed llama.cpp build can offload to a GPU (None: not installed)."""
+    try:
+        import llama_cpp
+    except Exception:
+        return None
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+def detect_hardware() -> Hardware:
+    total, available = system_memory()
+    cpus = os.cpu_count() or 1
+    offload = llama_gpu_offload()
+    if sys.platform == "darwin" and platform.machine() == "arm64" and offload is not False:
+        # Unified memory: Metal may use about three quarters of it.
+        gpu = GpuDevice(0, "Apple GPU (unified memory)", total * 3 // 4,
+                        min(available, total * 3 // 4))
+        return Hardware("Metal", (gpu,), total, available, cpus)
+    gpus = nvidia_gpus() if offload is not False else ()
+    if gpus:
+        return Hardware("CUDA", gpus, total, available, cpus)
+    return Hardware("CPU", (), total, available, cpus)
+
+
+@dataclass(frozen=True)
+class ModelMemory:
+    weights: int
+    kv: int
+    compute: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv + self.compute
+
+
+def model_memory(facts: ModelFacts, weights: int, n_ctx: int, kv_type: str = "f16") -> ModelMemory:
+    try:
+        per_element = KV_BYTES_PER_ELEMENT[kv_type]
+    except KeyError:
+        raise ValueError(f"unknown KV cache type {kv_type!r}; "
+                         f"use one of {', '.join(KV_BYTES_PER_ELEMENT)}") from None
+    # Largest live intermediate per micro-batch: the logits or the attention scores
+    # (the latter disappear with flash attention, so this errs on the safe side).
+    widest = max(facts.vocab_size, facts.n_head * n_ctx)
+    compute = 4 * N_UBATCH * (widest + 8 * facts.n_embd)
+    return ModelMemory(weights, facts.kv_bytes(n_ctx, per_element), compute)
+
+
+@dataclass(frozen=True)
+class PairEstimate:
+    target: ModelMemory
+    draft: ModelMemory | None
+
+    @property
+    def needed(self) -> int:
+        return self.target.total + (self.draft.total if self.draft else 0)
+
+    @property
+    def margin(self) -> int:
+        return int(self.needed * MARGIN_FRACTION) + MARGIN_FIXED
+
+    @property
+    def with_margin(self) -> int:
+        return self.needed + self.margin
+
+
+def estimate_pair(target: ModelFacts, target_bytes: int, draft: ModelFacts | None,
+                  draft_bytes: int, n_ctx: int, kv_type: str = "f16") -> PairEstimate:
+    return PairEstimate(
+        model_memory(target, target_bytes, n_ctx, kv_type),
+        model_memory(draft, draft_bytes, n_ctx, kv_type) if draft is not None else None,
+    )
+
+
+@dataclass(frozen=True)
+class FitResult:
+    label: FitLabel
+    estimate: PairEstimate
+    available: int
+    where: str  # "GPU", "GPU + RAM" or "RAM"
+    message: str
+    per_device: tuple[tuple[GpuDevice, int], ...] = ()  # bytes each GPU would hold
+
+
+def gib(n: float) -> str:
+    return f"{n / (1 << 30):.1f} GiB"
+
+
+def assess(estimate: PairEstimate, hardware: Hardware) -> FitResult:
+    needed, padded = estimate.needed, estimate.with_margin
+    if hardware.uses_gpu:
+        pool, where = hardware.gpu_free, "GPU"
+    else:
+        pool, where = hardware.ram_free, "RAM"
+    shares: tuple[tuple[GpuDevice, int], ...] = ()
+    if hardware.uses_gpu and pool > 0:
+        shares = tuple((g, needed * g.free // pool) for g in hardware.gpus)
+    summary = f"needs {gib(needed)} + {gib(estimate.margin)} margin, {gib(pool)} free in {where}"
+    if padded <= pool:
+        return FitResult(FitLabel.FITS, estimate, pool, where, summary, shares)
+    if needed <= pool:
+        return FitResult(FitLabel.TIGHT, estimate, pool, where,
+                         summary + "; little headroom, close other programs", shares)
+    if hardware.uses_gpu and padded <= pool + hardware.ram_free:
+        return FitResult(FitLabel.TIGHT, estimate, pool + hardware.ram_free, "GPU + RAM",
+                         summary + "; some layers would run on the CPU (slower)", shares)
+    return FitResult(FitLabel.NO_FIT, estimate, pool, where,
+                     summary + "; choose a smaller quantization, a shorter context or a "
+                     "smaller model")
+
+
+def quality_rank(quant: str) -> int:
+    try:
+        return QUALITY_ORDER.index(quant.upper())
+    except ValueError:
+        return len(QUALITY_ORDER)
+
+
+def best_fit(options: Sequence[tuple[str, FitResult]], preferred: str | None = None) -> str | None:
+    """The quantization to preselect: the preferred one when it fits, else the best that
+    fits, else the best tight one; None when nothing fits at all."""
+    for label in (FitLabel.FITS, FitLabel.TIGHT):
+        candidates = [q for q, r in options if r.label is label]
+        if not candidates:
+            continue
+        if preferred is not None and preferred.upper() in (q.upper() for q in candidates):
+            return next(q for q in candidates if q.upper() == preferred.upper())
+        return min(candidates, key=quality_rank)
+    return None

@@ -1,0 +1,264 @@
+"""The local model library and the saved pair profiles.
+
+``library.json`` lives in the user data folder (``SPECDECK_DATA_DIR`` overrides it, which
+tests use). It lists downloaded and imported GGUF models with the facts read from their
+headers, and named profiles (a target, an optional draft and their settings), one of which
+is active. Writes are atomic so a crash never leaves a half-written library.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from app import APP_NAME
+from app.core.config import ModelSpec
+from app.core.gguf_header import GGUFFormatError, model_facts, read_local_header
+from app.core.hub import SPLIT_RE
+
+DATA_DIR_ENV = "SPECDECK_DATA_DIR"
+LIBRARY_VERSION = 1
+
+
+class LibraryError(ValueError):
+    pass
+
+
+class ModelInUseError(LibraryError):
+    pass
+
+
+def data_dir() -> Path:
+    override = os.environ.get(DATA_DIR_ENV)
+    if override:
+        return Path(override)
+    return platformdirs.user_data_path(APP_NAME, appauthor=False)
+
+
+def models_dir() -> Path:
+    return data_dir() / "models"
+
+
+@dataclass(frozen=True)
+class LibraryModel:
+    id: str
+    path: str  # the first (or only) file; llama.cpp finds the other split parts itself
+    parts: tuple[str, ...]
+    size: int
+    quantization: str
+    architecture: str
+    context_length: int
+    n_params: int
+    name: str
+    source: str  # "hub" or "import"
+    repo_id: str | None = None
+    sha256: str | None = None
+    added: float = 0.0
+
+    @property
+    def available(self) -> bool:
+        return all(Path(p).is_file() for p in self.parts)
+
+    @property
+    def label(self) -> str:
+        origin = self.repo_id or Path(self.path).parent.name
+        return f"{origin} · {Path(self.path).name}"
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    target: str  # LibraryModel.id
+    draft: str | None
+    n_ctx: int = 4096
+    kv_type: str = "f16"
+    draft_max: int = 8
+    calibration: dict[str, float] = field(default_factory=dict)
+
+
+def describe_gguf(paths: Sequence[Path], *, source: str, repo_id: str | None = None,
+                  sha256: str | None = None) -> LibraryModel:
+    """A library entry for a GGUF (all parts of a split one), validated by its header."""
+    first = paths[0]
+    try:
+        facts = model_facts(read_local_header(first))
+    except GGUFFormatError as exc:
+        raise LibraryError(f"{first.name} is not a usable GGUF model: {exc}") from exc
+    except OSError as exc:
+        raise LibraryError(f"cannot read {first}: {exc.strerror or exc}") from exc
+    if facts.n_layer <= 0 or facts.vocab_size <= 0:
+        raise LibraryError(f"{first.name} has no layers or no vocabulary: "
+                           "it is not a language model llama.cpp can run")
+    if facts.split_count != len(paths):
+        raise LibraryError(f"{first.name} is part 1 of {facts.split_count}; "
+                           f"found {len(paths)} part(s) next to it")
+    model_id = f"{repo_id}:{first.name}" if repo_id else f"file:{first.resolve()}"
+    return LibraryModel(
+        id=model_id, path=str(first), parts=tuple(str(p) for p in paths),
+        size=sum(p.stat().st_size for p in paths), quantization=facts.quantization,
+        architecture=facts.architecture, context_length=facts.context_length,
+        n_params=facts.n_params, name=facts.name, source=source, repo_id=repo_id,
+        sha256=sha256, added=time.time(),
+    )
+
+
+def split_parts(first: Path) -> list[Path]:
+    match = SPLIT_RE.search(first.name)
+    if match is None:
+        return [first]
+    stem = SPLIT_RE.sub("", first.name)
+    count = int(match.group(2))
+    return [first.with_name(f"{stem}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
+
+
+class Library:
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or data_dir()
+        self.file = self.root / "library.json"
+        self.models: dict[str, LibraryModel] = {}
+        self.profiles: dict[str, Profile] = {}
+        self.active: str | None = None
+        self._load()
+
+    def _load(self) -> None:
+        if not self.file.is_file():
+            return
+        try:
+            data = json.loads(self.file.read_text(encoding="utf-8"))
+            for raw in data.get("models", []):
+                raw["parts"] = tuple(raw["parts"])
+                model = LibraryModel(**raw)
+                self.models[model.id] = model
+            for raw in data.get("profiles", []):
+                profile = Profile(**raw)
+                self.profiles[profile.name] = profile
+            self.active = data.get("active")
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise LibraryError(f"the model library {self.file} is damaged ({exc}); "
+                               "move it away to start with an empty library") from exc
+
+    def save(self) -> None:
+        data: dict[str, Any] = {
+            "version": LIBRARY_VERSION,
+            "models": [asdict(m) for m in self.models.values()],
+            "profiles": [asdict(p) for p in self.profiles.values()],
+            "active": self.active,
+        }
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.file.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+        os.replace(tmp, self.file)
+
+    # --- models -------------------------------------------------------------------------
+
+    def add_downloaded(self, repo_id: str, paths: Sequence[Path],
+                       sha256: str | None = None) -> LibraryModel:
+        model = describe_gguf(list(paths), source="hub", repo_id=repo_id, sha256=sha256)
+        self.models[model.id] = model
+        self.save()
+        return model
+
+    def import_gguf(self, path: Path) -> LibraryModel:
+        """Add a GGUF already on disk (left where it is); all split parts must be present."""
+        path = Path(path).expanduser()
+        if not path.is_file():
+            raise LibraryError(f"{path}: no such file")
+        if path.suffix.lower() != ".gguf":
+            raise LibraryError(f"{path.name}: not a .gguf file")
+        parts = split_parts(path)
+        missing = [p.name for p in parts if not p.is_file()]
+        if missing:
+            raise LibraryError(f"{path.name} is a split model; missing {', '.join(missing)}")
+        model = describe_gguf(parts, source="import")
+        self.models[model.id] = model
+        self.save()
+        return model
+
+    def find_by_path(self, path: str | Path) -> LibraryModel | None:
+        resolved = Path(path).resolve()
+        return next((m for m in self.models.values() if Path(m.path).resolve() == resolved),
+                    None)
+
+    def pairs_using(self, model_id: str) -> list[str]:
+        return [p.name for p in self.profiles.values() if model_id in (p.target, p.draft)]
+
+    def delete_model(self, model_id: str, *, force: bool = False) -> None:
+        """Forget a model; downloaded files are deleted, imported files stay on disk.
+
+        A model used by profiles is only removed with ``force``, which removes the profiles.
+        """
+        model = self.models.get(model_id)
+        if model is None:
+            raise LibraryError(f"{model_id} is not in the library")
+        users = self.pairs_using(model_id)
+        if users and not force:
+            raise ModelInUseError(f"{model.label} is used by the pair(s) {', '.join(users)}; "
+                                  "delete those pairs too or keep the model")
+        for name in users:
+            self.delete_profile(name, save=False)
+        if model.source == "hub":
+            for part in model.parts:
+                Path(part).unlink(missing_ok=True)
+        del self.models[model_id]
+        self.save()
+
+    # --- profiles -----------------------------------------------------------------------
+
+    def save_profile(self, profile: Profile, *, make_active: bool = True) -> Profile:
+        for model_id in (profile.target, profile.draft):
+            if model_id is not None and model_id not in self.models:
+                raise LibraryError(f"profile {profile.name!r} names {model_id}, "
+                                   "which is not in the library")
+        if not profile.name.strip():
+            raise LibraryError("a pair needs a name")
+        self.profiles[profile.name] = profile
+        if make_active:
+            self.active = profile.name
+        self.save()
+        return profile
+
+    def delete_profile(self, name: str, *, save: bool = True) -> None:
+        self.profiles.pop(name, None)
+        if self.active == name:
+            self.active = None
+        if save:
+            self.save()
+
+    def set_active(self, name: str) -> None:
+        if name not in self.profiles:
+            raise LibraryError(f"there is no pair named {name!r}")
+        self.active = name
+        self.save()
+
+    def active_profile(self) -> Profile | None:
+        return self.profiles.get(self.active) if self.active else None
+
+    def unique_profile_name(self, base: str) -> str:
+        name, n = base, 2
+        while name in self.profiles:
+            name, n = f"{base} ({n})", n + 1
+        return name
+
+    def model_specs(self, profile: Profile) -> tuple[ModelSpec, ModelSpec | None]:
+        """Engine specs for a profile; raises when a file has gone missing."""
+        specs: list[ModelSpec | None] = []
+        for model_id in (profile.target, profile.draft):
+            if model_id is None:
+                specs.append(None)
+                continue
+            model = self.models.get(model_id)
+            if model is None or not model.available:
+                raise LibraryError(f"pair {profile.name!r}: {model_id} is missing from disk; "
+                                   "download or import it again")
+            specs.append(ModelSpec(path=model.path, n_ctx=profile.n_ctx, kv_type=profile.kv_type))
+        target, draft = specs
+        if target is None:
+            raise LibraryError(f"pair {profile.name!r} has no target model")
+        return target, draft

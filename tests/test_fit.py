@@ -1,0 +1,98 @@
+"""Memory fit of a pair and the preselected quantization."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.core.fit import (
+    MARGIN_FIXED,
+    FitLabel,
+    GpuDevice,
+    Hardware,
+    assess,
+    best_fit,
+    detect_hardware,
+    estimate_pair,
+    model_memory,
+)
+from app.core.gguf_header import ModelFacts, model_facts, read_local_header
+from tests.ggufs import write_gguf
+
+GIB = 1 << 30
+
+
+def facts(n_layer: int = 32, n_head: int = 32, n_head_kv: int = 8, n_embd: int = 4096,
+          vocab: int = 128_256) -> ModelFacts:
+    head_dim = n_embd // n_head
+    return ModelFacts("llama", "m", n_layer, n_head, n_head_kv, n_embd, head_dim, head_dim,
+                      131_072, 15, "Q4_K_M", 0, 0, vocab)
+
+
+def gpu(free_gib: float, index: int = 0) -> GpuDevice:
+    return GpuDevice(index, f"GPU {index}", 24 * GIB, int(free_gib * GIB))
+
+
+def test_kv_cache_formula() -> None:
+    llama8b = facts()
+    # 32 layers x 8 kv heads x (128 + 128) x 8192 positions x 2 bytes = 1 GiB
+    assert model_memory(llama8b, 0, 8192, "f16").kv == GIB
+    assert model_memory(llama8b, 0, 8192, "q8_0").kv == GIB * 17 // 32
+    with pytest.raises(ValueError, match="unknown KV cache type"):
+        model_memory(llama8b, 0, 8192, "q3")
+
+
+def test_labels_against_gpu_and_ram() -> None:
+    est = estimate_pair(facts(), int(4.6 * GIB), facts(16, 32, 8, 2048), int(1.3 * GIB), 8192)
+    assert 7 * GIB < est.needed < 9 * GIB
+    big = Hardware("CUDA", (gpu(20),), 64 * GIB, 32 * GIB, 8)
+    assert assess(est, big).label is FitLabel.FITS
+    exact = Hardware("CUDA", (GpuDevice(0, "g", 24 * GIB, est.needed + MARGIN_FIXED // 2),),
+                     64 * GIB, 0, 8)
+    assert assess(est, exact).label is FitLabel.TIGHT
+    spill = Hardware("CUDA", (gpu(6),), 64 * GIB, 32 * GIB, 8)
+    result = assess(est, spill)
+    assert result.label is FitLabel.TIGHT and result.where == "GPU + RAM"
+    assert "CPU" in result.message
+    tiny = Hardware("CPU", (), 8 * GIB, 4 * GIB, 8)
+    result = assess(est, tiny)
+    assert result.label is FitLabel.NO_FIT and "smaller quantization" in result.message
+
+
+def test_layers_split_across_gpus_by_free_memory() -> None:
+    est = estimate_pair(facts(), 4 * GIB, None, 0, 4096)
+    two = Hardware("CUDA", (gpu(12, 0), gpu(4, 1)), 64 * GIB, 32 * GIB, 8)
+    result = assess(est, two)
+    assert result.label is FitLabel.FITS
+    (_, first), (_, second) = result.per_device
+    assert first == pytest.approx(3 * second, rel=0.01)
+
+
+def test_best_fit_prefers_recommended_then_quality() -> None:
+    hw = Hardware("CUDA", (gpu(8),), 32 * GIB, 16 * GIB, 8)
+    options = []
+    for quant, size in (("Q8_0", 8.1), ("Q6_K", 6.3), ("Q4_K_M", 4.6), ("Q2_K", 3.0)):
+        options.append((quant, assess(estimate_pair(facts(), int(size * GIB), None, 0, 4096),
+                                      hw)))
+    labels = {q: r.label for q, r in options}
+    assert labels["Q8_0"] is not FitLabel.FITS and labels["Q4_K_M"] is FitLabel.FITS
+    expected = "Q6_K" if labels["Q6_K"] is FitLabel.FITS else "Q4_K_M"
+    assert best_fit(options) == expected
+    assert best_fit(options, preferred="Q4_K_M") == "Q4_K_M"
+    nothing = [("Q8_0", assess(estimate_pair(facts(), 80 * GIB, None, 0, 4096), hw))]
+    assert best_fit(nothing) is None
+
+
+def test_estimate_from_a_real_header(tmp_path: Path) -> None:
+    path = write_gguf(tmp_path / "m.gguf", n_layer=2, n_embd=64, n_head=4, n_head_kv=2)
+    f = model_facts(read_local_header(path))
+    mem = model_memory(f, path.stat().st_size, 1024, "f16")
+    assert mem.kv == 2 * 2 * 32 * 1024 * 2
+    assert mem.weights == path.stat().st_size and mem.compute > 0
+
+
+def test_detect_hardware_runs_here() -> None:
+    hw = detect_hardware()
+    assert hw.ram_total > 0 and 0 < hw.ram_free <= hw.ram_total
+    assert hw.backend in ("CUDA", "Metal", "CPU")
