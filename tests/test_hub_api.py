@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,41 @@ def test_not_a_gguf(tmp_path: Path) -> None:
     truncated.write_bytes(write_gguf(tmp_path / "ok.gguf").read_bytes()[:200])
     with pytest.raises(GGUFFormatError, match="ends inside"):
         read_local_header(truncated)
+
+
+def _cli(argv: list[str]) -> int:
+    from app.cli_hub import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+def test_cli_check_pair(populated_hub: FakeHub, tmp_path: Path,
+                        capsys: pytest.CaptureFixture[str]) -> None:
+    local = write_gguf(tmp_path / "local.gguf")
+    assert _cli(["check-pair", "acme/Big-GGUF:big-Q8_0.gguf", str(local)]) == 0
+    assert capsys.readouterr().out.strip() == "compatible"
+    assert _cli(["check-pair", "acme/Big-GGUF:big-Q8_0.gguf",
+                 "other/Other-GGUF:other-Q8_0.gguf"]) == 1
+    out = capsys.readouterr().out
+    assert "token 300" in out and "different" in out
+    assert _cli(["check-pair", str(local), "acme/Big-GGUF:missing.gguf"]) == 2
+    assert "file does not exist" in capsys.readouterr().err
+
+
+def test_cli_fit_and_pull(populated_hub: FakeHub, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _cli(["fit", "acme/Big-GGUF:big-Q8_0.gguf", "acme/Small-GGUF:small-Q8_0.gguf",
+                 "--ctx", "1024"]) == 0
+    out = capsys.readouterr().out
+    assert "KV" in out and out.strip().endswith("fits")
+    assert _cli(["pull", "acme/Small-GGUF", "small-Q8_0.gguf"]) == 0
+    path = Path(capsys.readouterr().out.strip())
+    assert path.is_file() and path.parent.parent.name == "models"
+    from app.core.library import Library
+
+    assert Library().find_by_path(path) is not None
+    assert _cli(["pull", "acme/Small-GGUF", "small-Q8_0.gguf", "--offline"]) == 0
+    assert _cli(["pull", "acme/Big-GGUF", "big-Q8_0.gguf", "--offline"]) == 2
+    assert "not downloaded yet" in capsys.readouterr().err

@@ -1,0 +1,126 @@
+"""Hub and library subcommands: ``pull``, ``check-pair`` and ``fit``.
+
+Models are named as local paths or ``owner/repo:file.gguf``; remote ones are inspected by
+reading their GGUF headers over HTTP range requests, so nothing large is downloaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from typing import Any
+
+from app.core.compat import first_mismatch
+from app.core.downloads import DownloadCancelled, Downloader, DownloadProgress, human_bytes
+from app.core.fit import KV_BYTES_PER_ELEMENT, assess, detect_hardware, estimate_pair, gib
+from app.core.gguf_header import GGUFFormatError, model_facts, vocab_info
+from app.core.hub import SPLIT_RE, HubError, ModelRef, list_gguf_files
+from app.core.library import Library, LibraryError, models_dir
+
+
+def register(subparsers: Any) -> None:
+    pull = subparsers.add_parser("pull", help="download a GGUF from the Hub into the library")
+    pull.add_argument("repo", help="Hub repository, owner/name")
+    pull.add_argument("file", help="GGUF file in the repository (part 1 of a split model "
+                                   "fetches all parts)")
+    pull.add_argument("--revision", default="main")
+    pull.add_argument("--offline", action="store_true", help="only use files already downloaded")
+    pull.set_defaults(func=cmd_pull)
+
+    check = subparsers.add_parser("check-pair",
+                                  help="can DRAFT speculate for TARGET? (reads headers only)")
+    check.add_argument("target", help="local .gguf or owner/repo:file.gguf")
+    check.add_argument("draft", help="local .gguf or owner/repo:file.gguf")
+    check.set_defaults(func=cmd_check_pair)
+
+    fit = subparsers.add_parser("fit", help="memory estimate of a pair on this machine")
+    fit.add_argument("target", help="local .gguf or owner/repo:file.gguf")
+    fit.add_argument("draft", help="local .gguf or owner/repo:file.gguf")
+    fit.add_argument("--ctx", type=int, default=4096, help="context size (tokens)")
+    fit.add_argument("--kv-type", default="f16", choices=list(KV_BYTES_PER_ELEMENT))
+    fit.set_defaults(func=cmd_fit)
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def _print_progress(progress: DownloadProgress) -> None:
+    eta = f"{progress.eta_s:.0f} s left" if progress.eta_s is not None else ""
+    part = f" part {progress.part}/{progress.parts}" if progress.parts > 1 else ""
+    print(f"\r{progress.fraction:6.1%}  {human_bytes(progress.done)} / "
+          f"{human_bytes(progress.total)}  {human_bytes(progress.speed_bps)}/s  {eta}{part}   ",
+          end="", file=sys.stderr, flush=True)
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    downloader = Downloader(models_dir(), offline=args.offline)
+    try:
+        library = Library()
+        if args.offline:
+            files = [downloader.local_path(args.repo, args.file)]
+            if not files[0].is_file():
+                return _fail(f"offline mode: {args.repo}/{args.file} is not downloaded yet")
+            paths = files
+        else:
+            group = next((g for g in list_gguf_files(args.repo, revision=args.revision)
+                          if any(f.path == args.file for f in g.files)), None)
+            if group is None:
+                return _fail(f"{args.repo} has no GGUF file {args.file!r}")
+            if group.is_split and SPLIT_RE.search(args.file):
+                print(f"{args.file} is part of a split model: fetching all {len(group.files)} "
+                      "parts", file=sys.stderr)
+            cancel = threading.Event()
+            try:
+                paths = downloader.download_files(args.repo, list(group.files),
+                                                  revision=args.revision, cancel=cancel,
+                                                  on_progress=_print_progress)
+            except KeyboardInterrupt:
+                cancel.set()
+                raise DownloadCancelled("interrupted; run the same command to resume") from None
+            finally:
+                print(file=sys.stderr)
+        model = library.add_downloaded(args.repo, paths)
+    except (HubError, LibraryError) as exc:
+        return _fail(str(exc))
+    print(model.path)
+    return 0
+
+
+def cmd_check_pair(args: argparse.Namespace) -> int:
+    try:
+        target_ref, draft_ref = ModelRef.parse(args.target), ModelRef.parse(args.draft)
+        target = vocab_info(target_ref.read_header())
+        draft = vocab_info(draft_ref.read_header())
+    except (HubError, GGUFFormatError, ValueError, OSError) as exc:
+        return _fail(str(exc))
+    mismatch = first_mismatch(target, draft)
+    if mismatch is None:
+        print("compatible")
+        return 0
+    print(f"incompatible: {mismatch}")
+    return 1
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    try:
+        refs = ModelRef.parse(args.target), ModelRef.parse(args.draft)
+        facts = [model_facts(ref.read_header()) for ref in refs]
+        sizes = [ref.size() for ref in refs]
+        estimate = estimate_pair(facts[0], sizes[0], facts[1], sizes[1], args.ctx, args.kv_type)
+    except (HubError, GGUFFormatError, ValueError, OSError) as exc:
+        return _fail(str(exc))
+    hardware = detect_hardware()
+    result = assess(estimate, hardware)
+    devices = ", ".join(f"{g.name} {gib(g.free)} free" for g in hardware.gpus) or "none"
+    print(f"backend: {hardware.backend}; GPUs: {devices}; RAM {gib(hardware.ram_free)} free")
+    for role, ref, mem, f in (("target", refs[0], estimate.target, facts[0]),
+                              ("draft", refs[1], estimate.draft, facts[1])):
+        assert mem is not None
+        print(f"{role}: {ref} ({f.architecture}, {f.quantization}, {f.n_layer} layers) "
+              f"weights {gib(mem.weights)}, KV {gib(mem.kv)}, compute {gib(mem.compute)}")
+    print(f"context {args.ctx} tokens, KV cache {args.kv_type}: {result.message}")
+    print(result.label.value)
+    return 1 if result.label.value == "does not fit" else 0
