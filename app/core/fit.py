@@ -189,6 +189,9 @@ class FitResult:
 
 
 def gib(n: float) -> str:
+    """Binary size for memory figures: GiB, or MiB below one GiB."""
+    if abs(n) < 1 << 30:
+        return f"{n / MIB:.0f} MiB"
     return f"{n / (1 << 30):.1f} GiB"
 
 
