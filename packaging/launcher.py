@@ -1,0 +1,45 @@
+"""Entry point of the frozen SpecDeck (PyInstaller runs this file as ``__main__``).
+
+It only prepares the process and hands over to ``app.__main__.main`` so the app's own
+module keeps its package context (relative imports, ``python -m app`` behaviour).
+
+* ``multiprocessing.freeze_support()`` so that a child process started by a library
+  re-enters here harmlessly instead of starting a second window.
+* Windows builds are GUI-subsystem executables (no console window flashes up); when they
+  are started from a terminal with ``--version``/``--help`` we attach to that terminal so
+  the text is visible.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+
+
+def _attach_windows_console() -> None:
+    if os.name != "nt" or sys.stdout is not None:
+        return
+    if not any(arg in ("--version", "-V", "--help", "-h") for arg in sys.argv[1:]):
+        return
+    try:
+        import ctypes
+
+        if ctypes.windll.kernel32.AttachConsole(-1):  # ATTACH_PARENT_PROCESS
+            sys.stdout = open("CONOUT$", "w", encoding="utf-8", errors="replace")  # noqa: SIM115
+            sys.stderr = open("CONOUT$", "w", encoding="utf-8", errors="replace")  # noqa: SIM115
+    except Exception:  # pragma: no cover - best effort only
+        pass
+
+
+def run() -> int:
+    multiprocessing.freeze_support()
+    _attach_windows_console()
+    from app.__main__ import main
+
+    result = main()
+    return result if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run())
