@@ -58,7 +58,8 @@ def explain(exc: BaseException, what: str) -> HubError:
         repo = exc.repo_id or what
         return HubError(
             f"{repo} is a gated repository: accept its license on the Hugging Face website, "
-            "then add an access token (Settings → Hugging Face token, or `hf auth login`)"
+            "then save an access token that can read it (first page of the pair wizard, "
+            "or `hf auth login`)"
         )
     if isinstance(exc, DisabledRepoError):
         return HubError(f"{what}: the repository has been disabled on the Hub")

@@ -1,0 +1,127 @@
+"""Shared state and helpers for the wizard pages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QLabel, QTableWidget, QTableWidgetItem, QWizardPage
+
+from app.core.catalog import CatalogModel
+from app.core.fit import FitLabel, Hardware
+from app.core.hub import QuantGroup
+from app.workers.hub_worker import Calibrated, DraftOption, HubFailure, RepoInspected
+
+if TYPE_CHECKING:
+    from app.ui.wizard.wizard import PairWizard
+
+FIT_COLOURS = {FitLabel.FITS: "#2e7d32", FitLabel.TIGHT: "#b26a00", FitLabel.NO_FIT: "#c62828"}
+
+
+@dataclass
+class WizardState:
+    hardware: Hardware | None = None
+    n_ctx: int = 4096
+    kv_type: str = "f16"
+    target_repo: str | None = None
+    target_entry: CatalogModel | None = None
+    inspected: RepoInspected | None = None
+    target_group: QuantGroup | None = None
+    draft: DraftOption | None = None
+    profile_name: str = ""
+    target_model_id: str | None = None
+    draft_model_id: str | None = None
+    calibration: Calibrated | None = None
+
+
+class Page(QWizardPage):
+    """A page that talks to the hub worker and ignores replies to requests it dropped."""
+
+    def __init__(self, wizard: PairWizard, title: str, subtitle: str) -> None:
+        super().__init__()
+        self.owner = wizard
+        self.setTitle(title)
+        self.setSubTitle(subtitle)
+        self._pending: set[int] = set()
+        wizard.client.result.connect(self._result)
+        wizard.client.progress.connect(self._progress)
+        wizard.client.failed.connect(self._failed)
+
+    @property
+    def state(self) -> WizardState:
+        return self.owner.state
+
+    def submit(self, request: object) -> int:
+        request_id = self.owner.client.submit(request)
+        self._pending.add(request_id)
+        return request_id
+
+    def forget_requests(self) -> None:
+        self._pending.clear()
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._pending)
+
+    def _result(self, reply: object) -> None:
+        request_id = getattr(reply, "request_id", None)
+        if request_id in self._pending:
+            self._pending.discard(request_id)
+            self.on_result(reply)
+            self.completeChanged.emit()
+
+    def _progress(self, reply: object) -> None:
+        if getattr(reply, "request_id", None) in self._pending:
+            self.on_progress(reply)
+
+    def _failed(self, failure: HubFailure) -> None:
+        if failure.request_id in self._pending:
+            self._pending.discard(failure.request_id)
+            self.on_failure(failure)
+            self.completeChanged.emit()
+
+    def on_result(self, reply: object) -> None:
+        pass
+
+    def on_progress(self, reply: object) -> None:
+        pass
+
+    def on_failure(self, failure: HubFailure) -> None:
+        pass
+
+
+def status_label() -> QLabel:
+    label = QLabel()
+    label.setWordWrap(True)
+    label.setTextInteractionFlags(label.textInteractionFlags()
+                                  | label.textInteractionFlags().TextSelectableByMouse)
+    return label
+
+
+def error_html(message: str) -> str:
+    return f"<span style='color:#c62828'>{escape(message)}</span>"
+
+
+def escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def make_table(headers: list[str]) -> QTableWidget:
+    table = QTableWidget(0, len(headers))
+    table.setHorizontalHeaderLabels(headers)
+    table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
+    table.setSelectionMode(QTableWidget.SelectionMode.SingleSelection)
+    table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+    table.verticalHeader().setVisible(False)
+    table.horizontalHeader().setStretchLastSection(True)
+    return table
+
+
+def cell(text: str, *, colour: str | None = None, tooltip: str = "") -> QTableWidgetItem:
+    item = QTableWidgetItem(text)
+    if colour:
+        item.setForeground(QColor(colour))
+    if tooltip:
+        item.setToolTip(tooltip)
+    return item

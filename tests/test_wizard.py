@@ -1,0 +1,167 @@
+"""The pair wizard driven page by page against the fake Hub, down to a saved active pair.
+
+Set SPECDECK_SCREENSHOTS=/some/dir to keep a PNG of every page.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtWidgets import QWizardPage  # noqa: E402
+
+from app.core.catalog import Catalog, CatalogModel, CatalogPair  # noqa: E402
+from app.core.fit import Hardware  # noqa: E402
+from app.core.library import Library  # noqa: E402
+from app.ui.wizard import PairWizard  # noqa: E402
+from tests.ggufs import write_gguf  # noqa: E402
+from tests.hub_server import FakeHub, FakeRepo  # noqa: E402
+
+pytest_plugins = ["tests.conftest_hub"]
+
+GIB = 1 << 30
+TARGET, DRAFT, STRANGER = "acme/Tiny-1B-GGUF", "acme/Tiny-0.1B-GGUF", "other/Tiny-0.05B-GGUF"
+
+
+@pytest.fixture
+def tiny_hub(fake_hub: FakeHub, tmp_path: Path) -> FakeHub:
+    synthetic = pytest.importorskip("app.core.synthetic")
+    target = synthetic.write_tiny_llama(tmp_path / "t.gguf", seed=0).read_bytes()
+    draft = synthetic.write_tiny_llama(tmp_path / "d.gguf", seed=1, noise_from=0,
+                                       noise=0.02).read_bytes()
+    stranger = write_gguf(tmp_path / "s.gguf").read_bytes()
+    fake_hub.add(FakeRepo(TARGET, {"tiny-1b-F32.gguf": target, "tiny-1b-Q8_0.gguf": target},
+                          downloads=100))
+    fake_hub.add(FakeRepo(DRAFT, {"tiny-0.1b-F32.gguf": draft}, downloads=50))
+    fake_hub.add(FakeRepo(STRANGER, {"tiny-0.05b-F32.gguf": stranger}, downloads=5))
+    return fake_hub
+
+
+def tiny_catalog() -> Catalog:
+    return Catalog(
+        (CatalogModel("tiny-1b", TARGET, "tiny", 1.0, "Q8_0", "A tiny test target."),
+         CatalogModel("tiny-0.1b", DRAFT, "tiny", 0.1, "F32", "Its draft.", draft_only=True)),
+        (CatalogPair("tiny-1b", "tiny-0.1b"),),
+    )
+
+
+def shoot(page: QWizardPage, name: str) -> None:
+    folder = os.environ.get("SPECDECK_SCREENSHOTS")
+    if folder:
+        page.window().grab().save(str(Path(folder) / f"wizard_{name}.png"))
+
+
+def test_wizard_to_saved_active_pair(qtbot, tiny_hub: FakeHub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    library = Library()
+    hardware = Hardware("CPU", (), 16 * GIB, 8 * GIB, 2)
+    wizard = PairWizard(library, tiny_catalog(), hardware=hardware,
+                        models_root=tmp_path / "models")
+    qtbot.addWidget(wizard)
+    wizard.show()
+    try:
+        page = wizard.page_hardware
+        assert wizard.currentPage() is page and page.isComplete()
+        assert "CPU" in page.devices.text()
+        page.ctx.setValue(512)
+        shoot(page, "1_hardware")
+        wizard.next()
+
+        page = wizard.page_target
+        assert wizard.currentPage() is page and not page.isComplete()
+        page.tabs.setCurrentIndex(1)  # the Hub search works too
+        page.query.setText("tiny")
+        page._search()
+        qtbot.waitUntil(lambda: page.results.count() == 3, timeout=10_000)
+        assert page.results.item(0).text().startswith(TARGET)
+        page.tabs.setCurrentIndex(0)
+        page.catalog_list.setCurrentRow(0)
+        assert page.isComplete()
+        shoot(page, "2_target")
+        wizard.next()
+
+        page = wizard.page_quant
+        qtbot.waitUntil(page.isComplete, timeout=10_000)
+        rows = {page.table.item(r, 0).text(): page.table.item(r, 4).text()
+                for r in range(page.table.rowCount())}
+        assert rows == {"Q8_0": "fits", "F32": "fits"}
+        assert page.table.item(page.table.currentRow(), 0).text() == "Q8_0"  # recommended
+        shoot(page, "3_quant")
+        wizard.next()
+
+        page = wizard.page_draft
+        qtbot.waitUntil(page.isComplete, timeout=10_000)
+        verdicts = [(o.candidate.repo, o.candidate.source, o.compatible) for o in page.options]
+        assert verdicts[0] == (DRAFT, "catalog pair", True)
+        stranger = next(o for o in page.options if o.candidate.repo == STRANGER)
+        assert not stranger.compatible and stranger.mismatch
+        shoot(page, "4_draft")
+        wizard.next()
+
+        page = wizard.page_review
+        assert page.name.text() == "Tiny-1B + Tiny-0.1B"
+        assert "fits" in page.summary.text()
+        page.name.setText("Tiny pair")
+        shoot(page, "5_review")
+
+        tiny_hub.chunk_delay_s = 0.05  # slow enough to cancel part-way
+        wizard.next()
+        page = wizard.page_download
+        qtbot.waitUntil(lambda: "Downloading" in page.status.text(), timeout=10_000)
+        shoot(page, "6_download")
+        qtbot.mouseClick(page.cancel_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: page.resume_button.isVisible(), timeout=10_000)
+        assert "paused" in page.status.text() and not page.isComplete()
+        tiny_hub.chunk_delay_s = 0
+        qtbot.mouseClick(page.resume_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(page.isComplete, timeout=20_000)
+        resumed = [e.range for e in tiny_hub.requests_for("tiny-1b-Q8_0.gguf") if e.range]
+        assert resumed, "the second attempt should continue with a Range request"
+        assert len(library.models) == 2
+        wizard.next()
+
+        page = wizard.page_verify
+        qtbot.waitUntil(lambda: page.isComplete() or page.retry.isVisible(), timeout=120_000)
+        assert page.isComplete(), page.status.text()
+        cal = wizard.state.calibration
+        assert cal is not None and 0.0 <= cal.acceptance <= 1.0 and cal.draft_max in (4, 8)
+        shoot(page, "7_verify")
+        with qtbot.waitSignal(wizard.profile_saved, timeout=5_000) as saved:
+            wizard.next()
+        assert saved.args == ["Tiny pair"]
+        shoot(wizard.page_finish, "8_finish")
+    finally:
+        wizard.accept()
+    assert not wizard.client._thread.isRunning()
+    reloaded = Library()
+    assert reloaded.active == "Tiny pair"
+    profile = reloaded.profiles["Tiny pair"]
+    assert profile.n_ctx == 512 and profile.draft is not None
+    target_spec, draft_spec = reloaded.model_specs(profile)
+    assert Path(target_spec.path).name == "tiny-1b-Q8_0.gguf" and draft_spec is not None
+
+
+def test_gated_target_explains_the_token(qtbot, populated_hub: FakeHub,  # type: ignore[no-untyped-def]
+                                         tmp_path: Path) -> None:
+    catalog = Catalog((CatalogModel("g", "acme/Gated-GGUF", "g", 1.0, "Q8_0"),
+                       CatalogModel("s", "acme/Small-GGUF", "g", 0.1, "Q8_0")),
+                      (CatalogPair("g", "s"),))
+    wizard = PairWizard(Library(), catalog, hardware=Hardware("CPU", (), 16 * GIB, 8 * GIB, 2),
+                        models_root=tmp_path / "models", token=False)
+    qtbot.addWidget(wizard)
+    wizard.show()
+    try:
+        wizard.next()
+        wizard.page_target.catalog_list.setCurrentRow(0)
+        wizard.next()
+        page = wizard.page_quant
+        qtbot.waitUntil(lambda: "gated" in page.status.text(), timeout=10_000)
+        assert "token" in page.status.text() and not page.isComplete()
+        shoot(page, "gated")
+    finally:
+        wizard.reject()
+    assert not wizard.client._thread.isRunning()
