@@ -15,7 +15,9 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -24,16 +26,38 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 @dataclass
 class FakeRepo:
     repo_id: str
-    files: dict[str, bytes]
+    files: dict[str, bytes | Path]  # a Path is served from disk (large real models)
     downloads: int = 0
     likes: int = 0
     token: str | None = None  # gated: this Bearer token is needed to resolve files
     wrong_sha: set[str] = field(default_factory=set)  # files whose reported sha256 is wrong
 
+    def size(self, name: str) -> int:
+        data = self.files[name]
+        return data.stat().st_size if isinstance(data, Path) else len(data)
+
+    def read(self, name: str, start: int, end: int) -> bytes:
+        data = self.files[name]
+        if isinstance(data, Path):
+            with data.open("rb") as handle:
+                handle.seek(start)
+                return handle.read(end - start)
+        return data[start:end]
+
     def sha256(self, name: str) -> str:
-        real = hashlib.sha256(self.files[name]).hexdigest()
+        data = self.files[name]
+        real = _file_sha256(data) if isinstance(data, Path) else hashlib.sha256(data).hexdigest()
         return hashlib.sha256(b"wrong" + real.encode()).hexdigest() if name in self.wrong_sha \
             else real
+
+
+@lru_cache(maxsize=32)
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(8 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 @dataclass
@@ -164,9 +188,10 @@ class _Handler(BaseHTTPRequestHandler):
                                "downloads": repo.downloads, "private": False,
                                "siblings": [{"rfilename": n} for n in repo.files]})
         self._json([
-            {"type": "file", "oid": hashlib.sha1(data).hexdigest(), "size": len(data), "path": name,
-             "lfs": {"oid": repo.sha256(name), "size": len(data), "pointerSize": 134}}
-            for name, data in sorted(repo.files.items())
+            {"type": "file", "oid": hashlib.sha1(name.encode()).hexdigest(),
+             "size": repo.size(name), "path": name,
+             "lfs": {"oid": repo.sha256(name), "size": repo.size(name), "pointerSize": 134}}
+            for name in sorted(repo.files)
         ])
 
     def _resolve(self, repo_id: str, name: str, head: bool) -> None:
@@ -177,19 +202,19 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(401, "GatedRepo",
                                f"Access to model {repo_id} is restricted. You must have access "
                                "to it and be authenticated to access it. Please log in.")
-        data = repo.files.get(name)
-        if data is None:
+        if name not in repo.files:
             return self._error(404, "EntryNotFound", f"{name} does not exist on \"main\"")
-        start, end = 0, len(data) - 1
+        size = repo.size(name)
+        start, end = 0, size - 1
         status = 200
         requested = self.headers.get("Range")
         if requested and requested.startswith("bytes="):
             first, _, last = requested.removeprefix("bytes=").partition("-")
             start = int(first)
-            end = min(int(last), len(data) - 1) if last else len(data) - 1
-            if start >= len(data):
+            end = min(int(last), size - 1) if last else size - 1
+            if start >= size:
                 self.send_response(416)
-                self.send_header("Content-Range", f"bytes */{len(data)}")
+                self.send_header("Content-Range", f"bytes */{size}")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
@@ -201,16 +226,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("ETag", f'"{sha}"')
         self.send_header("X-Linked-Etag", f'"{sha}"')
-        self.send_header("X-Linked-Size", str(len(data)))
+        self.send_header("X-Linked-Size", str(size))
         self.send_header("X-Repo-Commit", COMMIT)
         if status == 206:
-            self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
         self.end_headers()
         if head:
             return
         drops = self.hub.drop_after.get(name)
         limit = drops.pop(0) if drops else None
-        self._send_body(data[start : end + 1], limit)
+        self._send_body(repo.read(name, start, end + 1), limit)
 
     def _send_body(self, body: bytes, limit: int | None) -> None:
         sent, chunk = 0, 16 << 10
