@@ -98,13 +98,19 @@ class Engine:
 
     # --- prompts ------------------------------------------------------------------------
 
-    def tokenize_chat(self, messages: Sequence[Message | dict]) -> tuple[int, ...]:
+    def render_chat(self, messages: Sequence[Message | dict]) -> str:
         typed = [
             m if isinstance(m, Message) else Message(m["role"], m["content"]) for m in messages
         ]
-        prompt = self.formatter.render(typed)
+        return self.formatter.render(typed)
+
+    def tokenize_rendered(self, prompt: str) -> tuple[int, ...]:
+        """Tokens of a rendered chat prompt (special tokens parsed, BOS added once)."""
         add_bos = self.target.add_bos and not self.formatter.starts_with_bos(prompt)
         return tuple(self.target.tokenize(prompt, add_special=add_bos, parse_special=True))
+
+    def tokenize_chat(self, messages: Sequence[Message | dict]) -> tuple[int, ...]:
+        return self.tokenize_rendered(self.render_chat(messages))
 
     def tokenize(self, text: str) -> tuple[int, ...]:
         return tuple(self.target.tokenize(text, add_special=self.target.add_bos))

@@ -13,11 +13,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-WORDS = (
-    "the of and to in is that for it as with was on be by at this are from or an have not "
-    "but what all were when we there can more if will one about up out do so has no time "
-    "def return import class self print if else for while code data model token draft target"
-).split()
+WORDS = ["the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "with", "was", "on", "be", "by", "at", "this", "are", "from", "or", "an", "have", "not", "but", "what", "all", "were", "when", "we", "there", "can", "more", "if", "will", "one", "about", "up", "out", "do", "so", "has", "no", "time", "def", "return", "import", "class", "self", "print", "if", "else", "for", "while", "code", "data", "model", "token", "draft", "target"]
 TOKEN_TYPE_NORMAL, TOKEN_TYPE_UNKNOWN, TOKEN_TYPE_CONTROL, TOKEN_TYPE_BYTE = 1, 2, 3, 6
 
 
@@ -37,7 +33,7 @@ def vocabulary(extra_words: tuple[str, ...] = ()) -> tuple[list[str], list[float
     tokens += [f"<0x{b:02X}>" for b in range(256)]
     types += [TOKEN_TYPE_BYTE] * 256
     letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + ["▁"]
-    words = list(dict.fromkeys(WORDS + list(extra_words)))
+    words = list(dict.fromkeys(list(extra_words) + WORDS))
     pieces = letters + ["▁" + w for w in words]
     tokens += pieces
     types += [TOKEN_TYPE_NORMAL] * len(pieces)
@@ -96,7 +92,7 @@ def write_tiny_llama(
     tensors = _weights(shape, len(tokens), np.random.default_rng(base_seed))
     if noise_from is not None and noise > 0.0:
         jitter = np.random.default_rng(seed)
-        for name, value in tensors.items():
+        for value in tensors.values():
             if value.ndim == 2:
                 value += (jitter.standard_normal(value.shape) * noise * value.std()).astype(
                     np.float32
@@ -124,7 +120,7 @@ def write_tiny_llama(
     writer.add_add_eos_token(False)
     if chat_template:
         writer.add_chat_template(chat_template)
-    for name, value in tensors.items():
+    for value in tensors.values():
         writer.add_tensor(name, value)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()

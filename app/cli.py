@@ -1,0 +1,207 @@
+"""Command line: ``--version``, ``generate``, ``bench``, hub commands, or the window."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from app import __version__
+from app.core.config import (
+    AcceptRule,
+    DraftSource,
+    GenerationRequest,
+    ModelSpec,
+    SamplerConfig,
+    SpecConfig,
+)
+from app.core.errors import SpecDeckError
+
+COLOURS = {"accepted": "\033[32m", "resampled": "\033[31m", "bonus": "\033[34m", "target": ""}
+RESET = "\033[0m"
+
+
+def _add_model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", required=True, help="target GGUF file")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--draft", help="draft GGUF file (same vocabulary as the target)")
+    source.add_argument("--ngram", action="store_true", help="prompt-lookup drafting, no model")
+    parser.add_argument("--ctx", type=int, default=4096, help="context size (tokens)")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
+    parser.add_argument("--gpu-layers", type=int, default=-1, help="target layers on GPU (-1 all)")
+    parser.add_argument("--draft-gpu-layers", type=int, default=-1)
+    parser.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0", "f32", "bf16"])
+    parser.add_argument("--flash-attn", default="auto", choices=["auto", "on", "off"])
+
+
+def _add_sampling_options(parser: argparse.ArgumentParser, *, max_tokens: int) -> None:
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--top-k", type=int, default=40)
+    parser.add_argument("--top-p", type=float, default=0.95)
+    parser.add_argument("--min-p", type=float, default=0.05)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-tokens", type=int, default=max_tokens)
+    length = parser.add_mutually_exclusive_group()
+    length.add_argument("--draft-max", type=int, default=None, help="fixed draft length N")
+    length.add_argument("--adaptive", action="store_true", help="adaptive draft length (default)")
+    parser.add_argument("--adaptive-max", type=int, default=16, help="ceiling when adaptive")
+    parser.add_argument("--p-min", type=float, default=0.5, help="draft confidence cut-off")
+    parser.add_argument("--rule", default="rejection", choices=[r.value for r in AcceptRule])
+    parser.add_argument("--no-guard", action="store_true", help="disable the collapse guard")
+
+
+def _specs(args: argparse.Namespace) -> tuple[ModelSpec, ModelSpec | None, DraftSource]:
+    common = dict(n_ctx=args.ctx, n_threads=args.threads, kv_type=args.kv_type,
+                  flash_attn=args.flash_attn)
+    target = ModelSpec(args.target, n_gpu_layers=args.gpu_layers, **common)  # type: ignore[arg-type]
+    if args.draft:
+        draft = ModelSpec(args.draft, n_gpu_layers=args.draft_gpu_layers, **common)  # type: ignore[arg-type]
+        return target, draft, DraftSource.MODEL
+    return target, None, DraftSource.NGRAM
+
+
+def _sampler(args: argparse.Namespace) -> SamplerConfig:
+    return SamplerConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                         min_p=args.min_p, seed=args.seed)
+
+
+def _spec_config(args: argparse.Namespace) -> SpecConfig:
+    fixed = args.draft_max is not None
+    return SpecConfig(
+        draft_max=args.draft_max if fixed else args.adaptive_max,
+        adaptive=not fixed,
+        p_min=args.p_min,
+        rule=AcceptRule(args.rule),
+        collapse_guard=not args.no_guard,
+    )
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from app.core.engine import Engine
+    from app.core.events import GuardEvent, RunSummary, TextTail, TokenEvent
+    from app.core.exactness import compare
+
+    target, draft, source = _specs(args)
+    engine = Engine(target, draft, draft_source=source)
+    try:
+        prompt = engine.tokenize_chat([{"role": "user", "content": args.prompt}])
+        request = GenerationRequest(prompt, max_tokens=args.max_tokens, sampler=_sampler(args),
+                                    spec=_spec_config(args))
+        colour = sys.stdout.isatty() and not args.no_colour
+        summary = None
+        for event in engine.generate(request):
+            if isinstance(event, TokenEvent):
+                code = COLOURS[event.kind.value] if colour else ""
+                sys.stdout.write(f"{code}{event.piece}{RESET if code else ''}")
+                sys.stdout.flush()
+            elif isinstance(event, TextTail):
+                sys.stdout.write(event.text)
+            elif isinstance(event, GuardEvent):
+                print(f"\n[guard] {event.message}", file=sys.stderr)
+            elif isinstance(event, RunSummary):
+                summary = event
+        print()
+        assert summary is not None
+        _print_summary(summary)
+        if args.compare:
+            base = [e for e in engine.generate(replace(request, speculative=False))
+                    if isinstance(e, RunSummary)][0]
+            _print_summary(base)
+            check = compare(prompt, summary.token_ids, base.token_ids, engine)
+            print(f"speedup ×{summary.tok_s / base.tok_s:.2f} — {check.describe()}")
+    finally:
+        engine.close()
+    return 0
+
+
+def _print_summary(s) -> None:  # type: ignore[no-untyped-def]
+    print(
+        f"[{s.mode}] {s.tokens} tokens, {s.tok_s:.2f} tok/s, TTFT {s.ttft_ms:.0f} ms, "
+        f"acceptance {s.acceptance_rate:.1%}, mean accepted {s.mean_accepted_length:.2f}, "
+        f"target passes/token {s.target_passes_per_token:.3f}, ITL p50 {s.p50_itl_ms:.1f} ms "
+        f"p95 {s.p95_itl_ms:.1f} ms, outside llama_decode {s.overhead_fraction:.1%}, "
+        f"stop: {s.stop_reason.value}",
+        file=sys.stderr,
+    )
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from app.core.bench import BenchSettings, load_prompts, run_bench
+
+    if not args.draft and not args.ngram:
+        raise SpecDeckError("bench needs --draft FILE or --ngram")
+    target, draft, source = _specs(args)
+    settings = BenchSettings(max_tokens=args.max_tokens, sampler=_sampler(args),
+                             spec=_spec_config(args), reference=args.reference)
+
+    def show(row: dict) -> None:
+        ref = f" ref {row['reference_tok_s']:.2f}" if "reference_tok_s" in row else ""
+        verdict = "identical" if row["identical"] else (
+            f"diverged@{row['first_divergence']} margin {row['divergence_margin']}")
+        print(f"{row['id']}: base {row['baseline_tok_s']:.2f} spec {row['speculative_tok_s']:.2f}"
+              f"{ref} tok/s ×{row['speedup']:.2f} acc {row['acceptance_rate']:.2f} {verdict}",
+              file=sys.stderr)
+
+    result = run_bench(target, draft, load_prompts(Path(args.prompts)), settings, source=source,
+                       on_row=show)
+    Path(args.json).write_text(json.dumps(result, indent=2))
+    print(json.dumps(result["aggregate"], indent=2))
+    return 0
+
+
+def cmd_version(_: argparse.Namespace) -> int:
+    from app.core.sysinfo import version_report
+
+    print(version_report(__version__))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="specdeck", description="SpecDeck")
+    parser.add_argument("--version", action="store_true", help="versions, llama.cpp, devices")
+    parser.add_argument("--screenshot", metavar="PATH", help="save a PNG of the window and exit")
+    parser.add_argument("--demo", action="store_true", help="with --screenshot: run a demo answer")
+    sub = parser.add_subparsers(dest="command")
+    gen = sub.add_parser("generate", help="stream one answer with coloured tokens")
+    _add_model_options(gen)
+    _add_sampling_options(gen, max_tokens=256)
+    gen.add_argument("--compare", action="store_true", help="also run target-only and compare")
+    gen.add_argument("--no-colour", action="store_true")
+    gen.add_argument("prompt")
+    gen.set_defaults(func=cmd_generate)
+    bench = sub.add_parser("bench", help="target-only vs speculative on a JSONL prompt set")
+    _add_model_options(bench)
+    _add_sampling_options(bench, max_tokens=128)
+    bench.add_argument("--prompts", required=True, help="JSONL with id and prompt")
+    bench.add_argument("--json", required=True, help="where to write the results")
+    bench.add_argument("--reference", action="store_true",
+                       help="also run llama.cpp's llama-speculative-simple (built on first use)")
+    bench.set_defaults(func=cmd_bench)
+    try:
+        from app.cli_hub import register
+    except ImportError:  # the hub commands ship with the model library
+        pass
+    else:
+        register(sub)
+    return parser
+
+
+def run(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.version:
+            return cmd_version(args)
+        if getattr(args, "func", None) is not None:
+            return int(args.func(args))
+        from app.ui.main import run_gui
+
+        return run_gui(argv, screenshot=args.screenshot, demo=args.demo)
+    except SpecDeckError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,188 @@
+"""``python -m app bench``: target-only vs speculative decoding on a prompt set, one process.
+
+Both runs of a prompt use the same loaded target weights, the same sampler and seed, and run
+one after the other, never at the same time, so each tokens/sec comes from its own compute.
+Ratios are what to read: absolute figures on a shared machine move from run to run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from app.core.chat import Message
+from app.core.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
+from app.core.engine import Engine
+from app.core.events import RunSummary
+from app.core.exactness import compare
+from app.core.sysinfo import devices, llama_cpp_version, system_info
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    max_tokens: int = 128
+    sampler: SamplerConfig = SamplerConfig()
+    spec: SpecConfig = SpecConfig()
+    reference: bool = False  # also run llama.cpp's llama-speculative-simple
+
+
+def load_prompts(path: Path) -> list[dict[str, str]]:
+    prompts = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
+        if "id" not in item or "prompt" not in item:
+            raise ValueError(f"{path}:{number}: each line needs 'id' and 'prompt'")
+        prompts.append({"id": str(item["id"]), "prompt": str(item["prompt"])})
+    if not prompts:
+        raise ValueError(f"{path} holds no prompts")
+    return prompts
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _drain(engine: Engine, request: GenerationRequest) -> RunSummary:
+    summary = None
+    for event in engine.generate(request):
+        if isinstance(event, RunSummary):
+            summary = event
+    assert summary is not None
+    return summary
+
+
+def _warm_up(engine: Engine, prompt: tuple[int, ...], settings: BenchSettings) -> None:
+    """Touch every weight page (mmap) and every compute buffer once before timing."""
+    short = GenerationRequest(prompt, max_tokens=8, sampler=settings.sampler, spec=settings.spec)
+    _drain(engine, replace(short, speculative=False))
+    _drain(engine, short)
+
+
+def bench_prompt(engine: Engine, item: dict[str, str], settings: BenchSettings) -> dict:
+    prompt_text = engine.render_chat([Message("user", item["prompt"])])
+    prompt = engine.tokenize_rendered(prompt_text)
+    request = GenerationRequest(
+        prompt, max_tokens=settings.max_tokens, sampler=settings.sampler, spec=settings.spec,
+        token_probs=False,
+    )
+    baseline = _drain(engine, replace(request, speculative=False))
+    speculative = _drain(engine, request)
+    check = compare(prompt, speculative.token_ids, baseline.token_ids, engine)
+    row = {
+        "id": item["id"],
+        "prompt_tokens": len(prompt),
+        "tokens": speculative.tokens,
+        "baseline_tok_s": round(baseline.tok_s, 3),
+        "speculative_tok_s": round(speculative.tok_s, 3),
+        "speedup": round(speculative.tok_s / baseline.tok_s, 4) if baseline.tok_s else 0.0,
+        "acceptance_rate": round(speculative.acceptance_rate, 4),
+        "mean_accepted_length": round(speculative.mean_accepted_length, 3),
+        "target_passes_per_token": round(speculative.target_passes_per_token, 4),
+        "identical": check.identical,
+        "first_divergence": check.first_divergence,
+        "divergence_margin": None if check.margin is None else round(check.margin, 5),
+        "overhead_fraction": round(speculative.overhead_fraction, 4),
+        "baseline_overhead_fraction": round(baseline.overhead_fraction, 4),
+        "ttft_ms": round(speculative.ttft_ms, 1),
+        "stop_reason": speculative.stop_reason.value,
+    }
+    if settings.reference and engine.draft_spec is not None:
+        from app.core.reference import run_reference
+
+        ref = run_reference(
+            Path(engine.target_spec.path), Path(engine.draft_spec.path),
+            prompt_text, max_tokens=settings.max_tokens,
+            draft_max=settings.spec.draft_max, p_min=settings.spec.p_min,
+            threads=engine.target_spec.threads(), n_ctx=engine.n_ctx,
+            seed=settings.sampler.seed or 0,
+        )
+        row["reference_tok_s"] = round(ref.tok_s, 3)
+        row["reference_acceptance_rate"] = round(ref.acceptance_rate, 4)
+        row["vs_reference"] = round(speculative.tok_s / ref.tok_s, 4) if ref.tok_s else 0.0
+    return row
+
+
+def _median(rows: list[dict], key: str) -> float | None:
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return round(statistics.median(values), 4) if values else None
+
+
+def aggregate(rows: list[dict]) -> dict:
+    keys = ("baseline_tok_s", "speculative_tok_s", "speedup", "acceptance_rate",
+            "mean_accepted_length", "target_passes_per_token", "overhead_fraction",
+            "reference_tok_s", "vs_reference")
+    summary: dict = {f"median_{k}": _median(rows, k) for k in keys}
+    summary["prompts"] = len(rows)
+    summary["identical"] = sum(1 for r in rows if r["identical"])
+    summary["diverged"] = [
+        {"id": r["id"], "at": r["first_divergence"], "margin": r["divergence_margin"]}
+        for r in rows if not r["identical"]
+    ]
+    return {k: v for k, v in summary.items() if v is not None}
+
+
+def lineage(target: ModelSpec, draft: ModelSpec | None, source: DraftSource,
+            settings: BenchSettings) -> dict:
+    gpus = [asdict(d) for d in devices() if d.kind != "CPU"]
+    return {
+        "target": {"path": target.path, "sha256": file_sha256(Path(target.path))},
+        "draft": (
+            {"path": draft.path, "sha256": file_sha256(Path(draft.path))}
+            if draft else {"ngram": source is DraftSource.NGRAM}
+        ),
+        "llama_cpp_python": llama_cpp_version(),
+        "llama_cpp_system_info": system_info(),
+        "cpu": platform.processor() or platform.machine(),
+        "threads": target.threads(),
+        "gpus": gpus,
+        "settings": {
+            "max_tokens": settings.max_tokens,
+            "sampler": asdict(settings.sampler),
+            "spec": {k: (v.value if hasattr(v, "value") else v)
+                     for k, v in asdict(settings.spec).items()},
+            "n_ctx": target.n_ctx,
+        },
+    }
+
+
+def run_bench(
+    target: ModelSpec,
+    draft: ModelSpec | None,
+    prompts: Iterable[dict[str, str]],
+    settings: BenchSettings,
+    *,
+    source: DraftSource = DraftSource.MODEL,
+    on_row: Callable[[dict], None] | None = None,
+) -> dict:
+    items = list(prompts)
+    engine = Engine(target, draft, draft_source=source)
+    try:
+        first = engine.tokenize_chat([{"role": "user", "content": items[0]["prompt"]}])
+        _warm_up(engine, first, settings)
+        rows = []
+        for item in items:
+            row = bench_prompt(engine, item, settings)
+            rows.append(row)
+            if on_row:
+                on_row(row)
+    finally:
+        engine.close()
+    return {
+        "prompts": rows,
+        "aggregate": aggregate(rows),
+        "lineage": lineage(target, draft, source, settings),
+    }

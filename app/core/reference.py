@@ -1,0 +1,115 @@
+"""llama.cpp's own ``llama-speculative-simple``, built from the vendored sources of the
+installed llama-cpp-python's sdist, as a reference point for the benchmark.
+
+Same llama.cpp revision, same compiler flags family, same machine: the ratio of SpecDeck's
+speculative tokens/sec to this binary's says how much the Python loop costs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+
+from app.core.errors import SpecDeckError
+from app.core.modelcache import cache_dir
+
+BINARY = "llama-speculative-simple"
+
+
+class ReferenceUnavailableError(SpecDeckError):
+    pass
+
+
+@dataclass(frozen=True)
+class ReferenceResult:
+    tokens: int
+    seconds: float
+    tok_s: float
+    drafted: int
+    accepted: int
+    text: str
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+
+def _run(command: list[str], cwd: Path | None = None) -> None:
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ReferenceUnavailableError(
+            f"{' '.join(command[:3])} failed: {(result.stderr or result.stdout)[-600:]}"
+        )
+
+
+def reference_binary() -> Path:
+    """Path of the built binary; builds it on first use (about 10 minutes on 2 cores)."""
+    llama_version = version("llama-cpp-python")
+    root = cache_dir() / "reference" / llama_version
+    binary = root / "build" / "bin" / BINARY
+    if binary.exists():
+        return binary
+    root.mkdir(parents=True, exist_ok=True)
+    sdist = root / f"llama_cpp_python-{llama_version}.tar.gz"
+    if not sdist.exists():
+        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+              f"llama-cpp-python=={llama_version}", "-d", str(root)])
+    source = root / "src"
+    if not source.exists():
+        with tarfile.open(sdist) as archive:
+            archive.extractall(source, filter="data")
+    llama_dir = next(source.glob("*/vendor/llama.cpp"))
+    jobs = str(os.cpu_count() or 2)
+    _run(["cmake", "-S", str(llama_dir), "-B", str(root / "build"), "-DCMAKE_BUILD_TYPE=Release",
+          "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_SERVER=OFF"])
+    _run(["cmake", "--build", str(root / "build"), "--target", BINARY, "-j", jobs])
+    if not binary.exists():
+        raise ReferenceUnavailableError(f"the build did not produce {binary}")
+    return binary
+
+
+_DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+) t/s")
+_DRAFTED = re.compile(r"n_drafted\s*=\s*(\d+)")
+_ACCEPTED = re.compile(r"n_accept\s*=\s*(\d+)")
+
+
+def run_reference(
+    target: Path,
+    draft: Path,
+    prompt_text: str,
+    *,
+    max_tokens: int,
+    draft_max: int,
+    p_min: float,
+    threads: int,
+    n_ctx: int,
+    seed: int,
+) -> ReferenceResult:
+    command = [
+        str(reference_binary()), "-m", str(target), "-md", str(draft), "-p", prompt_text,
+        "-n", str(max_tokens), "--temp", "0", "--top-k", "1", "--seed", str(seed),
+        "--draft-max", str(draft_max), "--draft-min", "0", "--draft-p-min", str(p_min),
+        "-t", str(threads), "-tb", str(threads), "-c", str(n_ctx), "-ngl", "99", "-ngld", "99",
+        "--no-warmup",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, errors="replace")
+    log = result.stdout + result.stderr
+    decoded = _DECODED.search(log)
+    if result.returncode != 0 or decoded is None:
+        raise ReferenceUnavailableError(f"{BINARY} failed: {log[-800:]}")
+    drafted = _DRAFTED.search(log)
+    accepted = _ACCEPTED.search(log)
+    return ReferenceResult(
+        tokens=int(decoded.group(1)),
+        seconds=float(decoded.group(2)),
+        tok_s=float(decoded.group(3)),
+        drafted=int(drafted.group(1)) if drafted else 0,
+        accepted=int(accepted.group(1)) if accepted else 0,
+        text=result.stdout,
+    )

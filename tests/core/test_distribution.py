@@ -1,0 +1,111 @@
+"""With temperature > 0 the speculative output must follow the target's own distribution."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import chisquare
+
+from app.core.config import AcceptRule, GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
+from app.core.engine import Engine
+from app.core.events import RunSummary
+from app.core.llama_backend import LlamaContext
+from app.core.sampling import Distribution, distribution
+from app.core.synthetic import write_tiny_llama
+
+SAMPLER = SamplerConfig(temperature=1.0, top_k=8, top_p=1.0, min_p=0.0)
+RUNS = 1500
+
+
+@pytest.fixture(scope="module")
+def far_pair(tiny_dir: Path) -> tuple[Path, Path]:
+    """A draft that disagrees often, so rejections and resampling really happen."""
+    target = tiny_dir / "target.gguf"
+    if not target.exists():
+        write_tiny_llama(target, seed=1)
+    draft = write_tiny_llama(tiny_dir / "far_draft.gguf", seed=5, noise_from=1, noise=0.8)
+    return target, draft
+
+
+@pytest.fixture(scope="module")
+def engine(far_pair):
+    target, draft = far_pair
+    eng = Engine(ModelSpec(str(target), n_ctx=256, n_threads=2),
+                 ModelSpec(str(draft), n_ctx=256, n_threads=2))
+    yield eng
+    eng.close()
+
+
+def exact_next(ctx: LlamaContext, tokens: tuple[int, ...]) -> Distribution:
+    ctx.truncate(0)
+    ctx.decode(list(tokens), logits="last")
+    return distribution(ctx.logits(-1).copy(), SAMPLER)
+
+
+def sample_runs(engine: Engine, prompt, rule: AcceptRule, draft_max: int, max_tokens: int):
+    spec = SpecConfig(draft_max=draft_max, adaptive=False, rule=rule, collapse_guard=False)
+    outputs, accepted, drafted = [], 0, 0
+    for seed in range(RUNS):
+        request = GenerationRequest(prompt, max_tokens=max_tokens, spec=spec,
+                                    sampler=SamplerConfig(**{**SAMPLER.__dict__, "seed": seed}),
+                                    token_probs=False)
+        summary = [e for e in engine.generate(request) if isinstance(e, RunSummary)][0]
+        outputs.append(summary.token_ids)
+        accepted += summary.accepted
+        drafted += summary.drafted
+    return outputs, accepted / drafted
+
+
+def assert_follows(observed: Counter, exact: Distribution) -> None:
+    total = sum(observed.values())
+    support = set(int(i) for i in exact.ids)
+    outside = set(observed) - support
+    assert not outside, f"tokens outside the target's support: {outside}"
+    expected = exact.probs * total
+    counts = np.array([observed.get(int(i), 0) for i in exact.ids], dtype=float)
+    big = expected >= 5
+    exp = np.append(expected[big], expected[~big].sum())
+    obs = np.append(counts[big], counts[~big].sum())
+    if exp[-1] < 5:  # fold a too-small remainder into the largest bin
+        exp[np.argmax(exp[:-1])] += exp[-1]
+        obs[np.argmax(exp[:-1])] += obs[-1]
+        exp, obs = exp[:-1], obs[:-1]
+    result = chisquare(obs, exp)
+    assert result.pvalue > 1e-3, f"chi-square p={result.pvalue:.2e}, obs={obs}, exp={exp.round(1)}"
+
+
+@pytest.mark.parametrize("rule", [AcceptRule.REJECTION, AcceptRule.MATCH])
+def test_first_token_follows_target_distribution(engine: Engine, rule: AcceptRule) -> None:
+    prompt = engine.tokenize("the code of the")
+    p = exact_next(engine.base_ctx, prompt)
+    q = exact_next(engine.draft_ctx, prompt)
+    overlap = sum(min(p.prob(int(t)), q.prob(int(t))) for t in set(p.ids) | set(q.ids))
+    assert overlap < 0.9, "the draft must differ from the target for this test to mean much"
+    outputs, _ = sample_runs(engine, prompt, rule, draft_max=1, max_tokens=2)
+    assert_follows(Counter(o[0] for o in outputs), p)
+
+
+def test_later_block_position_follows_target_distribution(engine: Engine) -> None:
+    prompt = engine.tokenize("import data for")
+    outputs, _ = sample_runs(engine, prompt, AcceptRule.REJECTION, draft_max=3, max_tokens=4)
+    first = Counter(o[0] for o in outputs).most_common(1)[0][0]
+    p = exact_next(engine.base_ctx, (*prompt, first))
+    assert_follows(Counter(o[1] for o in outputs if o[0] == first), p)
+
+
+def test_rejection_sampling_accepts_at_least_as_often_as_match(engine: Engine) -> None:
+    prompt = engine.tokenize("what is the")
+    p = exact_next(engine.base_ctx, prompt)
+    q = exact_next(engine.draft_ctx, prompt)
+    ids = sorted(set(int(i) for i in p.ids) | set(int(i) for i in q.ids))
+    theory_rejection = sum(min(p.prob(t), q.prob(t)) for t in ids)  # sum min(p, q)
+    theory_match = sum(p.prob(t) * q.prob(t) for t in ids)  # sum p * q
+    _, rejection = sample_runs(engine, prompt, AcceptRule.REJECTION, draft_max=1, max_tokens=2)
+    _, match = sample_runs(engine, prompt, AcceptRule.MATCH, draft_max=1, max_tokens=2)
+    sigma = 4 * np.sqrt(0.25 / RUNS)
+    assert abs(rejection - theory_rejection) < sigma
+    assert abs(match - theory_match) < sigma
+    assert rejection >= match

@@ -1,0 +1,134 @@
+"""Pure-Python parts of the engine: sampling transforms, n-gram lookup, text stream, costs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.core.adaptive import CostModel, DraftController, expected_tokens
+from app.core.compat import IncompatiblePairError, VocabInfo, check_compatible, first_mismatch
+from app.core.config import SamplerConfig, SpecConfig
+from app.core.ngram import propose
+from app.core.sampling import distribution, residual, top_two_margin
+from app.core.textstream import TextStream
+
+
+def test_distribution_matches_brute_force_filters() -> None:
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal(50).astype(np.float32) * 2
+    config = SamplerConfig(temperature=0.7, top_k=20, top_p=0.8, min_p=0.05)
+    dist = distribution(logits, config)
+    order = np.argsort(-logits)[:20]
+    p = np.exp(logits[order] - logits[order][0])
+    p /= p.sum()
+    keep = int(np.searchsorted(np.cumsum(p), 0.8)) + 1
+    keep = min(keep, int(np.sum(p >= 0.05 * p[0])))
+    survivors = order[:keep]
+    expected = np.exp((logits[survivors] - logits[survivors][0]) / 0.7)
+    expected /= expected.sum()
+    assert list(dist.ids) == list(survivors)
+    np.testing.assert_allclose(dist.probs, expected, rtol=1e-6)
+
+
+def test_residual_removes_draft_mass() -> None:
+    p = distribution(np.array([2.0, 1.0, 0.0, -1.0], dtype=np.float32),
+                     SamplerConfig(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0))
+    q = distribution(np.array([0.0, 3.0, 0.0, -1.0], dtype=np.float32),
+                     SamplerConfig(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0))
+    r = residual(p, q, 4)
+    dense_p, dense_q = p.dense(4), q.dense(4)
+    expected = np.maximum(dense_p - dense_q, 0)
+    expected /= expected.sum()
+    np.testing.assert_allclose(r.dense(4), expected, atol=1e-12)
+
+
+def test_top_two_margin() -> None:
+    best, second, margin = top_two_margin(np.array([0.1, 3.0, 2.5, -1.0], dtype=np.float32))
+    assert (best, second) == (1, 2)
+    assert margin == pytest.approx(0.5)
+
+
+def test_ngram_proposes_continuation_of_latest_match() -> None:
+    tokens = [1, 2, 3, 4, 9, 2, 3, 5, 7, 2, 3]
+    assert propose(tokens, max_n=3, k=2) == [5, 7]
+    assert propose([1, 2, 3], max_n=3, k=4) == []
+    assert propose(tokens, max_n=3, k=0) == []
+
+
+def test_text_stream_joins_split_utf8() -> None:
+    data = "é😀".encode()
+    stream = TextStream()
+    out = [stream.push(data[i : i + 1]) for i in range(len(data))]
+    assert "".join(out) == "é😀"
+    assert out[0] == "" and out[1] == "é"  # nothing half-drawn
+    assert all(o == "" for o in out[2:5]) and out[5] == "😀"
+
+
+def test_text_stream_holds_back_stop_prefix() -> None:
+    stream = TextStream(stop=["</end>"])
+    assert stream.push(b"hello </e") == "hello "
+    assert stream.push(b"nd> more") == ""
+    assert stream.stopped and stream.text == "hello "
+    other = TextStream(stop=["</end>"])
+    other.push(b"a </e")
+    assert other.push(b"x") == "</ex"
+
+
+def test_cost_model_break_even_and_speedup() -> None:
+    costs = CostModel()
+    costs.observe_draft(10.0)
+    costs.observe_verify(1, 100.0)
+    costs.observe_verify(5, 120.0)
+    assert costs.verify_ms(3) == pytest.approx(110.0)
+    # perfect agreement with 4 drafts: 5 tokens for 40 + 120 ms vs 100 ms per token
+    assert costs.speedup(0.999, 4) == pytest.approx(5 * 100 / 160, rel=0.01)
+    a = costs.break_even(4)
+    assert 0.0 < a < 1.0
+    assert costs.speedup(a, 4) == pytest.approx(1.0, abs=1e-3)
+    assert expected_tokens(0.0, 4) == pytest.approx(1.0)
+
+
+def test_controller_pauses_below_break_even_and_probes_again() -> None:
+    controller = DraftController(SpecConfig(guard_window=4, probe_every=3, draft_max=4))
+    controller.costs.observe_draft(40.0)  # an expensive draft: break-even is high
+    controller.costs.observe_verify(1, 100.0)
+    controller.costs.observe_verify(5, 130.0)
+    for _ in range(4):
+        controller.observe_step(drafted=4, accepted=0)
+    assert controller.should_pause()
+    assert controller.paused
+    assert not controller.tick_paused() and not controller.tick_paused()
+    assert controller.tick_paused() and not controller.paused
+
+
+def test_adaptive_length_grows_with_agreement() -> None:
+    controller = DraftController(SpecConfig(draft_max=12))
+    controller.costs.observe_draft(5.0)
+    controller.costs.observe_verify(1, 100.0)
+    controller.costs.observe_verify(9, 110.0)
+    controller.acceptance.value = 0.95
+    long_k = controller.next_draft_len()
+    controller.acceptance.value = 0.3
+    short_k = controller.next_draft_len()
+    assert long_k > short_k >= 1
+
+
+def _vocab(tokens: list[str], **kw: object) -> VocabInfo:
+    base = dict(vocab_type="bpe", add_bos=False, add_eos=False, bos_id=1, eos_id=2)
+    base.update(kw)
+    return VocabInfo(tokens=tokens, **base)  # type: ignore[arg-type]
+
+
+def test_compat_names_first_mismatching_token() -> None:
+    a = [f"t{i}" for i in range(300)]
+    b = list(a)
+    b[200] = "<｜User｜>"
+    assert first_mismatch(_vocab(a), _vocab(a)) is None
+    with pytest.raises(IncompatiblePairError, match="token 200: target 't200', draft '<｜User｜>'"):
+        check_compatible(_vocab(a), _vocab(b))
+    assert "add_bos" in (first_mismatch(_vocab(a), _vocab(a, add_bos=True)) or "")
+    assert "vocabulary size" in (first_mismatch(_vocab(a), _vocab(a + ["x"] * 129)) or "")
+    assert first_mismatch(_vocab(a), _vocab(a + ["x"] * 100)) is None
+    b[3] = "different below id 5 is allowed"
+    b[200] = "t200"
+    assert first_mismatch(_vocab(a), _vocab(b)) is None
