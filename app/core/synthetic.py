@@ -13,7 +13,12 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-WORDS = ["the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "with", "was", "on", "be", "by", "at", "this", "are", "from", "or", "an", "have", "not", "but", "what", "all", "were", "when", "we", "there", "can", "more", "if", "will", "one", "about", "up", "out", "do", "so", "has", "no", "time", "def", "return", "import", "class", "self", "print", "if", "else", "for", "while", "code", "data", "model", "token", "draft", "target"]
+WORDS = (
+    "the of and to in is that for it as with was on be by at this are from or an "
+    "have not but what all were when we there can more if will one about up out do "
+    "so has no time def return import class self print if else for while code data "
+    "model token draft target"
+).split()
 TOKEN_TYPE_NORMAL, TOKEN_TYPE_UNKNOWN, TOKEN_TYPE_CONTROL, TOKEN_TYPE_BYTE = 1, 2, 3, 6
 
 
@@ -120,7 +125,7 @@ def write_tiny_llama(
     writer.add_add_eos_token(False)
     if chat_template:
         writer.add_chat_template(chat_template)
-    for value in tensors.values():
+    for name, value in tensors.items():
         writer.add_tensor(name, value)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
