@@ -1,0 +1,104 @@
+"""Real GGUF models through real llama.cpp: SmolLM2-135M pair from PyPI, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from app.core.chat import Message
+from app.core.config import GenerationRequest, ModelSpec, SpecConfig
+from app.core.engine import Engine
+from app.core.events import PrefillEvent, RunSummary
+from app.core.exactness import NEAR_TIE_LOGIT_MARGIN, compare
+
+pytestmark = pytest.mark.real
+
+
+@pytest.fixture(scope="module")
+def smol(smollm2_pair):
+    target, draft = smollm2_pair
+    eng = Engine(ModelSpec(str(target), n_ctx=1024, n_threads=2),
+                 ModelSpec(str(draft), n_ctx=1024, n_threads=2))
+    yield eng
+    eng.close()
+
+
+def _summary(engine: Engine, request: GenerationRequest) -> RunSummary:
+    return [e for e in engine.generate(request) if isinstance(e, RunSummary)][-1]
+
+
+@pytest.mark.parametrize("question", [
+    "Write a Python function that returns the factorial of n.",
+    "List three colours of the rainbow.",
+])
+def test_real_pair_greedy_exact_or_reported_near_tie(smol: Engine, question: str) -> None:
+    prompt = smol.tokenize_chat([Message("user", question)])
+    request = GenerationRequest(prompt, max_tokens=64, spec=SpecConfig(draft_max=8))
+    spec_run = _summary(smol, request)
+    base_run = _summary(smol, replace(request, speculative=False))
+    check = compare(prompt, spec_run.token_ids, base_run.token_ids, smol)
+    assert check.identical or check.margin < NEAR_TIE_LOGIT_MARGIN, check.describe()
+    assert spec_run.acceptance_rate > 0.3  # a Q4_1 draft of the same model agrees often
+    assert spec_run.text.strip()
+
+
+def test_chat_template_multi_turn_reuses_cache(smol: Engine) -> None:
+    history = [Message("user", "Say hello.")]
+    first = _summary(smol, GenerationRequest(smol.tokenize_chat(history), max_tokens=12))
+    history += [Message("assistant", first.text), Message("user", "Now say goodbye.")]
+    prompt = smol.tokenize_chat(history)
+    events = list(smol.generate(GenerationRequest(prompt, max_tokens=12)))
+    prefill = next(e for e in events if isinstance(e, PrefillEvent))
+    assert "<|im_start|>" in smol.render_chat(history)
+    assert prefill.reused_tokens > 10
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_version_reports_llama_cpp() -> None:
+    result = _cli("--version")
+    assert result.returncode == 0, result.stderr
+    assert "llama-cpp-python 0.3" in result.stdout
+    assert "GPU offload available:" in result.stdout
+    assert "CPU" in result.stdout and "GiB free" in result.stdout
+
+
+def test_bench_cli_writes_per_prompt_and_aggregate(tmp_path: Path, tiny_pair) -> None:
+    target, draft = tiny_pair
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "a", "prompt": "the code"}\n{"id": "b", "prompt": "import data"}\n')
+    out = tmp_path / "out.json"
+    result = _cli("bench", "--target", str(target), "--draft", str(draft), "--prompts",
+                  str(prompts), "--max-tokens", "24", "--json", str(out), "--ctx", "512",
+                  "--p-min", "0")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    row = data["prompts"][0]
+    for key in ("id", "baseline_tok_s", "speculative_tok_s", "speedup", "acceptance_rate",
+                "mean_accepted_length", "target_passes_per_token", "identical",
+                "first_divergence", "divergence_margin"):
+        assert key in row
+    assert [r["id"] for r in data["prompts"]] == ["a", "b"]
+    assert len(data["lineage"]["target"]["sha256"]) == 64
+    assert "median_speedup" in data["aggregate"]
+
+
+def test_bench_cli_fails_on_bad_input(tmp_path: Path, tiny_pair) -> None:
+    target, draft = tiny_pair
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json}\n")
+    result = _cli("bench", "--target", str(target), "--draft", str(draft), "--prompts", str(bad),
+                  "--json", str(tmp_path / "o.json"))
+    assert result.returncode != 0
+    assert "not valid JSON" in result.stderr
+    missing = _cli("bench", "--target", str(tmp_path / "nope.gguf"), "--ngram", "--prompts",
+                   str(bad), "--json", str(tmp_path / "o.json"))
+    assert missing.returncode != 0
