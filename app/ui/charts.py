@@ -1,0 +1,259 @@
+"""Live charts of one answer (pyqtgraph), redrawn at about 20 Hz from fixed-size buffers.
+
+Acceptance per verification step with its rolling mean and the break-even line; tokens/sec
+over time for the speculative and the baseline run; a histogram of accepted lengths; the
+draft length chosen for each step. Every chart exports as PNG; the run statistics export
+as CSV or JSON.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.events import GuardEvent, RunSummary, StepEvent
+from app.ui.palette import BASE_PEN, OKABE_ITO, SPEC_PEN
+from app.ui.stats_export import AnswerStats, to_csv, to_json
+from app.workers.engine_worker import EventBatch
+
+REDRAW_MS = 50
+CAPACITY = 4096
+MAX_LEN = 64
+
+
+class Ring:
+    """Fixed-size buffer of the last ``capacity`` samples of ``width`` columns."""
+
+    def __init__(self, capacity: int = CAPACITY, width: int = 2) -> None:
+        self.data = np.zeros((capacity, width), dtype=np.float64)
+        self.count = 0
+
+    def append(self, *values: float) -> None:
+        self.data[self.count % len(self.data)] = values
+        self.count += 1
+
+    def view(self) -> np.ndarray:
+        n = len(self.data)
+        if self.count <= n:
+            return self.data[: self.count]
+        start = self.count % n
+        return np.concatenate((self.data[start:], self.data[:start]))
+
+    def clear(self) -> None:
+        self.count = 0
+
+
+def _plot(title: str, left: str, bottom: str) -> pg.PlotWidget:
+    widget = pg.PlotWidget()
+    widget.setTitle(title, size="10pt")
+    widget.setLabel("left", left)
+    widget.setLabel("bottom", bottom)
+    widget.showGrid(x=True, y=True, alpha=0.25)
+    widget.setMinimumHeight(150)
+    widget.setMenuEnabled(False)
+    return widget
+
+
+class ChartsPanel(QWidget):
+    exported = Signal(str)  # path of a written file
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        pg.setConfigOptions(background="w", foreground="#333333", antialias=True)
+        super().__init__(parent)
+        self.stats = AnswerStats()
+        self.acceptance = Ring(width=3)  # step, accepted/drafted, rolling mean
+        self.draft_len = Ring(width=2)  # step, drafted
+        self.speed = {"speculative": Ring(width=2), "baseline": Ring(width=2)}
+        self.hist = np.zeros(MAX_LEN + 1)
+        self.break_even: float | None = None
+        self.samples = 0  # data points received, for tests and the status bar
+        self._dirty = False
+        self._timer = QTimer(self)
+        self._timer.setInterval(REDRAW_MS)
+        self._timer.timeout.connect(self._tick)
+
+        self.accept_plot = _plot("Acceptance per step", "accepted / drafted", "step")
+        self.accept_plot.setYRange(0, 1.05)
+        self.accept_dots = self.accept_plot.plot(
+            pen=None, symbol="o", symbolSize=5, symbolBrush=SPEC_PEN, symbolPen=None
+        )
+        self.accept_mean = self.accept_plot.plot(pen=pg.mkPen(OKABE_ITO["blue"], width=2))
+        self.break_line = pg.InfiniteLine(
+            angle=0,
+            pen=pg.mkPen(OKABE_ITO["vermillion"], width=1.5, style=pg.QtCore.Qt.PenStyle.DashLine),
+            label="break-even",
+            labelOpts={
+                "position": 0.5,
+                "color": OKABE_ITO["vermillion"],
+                "anchors": [(0.5, 1), (0.5, 1)],
+            },
+        )
+        self.break_line.setVisible(False)
+        self.accept_plot.addItem(self.break_line)
+
+        self.speed_plot = _plot("Tokens/sec over time", "tok/s", "seconds into the run")
+        self.speed_plot.addLegend(offset=(-10, 10))
+        self.speed_curves = {
+            "speculative": self.speed_plot.plot(
+                pen=pg.mkPen(SPEC_PEN, width=2), name="speculative"
+            ),
+            "baseline": self.speed_plot.plot(
+                pen=pg.mkPen(BASE_PEN, width=2, style=pg.QtCore.Qt.PenStyle.DashLine),
+                name="baseline",
+            ),
+        }
+
+        self.hist_plot = _plot("Accepted length per step", "steps", "draft tokens accepted")
+        self.hist_bars = pg.BarGraphItem(
+            x=np.arange(MAX_LEN + 1), height=self.hist, width=0.8, brush=OKABE_ITO["sky_blue"]
+        )
+        self.hist_plot.addItem(self.hist_bars)
+        self.hist_plot.setXRange(-0.5, 8.5)
+        self.hist_plot.setYRange(0, 1)
+
+        self.len_plot = _plot("Draft length", "tokens drafted", "step")
+        self.len_curve = self.len_plot.plot(
+            pen=pg.mkPen(OKABE_ITO["orange"], width=2), stepMode=None
+        )
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        self.plots = {
+            "acceptance": self.accept_plot,
+            "tok_s": self.speed_plot,
+            "accepted_lengths": self.hist_plot,
+            "draft_length": self.len_plot,
+        }
+        png_row = QHBoxLayout()
+        png_row.addWidget(QLabel("PNG:"))
+        short = {
+            "acceptance": "Acceptance",
+            "tok_s": "Tok/s",
+            "accepted_lengths": "Lengths",
+            "draft_length": "Draft length",
+        }
+        for name, plot in self.plots.items():
+            layout.addWidget(plot, 1)
+            button = QPushButton(short[name] + "…")
+            button.setToolTip(f"Save the {plot.plotItem.titleLabel.text} chart as a PNG image")
+            button.clicked.connect(lambda _=False, n=name: self._export_png_dialog(n))
+            png_row.addWidget(button)
+        png_row.addStretch(1)
+        layout.addLayout(png_row)
+        export_row = QHBoxLayout()
+        export_row.addWidget(QLabel("Run statistics:"))
+        for label, suffix in (("Export CSV…", "csv"), ("Export JSON…", "json")):
+            button = QPushButton(label)
+            button.clicked.connect(lambda _=False, s=suffix: self._export_stats_dialog(s))
+            export_row.addWidget(button)
+        export_row.addStretch(1)
+        layout.addLayout(export_row)
+
+    # --- data ----------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        self.stats.clear()
+        self.acceptance.clear()
+        self.draft_len.clear()
+        for ring in self.speed.values():
+            ring.clear()
+        self.hist[:] = 0
+        self.break_even = None
+        self.samples = 0
+        self._dirty = True
+        self._redraw()
+
+    def ingest(self, batch: EventBatch) -> None:
+        if batch.tokens and batch.elapsed_s > 0:
+            self.speed[batch.run].append(batch.elapsed_s, batch.tokens / batch.elapsed_s)
+            self.samples += 1
+        for event in batch.events:
+            if isinstance(event, StepEvent) and batch.run == "speculative":
+                self._step(event)
+            elif isinstance(event, RunSummary):
+                self.stats.summaries[event.mode] = event
+            elif isinstance(event, GuardEvent):
+                self.stats.guard_messages.append(event.message)
+        self._dirty = True
+        if not self._timer.isActive():
+            self._timer.start()
+
+    def _step(self, event: StepEvent) -> None:
+        self.stats.steps.append(event)
+        rate = event.accepted / event.drafted if event.drafted else 0.0
+        self.acceptance.append(event.step, rate, event.rolling_acceptance)
+        self.draft_len.append(event.step, event.drafted)
+        self.hist[min(event.accepted, MAX_LEN)] += 1
+        self.break_even = event.break_even
+        self.samples += 1
+
+    def _tick(self) -> None:
+        if self._dirty:
+            self._redraw()
+        else:
+            self._timer.stop()
+
+    def stop(self) -> None:
+        self._timer.stop()
+
+    def _redraw(self) -> None:
+        self._dirty = False
+        acc = self.acceptance.view()
+        self.accept_dots.setData(acc[:, 0], acc[:, 1])
+        self.accept_mean.setData(acc[:, 0], acc[:, 2])
+        if self.break_even is not None and 0.0 < self.break_even <= 1.0:
+            self.break_line.setValue(self.break_even)
+            self.break_line.label.setFormat(f"break-even {self.break_even:.0%}")
+            self.break_line.setVisible(True)
+        else:
+            self.break_line.setVisible(False)
+        for run, ring in self.speed.items():
+            data = ring.view()
+            self.speed_curves[run].setData(data[:, 0], data[:, 1])
+        used = max(int(np.max(np.nonzero(self.hist)[0])) + 2 if self.hist.any() else 9, 9)
+        self.hist_bars.setOpts(x=np.arange(used), height=self.hist[:used])
+        self.hist_plot.setXRange(-0.5, used - 0.5, padding=0)
+        self.hist_plot.setYRange(0, max(float(self.hist.max()), 1.0) * 1.1, padding=0)
+        lengths = self.draft_len.view()
+        self.len_curve.setData(lengths[:, 0], lengths[:, 1])
+
+    # --- export --------------------------------------------------------------------------
+
+    def export_png(self, name: str, path: Path) -> Path:
+        self._redraw()
+        if not self.plots[name].grab().save(str(path), "PNG"):
+            raise OSError(f"could not write {path}")
+        self.exported.emit(str(path))
+        return path
+
+    def export_stats(self, path: Path) -> Path:
+        text = to_csv(self.stats) if path.suffix.lower() == ".csv" else to_json(self.stats)
+        path.write_text(text, encoding="utf-8")
+        self.exported.emit(str(path))
+        return path
+
+    def _export_png_dialog(self, name: str) -> None:
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export chart", f"specdeck-{name}.png", "PNG image (*.png)"
+        )
+        if path:
+            self.export_png(name, Path(path))
+
+    def _export_stats_dialog(self, suffix: str) -> None:
+        kinds = {"csv": "CSV (*.csv)", "json": "JSON (*.json)"}
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export run statistics", f"specdeck-run.{suffix}", kinds[suffix]
+        )
+        if path:
+            self.export_stats(Path(path))

@@ -1,0 +1,245 @@
+"""The chat column: transcript, banners, the two answer panes, verdict line and prompt box.
+
+Tokens from the worker are queued in the panes and painted on a 40 ms timer, so the UI
+thread paints at most 25 times a second however fast the engine streams.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.events import GuardEvent
+from app.ui.chat_input import ChatInput
+from app.ui.palette import STYLE_LABELS, STYLES, legend_html
+from app.ui.token_view import TokenView
+from app.ui.transcript import Transcript
+from app.workers.engine_worker import TIMING_RULE, EventBatch
+
+FLUSH_MS = 40
+
+
+class Banner(QFrame):
+    """A one-line message with a close button."""
+
+    def __init__(self, name: str, colours: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName(name)
+        self.setStyleSheet(f"#{name} {{ {colours} border-radius: 4px; }}")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(8, 4, 4, 4)
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        close = QToolButton()
+        close.setText("✕")
+        close.setAutoRaise(True)
+        close.clicked.connect(self.hide)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(close)
+        self.hide()
+
+    def show_text(self, text: str) -> None:
+        self.label.setText(text)
+        self.show()
+
+    def text(self) -> str:
+        return self.label.text() if self.isVisible() or not self.isHidden() else ""
+
+
+def _pane(title: str, view: TokenView, note: QLabel | None = None) -> tuple[QWidget, QLabel]:
+    box = QWidget()
+    layout = QVBoxLayout(box)
+    layout.setContentsMargins(0, 0, 0, 0)
+    layout.setSpacing(2)
+    header = QLabel(f"<b>{title}</b>")
+    layout.addWidget(header)
+    layout.addWidget(view, 1)
+    if note is not None:
+        layout.addWidget(note)
+    return box, header
+
+
+class ChatPanel(QWidget):
+    send_requested = Signal(str)
+    stop_requested = Signal()
+    regenerate_requested = Signal()
+    new_chat_requested = Signal()
+    style_changed = Signal(str)
+    baseline_toggled = Signal(bool)
+
+    def __init__(self, style: str, baseline: bool, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.spec_view = TokenView(style=style)
+        self.spec_view.setObjectName("specView")
+        self.base_view = TokenView(style="off")
+        self.base_view.setObjectName("baseView")
+        self.transcript = Transcript()
+        self.error_banner = Banner("errorBanner", "background: #FDEBE1; color: #7A2E00;")
+        self.guard_banner = Banner("guardBanner", "background: #FFF6CC; color: #4D4000;")
+        self._flush_timer = QTimer(self)
+        self._flush_timer.setInterval(FLUSH_MS)
+        self._flush_timer.timeout.connect(self.flush)
+        self._generating = False
+
+        self.legend = QLabel(legend_html(style))
+        self.legend.setObjectName("legend")
+        self.legend.setWordWrap(True)
+        self.legend.setStyleSheet("font-size: 11px;")
+        spec_box, self.spec_header = _pane("Speculative", self.spec_view, self.legend)
+        rule = QLabel("Timing: runs one after the other, each tok/s from its own compute.")
+        rule.setToolTip(TIMING_RULE)
+        rule.setWordWrap(True)
+        rule.setStyleSheet("font-size: 11px; color: palette(mid);")
+        self.base_box, self.base_header = _pane("Baseline — target only", self.base_view, rule)
+        self.panes = QSplitter(Qt.Orientation.Horizontal)
+        self.panes.setObjectName("answerSplitter")
+        self.panes.addWidget(spec_box)
+        self.panes.addWidget(self.base_box)
+        self.panes.setChildrenCollapsible(False)
+
+        self.verdict = QLabel("")
+        self.verdict.setObjectName("verdict")
+        self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.verdict.setStyleSheet("font-weight: bold; padding: 2px 0;")
+        self.style_box = QComboBox()
+        self.style_box.setObjectName("colourStyle")
+        for key in STYLES:
+            self.style_box.addItem(STYLE_LABELS[key], key)
+        self.style_box.setCurrentIndex(STYLES.index(style) if style in STYLES else 0)
+        self.style_box.setToolTip("How token kinds are shown in the speculative pane")
+        self.style_box.currentIndexChanged.connect(self._style_picked)
+        self.baseline_box = QCheckBox("Baseline side-by-side")
+        self.baseline_box.setObjectName("baselineToggle")
+        self.baseline_box.setToolTip("Also answer with the target alone, to compare speed and text")
+        self.baseline_box.setChecked(baseline)
+        self.baseline_box.toggled.connect(self._baseline_picked)
+        verdict_row = QHBoxLayout()
+        verdict_row.addWidget(self.verdict, 1)
+        verdict_row.addWidget(self.style_box)
+        verdict_row.addWidget(self.baseline_box)
+
+        self.input = ChatInput()
+        self.input.submitted.connect(self.send_requested)
+        self.send = QPushButton("Send")
+        self.send.setObjectName("sendButton")
+        self.send.setDefault(True)
+        self.send.clicked.connect(self._send_or_stop)
+        self.regenerate = QPushButton("Regenerate")
+        self.regenerate.clicked.connect(self.regenerate_requested)
+        self.copy = QPushButton("Copy")
+        self.copy.setToolTip("Copy the last answer")
+        self.copy.clicked.connect(self.copy_answer)
+        self.new_chat = QPushButton("New chat")
+        self.new_chat.clicked.connect(self.new_chat_requested)
+        buttons = QVBoxLayout()
+        for button in (self.send, self.regenerate, self.copy, self.new_chat):
+            buttons.addWidget(button)
+        input_row = QHBoxLayout()
+        input_row.addWidget(self.input, 1)
+        input_row.addLayout(buttons)
+
+        answer = QWidget()
+        answer_layout = QVBoxLayout(answer)
+        answer_layout.setContentsMargins(0, 0, 0, 0)
+        answer_layout.addWidget(self.guard_banner)
+        answer_layout.addWidget(self.panes, 1)
+        answer_layout.addLayout(verdict_row)
+        self.split = QSplitter(Qt.Orientation.Vertical)
+        self.split.setObjectName("chatSplitter")
+        self.split.addWidget(self.transcript)
+        self.split.addWidget(answer)
+        self.split.setStretchFactor(0, 2)
+        self.split.setStretchFactor(1, 3)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.error_banner)
+        layout.addWidget(self.split, 1)
+        layout.addLayout(input_row)
+        self.base_box.setVisible(baseline)
+        self.set_generating(False)
+
+    # --- streaming -----------------------------------------------------------------------
+
+    def begin_answer(self, baseline: bool) -> None:
+        self.spec_view.clear_tokens("waiting for the first token…")
+        self.base_view.clear_tokens("runs after the speculative answer" if baseline else "")
+        self.base_box.setVisible(baseline)
+        self.verdict.setText("")
+        self.guard_banner.hide()
+        self.error_banner.hide()
+        self.spec_header.setText("<b>Speculative</b>")
+        self.base_header.setText("<b>Baseline — target only</b>")
+
+    def ingest(self, batch: EventBatch) -> None:
+        view = self.spec_view if batch.run == "speculative" else self.base_view
+        view.queue(batch.events)
+        for event in batch.events:
+            if isinstance(event, GuardEvent):
+                self.guard_banner.show_text(("⏸ " if event.paused else "▶ ") + event.message)
+        if batch.tokens and batch.elapsed_s > 0:
+            rate = batch.tokens / batch.elapsed_s
+            header = self.spec_header if batch.run == "speculative" else self.base_header
+            name = "Speculative" if batch.run == "speculative" else "Baseline — target only"
+            header.setText(f"<b>{name}</b> · {batch.tokens} tokens · {rate:.1f} tok/s")
+        if not self._flush_timer.isActive():
+            self._flush_timer.start()
+
+    def flush(self) -> None:
+        painted = self.spec_view.flush() + self.base_view.flush()
+        if not painted and not self._generating:
+            self._flush_timer.stop()
+
+    def set_generating(self, generating: bool) -> None:
+        self._generating = generating
+        self.send.setText("Stop" if generating else "Send")
+        self.send.setToolTip("Stop the answer (within one speculative step)" if generating else "")
+        self.regenerate.setEnabled(not generating)
+        self.new_chat.setEnabled(not generating)
+        if not generating:
+            self.flush()
+            self._flush_timer.stop()
+
+    def show_verdict(self, text: str, divergence: int | None) -> None:
+        self.flush()
+        self.verdict.setText(text)
+        self.spec_view.mark_divergence(divergence)
+        self.base_view.mark_divergence(divergence)
+
+    def stop_timers(self) -> None:
+        self._flush_timer.stop()
+
+    # --- actions -------------------------------------------------------------------------
+
+    def _send_or_stop(self) -> None:
+        if self._generating:
+            self.stop_requested.emit()
+        else:
+            self.input.submit()
+
+    def copy_answer(self) -> None:
+        text = self.spec_view.text()
+        if text:
+            QGuiApplication.clipboard().setText(text)
+
+    def _style_picked(self, _index: int) -> None:
+        style = str(self.style_box.currentData())
+        self.spec_view.set_style(style)
+        self.legend.setText(legend_html(style))
+        self.style_changed.emit(style)
+
+    def _baseline_picked(self, on: bool) -> None:
+        self.base_box.setVisible(on)
+        self.baseline_toggled.emit(on)

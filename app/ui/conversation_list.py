@@ -1,0 +1,95 @@
+"""Saved conversations: open, delete, export to Markdown or JSON."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QListWidget,
+    QListWidgetItem,
+    QMessageBox,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.conversations import ConversationStore, export
+
+
+class ConversationList(QWidget):
+    open_requested = Signal(str)  # conversation id
+    deleted = Signal(str)
+
+    def __init__(self, store: ConversationStore, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.store = store
+        self.list = QListWidget()
+        self.list.setObjectName("conversationList")
+        self.list.itemActivated.connect(self._activated)
+        self.list.itemDoubleClicked.connect(self._activated)
+        self.open = QPushButton("Open")
+        self.delete = QPushButton("Delete")
+        self.export_md = QPushButton("Markdown…")
+        self.export_md.setToolTip("Export the selected conversation as Markdown")
+        self.export_json = QPushButton("JSON…")
+        self.export_json.setToolTip("Export the selected conversation as JSON")
+        self.open.clicked.connect(lambda: self._with_selected(self.open_requested.emit))
+        self.delete.clicked.connect(lambda: self._with_selected(self._confirm_delete))
+        self.export_md.clicked.connect(lambda: self._with_selected(lambda i: self._export(i, "md")))
+        self.export_json.clicked.connect(
+            lambda: self._with_selected(lambda i: self._export(i, "json"))
+        )
+        row = QHBoxLayout()
+        for button in (self.open, self.delete, self.export_md, self.export_json):
+            row.addWidget(button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.list, 1)
+        layout.addLayout(row)
+        self.refresh()
+
+    def refresh(self, current: str | None = None) -> None:
+        self.list.clear()
+        for info in self.store.list():
+            stamp = time.strftime("%b %d %H:%M", time.localtime(info.updated))
+            item = QListWidgetItem(f"{info.title}\n{stamp} · {info.messages} messages")
+            item.setData(Qt.ItemDataRole.UserRole, info.id)
+            item.setToolTip(info.title)
+            self.list.addItem(item)
+            if info.id == current:
+                self.list.setCurrentItem(item)
+
+    def ids(self) -> list[str]:
+        return [self.list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(self.list.count())]
+
+    def _activated(self, item: QListWidgetItem) -> None:
+        self.open_requested.emit(item.data(Qt.ItemDataRole.UserRole))
+
+    def _with_selected(self, action) -> None:  # noqa: ANN001
+        item = self.list.currentItem()
+        if item is not None:
+            action(item.data(Qt.ItemDataRole.UserRole))
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        self.store.delete(conversation_id)
+        self.refresh()
+        self.deleted.emit(conversation_id)
+
+    def _confirm_delete(self, conversation_id: str) -> None:
+        answer = QMessageBox.question(self, "Delete conversation", "Delete this conversation?")
+        if answer == QMessageBox.StandardButton.Yes:
+            self.delete_conversation(conversation_id)
+
+    def _export(self, conversation_id: str, suffix: str) -> None:
+        conversation = self.store.load(conversation_id)
+        kinds = {"md": "Markdown (*.md)", "json": "JSON (*.json)"}
+        safe = "".join(c if c.isalnum() else "-" for c in conversation.title).strip("-")[:40]
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export conversation", f"{safe or 'conversation'}.{suffix}", kinds[suffix]
+        )
+        if path:
+            export(conversation, Path(path))

@@ -1,0 +1,398 @@
+"""The main window: pair bar, chat | settings | charts splitters, status bar."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QSettings, Qt, Signal
+from PySide6.QtGui import QCloseEvent, QIcon
+from PySide6.QtWidgets import QLabel, QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
+
+from app.core.config import DraftSource
+from app.core.conversations import ChatMessage, Conversation, ConversationStore
+from app.core.settings import Settings, SettingsStore
+from app.ui.charts import ChartsPanel
+from app.ui.chat_panel import ChatPanel
+from app.ui.conversation_list import ConversationList
+from app.ui.engine_client import EngineClient
+from app.ui.pair_bar import PairBar, human_bytes
+from app.ui.pair_chooser import choose_pair
+from app.ui.settings_panel import SettingsPanel
+from app.workers.engine_worker import (
+    Busy,
+    ChatJob,
+    EventBatch,
+    JobDone,
+    LoadPair,
+    PairLoaded,
+    Verdict,
+    WorkerError,
+)
+
+ICON_DIR = Path(__file__).resolve().parents[2] / "resources" / "icons"
+
+
+def app_icon() -> QIcon:
+    icon = QIcon()
+    for size in (16, 24, 32, 48, 64, 128, 256, 512):
+        path = ICON_DIR / f"specdeck-{size}.png"
+        if path.is_file():
+            icon.addFile(str(path))
+    return icon
+
+
+def process_rss() -> int | None:
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        pass
+    try:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(peak) * (1 if sys.platform == "darwin" else 1024)
+    except (ImportError, OSError):
+        return None
+
+
+class MainWindow(QMainWindow):
+    pair_loaded = Signal(object)  # PairLoaded
+    answer_finished = Signal(object)  # JobDone
+    failed = Signal(object)  # WorkerError
+
+    def __init__(
+        self,
+        *,
+        settings_store: SettingsStore | None = None,
+        conversation_store: ConversationStore | None = None,
+        autoload: bool = True,
+    ) -> None:
+        super().__init__()
+        self.setWindowTitle("SpecDeck")
+        self.setWindowIcon(app_icon())
+        self.settings_store = settings_store or SettingsStore()
+        self.settings: Settings = self.settings_store.load()
+        self.store = conversation_store or ConversationStore()
+        self.client = EngineClient(self)
+        self.loaded: PairLoaded | None = None
+        self._loaded_key: tuple[object, ...] | None = None
+        self._verdict: Verdict | None = None
+
+        self.pair_bar = PairBar()
+        self.chat = ChatPanel(self.settings.colour_style, self.settings.baseline)
+        self.settings_panel = SettingsPanel(self.settings)
+        self.conversations = ConversationList(self.store)
+        self.charts = ChartsPanel()
+        self.side = QTabWidget()
+        self.side.addTab(self.settings_panel, "Settings")
+        self.side.addTab(self.conversations, "Conversations")
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.setObjectName("mainSplitter")
+        for widget in (self.chat, self.side, self.charts):
+            self.splitter.addWidget(widget)
+        self.splitter.setStretchFactor(0, 5)
+        self.splitter.setStretchFactor(1, 2)
+        self.splitter.setStretchFactor(2, 3)
+        self.splitter.setSizes([760, 300, 480])
+        central = QWidget()
+        column = QVBoxLayout(central)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(0)
+        column.addWidget(self.pair_bar)
+        column.addWidget(self.splitter, 1)
+        self.setCentralWidget(central)
+        self.status = {
+            name: QLabel(text)
+            for name, text in (
+                ("device", "device —"),
+                ("speed", "tok/s —"),
+                ("acceptance", "acceptance —"),
+                ("memory", "memory —"),
+            )
+        }
+        for label in self.status.values():
+            label.setObjectName(f"status_{label.text().split()[0].replace('/', '_')}")
+            self.statusBar().addPermanentWidget(label)
+
+        self._wire()
+        infos = self.store.list()
+        self.conversation = self.store.load(infos[0].id) if infos else Conversation.new()
+        self._show_conversation()
+        self.resize(1560, 960)
+        self._restore_layout()
+        if autoload and self.settings.target_path and Path(self.settings.target_path).is_file():
+            self.load_pair(
+                self.settings.target_path,
+                self.settings.draft_path or None,
+                DraftSource(self.settings.draft_source),
+            )
+        elif not self.settings.target_path:
+            self.pair_bar.status.setText("Choose a pair to start →")
+
+    def _wire(self) -> None:
+        self.client.busy.connect(self._on_busy)
+        self.client.loaded.connect(self._on_loaded)
+        self.client.batch.connect(self._on_batch)
+        self.client.verdict.connect(self._on_verdict)
+        self.client.done.connect(self._on_done)
+        self.client.error.connect(self._on_error)
+        self.pair_bar.change_requested.connect(self.change_pair)
+        self.pair_bar.files_requested.connect(lambda: self.change_pair(files=True))
+        self.pair_bar.demo_requested.connect(self.load_demo)
+        self.pair_bar.source_changed.connect(self._source_changed)
+        self.chat.send_requested.connect(self.send)
+        self.chat.stop_requested.connect(self.stop)
+        self.chat.regenerate_requested.connect(self.regenerate)
+        self.chat.new_chat_requested.connect(self.new_chat)
+        update = self.settings_panel.update_settings
+        self.chat.style_changed.connect(lambda style: update(colour_style=style))
+        self.chat.baseline_toggled.connect(lambda on: update(baseline=on))
+        self.settings_panel.changed.connect(self._settings_changed)
+        self.conversations.open_requested.connect(self.open_conversation)
+        self.conversations.deleted.connect(self._conversation_deleted)
+
+    # --- layout persistence ----------------------------------------------------------------
+
+    def _qsettings(self) -> QSettings:
+        path = self.settings_store.directory / "window.ini"
+        return QSettings(str(path), QSettings.Format.IniFormat)
+
+    def _splitters(self) -> dict[str, QSplitter]:
+        return {"main": self.splitter, "chat": self.chat.split, "answer": self.chat.panes}
+
+    def _restore_layout(self) -> None:
+        state = self._qsettings()
+        geometry = state.value("geometry")
+        if isinstance(geometry, QByteArray):
+            self.restoreGeometry(geometry)
+        for name, splitter in self._splitters().items():
+            value = state.value(f"splitter/{name}")
+            if isinstance(value, QByteArray):
+                splitter.restoreState(value)
+        tab = state.value("sideTab")
+        if tab is not None:
+            self.side.setCurrentIndex(int(tab))
+
+    def _save_layout(self) -> None:
+        state = self._qsettings()
+        state.setValue("geometry", self.saveGeometry())
+        for name, splitter in self._splitters().items():
+            state.setValue(f"splitter/{name}", splitter.saveState())
+        state.setValue("sideTab", self.side.currentIndex())
+        state.sync()
+
+    # --- pair ------------------------------------------------------------------------------
+
+    def load_pair(self, target: str, draft: str | None, source: DraftSource) -> int:
+        s = self.settings
+        draft_spec = s.draft_spec(draft) if draft else None
+        self.pair_bar.set_busy("Loading models…")
+        self.pair_bar.show_pair(target, draft, source)
+        return self.client.load(LoadPair(s.target_spec(target), draft_spec, source))
+
+    def load_demo(self) -> int:
+        s = self.settings
+        self.pair_bar.set_busy("Preparing the demo pair…")
+        spec = s.target_spec("")
+        return self.client.load(LoadPair(spec, s.draft_spec(""), DraftSource.MODEL, demo=True))
+
+    def change_pair(self, files: bool = False) -> None:
+        start = str(Path(self.settings.target_path).parent) if self.settings.target_path else ""
+        try:
+            choice = choose_pair(self, start, files=files)
+        except Exception as error:  # noqa: BLE001 - a broken wizard must not take the app down
+            self.chat.error_banner.show_text(f"<b>Could not choose a pair.</b> {error}")
+            return
+        if choice is not None:
+            self.load_pair(choice.target_path, choice.draft_path, choice.draft_source)
+
+    def _source_changed(self, source: DraftSource) -> None:
+        if not self.settings.target_path:
+            return
+        draft = self.settings.draft_path or None
+        if source is DraftSource.MODEL and not draft:
+            self.chat.error_banner.show_text("No draft model chosen yet: use Change pair….")
+            self.pair_bar.show_pair(self.settings.target_path, None, DraftSource.NGRAM)
+            return
+        self.load_pair(self.settings.target_path, draft, source)
+
+    def _on_busy(self, message: Busy) -> None:
+        self.pair_bar.set_busy(message.text)
+        self.statusBar().showMessage(message.text)
+
+    def _on_loaded(self, message: PairLoaded) -> None:
+        self.loaded = message
+        self._loaded_key = self.settings.load_key()
+        self.pair_bar.set_busy(None)
+        self.pair_bar.show_pair(message.target_path, message.draft_path, message.draft_source)
+        changes: dict[str, object] = {
+            "target_path": message.target_path,
+            "draft_source": message.draft_source.value,
+        }
+        if message.draft_path:
+            changes["draft_path"] = message.draft_path
+        self.settings_panel.update_settings(**changes)
+        self._update_resources()
+        self.statusBar().showMessage(f"Pair loaded in {message.load_s:.1f} s", 5000)
+        self.pair_loaded.emit(message)
+
+    def _update_resources(self) -> None:
+        if self.loaded is None:
+            return
+        rss = process_rss()
+        self.pair_bar.show_resources(self.loaded.device, self.loaded.weights_bytes, rss)
+        self.status["device"].setText(self.loaded.device)
+        weights = human_bytes(self.loaded.weights_bytes)
+        self.status["memory"].setText(
+            f"memory {human_bytes(rss)} (weights {weights})" if rss else f"weights {weights}"
+        )
+
+    def _on_error(self, message: WorkerError) -> None:
+        self.pair_bar.set_busy(None)
+        self.chat.error_banner.show_text(f"<b>{message.title}.</b> {message.message}")
+        self.statusBar().showMessage(f"{message.title}: {message.message}", 10000)
+        self.failed.emit(message)
+
+    # --- settings --------------------------------------------------------------------------
+
+    def _settings_changed(self, settings: Settings) -> None:
+        self.settings = settings
+        self.settings_store.save(settings)
+        if self.loaded is not None and self._loaded_key != settings.load_key():
+            self._loaded_key = settings.load_key()
+            self.load_pair(
+                self.loaded.target_path, self.loaded.draft_path, self.loaded.draft_source
+            )
+
+    # --- chat ------------------------------------------------------------------------------
+
+    def send(self, text: str) -> None:
+        if self.client.generating:
+            return
+        if self.loaded is None and not self.client.loading:
+            self.chat.error_banner.show_text(
+                "<b>No model pair loaded.</b> Click Demo pair (works offline) or Change pair…"
+            )
+            return
+        self.settings_panel.flush_pending()
+        self.chat.input.clear()
+        self.conversation = self.conversation.with_message(ChatMessage("user", text))
+        self.store.save(self.conversation)  # acknowledged: it survives a crash from here on
+        self.conversations.refresh(self.conversation.id)
+        self._start_answer()
+
+    def _start_answer(self) -> None:
+        messages = []
+        if self.settings.system_prompt.strip():
+            messages.append({"role": "system", "content": self.settings.system_prompt})
+        messages += [m.as_prompt() for m in self.conversation.messages if m.role != "system"]
+        self._verdict = None
+        self.chat.transcript.show_messages(self.conversation.messages, pending=True)
+        self.chat.begin_answer(self.settings.baseline)
+        self.charts.reset()
+        self.chat.set_generating(True)
+        self.client.chat(ChatJob(tuple(messages), self.settings, baseline=self.settings.baseline))
+
+    def stop(self) -> None:
+        self.client.cancel()
+        self.statusBar().showMessage("Stopping…", 2000)
+
+    def regenerate(self) -> None:
+        if self.client.generating or not self.conversation.messages:
+            return
+        self.conversation = self.conversation.without_last_answer()
+        if not self.conversation.messages:
+            return
+        self.store.save(self.conversation)
+        self._start_answer()
+
+    def new_chat(self) -> None:
+        if self.client.generating:
+            return
+        self.conversation = Conversation.new()
+        self.chat.begin_answer(self.settings.baseline)
+        self.chat.spec_view.setPlaceholderText("")
+        self.chat.base_view.setPlaceholderText("")
+        self.charts.reset()
+        self._show_conversation()
+
+    def open_conversation(self, conversation_id: str) -> None:
+        if self.client.generating:
+            return
+        try:
+            self.conversation = self.store.load(conversation_id)
+        except (OSError, ValueError, KeyError) as error:
+            self.chat.error_banner.show_text(f"<b>Could not open the conversation.</b> {error}")
+            return
+        self._show_conversation()
+
+    def _conversation_deleted(self, conversation_id: str) -> None:
+        if conversation_id == self.conversation.id and not self.client.generating:
+            self.new_chat()
+
+    def _show_conversation(self) -> None:
+        self.chat.transcript.show_messages(self.conversation.messages)
+        self.conversations.refresh(self.conversation.id)
+
+    def _on_batch(self, batch: EventBatch) -> None:
+        self.chat.ingest(batch)
+        self.charts.ingest(batch)
+        if batch.tokens and batch.elapsed_s > 0:
+            rate = batch.tokens / batch.elapsed_s
+            self.status["speed"].setText(f"{batch.run} {rate:.1f} tok/s")
+
+    def _on_verdict(self, verdict: Verdict) -> None:
+        self._verdict = verdict
+        divergence = verdict.first_divergence if verdict.identical is False else None
+        self.chat.show_verdict(verdict.describe(), divergence)
+        self.charts.stats.verdict = verdict.describe()
+
+    def _on_done(self, done: JobDone) -> None:
+        self.chat.set_generating(False)
+        spec, base = done.speculative, done.baseline
+        if spec is not None and (spec.tokens or spec.text):
+            stats: dict[str, object] = {
+                "spec_tok_s": round(spec.tok_s, 2),
+                "acceptance": round(spec.acceptance_rate, 4),
+                "tokens": spec.tokens,
+                "stop_reason": spec.stop_reason.value,
+            }
+            if base is not None:
+                stats["base_tok_s"] = round(base.tok_s, 2)
+            if self._verdict is not None:
+                stats["verdict"] = self._verdict.describe()
+            if done.cancelled:
+                stats["stopped"] = True
+            self.conversation = self.conversation.with_message(
+                ChatMessage("assistant", spec.text, stats=stats)
+            )
+            self.store.save(self.conversation)
+        self._show_conversation()
+        if spec is not None:
+            speed = f"spec {spec.tok_s:.1f} tok/s"
+            if base is not None:
+                speed += f" · base {base.tok_s:.1f} tok/s"
+            self.status["speed"].setText(speed)
+            self.status["acceptance"].setText(f"acceptance {spec.acceptance_rate:.0%}")
+        if done.cancelled:
+            self.statusBar().showMessage("Stopped.", 4000)
+            if not self._verdict:
+                self.chat.verdict.setText("stopped — no verdict")
+        self._update_resources()
+        self.answer_finished.emit(done)
+
+    # --- closing ---------------------------------------------------------------------------
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        self.settings_panel.flush_pending()
+        self._save_layout()
+        self.chat.stop_timers()
+        self.charts.stop()
+        if self.client.running:
+            self.statusBar().showMessage("Stopping the engine…")
+            self.client.shutdown()
+        self.settings_store.save(self.settings)
+        event.accept()

@@ -1,0 +1,129 @@
+"""The model-pair bar: what is loaded, on which device, how much memory, and how to change it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QProgressBar,
+    QPushButton,
+    QWidget,
+)
+
+from app.core.config import DraftSource
+
+
+def human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit in ("B", "KB") else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
+
+
+class PairBar(QFrame):
+    change_requested = Signal()  # the pair wizard
+    files_requested = Signal()  # local GGUF files
+    demo_requested = Signal()
+    source_changed = Signal(object)  # DraftSource
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("pairBar")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setStyleSheet(
+            "#pairBar { background: palette(alternate-base); }"
+            " QLabel[role='key'] { color: palette(mid); font-size: 11px; }"
+        )
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(8, 4, 8, 4)
+        layout.setSpacing(6)
+        self.target = self._pair(layout, "Target")
+        self.draft = self._pair(layout, "Draft")
+        self.source = QComboBox()
+        self.source.setObjectName("draftSource")
+        self.source.addItem("draft model", DraftSource.MODEL)
+        self.source.addItem("n-gram lookup", DraftSource.NGRAM)
+        self.source.setToolTip(
+            "Where draft tokens come from: the draft model, or prompt lookup (n-grams of the "
+            "conversation so far; no second model needed)"
+        )
+        self.source.currentIndexChanged.connect(
+            lambda _i: self.source_changed.emit(self.source.currentData())
+        )
+        layout.addWidget(self.source)
+        layout.addSpacing(8)
+        self.device = self._pair(layout, "Device")
+        self.memory = self._pair(layout, "Memory")
+        layout.addStretch(1)
+        self.busy = QProgressBar()
+        self.busy.setObjectName("loadProgress")
+        self.busy.setRange(0, 0)  # indeterminate
+        self.busy.setFixedWidth(90)
+        self.busy.setTextVisible(False)
+        self.busy.hide()
+        layout.addWidget(self.busy)
+        self.status = QLabel("")
+        self.status.setObjectName("pairStatus")
+        layout.addWidget(self.status)
+        self.change = QPushButton("Change pair…")
+        self.change.setObjectName("changePair")
+        self.change.setToolTip("Pick a pair with the wizard, or open local GGUF files")
+        menu = QMenu(self.change)
+        menu.addAction("Pair wizard…", self.change_requested.emit)
+        menu.addAction("Local GGUF files…", self.files_requested.emit)
+        self.change.setMenu(menu)
+        self.demo = QPushButton("Demo pair")
+        self.demo.setToolTip(
+            "SmolLM2-135M-Instruct F16 target with its Q4_1 draft — works offline once cached"
+        )
+        self.demo.clicked.connect(self.demo_requested)
+        layout.addWidget(self.change)
+        layout.addWidget(self.demo)
+        self.show_pair(None, None, DraftSource.MODEL)
+
+    def _pair(self, layout: QHBoxLayout, key: str) -> QLabel:
+        label = QLabel(key)
+        label.setProperty("role", "key")
+        value = QLabel("—")
+        value.setObjectName(f"pair{key}")
+        value.setTextInteractionFlags(value.textInteractionFlags())
+        layout.addWidget(label)
+        layout.addWidget(value)
+        layout.addSpacing(8)
+        return value
+
+    def show_pair(self, target: str | None, draft: str | None, source: DraftSource) -> None:
+        self.target.setText(Path(target).name if target else "none loaded")
+        self.target.setToolTip(target or "")
+        if source is DraftSource.NGRAM:
+            self.draft.setText("n-gram (prompt lookup)")
+            self.draft.setToolTip("")
+        else:
+            self.draft.setText(Path(draft).name if draft else "—")
+            self.draft.setToolTip(draft or "")
+        self.source.blockSignals(True)
+        self.source.setCurrentIndex(0 if source is DraftSource.MODEL else 1)
+        self.source.blockSignals(False)
+
+    def show_resources(self, device: str, weights_bytes: int, rss_bytes: int | None) -> None:
+        self.device.setText(device)
+        text = f"weights {human_bytes(weights_bytes)}"
+        if rss_bytes:
+            text += f" · process {human_bytes(rss_bytes)}"
+        self.memory.setText(text)
+
+    def set_busy(self, text: str | None) -> None:
+        """Show the busy indicator with ``text``; ``None`` hides it."""
+        self.busy.setVisible(text is not None)
+        self.status.setText(text or "")
+        self.change.setEnabled(text is None)
+        self.demo.setEnabled(text is None)
+        self.source.setEnabled(text is None)

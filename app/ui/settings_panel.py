@@ -1,0 +1,246 @@
+"""The settings panel: every field is checked as it is typed and refused with the reason.
+
+A refused value never reaches the saved settings: the field turns red, the reason is shown
+under it, and the last valid value stays in force until the text is fixed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFormLayout,
+    QGroupBox,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.config import AcceptRule
+from app.core.settings import Invalid, Settings, with_field
+
+INVALID_STYLE = "QLineEdit { border: 1px solid #D55E00; background: #FDEBE1; }"
+
+HINTS = {
+    "temperature": "0 = greedy (exact match with the baseline is expected)",
+    "top_k": "0 turns top-k off",
+    "top_p": "nucleus sampling mass, (0, 1]",
+    "min_p": "drop tokens below this fraction of the top probability",
+    "seed": "empty = a new random seed every answer",
+    "max_tokens": "longest answer, in tokens",
+    "draft_max": "fixed draft length, or the ceiling when adaptive",
+    "p_min": "stop drafting when the draft's confidence falls below this",
+    "target_gpu_layers": "-1 = every layer that fits; 0 = CPU only",
+    "draft_gpu_layers": "-1 = every layer that fits; 0 = CPU only",
+    "n_ctx": "tokens of conversation both models can hold",
+}
+
+
+class FieldEdit(QWidget):
+    """A line edit bound to one settings field, with the refusal reason under it."""
+
+    accepted = Signal(str, str)  # field name, text
+
+    def __init__(self, name: str, panel: SettingsPanel) -> None:
+        super().__init__(panel)
+        self.name = name
+        self._panel = panel
+        self.edit = QLineEdit(self)
+        self.edit.setObjectName(f"field_{name}")
+        self.edit.setToolTip(HINTS.get(name, ""))
+        self.edit.setPlaceholderText("random" if name == "seed" else "")
+        self.reason = QLabel(self)
+        self.reason.setObjectName(f"reason_{name}")
+        self.reason.setWordWrap(True)
+        self.reason.setStyleSheet("color: #B34700; font-size: 11px;")
+        self.reason.hide()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(1)
+        layout.addWidget(self.edit)
+        layout.addWidget(self.reason)
+        self.edit.textEdited.connect(self._check)
+        self.edit.editingFinished.connect(self._commit)
+
+    def set_value(self, value: object) -> None:
+        self.edit.setText("" if value is None else str(value))
+        self._show(None)
+
+    def error(self) -> str | None:
+        return self.reason.text() if not self.reason.isHidden() else None
+
+    def _show(self, reason: str | None) -> None:
+        self.reason.setText(reason or "")
+        self.reason.setVisible(bool(reason))
+        self.edit.setStyleSheet(INVALID_STYLE if reason else "")
+
+    def _check(self, text: str) -> Settings | None:
+        try:
+            updated = with_field(self._panel.settings, self.name, text)
+        except Invalid as refused:
+            self._show(f"Refused: {refused}")
+            return None
+        self._show(None)
+        return updated
+
+    def _commit(self) -> None:
+        if self._check(self.edit.text()) is not None:
+            self.accepted.emit(self.name, self.edit.text())
+
+
+class SettingsPanel(QScrollArea):
+    changed = Signal(object)  # Settings
+
+    SAMPLING = ("temperature", "top_k", "top_p", "min_p", "seed", "max_tokens")
+    MODELS = ("target_gpu_layers", "draft_gpu_layers", "n_ctx")
+    LABELS = {
+        "temperature": "Temperature",
+        "top_k": "Top-k",
+        "top_p": "Top-p",
+        "min_p": "Min-p",
+        "seed": "Seed",
+        "max_tokens": "Max tokens",
+        "draft_max": "Draft length",
+        "p_min": "Confidence cut-off",
+        "target_gpu_layers": "Target GPU layers",
+        "draft_gpu_layers": "Draft GPU layers",
+        "n_ctx": "Context size",
+    }
+
+    def __init__(self, settings: Settings, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._settings = settings
+        self.fields: dict[str, FieldEdit] = {}
+        self.setWidgetResizable(True)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        body = QWidget()
+        column = QVBoxLayout(body)
+        column.setContentsMargins(6, 6, 6, 6)
+
+        prompt_box = QGroupBox("System prompt")
+        self.system_prompt = QPlainTextEdit()
+        self.system_prompt.setObjectName("system_prompt")
+        self.system_prompt.setPlaceholderText("Optional instructions sent before every chat")
+        self.system_prompt.setFixedHeight(72)
+        self._prompt_timer = QTimer(self)
+        self._prompt_timer.setSingleShot(True)
+        self._prompt_timer.setInterval(400)
+        self._prompt_timer.timeout.connect(self._commit_prompt)
+        self.system_prompt.textChanged.connect(self._prompt_timer.start)
+        prompt_layout = QVBoxLayout(prompt_box)
+        prompt_layout.addWidget(self.system_prompt)
+        self.prompt_reason = QLabel()
+        self.prompt_reason.setStyleSheet("color: #B34700;")
+        self.prompt_reason.hide()
+        prompt_layout.addWidget(self.prompt_reason)
+        column.addWidget(prompt_box)
+
+        column.addWidget(self._group("Sampling", self.SAMPLING))
+
+        spec_box = self._group("Speculation", ())
+        form = spec_box.layout()
+        assert isinstance(form, QFormLayout)
+        self.draft_mode = QComboBox()
+        self.draft_mode.setObjectName("draft_mode")
+        self.draft_mode.addItem("Adaptive (measured)", True)
+        self.draft_mode.addItem("Fixed N", False)
+        self.draft_mode.currentIndexChanged.connect(self._commit_mode)
+        form.addRow("Draft length mode", self.draft_mode)
+        for name in ("draft_max", "p_min"):
+            form.addRow(self.LABELS[name], self._field(name))
+        self.rule = QComboBox()
+        self.rule.setObjectName("rule")
+        self.rule.addItem("Rejection sampling", AcceptRule.REJECTION.value)
+        self.rule.addItem("Sample and match (llama.cpp)", AcceptRule.MATCH.value)
+        self.rule.setToolTip(
+            "Rejection sampling keeps the target's distribution exactly and accepts more often; "
+            "sample-and-match is llama.cpp's rule, shown for comparison"
+        )
+        self.rule.currentIndexChanged.connect(self._commit_rule)
+        form.addRow("Acceptance rule", self.rule)
+        column.addWidget(spec_box)
+
+        models = self._group("Models (reload on change)", self.MODELS)
+        column.addWidget(models)
+        column.addStretch(1)
+        self.setWidget(body)
+        self.set_settings(settings)
+
+    def _group(self, title: str, names: tuple[str, ...]) -> QGroupBox:
+        box = QGroupBox(title)
+        form = QFormLayout(box)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
+        for name in names:
+            form.addRow(self.LABELS[name], self._field(name))
+        return box
+
+    def _field(self, name: str) -> FieldEdit:
+        editor = FieldEdit(name, self)
+        editor.accepted.connect(self._commit_field)
+        self.fields[name] = editor
+        return editor
+
+    # --- state ---------------------------------------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    def set_settings(self, settings: Settings) -> None:
+        self._settings = settings
+        for name, editor in self.fields.items():
+            editor.set_value(getattr(settings, name))
+        self.system_prompt.blockSignals(True)
+        self.system_prompt.setPlainText(settings.system_prompt)
+        self.system_prompt.blockSignals(False)
+        self.draft_mode.blockSignals(True)
+        self.draft_mode.setCurrentIndex(0 if settings.draft_adaptive else 1)
+        self.draft_mode.blockSignals(False)
+        self.rule.blockSignals(True)
+        self.rule.setCurrentIndex(max(self.rule.findData(settings.rule), 0))
+        self.rule.blockSignals(False)
+
+    def update_settings(self, **changes: object) -> None:
+        """Change fields that other widgets own (pair, view options) and announce it."""
+        self._apply(replace(self._settings, **changes))  # type: ignore[arg-type]
+
+    def errors(self) -> dict[str, str]:
+        return {name: e for name, f in self.fields.items() if (e := f.error())}
+
+    def _apply(self, settings: Settings) -> None:
+        if settings != self._settings:
+            self._settings = settings
+            self.changed.emit(settings)
+
+    def _commit_field(self, name: str, text: str) -> None:
+        with contextlib.suppress(Invalid):  # the field already shows the reason
+            self._apply(with_field(self._settings, name, text))
+
+    def _commit_prompt(self) -> None:
+        try:
+            updated = with_field(self._settings, "system_prompt", self.system_prompt.toPlainText())
+        except Invalid as refused:
+            self.prompt_reason.setText(f"Refused: {refused}")
+            self.prompt_reason.show()
+            return
+        self.prompt_reason.hide()
+        self._apply(updated)
+
+    def flush_pending(self) -> None:
+        """Commit a system prompt edit still waiting for its debounce."""
+        if self._prompt_timer.isActive():
+            self._prompt_timer.stop()
+            self._commit_prompt()
+
+    def _commit_mode(self, _index: int) -> None:
+        self._apply(replace(self._settings, draft_adaptive=bool(self.draft_mode.currentData())))
+
+    def _commit_rule(self, _index: int) -> None:
+        self._apply(replace(self._settings, rule=str(self.rule.currentData())))

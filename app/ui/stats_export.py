@@ -1,0 +1,72 @@
+"""Run statistics of one answer as CSV (one row per verification step) or JSON."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+from app.core.events import RunSummary, StepEvent
+
+STEP_COLUMNS = (
+    "step",
+    "drafted",
+    "accepted",
+    "draft_ms",
+    "verify_ms",
+    "other_ms",
+    "next_draft_len",
+    "rolling_acceptance",
+    "break_even",
+)
+
+
+@dataclass
+class AnswerStats:
+    steps: list[StepEvent] = field(default_factory=list)
+    summaries: dict[str, RunSummary] = field(default_factory=dict)
+    verdict: str = ""
+    guard_messages: list[str] = field(default_factory=list)
+
+    def clear(self) -> None:
+        self.steps.clear()
+        self.summaries.clear()
+        self.verdict = ""
+        self.guard_messages.clear()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, float):
+        return round(value, 6)
+    return value
+
+
+def summary_dict(summary: RunSummary) -> dict[str, Any]:
+    data = asdict(summary)
+    data.pop("token_ids", None)
+    data.pop("text", None)
+    return {k: _plain(v) for k, v in data.items()}
+
+
+def to_csv(stats: AnswerStats) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(STEP_COLUMNS)
+    for step in stats.steps:
+        writer.writerow([_plain(getattr(step, name)) for name in STEP_COLUMNS])
+    return out.getvalue()
+
+
+def to_json(stats: AnswerStats) -> str:
+    data = {
+        "verdict": stats.verdict,
+        "runs": {mode: summary_dict(s) for mode, s in stats.summaries.items()},
+        "guard": list(stats.guard_messages),
+        "steps": [{name: _plain(getattr(s, name)) for name in STEP_COLUMNS} for s in stats.steps],
+    }
+    return json.dumps(data, indent=2) + "\n"

@@ -1,0 +1,209 @@
+"""A read-only text pane that shows an answer token by token.
+
+Tokens are queued as they arrive and painted in batches (``flush``), each run of same-kind
+tokens with one ``insertText`` call. The document position where every token starts is
+kept, so hovering a character finds its token (tooltip: kind, draft/target probability,
+step, rejected draft token) and the first divergence can be highlighted with an extra
+selection without touching the token formats.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable
+from html import escape
+
+from PySide6.QtCore import QEvent
+from PySide6.QtGui import QFontDatabase, QHelpEvent, QTextCursor
+from PySide6.QtWidgets import QPlainTextEdit, QTextEdit, QToolTip, QWidget
+
+from app.core.events import TextTail, TokenEvent, TokenKind
+from app.ui.palette import KIND_LABELS, divergence_format, kind_format
+
+
+def _units(text: str) -> int:
+    """Length in UTF-16 code units, the unit of QTextDocument positions."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _prob(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def token_tooltip(event: TokenEvent) -> str:
+    lines = [f"<b>{escape(KIND_LABELS[event.kind])}</b>"]
+    lines.append(f"token #{event.index} (id {event.token_id}) · step {event.step}")
+    if event.kind is not TokenKind.TARGET or event.draft_prob is not None:
+        lines.append(f"draft p = {_prob(event.draft_prob)} · target p = {_prob(event.target_prob)}")
+    else:
+        lines.append(f"target p = {_prob(event.target_prob)}")
+    if event.rejected_piece is not None or event.rejected_token is not None:
+        piece = escape(repr(event.rejected_piece or ""))
+        lines.append(f"rejected draft token: <code>{piece}</code> (id {event.rejected_token})")
+    return "<br>".join(lines)
+
+
+class TokenView(QPlainTextEdit):
+    def __init__(self, parent: QWidget | None = None, *, style: str = "colour") -> None:
+        super().__init__(parent)
+        self.setReadOnly(True)
+        self.setUndoRedoEnabled(False)
+        self.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+        self.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.viewport().setMouseTracking(True)
+        self._style = style
+        self._events: list[TokenEvent] = []
+        self._starts: list[int] = []
+        self._tail = ""
+        self._length = 0
+        self._pending: list[TokenEvent | TextTail] = []
+        self._divergence: int | None = None
+
+    # --- content -------------------------------------------------------------------------
+
+    @property
+    def events(self) -> list[TokenEvent]:
+        return self._events
+
+    @property
+    def style(self) -> str:
+        return self._style
+
+    def token_count(self) -> int:
+        return len(self._events) + sum(isinstance(e, TokenEvent) for e in self._pending)
+
+    def text(self) -> str:
+        return self.toPlainText()
+
+    def clear_tokens(self, placeholder: str = "") -> None:
+        self._events.clear()
+        self._starts.clear()
+        self._pending.clear()
+        self._tail = ""
+        self._length = 0
+        self._divergence = None
+        self.setExtraSelections([])
+        self.clear()
+        self.setPlaceholderText(placeholder)
+
+    def queue(self, events: Iterable[object]) -> None:
+        self._pending.extend(e for e in events if isinstance(e, TokenEvent | TextTail))
+
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
+    def flush(self) -> int:
+        """Paint queued tokens; returns how many were painted."""
+        if not self._pending:
+            return 0
+        pending, self._pending = self._pending, []
+        bar = self.verticalScrollBar()
+        at_bottom = bar.value() >= bar.maximum() - 4
+        self._paint(pending)
+        if at_bottom:
+            bar.setValue(bar.maximum())
+        return len(pending)
+
+    def _paint(self, events: list[TokenEvent | TextTail]) -> None:
+        cursor = QTextCursor(self.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.beginEditBlock()
+        run_kind: TokenKind | None = None
+        run_text: list[str] = []
+
+        def emit() -> None:
+            if run_text:
+                kind = run_kind or TokenKind.TARGET
+                cursor.insertText("".join(run_text), kind_format(kind, self._style))
+                run_text.clear()
+
+        for event in events:
+            if isinstance(event, TextTail):
+                emit()
+                run_kind = None
+                run_text.append(event.text)
+                self._tail += event.text
+                self._length += _units(event.text)
+                continue
+            if event.kind is not run_kind:
+                emit()
+                run_kind = event.kind
+            self._starts.append(self._length)
+            self._events.append(event)
+            run_text.append(event.piece)
+            self._length += _units(event.piece)
+        emit()
+        cursor.endEditBlock()
+
+    def set_style(self, style: str) -> None:
+        """Repaint everything in another colouring style."""
+        if style == self._style:
+            return
+        self._style = style
+        events: list[TokenEvent | TextTail] = list(self._events)
+        if self._tail:
+            events.append(TextTail(self._tail))
+        divergence = self._divergence
+        pending = self._pending
+        self.clear_tokens()
+        self._pending = pending
+        self._paint(events)
+        if divergence is not None:
+            self.mark_divergence(divergence)
+
+    # --- divergence ----------------------------------------------------------------------
+
+    def token_span(self, index: int) -> tuple[int, int] | None:
+        if not 0 <= index < len(self._starts):
+            return None
+        start = self._starts[index]
+        end = self._starts[index + 1] if index + 1 < len(self._starts) else self._length
+        return start, max(end, start + 1) if start < self._length else end
+
+    def mark_divergence(self, index: int | None) -> None:
+        self._divergence = index
+        span = self.token_span(index) if index is not None else None
+        if span is None:
+            self.setExtraSelections([])
+            return
+        selection = QTextEdit.ExtraSelection()
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(span[0])
+        cursor.setPosition(
+            min(span[1], self.document().characterCount() - 1), QTextCursor.MoveMode.KeepAnchor
+        )
+        selection.cursor = cursor  # type: ignore[attr-defined]
+        selection.format = divergence_format()  # type: ignore[attr-defined]
+        self.setExtraSelections([selection])
+        self.setTextCursor(cursor)
+        self.ensureCursorVisible()
+
+    @property
+    def divergence(self) -> int | None:
+        return self._divergence
+
+    # --- hover ---------------------------------------------------------------------------
+
+    def token_at(self, position: int) -> TokenEvent | None:
+        index = bisect_right(self._starts, position) - 1
+        if index < 0:
+            return None
+        start, end = self.token_span(index) or (0, 0)
+        if position >= end and index + 1 >= len(self._starts):
+            return None
+        return self._events[index]
+
+    def viewportEvent(self, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent):
+            cursor = self.cursorForPosition(event.pos())
+            position = cursor.position()
+            if event.pos().x() < self.cursorRect(cursor).x() and position > 0:
+                position -= 1  # the pointer is over the character left of the boundary
+            token = self.token_at(position)
+            if token is not None:
+                QToolTip.showText(event.globalPos(), token_tooltip(token), self.viewport())
+            else:
+                QToolTip.hideText()
+                event.ignore()
+            return True
+        return super().viewportEvent(event)

@@ -1,0 +1,113 @@
+"""UI test fixtures: offscreen Qt, isolated config/data dirs, and a leak check after every test.
+
+The autouse ``no_live_threads_or_timers`` fixture fails a test that leaves a QThread running
+or a QTimer active behind it (found through the QApplication's object tree, every top-level
+widget's children, and the garbage collector's view of Python-owned Qt objects).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before any Qt import
+
+import pytest  # noqa: E402
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QThread, QTimer  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+import app.ui  # noqa: E402,F401 - applies the PySide6 6.12 None guard before Qt work
+from app.core.config import DraftSource  # noqa: E402
+from app.core.settings import Settings, SettingsStore  # noqa: E402
+
+
+def _alive(obj: QObject) -> bool:
+    try:
+        obj.objectName()
+    except RuntimeError:  # the C++ object is gone
+        return False
+    return True
+
+
+def live_threads_and_timers() -> list[str]:
+    app = QCoreApplication.instance()
+    found: dict[int, QObject] = {}
+    roots: list[QObject] = [app] if app is not None else []
+    if isinstance(app, QApplication):
+        roots += app.topLevelWidgets()
+    for root in roots:
+        for kind in (QThread, QTimer):
+            for child in root.findChildren(kind):
+                found[id(child)] = child
+    for obj in gc.get_objects():
+        if isinstance(obj, QThread | QTimer):
+            found[id(obj)] = obj
+    problems = []
+    for obj in found.values():
+        if not _alive(obj) or obj is QThread.currentThread():
+            continue
+        if isinstance(obj, QThread) and obj.isRunning():
+            problems.append(f"QThread {obj.objectName() or obj!r} is still running")
+        elif isinstance(obj, QTimer) and obj.isActive():
+            parent = obj.parent()
+            owner = type(parent).__name__ if parent is not None else "no parent"
+            problems.append(f"QTimer (interval {obj.interval()} ms, parent {owner}) is active")
+    return problems
+
+
+@pytest.fixture(autouse=True)
+def no_live_threads_or_timers(qapp: QApplication) -> Iterator[None]:
+    yield
+    for _ in range(3):
+        qapp.processEvents()
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete.value)
+    gc.collect()
+    problems = live_threads_and_timers()
+    if problems:
+        pytest.fail("left behind by the test: " + "; ".join(problems))
+
+
+@pytest.fixture
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the settings and conversation stores at a fresh directory."""
+    monkeypatch.setenv("SPECDECK_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("SPECDECK_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path
+
+
+@pytest.fixture
+def make_window(isolated: Path, qtbot) -> Iterator[Callable[..., object]]:  # noqa: ANN001
+    """Build main windows on the isolated stores; every one is closed after the test."""
+    from app.ui.main_window import MainWindow
+
+    windows: list[MainWindow] = []
+
+    def make(settings: Settings | None = None, **kwargs: object) -> MainWindow:
+        if settings is not None:
+            SettingsStore().save(settings)
+        window = MainWindow(**kwargs)  # type: ignore[arg-type]
+        windows.append(window)
+        window.show()
+        return window
+
+    yield make
+    for window in windows:
+        if window.isVisible() or window.client.running:
+            window.close()
+        window.deleteLater()
+
+
+def load(window, qtbot, target: Path, draft: Path | None, timeout: int = 60_000):  # noqa: ANN001, ANN201
+    source = DraftSource.MODEL if draft is not None else DraftSource.NGRAM
+    with qtbot.waitSignal(window.pair_loaded, timeout=timeout) as blocker:
+        window.load_pair(str(target), str(draft) if draft else None, source)
+    return blocker.args[0]
+
+
+def ask(window, qtbot, prompt: str, timeout: int = 60_000):  # noqa: ANN001, ANN201
+    with qtbot.waitSignal(window.answer_finished, timeout=timeout) as blocker:
+        window.chat.input.setPlainText(prompt)
+        window.chat.input.submit()
+    return blocker.args[0]
