@@ -92,9 +92,11 @@ def run_reference(
     seed: int,
 ) -> ReferenceResult:
     command = [
-        str(reference_binary()), "-m", str(target), "-md", str(draft), "-p", prompt_text,
+        str(reference_binary()), "-m", str(target), "-md", str(draft),
+        "--spec-type", "draft-simple", "-p", prompt_text,
         "-n", str(max_tokens), "--temp", "0", "--top-k", "1", "--seed", str(seed),
-        "--draft-max", str(draft_max), "--draft-min", "0", "--draft-p-min", str(p_min),
+        "--spec-draft-n-max", str(draft_max), "--spec-draft-n-min", "0",
+        "--spec-draft-p-min", str(p_min),
         "-t", str(threads), "-tb", str(threads), "-c", str(n_ctx), "-ngl", "99", "-ngld", "99",
         "--no-warmup",
     ]
