@@ -22,7 +22,7 @@ def greedy(logits: np.ndarray) -> int:
 def top_probability(logits: np.ndarray) -> float:
     """Softmax probability of the argmax token, without materialising the softmax."""
     peak = float(logits.max())
-    return 1.0 / float(np.exp(logits - peak, dtype=np.float64).sum())
+    return 1.0 / float(np.exp(logits - peak).sum(dtype=np.float64))
 
 
 def top_two_margin(logits: np.ndarray) -> tuple[int, int, float]:
@@ -83,7 +83,8 @@ def distribution(logits: np.ndarray, config: SamplerConfig) -> Distribution:
 def residual(p: Distribution, q: Distribution, n_vocab: int) -> Distribution:
     """normalize(max(0, p - q)): where to sample after rejecting a draft token."""
     diff = p.dense(n_vocab)
-    diff[q.ids] -= q.probs
+    inside = q.ids < n_vocab
+    diff[q.ids[inside]] -= q.probs[inside]
     np.maximum(diff, 0.0, out=diff)
     ids = np.flatnonzero(diff)
     if ids.size == 0:  # p == q exactly; any sample from p is then correct

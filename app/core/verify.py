@@ -58,7 +58,7 @@ class Outcome:
 def _softmax_prob(logits: np.ndarray, token: int) -> float:
     peak = float(logits.max())
     return float(
-        np.exp(float(logits[token]) - peak) / np.exp(logits - peak, dtype=np.float64).sum()
+        np.exp(float(logits[token]) - peak) / np.exp(logits - peak).sum(dtype=np.float64)
     )
 
 
@@ -72,6 +72,8 @@ class Drafter:
         self.spec = request.spec
         self.rng = rng
         self.want_probs = request.token_probs
+        # a draft vocabulary may be up to 128 tokens larger than the target's
+        self.target_vocab = engine.target.n_vocab
         # With temperature > 0 the draft samples from q under both rules: rejection sampling
         # needs it, and it makes sample-and-match's acceptance sum(p*q) <= sum(min(p, q)).
         self.stochastic = not request.sampler.greedy
@@ -108,6 +110,11 @@ class Drafter:
                     break
                 token = greedy(logits)
                 block.probs.append(confidence)
+            if token >= self.target_vocab:
+                block.probs.pop()
+                if block.qdists:
+                    block.qdists.pop()
+                break
             block.tokens.append(token)
             if len(block.tokens) >= k:
                 break
