@@ -12,7 +12,15 @@ from app.core.compat import IncompatiblePairError
 from app.core.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
 from app.core.engine import Engine
 from app.core.errors import ContextOverflowError, ModelLoadError
-from app.core.events import PrefillEvent, RunSummary, StepEvent, StopReason, TokenEvent, TokenKind
+from app.core.events import (
+    GuardEvent,
+    PrefillEvent,
+    RunSummary,
+    StepEvent,
+    StopReason,
+    TokenEvent,
+    TokenKind,
+)
 from app.core.exactness import NEAR_TIE_LOGIT_MARGIN, compare
 from app.core.llama_backend import LlamaContext
 from app.core.synthetic import write_tiny_llama
@@ -228,3 +236,28 @@ def test_sampler_seed_reproduces(engine: Engine) -> None:
     a = summary_of(run(engine, request)).token_ids
     b = summary_of(run(engine, request)).token_ids
     assert a == b
+
+
+def test_collapse_guard_falls_back_to_target_and_stays_exact(tiny_dir: Path, tiny_pair) -> None:
+    target, _ = tiny_pair
+    stranger = write_tiny_llama(tiny_dir / "stranger.gguf", seed=9)  # same vocab, unrelated
+    eng = Engine(ModelSpec(str(target), n_ctx=512, n_threads=2),
+                 ModelSpec(str(stranger), n_ctx=512, n_threads=2))
+    try:
+        prompt = eng.tokenize(PROMPTS[0])
+        spec = SpecConfig(draft_max=4, adaptive=False, guard_window=4, probe_every=8)
+        events = run(eng, GenerationRequest(prompt, max_tokens=80, spec=spec))
+        guards = [e for e in events if isinstance(e, GuardEvent)]
+        assert guards and guards[0].paused
+        assert guards[0].acceptance < guards[0].break_even
+        assert "below break-even" in guards[0].message
+        paused_at = events.index(guards[0])
+        after = [e for e in events[paused_at:] if isinstance(e, TokenEvent)]
+        assert after and after[0].kind is TokenKind.TARGET
+        if len(guards) > 1:
+            assert not guards[1].paused  # probing the draft again
+        base = summary_of(run(eng, GenerationRequest(prompt, max_tokens=80, speculative=False)))
+        check = compare(prompt, summary_of(events).token_ids, base.token_ids, eng)
+        assert check.identical or check.near_tie
+    finally:
+        eng.close()
