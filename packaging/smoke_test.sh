@@ -48,11 +48,16 @@ fi
 # 2. + 4. screenshot of the demo window -----------------------------------------------------
 PNG="$WORK/screenshot.png"
 START=$(date +%s.%N)
+# stderr lines are time-stamped as they arrive, so the launch -> window time is also measured
+# from outside (process start, bootloader and imports included).
 (cd "$BUNDLE" && QT_QPA_PLATFORM=offscreen timeout "$TIMEOUT" "$EXE" --screenshot "$PNG" --demo) \
-    > "$WORK/run.out" 2> "$WORK/run.err"
-RC=$?
+    2>&1 > "$WORK/run.out" | while IFS= read -r line; do
+        printf '%s %s\n' "$(date +%s.%N)" "$line"; done > "$WORK/run.err.ts"
+RC=${PIPESTATUS[0]}
 END=$(date +%s.%N)
+cut -d' ' -f2- "$WORK/run.err.ts" > "$WORK/run.err"
 WALL=$(awk -v a="$START" -v b="$END" 'BEGIN { printf "%.2f", b - a }')
+SEEN=$(awk -v a="$START" '/window shown after/ { printf "%.2f", $1 - a; exit }' "$WORK/run.err.ts")
 if [ "$RC" -eq 0 ]; then ok "--screenshot --demo exited 0 (${WALL} s wall)"; else
     tail -40 "$WORK/run.err" | sed 's/^/       | /'
     if [ "$RC" -eq 124 ]; then fail "--screenshot --demo timed out after ${TIMEOUT} s"
@@ -67,7 +72,7 @@ fi
 
 WINDOW_S=$(grep -oE 'window shown after [0-9]+(\.[0-9]+)? s' "$WORK/run.err" | head -1 | grep -oE '[0-9]+(\.[0-9]+)?')
 if [ -n "$WINDOW_S" ]; then
-    ok "launch to window: ${WINDOW_S} s"
+    ok "launch to window: ${WINDOW_S} s as the app measures it, ${SEEN:-?} s from process start"
     if [ -n "${SPECDECK_MAX_WINDOW_S:-}" ] && awk -v t="$WINDOW_S" -v m="$SPECDECK_MAX_WINDOW_S" 'BEGIN { exit !(t > m) }'; then
         fail "window took ${WINDOW_S} s, more than SPECDECK_MAX_WINDOW_S=${SPECDECK_MAX_WINDOW_S}"
     elif awk -v t="$WINDOW_S" 'BEGIN { exit !(t > 3) }'; then
@@ -118,6 +123,6 @@ SIZE=$(du -sh "$BUNDLE" | cut -f1)
 SIZE_MB=$(du -sm "$BUNDLE" | cut -f1)
 echo "bundle size: $SIZE ($SIZE_MB MiB) in $BUNDLE"
 if [ "$SIZE_MB" -gt 400 ]; then echo "  warn bundle is larger than 400 MiB"; fi
-echo "launch to window: ${WINDOW_S:-unknown} s (process wall time incl. screenshot and exit: ${WALL} s)"
+echo "launch to window: ${WINDOW_S:-unknown} s (app's own clock), ${SEEN:-unknown} s from process start; whole --demo run incl. answer and exit: ${WALL} s"
 echo "smoke: $PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]

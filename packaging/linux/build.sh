@@ -115,7 +115,8 @@ License: MIT
  Bundles Python, Qt (LGPL-3.0) via PySide6, llama.cpp (MIT), NumPy (BSD) and
  pyqtgraph (MIT); their licence files are inside /opt/specdeck/_internal.
 COPYRIGHT
-        GLIBC="$(ldd --version 2>/dev/null | head -1 | grep -oE '[0-9]+\.[0-9]+$' || echo 2.31)"
+        GLIBC="$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')"
+        GLIBC="${GLIBC:-2.31}"
         DEBVER="$VERSION"; [ "$VARIANT" = cpu ] || DEBVER="$VERSION+$VARIANT"
         cat > "$PKGROOT/DEBIAN/control" <<CONTROL
 Package: specdeck
