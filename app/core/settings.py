@@ -61,6 +61,7 @@ class Settings:
     target_gpu_layers: int = -1
     draft_gpu_layers: int = -1
     n_ctx: int = 4096
+    n_threads: int = 0  # 0: every core
     # view
     baseline: bool = True
     colour_style: str = "colour"
@@ -95,17 +96,23 @@ class Settings:
 
     def target_spec(self, path: str | None = None) -> ModelSpec:
         return ModelSpec(
-            path=path or self.target_path, n_gpu_layers=self.target_gpu_layers, n_ctx=self.n_ctx
+            path=path or self.target_path,
+            n_gpu_layers=self.target_gpu_layers,
+            n_ctx=self.n_ctx,
+            n_threads=self.n_threads,
         )
 
     def draft_spec(self, path: str | None = None) -> ModelSpec:
         return ModelSpec(
-            path=path or self.draft_path, n_gpu_layers=self.draft_gpu_layers, n_ctx=self.n_ctx
+            path=path or self.draft_path,
+            n_gpu_layers=self.draft_gpu_layers,
+            n_ctx=self.n_ctx,
+            n_threads=self.n_threads,
         )
 
     def load_key(self) -> tuple[object, ...]:
         """Fields that need the models reloaded when they change."""
-        return (self.target_gpu_layers, self.draft_gpu_layers, self.n_ctx)
+        return (self.target_gpu_layers, self.draft_gpu_layers, self.n_ctx, self.n_threads)
 
 
 # --- parsing and validation ---------------------------------------------------------------
@@ -197,6 +204,7 @@ PARSERS: dict[str, Parser] = {
     "target_gpu_layers": _int_in(-1, 999, " (-1 offloads every layer that fits)"),
     "draft_gpu_layers": _int_in(-1, 999, " (-1 offloads every layer that fits)"),
     "n_ctx": _int_in(256, 1_048_576),
+    "n_threads": _int_in(0, 512, " (0 uses every core)"),
     "baseline": _bool,
     "colour_style": _choice(COLOUR_STYLES),
 }

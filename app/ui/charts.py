@@ -15,6 +15,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import (
     QFileDialog,
+    QGraphicsItem,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -59,17 +60,36 @@ def _plot(title: str, left: str, bottom: str) -> pg.PlotWidget:
     widget.setTitle(title, size="10pt")
     widget.setLabel("left", left)
     widget.setLabel("bottom", bottom)
-    widget.showGrid(x=True, y=True, alpha=0.25)
+    widget.showGrid(x=False, y=True, alpha=0.2)
     widget.setMinimumHeight(150)
     widget.setMenuEnabled(False)
+    for name in ("left", "bottom", "top", "right"):
+        # axes (with their grid lines) are re-rendered only when a range changes
+        widget.getAxis(name).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+    widget.disableAutoRange()  # ranges grow in steps (see _grow), so axes rarely re-layout
+    widget.setXRange(0, 10, padding=0)
+    widget.setYRange(0, 1.05, padding=0)
     return widget
+
+
+def _grow(limit: float, current: float = 10.0) -> float:
+    """``current``, or the next "nice" axis limit (1, 2, 5 × 10^k) when ``limit`` exceeds it."""
+    if limit <= current:
+        return current
+    nice = 1.0
+    while nice < limit:
+        for factor in (2.0, 2.5, 2.0):
+            nice *= factor
+            if nice >= limit:
+                break
+    return nice
 
 
 class ChartsPanel(QWidget):
     exported = Signal(str)  # path of a written file
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        pg.setConfigOptions(background="w", foreground="#333333", antialias=True)
+        pg.setConfigOptions(background="w", foreground="#333333", antialias=False)
         super().__init__(parent)
         self.stats = AnswerStats()
         self.acceptance = Ring(width=3)  # step, accepted/drafted, rolling mean
@@ -78,7 +98,7 @@ class ChartsPanel(QWidget):
         self.hist = np.zeros(MAX_LEN + 1)
         self.break_even: float | None = None
         self.samples = 0  # data points received, for tests and the status bar
-        self._dirty = False
+        self._dirty: set[str] = set()
         self._timer = QTimer(self)
         self._timer.setInterval(REDRAW_MS)
         self._timer.timeout.connect(self._tick)
@@ -96,7 +116,7 @@ class ChartsPanel(QWidget):
             labelOpts={
                 "position": 0.5,
                 "color": OKABE_ITO["vermillion"],
-                "anchors": [(0.5, 1), (0.5, 1)],
+                "anchors": [(0.5, 0.0), (0.5, 0.0)],
             },
         )
         self.break_line.setVisible(False)
@@ -119,8 +139,8 @@ class ChartsPanel(QWidget):
             x=np.arange(MAX_LEN + 1), height=self.hist, width=0.8, brush=OKABE_ITO["sky_blue"]
         )
         self.hist_plot.addItem(self.hist_bars)
-        self.hist_plot.setXRange(-0.5, 8.5)
-        self.hist_plot.setYRange(0, 1)
+        self.hist_plot.setXRange(-0.5, 8.5, padding=0)
+        self._limits: dict[str, tuple[float, float]] = {}
 
         self.len_plot = _plot("Draft length", "tokens drafted", "step")
         self.len_curve = self.len_plot.plot(
@@ -171,13 +191,15 @@ class ChartsPanel(QWidget):
         self.hist[:] = 0
         self.break_even = None
         self.samples = 0
-        self._dirty = True
+        self._limits.clear()
+        self._dirty = set(self.plots)
         self._redraw()
 
     def ingest(self, batch: EventBatch) -> None:
         if batch.tokens and batch.elapsed_s > 0:
             self.speed[batch.run].append(batch.elapsed_s, batch.tokens / batch.elapsed_s)
             self.samples += 1
+            self._dirty.add("tok_s")
         for event in batch.events:
             if isinstance(event, StepEvent) and batch.run == "speculative":
                 self._step(event)
@@ -185,7 +207,6 @@ class ChartsPanel(QWidget):
                 self.stats.summaries[event.mode] = event
             elif isinstance(event, GuardEvent):
                 self.stats.guard_messages.append(event.message)
-        self._dirty = True
         if not self._timer.isActive():
             self._timer.start()
 
@@ -197,6 +218,7 @@ class ChartsPanel(QWidget):
         self.hist[min(event.accepted, MAX_LEN)] += 1
         self.break_even = event.break_even
         self.samples += 1
+        self._dirty.update(("acceptance", "accepted_lengths", "draft_length"))
 
     def _tick(self) -> None:
         if self._dirty:
@@ -207,30 +229,53 @@ class ChartsPanel(QWidget):
     def stop(self) -> None:
         self._timer.stop()
 
+    def _fit(self, name: str, x_max: float, y_max: float | None = None) -> None:
+        """Widen a plot's ranges only when the data outgrows them."""
+        x_limit, y_limit = self._limits.get(name, (10.0, 1.05))
+        grown = (_grow(x_max, x_limit), _grow(y_max, y_limit) if y_max is not None else y_limit)
+        if grown != (x_limit, y_limit) or name not in self._limits:
+            self._limits[name] = grown
+            plot = self.plots[name]
+            plot.setXRange(0, grown[0], padding=0.02)
+            plot.setYRange(0, grown[1], padding=0.02)
+
     def _redraw(self) -> None:
-        self._dirty = False
-        acc = self.acceptance.view()
-        self.accept_dots.setData(acc[:, 0], acc[:, 1])
-        self.accept_mean.setData(acc[:, 0], acc[:, 2])
-        if self.break_even is not None and 0.0 < self.break_even <= 1.0:
-            self.break_line.setValue(self.break_even)
-            self.break_line.label.setFormat(f"break-even {self.break_even:.0%}")
-            self.break_line.setVisible(True)
-        else:
-            self.break_line.setVisible(False)
-        for run, ring in self.speed.items():
-            data = ring.view()
-            self.speed_curves[run].setData(data[:, 0], data[:, 1])
-        used = max(int(np.max(np.nonzero(self.hist)[0])) + 2 if self.hist.any() else 9, 9)
-        self.hist_bars.setOpts(x=np.arange(used), height=self.hist[:used])
-        self.hist_plot.setXRange(-0.5, used - 0.5, padding=0)
-        self.hist_plot.setYRange(0, max(float(self.hist.max()), 1.0) * 1.1, padding=0)
-        lengths = self.draft_len.view()
-        self.len_curve.setData(lengths[:, 0], lengths[:, 1])
+        dirty, self._dirty = self._dirty, set()
+        if "acceptance" in dirty:
+            acc = self.acceptance.view()
+            self.accept_dots.setData(acc[:, 0], acc[:, 1], skipFiniteCheck=True)
+            self.accept_mean.setData(acc[:, 0], acc[:, 2], skipFiniteCheck=True)
+            self._fit("acceptance", float(acc[-1, 0]) if len(acc) else 0.0)
+            if self.break_even is not None and 0.0 < self.break_even <= 1.0:
+                self.break_line.setValue(self.break_even)
+                self.break_line.label.setFormat(f"break-even {self.break_even:.0%}")
+                self.break_line.setVisible(True)
+            else:
+                self.break_line.setVisible(False)
+        if "tok_s" in dirty:
+            peak_t, peak_v = 0.0, 0.0
+            for run, ring in self.speed.items():
+                data = ring.view()
+                self.speed_curves[run].setData(data[:, 0], data[:, 1], skipFiniteCheck=True)
+                if len(data):
+                    peak_t = max(peak_t, float(data[:, 0].max()))
+                    peak_v = max(peak_v, float(data[:, 1].max()))
+            self._fit("tok_s", peak_t, peak_v)
+        if "accepted_lengths" in dirty:
+            used = max(int(np.max(np.nonzero(self.hist)[0])) + 2 if self.hist.any() else 9, 9)
+            self.hist_bars.setOpts(x=np.arange(used), height=self.hist[:used])
+            self.hist_plot.setXRange(-0.5, used - 0.5, padding=0)
+            self.hist_plot.setYRange(0, _grow(float(self.hist.max()), 5.0), padding=0.02)
+        if "draft_length" in dirty:
+            lengths = self.draft_len.view()
+            self.len_curve.setData(lengths[:, 0], lengths[:, 1], skipFiniteCheck=True)
+            top = float(lengths[:, 1].max()) if len(lengths) else 1.0
+            self._fit("draft_length", float(lengths[-1, 0]) if len(lengths) else 0.0, top + 1)
 
     # --- export --------------------------------------------------------------------------
 
     def export_png(self, name: str, path: Path) -> Path:
+        self._dirty = set(self.plots)
         self._redraw()
         if not self.plots[name].grab().save(str(path), "PNG"):
             raise OSError(f"could not write {path}")

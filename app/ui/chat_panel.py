@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.events import GuardEvent
+from app.core.events import GuardEvent, RunSummary
 from app.ui.chat_input import ChatInput
 from app.ui.palette import STYLE_LABELS, STYLES, legend_html
 from app.ui.token_view import TokenView
@@ -109,6 +109,8 @@ class ChatPanel(QWidget):
         self.panes.addWidget(spec_box)
         self.panes.addWidget(self.base_box)
         self.panes.setChildrenCollapsible(False)
+        self.panes.setStretchFactor(0, 1)
+        self.panes.setStretchFactor(1, 1)
 
         self.verdict = QLabel("")
         self.verdict.setObjectName("verdict")
@@ -186,14 +188,23 @@ class ChatPanel(QWidget):
     def ingest(self, batch: EventBatch) -> None:
         view = self.spec_view if batch.run == "speculative" else self.base_view
         view.queue(batch.events)
+        header = self.spec_header if batch.run == "speculative" else self.base_header
+        name = "Speculative" if batch.run == "speculative" else "Baseline — target only"
         for event in batch.events:
             if isinstance(event, GuardEvent):
                 self.guard_banner.show_text(("⏸ " if event.paused else "▶ ") + event.message)
+            elif isinstance(event, RunSummary):  # final figure: generation time, no prefill
+                header.setText(
+                    f"<b>{name}</b> · {event.tokens} tokens · {event.tok_s:.1f} tok/s"
+                    f" · first token {event.ttft_ms:.0f} ms"
+                )
+                return self._start_flush()
         if batch.tokens and batch.elapsed_s > 0:
             rate = batch.tokens / batch.elapsed_s
-            header = self.spec_header if batch.run == "speculative" else self.base_header
-            name = "Speculative" if batch.run == "speculative" else "Baseline — target only"
             header.setText(f"<b>{name}</b> · {batch.tokens} tokens · {rate:.1f} tok/s")
+        self._start_flush()
+
+    def _start_flush(self) -> None:
         if not self._flush_timer.isActive():
             self._flush_timer.start()
 

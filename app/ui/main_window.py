@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, Signal
-from PySide6.QtGui import QCloseEvent, QIcon
+from PySide6.QtGui import QCloseEvent, QIcon, QShowEvent
 from PySide6.QtWidgets import QLabel, QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
 from app.core.config import DraftSource
@@ -80,6 +80,7 @@ class MainWindow(QMainWindow):
         self.loaded: PairLoaded | None = None
         self._loaded_key: tuple[object, ...] | None = None
         self._verdict: Verdict | None = None
+        self._shown_once = False
 
         self.pair_bar = PairBar()
         self.chat = ChatPanel(self.settings.colour_style, self.settings.baseline)
@@ -168,13 +169,23 @@ class MainWindow(QMainWindow):
         geometry = state.value("geometry")
         if isinstance(geometry, QByteArray):
             self.restoreGeometry(geometry)
+        tab = state.value("sideTab")
+        if tab is not None:
+            self.side.setCurrentIndex(int(tab))
+
+    def _restore_splitters(self) -> None:
+        """Splitter sizes are restored once the window has its final size."""
+        state = self._qsettings()
         for name, splitter in self._splitters().items():
             value = state.value(f"splitter/{name}")
             if isinstance(value, QByteArray):
                 splitter.restoreState(value)
-        tab = state.value("sideTab")
-        if tab is not None:
-            self.side.setCurrentIndex(int(tab))
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt override
+        super().showEvent(event)
+        if not self._shown_once:
+            self._shown_once = True
+            self._restore_splitters()
 
     def _save_layout(self) -> None:
         state = self._qsettings()

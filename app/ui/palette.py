@@ -30,6 +30,12 @@ KIND_LABELS = {
     TokenKind.BONUS: "bonus token",
     TokenKind.TARGET: "target only",
 }
+LEGEND_LABELS = {
+    TokenKind.ACCEPTED: "accepted",
+    TokenKind.RESAMPLED: "resampled",
+    TokenKind.BONUS: "bonus",
+    TokenKind.TARGET: "target only",
+}
 
 DIVERGENCE_COLOUR = OKABE_ITO["yellow"]
 SPEC_PEN = OKABE_ITO["bluish_green"]
@@ -75,7 +81,7 @@ def legend_html(style: str) -> str:
     parts = []
     for kind in (TokenKind.ACCEPTED, TokenKind.RESAMPLED, TokenKind.BONUS, TokenKind.TARGET):
         colour = KIND_COLOURS[kind]
-        label = KIND_LABELS[kind]
+        label = LEGEND_LABELS[kind]
         if colour is None or style == "off":
             swatch = "■" if colour is None else "□"
             parts.append(f"<span>{swatch} {label}</span>")
@@ -89,6 +95,6 @@ def legend_html(style: str) -> str:
             parts.append(f"<span style='color: {colour}'>■ {label}</span>")
     parts.append(
         f"<span style='background-color: {DIVERGENCE_COLOUR}; color: black'>&nbsp;N&nbsp;</span>"
-        " first divergence"
+        " divergence"
     )
     return " &nbsp; ".join(parts)

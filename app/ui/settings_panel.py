@@ -39,6 +39,7 @@ HINTS = {
     "target_gpu_layers": "-1 = every layer that fits; 0 = CPU only",
     "draft_gpu_layers": "-1 = every layer that fits; 0 = CPU only",
     "n_ctx": "tokens of conversation both models can hold",
+    "n_threads": "0 = every core; fewer threads help on a busy machine and with tiny models",
 }
 
 
@@ -98,7 +99,7 @@ class SettingsPanel(QScrollArea):
     changed = Signal(object)  # Settings
 
     SAMPLING = ("temperature", "top_k", "top_p", "min_p", "seed", "max_tokens")
-    MODELS = ("target_gpu_layers", "draft_gpu_layers", "n_ctx")
+    MODELS = ("target_gpu_layers", "draft_gpu_layers", "n_ctx", "n_threads")
     LABELS = {
         "temperature": "Temperature",
         "top_k": "Top-k",
@@ -111,6 +112,7 @@ class SettingsPanel(QScrollArea):
         "target_gpu_layers": "Target GPU layers",
         "draft_gpu_layers": "Draft GPU layers",
         "n_ctx": "Context size",
+        "n_threads": "CPU threads",
     }
 
     def __init__(self, settings: Settings, parent: QWidget | None = None) -> None:

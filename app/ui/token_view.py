@@ -175,7 +175,9 @@ class TokenView(QPlainTextEdit):
         selection.cursor = cursor  # type: ignore[attr-defined]
         selection.format = divergence_format()  # type: ignore[attr-defined]
         self.setExtraSelections([selection])
-        self.setTextCursor(cursor)
+        caret = QTextCursor(self.document())
+        caret.setPosition(span[0])  # a caret, not a selection, so the highlight stays visible
+        self.setTextCursor(caret)
         self.ensureCursorVisible()
 
     @property

@@ -103,6 +103,9 @@ def load(window, qtbot, target: Path, draft: Path | None, timeout: int = 60_000)
     source = DraftSource.MODEL if draft is not None else DraftSource.NGRAM
     with qtbot.waitSignal(window.pair_loaded, timeout=timeout) as blocker:
         window.load_pair(str(target), str(draft) if draft else None, source)
+        assert not window.pair_bar.busy.isHidden()  # loading shows progress, off the UI thread
+        assert window.pair_bar.status.text()
+    assert window.pair_bar.busy.isHidden()
     return blocker.args[0]
 
 

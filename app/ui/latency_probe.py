@@ -1,0 +1,161 @@
+"""Event-loop latency while tokens stream: a QTimer probe around one real answer.
+
+A 5 ms precise timer runs on the UI thread while the full main window answers a prompt
+(speculative run, then the baseline). Every tick records how late it fired; the lateness
+percentiles while tokens stream (both runs) are the UI's responsiveness under streaming,
+with a per-phase breakdown ("other": the verdict and the final Markdown render). From a
+shell::
+
+    python -m app.ui.latency_probe --target T.gguf [--draft D.gguf] [--max-tokens N] [PROMPT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+PROBE_MS = 5
+
+
+def measure_ui_latency(
+    target: str | Path,
+    draft: str | Path | None,
+    prompt: str,
+    max_tokens: int = 512,
+    *,
+    baseline: bool = True,
+    threads: int = 0,
+    timeout_s: float = 600.0,
+) -> dict[str, float | int | str]:
+    """Answer ``prompt`` in an offscreen main window and measure the event loop's lateness."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtCore import QEventLoop, Qt, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    import app.ui  # noqa: F401 - PySide6 6.12 guard
+    from app.core.config import DraftSource
+    from app.core.conversations import ConversationStore
+    from app.core.settings import Settings, SettingsStore
+    from app.ui.main_window import MainWindow
+
+    qt_app = QApplication.instance() or QApplication([])
+    with tempfile.TemporaryDirectory(prefix="specdeck-probe-") as scratch:
+        store = SettingsStore(Path(scratch) / "config")
+        n_ctx = max(4096, max_tokens + 1024)
+        store.save(
+            Settings(
+                max_tokens=max_tokens,
+                n_ctx=n_ctx,
+                n_threads=threads,
+                temperature=0.0,
+                baseline=baseline,
+            )
+        )
+        window = MainWindow(
+            settings_store=store,
+            conversation_store=ConversationStore(Path(scratch) / "data"),
+            autoload=False,
+        )
+        window.show()
+        loop = QEventLoop()
+        outcome: dict[str, object] = {}
+        gaps: dict[str, list[float]] = {"speculative": [], "baseline": [], "other": []}
+        last = [0.0]
+        phase = ["other"]
+
+        def tick() -> None:
+            now = time.perf_counter()
+            if last[0]:
+                gaps[phase[0]].append((now - last[0]) * 1000.0 - PROBE_MS)
+            last[0] = now
+
+        def streaming(batch: object) -> None:
+            phase[0] = batch.run  # type: ignore[attr-defined]
+
+        probe = QTimer()
+        probe.setTimerType(Qt.TimerType.PreciseTimer)
+        probe.setInterval(PROBE_MS)
+        probe.timeout.connect(tick)
+        guard = QTimer()
+        guard.setSingleShot(True)
+        guard.timeout.connect(lambda: (outcome.setdefault("error", "timed out"), loop.quit()))
+
+        def loaded(_message: object) -> None:
+            probe.start()
+            window.chat.input.setPlainText(prompt)
+            window.chat.input.submit()
+
+        def finished(done: object) -> None:
+            probe.stop()
+            outcome["done"] = done
+            loop.quit()
+
+        window.client.batch.connect(streaming)
+        window.client.verdict.connect(lambda _v: phase.__setitem__(0, "other"))
+        window.pair_loaded.connect(loaded)
+        window.answer_finished.connect(finished)
+        window.failed.connect(lambda e: (outcome.setdefault("error", e.message), loop.quit()))
+        guard.start(int(timeout_s * 1000))
+        source = DraftSource.MODEL if draft else DraftSource.NGRAM
+        window.load_pair(str(target), str(draft) if draft else None, source)
+        loop.exec()
+        guard.stop()
+        probe.stop()
+        verdict = window.chat.verdict.text()
+        window.close()
+        window.deleteLater()
+        qt_app.processEvents()
+    if "error" in outcome:
+        raise RuntimeError(f"latency probe failed: {outcome['error']}")
+    done = outcome["done"]
+    spec, base = done.speculative, done.baseline  # type: ignore[attr-defined]
+    streaming_gaps = gaps["speculative"] + gaps["baseline"]
+    late = np.maximum(np.array(streaming_gaps or [0.0]), 0.0)
+    result: dict[str, float | int | str] = {
+        "p50_ms": round(float(np.percentile(late, 50)), 2),
+        "p95_ms": round(float(np.percentile(late, 95)), 2),
+        "max_ms": round(float(late.max()), 2),
+        "samples": len(streaming_gaps),
+        "tokens": int(spec.tokens),
+        "tok_s": round(float(spec.tok_s), 1),
+        "baseline_tok_s": round(float(base.tok_s), 1) if base is not None else 0.0,
+        "verdict": verdict,
+    }
+    for name, values in gaps.items():  # per phase; "other": load end, verdict, final render
+        if values:
+            clipped = np.maximum(np.array(values), 0.0)
+            result[f"{name}_p95_ms"] = round(float(np.percentile(clipped, 95)), 2)
+            result[f"{name}_max_ms"] = round(float(clipped.max()), 2)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", required=True)
+    parser.add_argument("--draft")
+    parser.add_argument("--max-tokens", type=int, default=512)
+    parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: every core)")
+    parser.add_argument("prompt", nargs="?", default="Write a long story about the sea.")
+    args = parser.parse_args(argv)
+    result = measure_ui_latency(
+        args.target,
+        args.draft,
+        args.prompt,
+        args.max_tokens,
+        baseline=not args.no_baseline,
+        threads=args.threads,
+    )
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
