@@ -65,6 +65,7 @@ def _pane(title: str, view: TokenView, note: QLabel | None = None) -> tuple[QWid
     layout.setContentsMargins(0, 0, 0, 0)
     layout.setSpacing(2)
     header = QLabel(f"<b>{title}</b>")
+    header.setWordWrap(True)  # long figures wrap instead of widening the pane
     layout.addWidget(header)
     layout.addWidget(view, 1)
     if note is not None:
@@ -196,7 +197,7 @@ class ChatPanel(QWidget):
             elif isinstance(event, RunSummary):  # final figure: generation time, no prefill
                 header.setText(
                     f"<b>{name}</b> · {event.tokens} tokens · {event.tok_s:.1f} tok/s"
-                    f" · first token {event.ttft_ms:.0f} ms"
+                    f" · TTFT {event.ttft_ms:.0f} ms"
                 )
                 return self._start_flush()
         if batch.tokens and batch.elapsed_s > 0:

@@ -81,10 +81,10 @@ def legend_html(style: str) -> str:
     parts = []
     for kind in (TokenKind.ACCEPTED, TokenKind.RESAMPLED, TokenKind.BONUS, TokenKind.TARGET):
         colour = KIND_COLOURS[kind]
-        label = LEGEND_LABELS[kind]
+        label = LEGEND_LABELS[kind].replace(" ", "&nbsp;")
         if colour is None or style == "off":
             swatch = "■" if colour is None else "□"
-            parts.append(f"<span>{swatch} {label}</span>")
+            parts.append(f"<span>{swatch}&nbsp;{label}</span>")
         elif style == "underline":
             parts.append(
                 f"<span style='text-decoration: underline; color: {colour}'>▁▁</span> {label}"
@@ -92,9 +92,9 @@ def legend_html(style: str) -> str:
         elif style == "background":
             parts.append(f"<span style='background-color: {colour}'>&nbsp;&nbsp;</span> {label}")
         else:
-            parts.append(f"<span style='color: {colour}'>■ {label}</span>")
+            parts.append(f"<span style='color: {colour}'>■&nbsp;{label}</span>")
     parts.append(
         f"<span style='background-color: {DIVERGENCE_COLOUR}; color: black'>&nbsp;N&nbsp;</span>"
-        " divergence"
+        "&nbsp;divergence"
     )
     return " &nbsp; ".join(parts)
