@@ -29,6 +29,7 @@ from app.ui.stats_export import AnswerStats, to_csv, to_json
 from app.workers.engine_worker import EventBatch
 
 REDRAW_MS = 50
+INITIAL_LIMITS = {"acceptance": (10.0, 1.05), "tok_s": (10.0, 50.0), "draft_length": (10.0, 10.0)}
 CAPACITY = 4096
 MAX_LEN = 64
 
@@ -141,6 +142,7 @@ class ChartsPanel(QWidget):
         self.hist_plot.addItem(self.hist_bars)
         self.hist_plot.setXRange(-0.5, 8.5, padding=0)
         self._limits: dict[str, tuple[float, float]] = {}
+        self._grew_this_tick = False
 
         self.len_plot = _plot("Draft length", "tokens drafted", "step")
         self.len_curve = self.len_plot.plot(
@@ -179,6 +181,7 @@ class ChartsPanel(QWidget):
             export_row.addWidget(button)
         export_row.addStretch(1)
         layout.addLayout(export_row)
+        self.reset()
 
     # --- data ----------------------------------------------------------------------------
 
@@ -192,6 +195,10 @@ class ChartsPanel(QWidget):
         self.break_even = None
         self.samples = 0
         self._limits.clear()
+        for name, limits in INITIAL_LIMITS.items():  # set while nothing streams yet
+            self._limits[name] = limits
+            self.plots[name].setXRange(0, limits[0], padding=0.02)
+            self.plots[name].setYRange(0, limits[1], padding=0.02)
         self._dirty = set(self.plots)
         self._redraw()
 
@@ -230,10 +237,18 @@ class ChartsPanel(QWidget):
         self._timer.stop()
 
     def _fit(self, name: str, x_max: float, y_max: float | None = None) -> None:
-        """Widen a plot's ranges only when the data outgrows them."""
+        """Widen a plot's ranges only when the data outgrows them.
+
+        Re-laying out an axis is the most expensive paint there is, so at most one plot
+        changes its ranges per redraw; another one that needs to waits for the next tick.
+        """
         x_limit, y_limit = self._limits.get(name, (10.0, 1.05))
         grown = (_grow(x_max, x_limit), _grow(y_max, y_limit) if y_max is not None else y_limit)
         if grown != (x_limit, y_limit) or name not in self._limits:
+            if self._grew_this_tick and name in self._limits:
+                self._dirty.add(name)
+                return
+            self._grew_this_tick = True
             self._limits[name] = grown
             plot = self.plots[name]
             plot.setXRange(0, grown[0], padding=0.02)
@@ -241,6 +256,7 @@ class ChartsPanel(QWidget):
 
     def _redraw(self) -> None:
         dirty, self._dirty = self._dirty, set()
+        self._grew_this_tick = False
         if "acceptance" in dirty:
             acc = self.acceptance.view()
             self.accept_dots.setData(acc[:, 0], acc[:, 1], skipFiniteCheck=True)
