@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -266,3 +267,22 @@ def test_latency_probe_reports_percentiles(qapp, isolated, tiny_pair) -> None:
     assert result["tokens"] == 300 and result["tok_s"] > 0 and result["samples"] > 0
     assert 0 <= result["p50_ms"] <= result["p95_ms"] <= result["max_ms"]
     assert result["p95_ms"] < 250, result  # loose: a busy 2-core CI box; see the report figure
+
+
+def test_regenerate_copy_and_new_chat(make_window, qtbot, tiny_pair) -> None:
+    from PySide6.QtGui import QGuiApplication
+
+    window = make_window(replace(FAST, baseline=False))
+    load(window, qtbot, *tiny_pair)
+    ask(window, qtbot, "hello the model")
+    assert window.chat.base_box.isHidden()
+    assert window.chat.verdict.text().startswith("baseline off")
+    first = window.conversation.messages[-1]
+    with qtbot.waitSignal(window.answer_finished, timeout=60_000):
+        qtbot.mouseClick(window.chat.regenerate, Qt.MouseButton.LeftButton)
+    assert [m.role for m in window.conversation.messages] == ["user", "assistant"]
+    assert window.conversation.messages[-1].created >= first.created
+    qtbot.mouseClick(window.chat.copy, Qt.MouseButton.LeftButton)
+    assert QGuiApplication.clipboard().text() == window.chat.spec_view.text()
+    qtbot.mouseClick(window.chat.new_chat, Qt.MouseButton.LeftButton)
+    assert window.conversation.messages == () and window.chat.spec_view.text() == ""
