@@ -47,7 +47,8 @@ def _add_sampling_options(parser: argparse.ArgumentParser, *, max_tokens: int) -
     length.add_argument("--draft-max", type=int, default=None, help="fixed draft length N")
     length.add_argument("--adaptive", action="store_true", help="adaptive draft length (default)")
     parser.add_argument("--adaptive-max", type=int, default=16, help="ceiling when adaptive")
-    parser.add_argument("--p-min", type=float, default=0.5, help="draft confidence cut-off")
+    parser.add_argument("--p-min", type=float, default=0.0,
+                        help="draft confidence cut-off per token (like llama.cpp --draft-p-min)")
     parser.add_argument("--rule", default="rejection", choices=[r.value for r in AcceptRule])
     parser.add_argument("--no-guard", action="store_true", help="disable the collapse guard")
 

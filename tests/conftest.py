@@ -39,3 +39,14 @@ def smollm2_pair() -> tuple[Path, Path]:
         return smollm2_pair()
     except ModelUnavailableError as exc:
         pytest.fail(f"the real SmolLM2 test models could not be obtained: {exc}")
+
+
+@pytest.fixture(scope="session")
+def qwen_pair() -> tuple[Path, Path]:
+    """Real Qwen2.5-Coder-0.5B-Instruct F32 target + Q2_K draft (the CPU benchmark pair)."""
+    from app.core.modelcache import ModelUnavailableError, qwen_coder_pair
+
+    try:
+        return qwen_coder_pair()
+    except ModelUnavailableError as exc:
+        pytest.fail(f"the real Qwen2.5-Coder test models could not be obtained: {exc}")

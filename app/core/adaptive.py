@@ -44,24 +44,44 @@ class CostModel:
     def observe_verify(self, n_tokens: int, ms: float) -> None:
         self._verify.setdefault(n_tokens, _Ema()).update(ms)
 
+    def _known(self) -> dict[int, float]:
+        return {n: e.value for n, e in self._verify.items() if e.value is not None}
+
+    def _line(self, known: dict[int, float]) -> tuple[float, float, float]:
+        """Least-squares line through the measured batch sizes: (mean x, mean y, slope >= 0)."""
+        xs, ys = list(known.keys()), list(known.values())
+        mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+        var = sum((x - mean_x) ** 2 for x in xs)
+        covariance = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
+        slope = covariance / var if var else 0.0
+        return mean_x, mean_y, max(slope, 0.0)
+
     def verify_ms(self, n_tokens: int) -> float | None:
-        known = {n: e.value for n, e in self._verify.items() if e.value is not None}
+        known = self._known()
         if not known:
             return None
         if n_tokens in known:
             return known[n_tokens]
         if len(known) == 1:
             return next(iter(known.values()))
-        # least-squares line through the measured batch sizes
-        xs, ys = list(known.keys()), list(known.values())
-        mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-        var = sum((x - mean_x) ** 2 for x in xs)
-        slope = (
-            sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=False)) / var
-            if var
-            else 0.0
-        )
-        return max(mean_y + max(slope, 0.0) * (n_tokens - mean_x), 1e-3)
+        mean_x, mean_y, slope = self._line(known)
+        return max(mean_y + slope * (n_tokens - mean_x), 1e-3)
+
+    def marginal_verify_ms(self) -> float:
+        """Extra target time for one more token in the verification batch."""
+        known = self._known()
+        return self._line(known)[2] if len(known) > 1 else 0.0
+
+    def keep_drafting_threshold(self) -> float:
+        """Drafting token i pays off while P(tokens 1..i all accepted) exceeds this.
+
+        An accepted token saves one single-token target pass; drafting it costs one draft
+        pass plus its share of the verification batch.
+        """
+        single = self.verify_ms(1)
+        if single is None or self.draft_ms.value is None:
+            return 0.0
+        return min((self.draft_ms.value + self.marginal_verify_ms()) / single, 1.0)
 
     def ready(self) -> bool:
         return self.draft_ms.value is not None and bool(self._verify)
@@ -102,6 +122,27 @@ class DraftController:
         self.paused = False
         self._paused_tokens = 0
         self.draft_len = config.draft_max
+        # (draft confidence, accepted?) of recently judged draft tokens, for calibration
+        self._judged: deque[tuple[float, bool]] = deque(maxlen=128)
+
+    def observe_confidences(self, confidences: list[float | None], accepted: int) -> None:
+        """Record how the draft's own top probability compared with what was accepted."""
+        for index, confidence in enumerate(confidences[: accepted + 1]):
+            if confidence is not None:
+                self._judged.append((confidence, index < accepted))
+
+    @property
+    def calibration(self) -> float:
+        """Observed acceptance over predicted confidence (1.0 until there is evidence)."""
+        if len(self._judged) < 16:
+            return 1.0
+        predicted = sum(c for c, _ in self._judged)
+        observed = sum(1 for _, ok in self._judged if ok)
+        return min(max(observed / predicted, 0.5), 1.5) if predicted > 0 else 1.0
+
+    def keep_drafting_threshold(self) -> float:
+        """Cumulative-confidence threshold for confidence-driven adaptive drafting."""
+        return self.costs.keep_drafting_threshold() if self.config.adaptive else 0.0
 
     def observe_step(self, drafted: int, accepted: int) -> None:
         if drafted <= 0:
@@ -117,9 +158,16 @@ class DraftController:
         tried = sum(t for _, t in self._window)
         return sum(a for a, _ in self._window) / tried if tried else 0.0
 
-    def next_draft_len(self) -> int:
+    def next_draft_len(self, *, confidence_driven: bool = False) -> int:
+        """Draft length for the next block.
+
+        A draft model reports its confidence per token, so adaptive drafting stops on the
+        measured economics token by token (``keep_drafting_threshold``) and this only gives
+        the ceiling. Prompt lookup has no confidence: the length maximising expected tokens
+        per unit of measured cost is chosen instead.
+        """
         cfg = self.config
-        if not cfg.adaptive or not self.costs.ready():
+        if not cfg.adaptive or not self.costs.ready() or confidence_driven:
             self.draft_len = cfg.draft_max
             return self.draft_len
         a = self.acceptance.value or 0.0

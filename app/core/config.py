@@ -52,7 +52,7 @@ class SamplerConfig:
 
 @dataclass(frozen=True)
 class SpecConfig:
-    draft_max: int = 8  # fixed draft length, or the ceiling when adaptive
+    draft_max: int = 16  # fixed draft length, or the ceiling when adaptive
     draft_min: int = 1
     adaptive: bool = True
     p_min: float = 0.0  # stop drafting when the draft's own top probability falls below this

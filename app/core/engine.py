@@ -159,8 +159,16 @@ class Engine:
             step_began = time.perf_counter()
             want = 0
             if drafter is not None and not controller.paused:
-                want = min(controller.next_draft_len(), remaining - 1, room)
-            block = drafter.draft(committed, want) if drafter and want > 0 else None
+                ceiling = controller.next_draft_len(confidence_driven=drafter.confidence_driven)
+                want = min(ceiling, remaining - 1, room)
+            block = None
+            if drafter is not None and want > 0:
+                block = drafter.draft(
+                    committed,
+                    want,
+                    threshold=controller.keep_drafting_threshold(),
+                    calibration=controller.calibration,
+                )
             drafts = block.tokens if block else []
 
             verify_began = time.perf_counter()
@@ -191,6 +199,7 @@ class Engine:
             if drafts and block is not None:
                 self.costs.observe_draft(block.ms / max(block.passes, 1))
                 controller.observe_step(len(drafts), outcome.accepted)
+                controller.observe_confidences(block.confidences, outcome.accepted)
                 draft_ms = block.ms
                 other_ms = (time.perf_counter() - step_began) * 1000.0 - draft_ms - verify_ms
                 yield StepEvent(

@@ -16,8 +16,6 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
 from app.core.config import (
     AcceptRule,
     DraftSource,
@@ -26,16 +24,10 @@ from app.core.config import (
     SamplerConfig,
     SpecConfig,
 )
+from app.core.paths import config_dir
 
 SETTINGS_FILE = "settings.json"
 COLOUR_STYLES = ("colour", "underline", "background", "off")
-
-
-def config_dir() -> Path:
-    override = os.environ.get("SPECDECK_CONFIG_DIR")
-    root = Path(override) if override else Path(platformdirs.user_config_dir("specdeck"))
-    root.mkdir(parents=True, exist_ok=True)
-    return root
 
 
 @dataclass(frozen=True)
@@ -51,7 +43,7 @@ class Settings:
     max_tokens: int = 256
     # speculation
     draft_adaptive: bool = True
-    draft_max: int = 8
+    draft_max: int = 16
     p_min: float = 0.0
     rule: str = AcceptRule.REJECTION.value
     # models

@@ -36,6 +36,7 @@ class DraftBlock:
     tokens: list[int] = field(default_factory=list)
     qdists: list[Distribution] = field(default_factory=list)  # only when sampling from q
     probs: list[float | None] = field(default_factory=list)  # q(x) of each drafted token
+    confidences: list[float | None] = field(default_factory=list)  # draft's top probability
     ms: float = 0.0
     passes: int = 0
 
@@ -78,44 +79,57 @@ class Drafter:
         # needs it, and it makes sample-and-match's acceptance sum(p*q) <= sum(min(p, q)).
         self.stochastic = not request.sampler.greedy
 
-    def draft(self, committed: list[int], k: int) -> DraftBlock:
+    @property
+    def confidence_driven(self) -> bool:
+        return self.source is DraftSource.MODEL and self.ctx is not None
+
+    def draft(
+        self, committed: list[int], k: int, *, threshold: float = 0.0, calibration: float = 1.0
+    ) -> DraftBlock:
+        """Up to ``k`` tokens. A model draft also stops when its confidence in the next token
+        is below ``p_min``, or when the calibrated probability that every token so far will be
+        accepted falls below ``threshold`` (adaptive drafting)."""
         began = time.perf_counter()
         if self.source is DraftSource.NGRAM or self.ctx is None:
             tokens = ngram.propose(committed, max_n=self.spec.ngram_n, k=k)
             block = DraftBlock(tokens=tokens, probs=[None] * len(tokens))
+            block.confidences = [None] * len(tokens)
         else:
-            block = self._draft_with_model(self.ctx, committed, k)
+            block = self._draft_with_model(self.ctx, committed, k, threshold, calibration)
         block.ms = (time.perf_counter() - began) * 1000.0
         return block
 
-    def _draft_with_model(self, ctx: LlamaContext, committed: list[int], k: int) -> DraftBlock:
+    def _draft_with_model(
+        self, ctx: LlamaContext, committed: list[int], k: int, threshold: float, calibration: float
+    ) -> DraftBlock:
         block = DraftBlock()
         keep = min(ctx.common_prefix(committed), len(committed) - 1)
         ctx.truncate(keep)
         ctx.decode(committed[keep:], logits="last")
         block.passes = 1
-        p_min = self.spec.p_min
+        want_confidence = self.spec.p_min > 0.0 or threshold > 0.0 or self.want_probs
+        all_accepted = 1.0  # calibrated probability that every drafted token is accepted
         while True:
             logits = ctx.logits(-1)
-            if self.stochastic:
-                q = distribution(logits, self.sampler)
-                if p_min > 0.0 and float(q.probs[0]) < p_min:
+            q = distribution(logits, self.sampler) if self.stochastic else None
+            if q is not None:
+                confidence: float | None = float(q.probs[0])
+            else:
+                confidence = top_probability(logits) if want_confidence else None
+            if confidence is not None:
+                all_accepted *= min(confidence * calibration, 1.0)
+                if confidence < self.spec.p_min or all_accepted < threshold:
                     break
-                token = q.sample(self.rng)
+            token = q.sample(self.rng) if q is not None else greedy(logits)
+            if token >= self.target_vocab:
+                break
+            block.tokens.append(token)
+            block.confidences.append(confidence)
+            if q is not None:
                 block.qdists.append(q)
                 block.probs.append(q.prob(token))
             else:
-                confidence = top_probability(logits) if (p_min > 0.0 or self.want_probs) else None
-                if confidence is not None and p_min > 0.0 and confidence < p_min:
-                    break
-                token = greedy(logits)
                 block.probs.append(confidence)
-            if token >= self.target_vocab:
-                block.probs.pop()
-                if block.qdists:
-                    block.qdists.pop()
-                break
-            block.tokens.append(token)
             if len(block.tokens) >= k:
                 break
             ctx.decode([token], logits="last")

@@ -61,7 +61,8 @@ def test_greedy_speculative_equals_target_only(engine: Engine, spec: SpecConfig)
         check = compare(prompt, spec_run.token_ids, base_run.token_ids, engine)
         # exact, or a flip of a near-tie by batched arithmetic, reported with its margin
         assert check.identical or check.margin < NEAR_TIE_LOGIT_MARGIN, check.describe()
-        assert spec_run.drafted > 0
+        # adaptive drafting may rightly decline: a tiny draft costs as much as its target
+        assert spec_run.drafted > 0 or spec.adaptive
 
 
 def test_token_events_describe_how_each_token_was_made(engine: Engine) -> None:

@@ -38,7 +38,8 @@ def _summary(engine: Engine, request: GenerationRequest) -> RunSummary:
 ])
 def test_real_pair_greedy_exact_or_reported_near_tie(smol: Engine, question: str) -> None:
     prompt = smol.tokenize_chat([Message("user", question)])
-    request = GenerationRequest(prompt, max_tokens=64, spec=SpecConfig(draft_max=8))
+    request = GenerationRequest(prompt, max_tokens=64,
+                                spec=SpecConfig(draft_max=8, adaptive=False))
     spec_run = _summary(smol, request)
     base_run = _summary(smol, replace(request, speculative=False))
     check = compare(prompt, spec_run.token_ids, base_run.token_ids, smol)
@@ -102,3 +103,22 @@ def test_bench_cli_fails_on_bad_input(tmp_path: Path, tiny_pair) -> None:
     missing = _cli("bench", "--target", str(tmp_path / "nope.gguf"), "--ngram", "--prompts",
                    str(bad), "--json", str(tmp_path / "o.json"))
     assert missing.returncode != 0
+
+
+def test_qwen_pair_adaptive_drafting_is_exact_and_drafts(qwen_pair) -> None:
+    """The CPU benchmark pair: an F32 target is memory-bound, so drafting pays and the
+    adaptive rule must choose to draft long blocks, with output still exact."""
+    target, draft = qwen_pair
+    eng = Engine(ModelSpec(str(target), n_ctx=1024, n_threads=2),
+                 ModelSpec(str(draft), n_ctx=1024, n_threads=2))
+    try:
+        prompt = eng.tokenize_chat([Message("user", "Write a Python function fizzbuzz(n).")])
+        request = GenerationRequest(prompt, max_tokens=48, spec=SpecConfig(draft_max=16))
+        spec_run = _summary(eng, request)
+        base_run = _summary(eng, replace(request, speculative=False))
+        check = compare(prompt, spec_run.token_ids, base_run.token_ids, eng)
+        assert check.identical or check.margin < NEAR_TIE_LOGIT_MARGIN, check.describe()
+        assert spec_run.mean_accepted_length > 2.0
+        assert spec_run.target_passes_per_token < 0.5
+    finally:
+        eng.close()
