@@ -66,7 +66,7 @@ def test_profiles_and_delete(library: Library, tmp_path: Path) -> None:
 
 
 def test_damaged_library_is_reported(library: Library) -> None:
-    library.root.mkdir(parents=True)
+    library.root.mkdir(parents=True, exist_ok=True)
     library.file.write_text("{broken")
     with pytest.raises(LibraryError, match="damaged"):
         Library()

@@ -18,16 +18,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import platformdirs
+from app.core.paths import data_dir
 
 FORMAT_VERSION = 1
-
-
-def data_dir() -> Path:
-    override = os.environ.get("SPECDECK_DATA_DIR")
-    root = Path(override) if override else Path(platformdirs.user_data_dir("specdeck"))
-    root.mkdir(parents=True, exist_ok=True)
-    return root
 
 
 @dataclass(frozen=True)

@@ -16,14 +16,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
-from app import APP_NAME
 from app.core.config import ModelSpec
 from app.core.gguf_header import GGUFFormatError, model_facts, read_local_header
 from app.core.hub import SPLIT_RE
+from app.core.paths import data_dir
 
-DATA_DIR_ENV = "SPECDECK_DATA_DIR"
 LIBRARY_VERSION = 1
 
 
@@ -33,13 +30,6 @@ class LibraryError(ValueError):
 
 class ModelInUseError(LibraryError):
     pass
-
-
-def data_dir() -> Path:
-    override = os.environ.get(DATA_DIR_ENV)
-    if override:
-        return Path(override)
-    return platformdirs.user_data_path(APP_NAME, appauthor=False)
 
 
 def models_dir() -> Path:
