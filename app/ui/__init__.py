@@ -1,5 +1,1 @@
-"""The desktop app (PySide6). Importing it applies ``qt_guard.protect_none`` first."""
-
-from app.ui.qt_guard import protect_none
-
-protect_none()
+"""The desktop app (PySide6): widgets, models and dialogs. Imports core, never the reverse."""
