@@ -98,7 +98,6 @@ def run_reference(
         "--spec-draft-n-max", str(draft_max), "--spec-draft-n-min", "0",
         "--spec-draft-p-min", str(p_min),
         "-t", str(threads), "-tb", str(threads), "-c", str(n_ctx), "-ngl", "99", "-ngld", "99",
-        "--no-warmup",
     ]
     result = subprocess.run(command, capture_output=True, text=True, errors="replace")
     log = result.stdout + result.stderr
