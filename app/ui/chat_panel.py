@@ -193,7 +193,8 @@ class ChatPanel(QWidget):
         name = "Speculative" if batch.run == "speculative" else "Baseline — target only"
         for event in batch.events:
             if isinstance(event, GuardEvent):
-                self.guard_banner.show_text(("⏸ " if event.paused else "▶ ") + event.message)
+                prefix = "Speculation paused: " if event.paused else "Speculation resumed: "
+                self.guard_banner.show_text(prefix + event.message)
             elif isinstance(event, RunSummary):  # final figure: generation time, no prefill
                 header.setText(
                     f"<b>{name}</b> · {event.tokens} tokens · {event.tok_s:.1f} tok/s"

@@ -18,7 +18,6 @@ import pytest  # noqa: E402
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QThread, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-import app.ui  # noqa: E402,F401 - applies the PySide6 6.12 None guard before Qt work
 from app.core.config import DraftSource  # noqa: E402
 from app.core.settings import Settings, SettingsStore  # noqa: E402
 
