@@ -51,6 +51,8 @@ def _add_sampling_options(parser: argparse.ArgumentParser, *, max_tokens: int) -
                         help="draft confidence cut-off per token (like llama.cpp --draft-p-min)")
     parser.add_argument("--rule", default="rejection", choices=[r.value for r in AcceptRule])
     parser.add_argument("--no-guard", action="store_true", help="disable the collapse guard")
+    parser.add_argument("--ignore-eos", action="store_true",
+                        help="do not stop at end-of-generation tokens")
 
 
 def _specs(args: argparse.Namespace) -> tuple[ModelSpec, ModelSpec | None, DraftSource]:
@@ -89,7 +91,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     try:
         prompt = engine.tokenize_chat([{"role": "user", "content": args.prompt}])
         request = GenerationRequest(prompt, max_tokens=args.max_tokens, sampler=_sampler(args),
-                                    spec=_spec_config(args))
+                                    spec=_spec_config(args), ignore_eos=args.ignore_eos)
         colour = sys.stdout.isatty() and not args.no_colour
         summary = None
         for event in engine.generate(request):
@@ -135,7 +137,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise SpecDeckError("bench needs --draft FILE or --ngram")
     target, draft, source = _specs(args)
     settings = BenchSettings(max_tokens=args.max_tokens, sampler=_sampler(args),
-                             spec=_spec_config(args), reference=args.reference)
+                             spec=_spec_config(args), reference=args.reference,
+                             ignore_eos=args.ignore_eos)
 
     def show(row: dict) -> None:
         ref = f" ref {row['reference_tok_s']:.2f}" if "reference_tok_s" in row else ""

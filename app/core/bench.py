@@ -29,6 +29,7 @@ class BenchSettings:
     sampler: SamplerConfig = SamplerConfig()
     spec: SpecConfig = SpecConfig()
     reference: bool = False  # also run llama.cpp's llama-speculative-simple
+    ignore_eos: bool = False
 
 
 def load_prompts(path: Path) -> list[dict[str, str]]:
@@ -77,7 +78,7 @@ def bench_prompt(engine: Engine, item: dict[str, str], settings: BenchSettings) 
     prompt = engine.tokenize_rendered(prompt_text)
     request = GenerationRequest(
         prompt, max_tokens=settings.max_tokens, sampler=settings.sampler, spec=settings.spec,
-        token_probs=False,
+        token_probs=False, ignore_eos=settings.ignore_eos,
     )
     baseline = _drain(engine, replace(request, speculative=False))
     speculative = _drain(engine, request)
@@ -108,7 +109,7 @@ def bench_prompt(engine: Engine, item: dict[str, str], settings: BenchSettings) 
             prompt_text, max_tokens=settings.max_tokens,
             draft_max=settings.spec.draft_max, p_min=settings.spec.p_min,
             threads=engine.target_spec.threads(), n_ctx=engine.n_ctx,
-            seed=settings.sampler.seed or 0,
+            seed=settings.sampler.seed or 0, ignore_eos=settings.ignore_eos,
         )
         row["reference_tok_s"] = round(ref.tok_s, 3)
         row["reference_acceptance_rate"] = round(ref.acceptance_rate, 4)
@@ -151,6 +152,7 @@ def lineage(target: ModelSpec, draft: ModelSpec | None, source: DraftSource,
         "gpus": gpus,
         "settings": {
             "max_tokens": settings.max_tokens,
+            "ignore_eos": settings.ignore_eos,
             "sampler": asdict(settings.sampler),
             "spec": {k: (v.value if hasattr(v, "value") else v)
                      for k, v in asdict(settings.spec).items()},

@@ -71,4 +71,5 @@ class GenerationRequest:
     spec: SpecConfig = field(default_factory=SpecConfig)
     stop: tuple[str, ...] = ()
     speculative: bool = True  # False: target-only baseline
+    ignore_eos: bool = False  # like llama.cpp --ignore-eos: end-of-generation does not stop
     token_probs: bool = True  # compute p(x)/q(x) for every token (hover details in the UI)

@@ -179,7 +179,7 @@ class Engine:
 
             finished = None
             for produced in outcome.tokens:
-                if self.target.is_eog(produced.token_id):
+                if self.target.is_eog(produced.token_id) and not request.ignore_eos:
                     finished = StopReason.EOG
                     break
                 committed.append(produced.token_id)

@@ -90,6 +90,7 @@ def run_reference(
     threads: int,
     n_ctx: int,
     seed: int,
+    ignore_eos: bool = False,
 ) -> ReferenceResult:
     command = [
         str(reference_binary()), "-m", str(target), "-md", str(draft),
@@ -99,6 +100,8 @@ def run_reference(
         "--spec-draft-p-min", str(p_min),
         "-t", str(threads), "-tb", str(threads), "-c", str(n_ctx), "-ngl", "99", "-ngld", "99",
     ]
+    if ignore_eos:
+        command.append("--ignore-eos")
     result = subprocess.run(command, capture_output=True, text=True, errors="replace")
     log = result.stdout + result.stderr
     decoded = _DECODED.search(log)

@@ -41,6 +41,7 @@ class Settings:
     min_p: float = 0.05
     seed: int | None = 42
     max_tokens: int = 256
+    ignore_eos: bool = False  # keep generating past end-of-generation tokens (benchmarks)
     # speculation
     draft_adaptive: bool = True
     draft_max: int = 16
@@ -84,6 +85,7 @@ class Settings:
             sampler=self.sampler(),
             spec=self.spec(),
             speculative=speculative,
+            ignore_eos=self.ignore_eos,
         )
 
     def target_spec(self, path: str | None = None) -> ModelSpec:
@@ -186,6 +188,7 @@ PARSERS: dict[str, Parser] = {
     "min_p": _float_in(0.0, 1.0, high_open=True),
     "seed": _seed,
     "max_tokens": _int_in(1, 131_072),
+    "ignore_eos": _bool,
     "draft_adaptive": _bool,
     "draft_max": _int_in(1, 64),
     "p_min": _float_in(0.0, 1.0, high_open=True),

@@ -39,7 +39,6 @@ def measure_ui_latency(
     from PySide6.QtCore import QEventLoop, Qt, QTimer
     from PySide6.QtWidgets import QApplication
 
-    import app.ui  # noqa: F401 - PySide6 6.12 guard
     from app.core.config import DraftSource
     from app.core.conversations import ConversationStore
     from app.core.settings import Settings, SettingsStore
@@ -56,6 +55,7 @@ def measure_ui_latency(
                 n_threads=threads,
                 temperature=0.0,
                 baseline=baseline,
+                ignore_eos=True,  # a fixed number of tokens to stream
             )
         )
         window = MainWindow(

@@ -17,6 +17,7 @@ from app.ui.charts import ChartsPanel
 from app.ui.chat_panel import ChatPanel
 from app.ui.conversation_list import ConversationList
 from app.ui.engine_client import EngineClient
+from app.ui.first_run import HubProbe
 from app.ui.pair_bar import PairBar, human_bytes
 from app.ui.pair_chooser import choose_pair
 from app.ui.settings_panel import SettingsPanel
@@ -69,6 +70,7 @@ class MainWindow(QMainWindow):
         settings_store: SettingsStore | None = None,
         conversation_store: ConversationStore | None = None,
         autoload: bool = True,
+        first_run: bool = True,
     ) -> None:
         super().__init__()
         self.setWindowTitle("SpecDeck")
@@ -132,6 +134,9 @@ class MainWindow(QMainWindow):
             )
         elif not self.settings.target_path:
             self.pair_bar.status.setText("Choose a pair to start →")
+            if first_run:
+                self._probe = HubProbe(self)
+                self._probe.finished.connect(self._first_start)
 
     def _wire(self) -> None:
         self.client.busy.connect(self._on_busy)
@@ -219,6 +224,19 @@ class MainWindow(QMainWindow):
             return
         if choice is not None:
             self.load_pair(choice.target_path, choice.draft_path, choice.draft_source)
+
+    def _first_start(self, hub_reachable: bool) -> None:
+        """No pair yet: the wizard when the Hub answers, else the offline demo pair."""
+        if hub_reachable:
+            self.change_pair()
+            if self.settings.target_path or self.client.loading:
+                return
+        else:
+            self.chat.error_banner.show_text(
+                "<b>The Hugging Face Hub cannot be reached</b>, so SpecDeck starts with the "
+                "offline demo pair. Use Change pair… when you are online."
+            )
+        self.load_demo()
 
     def _source_changed(self, source: DraftSource) -> None:
         if not self.settings.target_path:
