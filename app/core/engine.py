@@ -66,12 +66,26 @@ class Engine:
             self.close()
             raise
         self._base_ctx: LlamaContext | None = None
+        self._warm_up()
         self.costs = CostModel()  # a property of pair and device, so it outlives a request
         bos = self.target.token_text(self.target.bos) if self.target.add_bos else ""
         eos = self.target.token_text(self.target.eos)
         self.formatter = ChatFormatter(self.target.chat_template(), bos_text=bos, eos_text=eos)
 
     # --- lifecycle ----------------------------------------------------------------------
+
+    def _warm_up(self) -> None:
+        """One throw-away pass per model, as llama.cpp does after loading.
+
+        It pulls every memory-mapped weight page in and allocates compute buffers, so the
+        first answer's timings (and the costs the adaptive controller learns from them)
+        describe the steady state rather than disk reads.
+        """
+        for ctx in (self.spec_ctx, self.draft_ctx):
+            if ctx is not None:
+                model = ctx.model
+                ctx.decode([model.bos if model.bos >= 0 else 0], logits="last")
+                ctx.truncate(0)
 
     def close(self) -> None:
         for ctx in (

@@ -93,9 +93,7 @@ def run_gui(
 
     with tempfile.TemporaryDirectory(prefix="specdeck-shot-") as scratch:
         settings = SettingsStore(Path(scratch) / "config")
-        # half the cores: the demo stays quick when the machine is busy with other work
-        threads = max(1, (os.cpu_count() or 2) // 2)
-        settings.save(Settings(max_tokens=DEMO_MAX_TOKENS, temperature=0.0, n_threads=threads))
+        settings.save(Settings(max_tokens=DEMO_MAX_TOKENS, temperature=0.0))
         window = MainWindow(
             settings_store=settings,
             conversation_store=ConversationStore(Path(scratch) / "data"),
