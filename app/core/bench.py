@@ -7,7 +7,6 @@ Ratios are what to read: absolute figures on a shared machine move from run to r
 
 from __future__ import annotations
 
-import hashlib
 import json
 import platform
 import statistics
@@ -20,6 +19,7 @@ from app.core.config import DraftSource, GenerationRequest, ModelSpec, SamplerCo
 from app.core.engine import Engine
 from app.core.events import RunSummary
 from app.core.exactness import compare
+from app.core.fileio import file_sha256
 from app.core.sysinfo import devices, llama_cpp_version, system_info
 
 
@@ -47,14 +47,6 @@ def load_prompts(path: Path) -> list[dict[str, str]]:
     if not prompts:
         raise ValueError(f"{path} holds no prompts")
     return prompts
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _drain(engine: Engine, request: GenerationRequest) -> RunSummary:

@@ -10,14 +10,13 @@ every acknowledged message. No Qt here.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 import uuid
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from app.core.fileio import atomic_write_text
 from app.core.paths import data_dir
 
 FORMAT_VERSION = 1
@@ -108,17 +107,7 @@ class ConversationStore:
 
     def save(self, conversation: Conversation) -> None:
         path = self._path(conversation.id)
-        data = json.dumps(conversation.to_json(), ensure_ascii=False, indent=1)
-        handle, tmp = tempfile.mkstemp(dir=self.directory, prefix=".conv-", suffix=".tmp")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_text(path, json.dumps(conversation.to_json(), ensure_ascii=False, indent=1))
 
     def load(self, conversation_id: str) -> Conversation:
         data = json.loads(self._path(conversation_id).read_text(encoding="utf-8"))

@@ -9,7 +9,6 @@ is active. Writes are atomic so a crash never leaves a half-written library.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.config import ModelSpec
+from app.core.fileio import atomic_write_text
 from app.core.gguf_header import GGUFFormatError, model_facts, read_local_header
 from app.core.hub import SPLIT_RE
 from app.core.paths import data_dir
@@ -141,10 +141,7 @@ class Library:
             "profiles": [asdict(p) for p in self.profiles.values()],
             "active": self.active,
         }
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.file.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-        os.replace(tmp, self.file)
+        atomic_write_text(self.file, json.dumps(data, indent=2))
 
     # --- models -------------------------------------------------------------------------
 

