@@ -79,7 +79,7 @@ def run_gui(
     from app.ui.main_window import MainWindow
 
     if screenshot is None:
-        window = MainWindow()
+        window = MainWindow(first_run=True)
         reporter = _ExposeReporter(window)
         window.show()
         reporter.check()

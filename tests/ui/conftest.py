@@ -86,7 +86,6 @@ def make_window(isolated: Path, qtbot) -> Iterator[Callable[..., object]]:  # no
     def make(settings: Settings | None = None, **kwargs: object) -> MainWindow:
         if settings is not None:
             SettingsStore().save(settings)
-        kwargs.setdefault("first_run", False)  # no Hub probe unless a test asks for it
         window = MainWindow(**kwargs)  # type: ignore[arg-type]
         windows.append(window)
         window.show()
