@@ -114,9 +114,9 @@ class CostModel:
 class DraftController:
     """Chooses the next draft length and decides when speculation should pause."""
 
-    def __init__(self, config: SpecConfig) -> None:
+    def __init__(self, config: SpecConfig, costs: CostModel | None = None) -> None:
         self.config = config
-        self.costs = CostModel()
+        self.costs = costs or CostModel()
         self.acceptance = _Ema(value=0.8, alpha=0.15)  # per drafted token, optimistic prior
         self._window: deque[tuple[int, int]] = deque(maxlen=config.guard_window)
         self.paused = False

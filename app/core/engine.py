@@ -31,6 +31,7 @@ from app.core.events import (
 from app.core.llama_backend import LlamaContext, LlamaModel
 from app.core.run_stats import RunClock
 from app.core.sampling import top_two_margin
+from app.core.textstream import TextStream
 from app.core.verify import Drafter, Verifier
 
 CancelCheck = Callable[[], bool]
@@ -145,16 +146,15 @@ class Engine:
         reused = min(ctx.common_prefix(prompt), len(prompt) - 1)
         ctx.truncate(reused)
         ctx.decode(prompt[reused:-1], logits="none")
-        yield PrefillEvent(len(prompt), reused, clock.since_start_ms())
+        yield PrefillEvent(len(prompt), reused, clock.prefill_done())
 
         rng = np.random.default_rng(request.sampler.seed)
-        controller = DraftController(request.spec)
-        controller.costs = self.costs
+        controller = DraftController(request.spec, self.costs)
         drafter = Drafter(self, request, rng) if request.speculative else None
         verifier = Verifier(
             self.target, request.sampler, rng, request.spec.rule, want_probs=request.token_probs
         )
-        stream = clock.text_stream(request.stop)
+        stream = TextStream(request.stop)
         committed = list(prompt)
         step = 0
         stop = StopReason.MAX_TOKENS

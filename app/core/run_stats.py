@@ -9,7 +9,6 @@ import numpy as np
 
 from app.core.events import RunSummary, StopReason, TokenEvent
 from app.core.llama_backend import LlamaContext
-from app.core.textstream import TextStream
 from app.core.verify import Produced
 
 
@@ -27,13 +26,11 @@ class RunClock:
         self.drafted = 0
         self.accepted = 0
 
-    def since_start_ms(self) -> float:
+    def prefill_done(self) -> float:
+        """Mark the end of prompt processing; returns its duration in ms."""
         now = time.perf_counter()
         self.generation_started = now
         return (now - self.started) * 1000.0
-
-    def text_stream(self, stop: Sequence[str]) -> TextStream:
-        return TextStream(stop)
 
     def token_event(
         self, produced: Produced, piece: str, step: int, rejected_piece: str | None
