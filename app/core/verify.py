@@ -56,13 +56,6 @@ class Outcome:
     accepted: int
 
 
-def _softmax_prob(logits: np.ndarray, token: int) -> float:
-    peak = float(logits.max())
-    return float(
-        np.exp(float(logits[token]) - peak) / np.exp(logits - peak).sum(dtype=np.float64)
-    )
-
-
 class Drafter:
     """Proposes up to k tokens from the draft model or from prompt lookup."""
 
@@ -167,7 +160,7 @@ class Verifier:
             row = ctx.logits(i)
             best = greedy(row)
             q = block.probs[i] if block else None
-            p = _softmax_prob(row, best) if self.want_probs else None
+            p = top_probability(row) if self.want_probs else None
             if best == proposed:
                 out.append(Produced(proposed, TokenKind.ACCEPTED, q, p))
                 continue
@@ -176,7 +169,7 @@ class Verifier:
         row = ctx.logits(len(drafts))
         best = greedy(row)
         kind = TokenKind.BONUS if drafts else TokenKind.TARGET
-        p = _softmax_prob(row, best) if self.want_probs else None
+        p = top_probability(row) if self.want_probs else None
         out.append(Produced(best, kind, None, p))
         return Outcome(out, accepted=len(drafts))
 
