@@ -1,18 +1,17 @@
 """Fast structural validation of a local GGUF file before llama.cpp sees it.
 
-llama.cpp only says "failed to load"; this names the actual problem (wrong magic,
-truncated download, unreadable header) so a person knows what to do.
+llama.cpp only says "failed to load" (or aborts the process on some malformed vocabularies);
+this names the actual problem (wrong magic, truncated download, unreadable header, broken
+vocabulary) so a person knows what to do. It reads the header only (``gguf_header``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
-import gguf
-
 from app.core.errors import ModelLoadError
-
-GGUF_MAGIC = b"GGUF"
+from app.core.gguf_header import GGUF_MAGIC, TOKENS_KEY, GGUFFormatError, read_local_header
 
 
 def validate_gguf_file(path: Path) -> None:
@@ -29,13 +28,13 @@ def validate_gguf_file(path: Path) -> None:
             "Choose a .gguf model file."
         )
     try:
-        reader = gguf.GGUFReader(str(path), "r")
-    except Exception as exc:  # the gguf reader raises plain ValueError/IndexError on bad data
+        header = read_local_header(path)
+    except GGUFFormatError as exc:
         raise ModelLoadError(
             f"{path.name} has a damaged or truncated GGUF header ({exc}). Re-download the file."
         ) from exc
-    _check_vocabulary(path, reader)
-    needed = max((t.data_offset + int(t.n_bytes) for t in reader.tensors), default=0)
+    _check_vocabulary(path, header.get(TOKENS_KEY))
+    needed = header.data_offset + max((t.offset + t.n_bytes for t in header.tensors), default=0)
     if needed > size:
         raise ModelLoadError(
             f"{path.name} is truncated: its tensors need {needed:,} bytes but the file has "
@@ -43,18 +42,13 @@ def validate_gguf_file(path: Path) -> None:
         )
 
 
-def _check_vocabulary(path: Path, reader: gguf.GGUFReader) -> None:
+def _check_vocabulary(path: Path, tokens: Sequence[str] | None) -> None:
     """Catch vocabularies that would make llama.cpp abort the whole process on load."""
-    field = reader.get_field("tokenizer.ggml.tokens")
-    if field is None:
+    if not tokens or isinstance(tokens, str):
         raise ModelLoadError(f"{path.name} has no tokenizer vocabulary; it cannot generate text.")
-    count = len(field.data)
-    # token texts are only decoded when the list is small enough to be cheap to check
-    if count <= 300_000:
-        texts = [bytes(field.parts[i]) for i in field.data]
-        if len(set(texts)) != count:
-            seen: set[bytes] = set()
-            duplicate = next(t for t in texts if t in seen or seen.add(t))  # type: ignore[func-returns-value]
-            raise ModelLoadError(
-                f"{path.name} has a broken vocabulary: token {duplicate!r} appears twice."
-            )
+    if len(set(tokens)) != len(tokens):
+        seen: set[str] = set()
+        duplicate = next(t for t in tokens if t in seen or seen.add(t))  # type: ignore[func-returns-value]
+        raise ModelLoadError(
+            f"{path.name} has a broken vocabulary: token {duplicate!r} appears twice."
+        )
