@@ -34,6 +34,8 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft-gpu-layers", type=int, default=-1)
     parser.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0", "f32", "bf16"])
     parser.add_argument("--flash-attn", default="auto", choices=["auto", "on", "off"])
+    parser.add_argument("--repack", default="auto", choices=["auto", "on", "off"],
+                        help="CPU weight repacking (auto: on unless it crashes this CPU)")
 
 
 def _add_sampling_options(parser: argparse.ArgumentParser, *, max_tokens: int) -> None:
@@ -57,7 +59,7 @@ def _add_sampling_options(parser: argparse.ArgumentParser, *, max_tokens: int) -
 
 def _specs(args: argparse.Namespace) -> tuple[ModelSpec, ModelSpec | None, DraftSource]:
     common = dict(n_ctx=args.ctx, n_threads=args.threads, kv_type=args.kv_type,
-                  flash_attn=args.flash_attn)
+                  flash_attn=args.flash_attn, repack=args.repack)
     target = ModelSpec(args.target, n_gpu_layers=args.gpu_layers, **common)  # type: ignore[arg-type]
     if args.draft:
         draft = ModelSpec(args.draft, n_gpu_layers=args.draft_gpu_layers, **common)  # type: ignore[arg-type]

@@ -20,6 +20,7 @@ from app.core.engine import Engine
 from app.core.events import RunSummary
 from app.core.exactness import compare
 from app.core.fileio import file_sha256
+from app.core.repacking import repacking_enabled
 from app.core.sysinfo import devices, llama_cpp_version, system_info
 
 
@@ -102,6 +103,7 @@ def bench_prompt(engine: Engine, item: dict[str, str], settings: BenchSettings) 
             draft_max=settings.spec.draft_max, p_min=settings.spec.p_min,
             threads=engine.target_spec.threads(), n_ctx=engine.n_ctx,
             seed=settings.sampler.seed or 0, ignore_eos=settings.ignore_eos,
+            repack=engine.target.repacking.enabled,
         )
         row["reference_tok_s"] = round(ref.tok_s, 3)
         row["reference_acceptance_rate"] = round(ref.acceptance_rate, 4)
@@ -141,6 +143,7 @@ def lineage(target: ModelSpec, draft: ModelSpec | None, source: DraftSource,
         "llama_cpp_system_info": system_info(),
         "cpu": platform.processor() or platform.machine(),
         "threads": target.threads(),
+        "weight_repacking": repacking_enabled(target.repack).describe(),
         "gpus": gpus,
         "settings": {
             "max_tokens": settings.max_tokens,

@@ -32,6 +32,7 @@ class ModelSpec:
     n_threads: int = 0  # 0: all cores
     kv_type: str = "f16"
     flash_attn: str = "auto"  # "auto" | "on" | "off"
+    repack: str = "auto"  # CPU weight repacking: "auto" (probed, see repacking.py) | "on" | "off"
 
     def threads(self) -> int:
         return self.n_threads if self.n_threads > 0 else default_threads()

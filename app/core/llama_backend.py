@@ -20,6 +20,7 @@ from app.core.compat import VocabInfo
 from app.core.config import ModelSpec
 from app.core.errors import ContextOverflowError, ModelLoadError
 from app.core.gguf_check import validate_gguf_file
+from app.core.repacking import repacking_enabled
 
 _VOCAB_TYPE_NAMES = {
     llama_cpp.LLAMA_VOCAB_TYPE_NONE: "none",
@@ -71,6 +72,8 @@ class LlamaModel:
         params = llama_cpp.llama_model_default_params()
         params.n_gpu_layers = spec.n_gpu_layers if spec.n_gpu_layers >= 0 else 999
         params.use_mmap = True
+        self.repacking = repacking_enabled(spec.repack)
+        params.use_extra_bufts = self.repacking.enabled
         ptr = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
         if not ptr:
             raise ModelLoadError(

@@ -30,6 +30,11 @@ def data_dir() -> Path:
     return _resolve("SPECDECK_DATA_DIR", platformdirs.user_data_dir(APP_DIR_NAME))
 
 
+def cache_dir() -> Path:
+    """Verdicts and builds that can be made again (the repacking probe, the reference build)."""
+    return _resolve("SPECDECK_CACHE_DIR", platformdirs.user_cache_dir(APP_DIR_NAME))
+
+
 def model_cache_dir() -> Path:
     """PyPI-shipped test/demo models and the pairs derived from them."""
     default = os.path.join(platformdirs.user_cache_dir(APP_DIR_NAME), "models")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from app.core.errors import SpecDeckError
 from app.core.paths import model_cache_dir
+from app.core.repacking import repacking_enabled
 
 BINARY = "llama-speculative-simple"
 
@@ -91,6 +92,7 @@ def run_reference(
     n_ctx: int,
     seed: int,
     ignore_eos: bool = False,
+    repack: bool | None = None,
 ) -> ReferenceResult:
     command = [
         str(reference_binary()), "-m", str(target), "-md", str(draft),
@@ -102,6 +104,9 @@ def run_reference(
     ]
     if ignore_eos:
         command.append("--ignore-eos")
+    # the same repacking choice as SpecDeck's own contexts, so the comparison is like for like
+    use_repack = repacking_enabled().enabled if repack is None else repack
+    command.append("--repack" if use_repack else "--no-repack")
     result = subprocess.run(command, capture_output=True, text=True, errors="replace")
     log = result.stdout + result.stderr
     decoded = _DECODED.search(log)

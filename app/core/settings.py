@@ -23,6 +23,7 @@ from app.core.config import (
     SpecConfig,
 )
 from app.core.fileio import atomic_write_text
+from app.core.repacking import CHOICES as REPACK_CHOICES
 from app.core.paths import config_dir
 
 SETTINGS_FILE = "settings.json"
@@ -54,6 +55,7 @@ class Settings:
     draft_gpu_layers: int = -1
     n_ctx: int = 4096
     n_threads: int = 0  # 0: every core
+    weight_repacking: str = "auto"  # CPU weight repacking: auto (probed once), on, off
     # view
     baseline: bool = True
     colour_style: str = "colour"
@@ -93,6 +95,7 @@ class Settings:
             n_gpu_layers=self.target_gpu_layers,
             n_ctx=self.n_ctx,
             n_threads=self.n_threads,
+            repack=self.weight_repacking,
         )
 
     def draft_spec(self, path: str | None = None) -> ModelSpec:
@@ -101,11 +104,18 @@ class Settings:
             n_gpu_layers=self.draft_gpu_layers,
             n_ctx=self.n_ctx,
             n_threads=self.n_threads,
+            repack=self.weight_repacking,
         )
 
     def load_key(self) -> tuple[object, ...]:
         """Fields that need the models reloaded when they change."""
-        return (self.target_gpu_layers, self.draft_gpu_layers, self.n_ctx, self.n_threads)
+        return (
+            self.target_gpu_layers,
+            self.draft_gpu_layers,
+            self.n_ctx,
+            self.n_threads,
+            self.weight_repacking,
+        )
 
 
 # --- parsing and validation ---------------------------------------------------------------
@@ -199,6 +209,7 @@ PARSERS: dict[str, Parser] = {
     "draft_gpu_layers": _int_in(-1, 999, " (-1 offloads every layer that fits)"),
     "n_ctx": _int_in(256, 1_048_576),
     "n_threads": _int_in(0, 512, " (0 uses every core)"),
+    "weight_repacking": _choice(REPACK_CHOICES),
     "baseline": _bool,
     "colour_style": _choice(COLOUR_STYLES),
 }

@@ -10,6 +10,7 @@ from importlib.metadata import version
 import llama_cpp
 
 from app.core.llama_backend import ensure_backend
+from app.core.repacking import repacking_enabled
 
 _DEVICE_TYPES = {0: "CPU", 1: "GPU", 2: "iGPU", 3: "accelerator"}
 
@@ -91,6 +92,7 @@ def version_report(app_version: str) -> str:
         f"Python {platform.python_version()} on {platform.system()} {platform.machine()}",
         f"GPU offload available: {'yes' if gpu_offload() else 'no'}",
         f"llama.cpp system info: {system_info()}",
+        f"CPU {repacking_enabled().describe()}",
         "devices:",
     ]
     for d in devices():

@@ -40,6 +40,10 @@ HINTS = {
     "draft_gpu_layers": "-1 = every layer that fits; 0 = CPU only",
     "n_ctx": "tokens of conversation both models can hold",
     "n_threads": "0 = every core; fewer threads help on a busy machine and with tiny models",
+    "weight_repacking": (
+        "auto, on or off. auto: on unless a one-time check finds that it crashes this CPU's "
+        "llama.cpp (Intel AMX); the SPECDECK_REPACK environment variable overrides it"
+    ),
 }
 
 
@@ -99,7 +103,7 @@ class SettingsPanel(QScrollArea):
     changed = Signal(object)  # Settings
 
     SAMPLING = ("temperature", "top_k", "top_p", "min_p", "seed", "max_tokens")
-    MODELS = ("target_gpu_layers", "draft_gpu_layers", "n_ctx", "n_threads")
+    MODELS = ("target_gpu_layers", "draft_gpu_layers", "n_ctx", "n_threads", "weight_repacking")
     LABELS = {
         "temperature": "Temperature",
         "top_k": "Top-k",
@@ -113,6 +117,7 @@ class SettingsPanel(QScrollArea):
         "draft_gpu_layers": "Draft GPU layers",
         "n_ctx": "Context size",
         "n_threads": "CPU threads",
+        "weight_repacking": "Weight repacking",
     }
 
     def __init__(self, settings: Settings, parent: QWidget | None = None) -> None:

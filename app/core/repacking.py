@@ -1,0 +1,209 @@
+"""Whether llama.cpp's CPU weight repacking ("extra buffer types") is safe on this machine.
+
+Repacking lays weights out for the CPU's fastest kernels (AVX-512/AVX2 repack, Intel AMX
+tiles). It is a real speed-up, but the llama.cpp inside llama-cpp-python 0.3.36 segfaults
+in ``ggml_backend_amx_mul_mat`` on CPUs with AMX (llama.cpp issue #20824): the first matrix
+product with an AMX-type weight (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS) kills the
+process. A segfault cannot be caught, so the verdict comes from a child process that loads
+a tiny Q4_0 model with repacking on and multiplies with it; if the child dies, repacking is
+turned off. The verdict is cached per (llama.cpp build, CPU), so the probe runs once.
+
+Precedence: the environment variable ``SPECDECK_REPACK`` (``on``/``off``/``auto``), then the
+setting, then the cached or probed verdict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import platform
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from app.core.fileio import atomic_write_text
+from app.core.paths import cache_dir
+
+ENV_VAR = "SPECDECK_REPACK"
+CHOICES = ("auto", "on", "off")
+CACHE_FILE = "repacking.json"
+PROBE_TIMEOUT_S = 120.0
+_MAX_CACHE_BYTES = 64 * 1024
+_AMX_FLAGS = ("amx_tile", "amx_int8", "amx_bf16")
+
+
+@dataclass(frozen=True)
+class RepackVerdict:
+    enabled: bool
+    source: str  # "environment", "setting", "cache", "probe", "no AMX"
+    reason: str
+
+    def describe(self) -> str:
+        state = "on" if self.enabled else "off"
+        return f"weight repacking {state} ({self.source}: {self.reason})"
+
+
+def _cpu_flags() -> set[str] | None:
+    """CPU feature flags from /proc/cpuinfo (Linux); None where they cannot be read."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            text = handle.read(4 * 1024 * 1024)
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.partition(":")[2].split())
+    return None
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle.read(1024 * 1024).splitlines():
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _llama_build() -> str:
+    try:
+        llama_version = version("llama_cpp_python")
+    except PackageNotFoundError:
+        llama_version = "unknown"
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info()
+    return f"{llama_version}|{info.decode('utf-8', 'replace') if info else ''}"
+
+
+def fingerprint() -> str:
+    """Identifies (llama.cpp build, CPU): a verdict holds only for the pair it was made on."""
+    flags = _cpu_flags()
+    parts = [platform.machine(), _cpu_name(), " ".join(sorted(flags or ())), _llama_build()]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+def _cache_path() -> Path:
+    return cache_dir() / CACHE_FILE
+
+
+def _read_cache() -> dict[str, dict[str, object]]:
+    path = _cache_path()
+    try:
+        if path.stat().st_size > _MAX_CACHE_BYTES:
+            return {}
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, dict)}
+
+
+def _write_cache(key: str, verdict: RepackVerdict) -> None:
+    cache = _read_cache()
+    cache[key] = {"enabled": verdict.enabled, "reason": verdict.reason}
+    try:
+        atomic_write_text(_cache_path(), json.dumps(cache, indent=1))
+    except OSError:
+        pass  # the verdict still holds for this process; the probe runs again next time
+
+
+def _probe_child(model_dir: str) -> None:
+    """Runs in the child: a real AMX-type matrix product with repacking on."""
+    from app.core.config import ModelSpec
+    from app.core.llama_backend import LlamaContext, LlamaModel
+    from app.core.modelcache import quantize
+    from app.core.synthetic import TinyShape, write_tiny_llama
+
+    # 256-wide rows satisfy both the Q4_0 (32) and the K-quant (256) tile alignment
+    shape = TinyShape(n_embd=256, n_layer=1, n_head=4, n_head_kv=4, n_ff=512, n_ctx=64)
+    source = write_tiny_llama(Path(model_dir) / "probe.gguf", shape=shape)
+    quantized = quantize(source, "Q4_0", threads=1)
+    spec = ModelSpec(str(quantized), n_ctx=64, n_threads=2, repack="on")
+    model = LlamaModel(spec)
+    ctx = LlamaContext(model, spec, n_batch=32)
+    ctx.decode(list(range(3, 19)), logits="all")  # a batch: the AMX matrix-matrix kernel
+    ctx.decode([20], logits="last")  # one token: the matrix-vector path
+    ctx.close()
+    model.close()
+
+
+def run_probe(
+    child: Callable[[str], None] = _probe_child, timeout_s: float = PROBE_TIMEOUT_S
+) -> tuple[bool, str]:
+    """Run ``child`` in a fresh process; (survived, what happened)."""
+    spawn = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="specdeck-probe-") as work:
+        process = spawn.Process(target=child, args=(work,), name="specdeck-repack-probe")
+        process.start()
+        process.join(timeout_s)
+        if process.is_alive():
+            process.kill()
+            process.join()
+            return False, f"the probe did not finish within {timeout_s:.0f} s"
+        code = process.exitcode
+    if code == 0:
+        return True, "a repacked Q4_0 matrix product ran in a child process"
+    if code is not None and code < 0:
+        return False, f"a repacked Q4_0 matrix product crashed a child process (signal {-code})"
+    return False, f"the repacking probe failed in a child process (exit code {code})"
+
+
+def _forced(value: str | None, source: str) -> RepackVerdict | None:
+    choice = (value or "auto").strip().lower()
+    if choice == "on":
+        return RepackVerdict(True, source, f"forced on by {source}")
+    if choice == "off":
+        return RepackVerdict(False, source, f"forced off by {source}")
+    return None
+
+
+_decided: RepackVerdict | None = None
+
+
+def decide(
+    setting: str = "auto",
+    *,
+    probe: Callable[[], tuple[bool, str]] = run_probe,
+    cpu_flags: Callable[[], set[str] | None] = _cpu_flags,
+    machine: str | None = None,
+) -> RepackVerdict:
+    """The verdict: environment, then setting, then the cached verdict, then a probe."""
+    forced = _forced(os.environ.get(ENV_VAR), f"${ENV_VAR}") or _forced(setting, "setting")
+    if forced is not None:
+        return forced
+    machine = machine or platform.machine()
+    if machine.lower() not in ("x86_64", "amd64", "x86", "i386", "i686"):
+        return RepackVerdict(True, "no AMX", f"{machine} CPUs have no Intel AMX")
+    flags = cpu_flags()
+    if flags is not None and not flags.intersection(_AMX_FLAGS):
+        return RepackVerdict(True, "no AMX", "this CPU has no AMX tiles")
+    key = fingerprint()
+    cached = _read_cache().get(key)
+    if cached is not None and isinstance(cached.get("enabled"), bool):
+        reason = cached.get("reason")
+        return RepackVerdict(
+            bool(cached["enabled"]), "cache", reason[:200] if isinstance(reason, str) else ""
+        )
+    survived, reason = probe()
+    verdict = RepackVerdict(survived, "probe", reason)
+    _write_cache(key, verdict)
+    return verdict
+
+
+def repacking_enabled(setting: str = "auto") -> RepackVerdict:
+    """The verdict, decided once per process for the automatic case."""
+    global _decided
+    forced = _forced(os.environ.get(ENV_VAR), f"${ENV_VAR}") or _forced(setting, "setting")
+    if forced is not None:
+        return forced
+    if _decided is None:
+        _decided = decide("auto")
+    return _decided
