@@ -14,6 +14,7 @@ setting, then the cached or probed verdict.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import multiprocessing
@@ -109,10 +110,9 @@ def _read_cache() -> dict[str, dict[str, object]]:
 def _write_cache(key: str, verdict: RepackVerdict) -> None:
     cache = _read_cache()
     cache[key] = {"enabled": verdict.enabled, "reason": verdict.reason}
-    try:
+    # if it cannot be stored, the verdict still holds for this process and is probed again later
+    with contextlib.suppress(OSError):
         atomic_write_text(_cache_path(), json.dumps(cache, indent=1))
-    except OSError:
-        pass  # the verdict still holds for this process; the probe runs again next time
 
 
 def _probe_child(model_dir: str) -> None:

@@ -95,9 +95,12 @@ def test_a_hostile_cache_file_is_ignored(cache):
     )
     assert (verdict.enabled, verdict.source) == (True, "probe")
     cache.write_text("[" * 100_000)
-    assert repacking.decide(
-        probe=lambda: (False, "probed"), cpu_flags=lambda: AMX_CPU, machine="x86_64"
-    ).enabled is False
+    assert (
+        repacking.decide(
+            probe=lambda: (False, "probed"), cpu_flags=lambda: AMX_CPU, machine="x86_64"
+        ).enabled
+        is False
+    )
 
 
 def test_the_model_loads_with_the_chosen_setting(tmp_path):
