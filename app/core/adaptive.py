@@ -5,6 +5,12 @@ yields ``(1 - a**(k+1)) / (1 - a)`` tokens on average (Leviathan et al. 2023). I
 ``k`` draft passes plus one target pass over ``k + 1`` tokens. Both costs are measured as
 the run goes, so the controller adapts to the pair, the device and the prompt, instead of
 being tuned to any one of them.
+
+Speculation collapses in two ways: the draft disagrees (acceptance below break-even), or the
+draft agrees but costs too much (a draft pass close to a target pass). The guard judges the
+*whole* step — draft passes, catch-up, verification and host time — against target-only
+decoding, and while it is paused nothing is paid for the draft: no pass, no catch-up. It
+probes again after a number of tokens that doubles each time a probe fails.
 """
 
 from __future__ import annotations
@@ -31,23 +37,20 @@ class _Ema:
         )
 
 
-class CostModel:
-    """Measured per-pass costs: draft pass, and target pass as a line in batch size."""
+class BatchCost:
+    """Milliseconds of one pass as a line in its batch size, from an EMA per measured size."""
 
     def __init__(self) -> None:
-        self.draft_ms = _Ema()
-        self._verify: dict[int, _Ema] = {}
+        self._by_size: dict[int, _Ema] = {}
 
-    def observe_draft(self, ms_per_token: float) -> None:
-        self.draft_ms.update(ms_per_token)
-
-    def observe_verify(self, n_tokens: int, ms: float) -> None:
-        self._verify.setdefault(n_tokens, _Ema()).update(ms)
+    def observe(self, n_tokens: int, ms: float) -> None:
+        self._by_size.setdefault(n_tokens, _Ema()).update(ms)
 
     def _known(self) -> dict[int, float]:
-        return {n: e.value for n, e in self._verify.items() if e.value is not None}
+        return {n: e.value for n, e in self._by_size.items() if e.value is not None}
 
-    def _line(self, known: dict[int, float]) -> tuple[float, float, float]:
+    @staticmethod
+    def _line(known: dict[int, float]) -> tuple[float, float, float]:
         """Least-squares line through the measured batch sizes: (mean x, mean y, slope >= 0)."""
         xs, ys = list(known.keys()), list(known.values())
         mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
@@ -56,7 +59,7 @@ class CostModel:
         slope = covariance / var if var else 0.0
         return mean_x, mean_y, max(slope, 0.0)
 
-    def verify_ms(self, n_tokens: int) -> float | None:
+    def ms(self, n_tokens: int) -> float | None:
         known = self._known()
         if not known:
             return None
@@ -67,33 +70,88 @@ class CostModel:
         mean_x, mean_y, slope = self._line(known)
         return max(mean_y + slope * (n_tokens - mean_x), 1e-3)
 
-    def marginal_verify_ms(self) -> float:
-        """Extra target time for one more token in the verification batch."""
+    def marginal(self) -> float:
+        """Extra time for one more token in the batch."""
         known = self._known()
         return self._line(known)[2] if len(known) > 1 else 0.0
 
+    @property
+    def ready(self) -> bool:
+        return bool(self._by_size)
+
+
+class CostModel:
+    """Measured per-pass costs of the target and the draft, each a line in batch size.
+
+    A property of the pair and the device, so the engine keeps one across requests. The
+    draft's catch-up (the tokens the target produced since the draft last ran) is a draft
+    pass over several tokens, measured as such, so a long catch-up after a pause or a new
+    chat turn never inflates the cost of a single draft pass.
+    """
+
+    def __init__(self) -> None:
+        self.verify = BatchCost()
+        self.draft = BatchCost()
+
+    def observe_draft(self, ms_per_token: float) -> None:
+        """One single-token draft pass."""
+        self.draft.observe(1, ms_per_token)
+
+    def observe_draft_pass(self, n_tokens: int, ms: float) -> None:
+        self.draft.observe(n_tokens, ms)
+
+    def observe_verify(self, n_tokens: int, ms: float) -> None:
+        self.verify.observe(n_tokens, ms)
+
+    def verify_ms(self, n_tokens: int) -> float | None:
+        return self.verify.ms(n_tokens)
+
+    def draft_ms(self, n_tokens: int = 1) -> float | None:
+        return self.draft.ms(n_tokens)
+
+    def marginal_verify_ms(self) -> float:
+        return self.verify.marginal()
+
+    def ready(self) -> bool:
+        return self.draft.ready and self.verify.ready
+
+    def draft_cost_fraction(self) -> float | None:
+        """A single draft pass as a fraction of a single target pass."""
+        single, draft = self.verify_ms(1), self.draft_ms(1)
+        if single is None or draft is None or single <= 0:
+            return None
+        return draft / single
+
     def keep_drafting_threshold(self) -> float:
-        """Drafting token i pays off while P(tokens 1..i all accepted) exceeds this.
+        """Paying one more draft pass is worth it while P(all accepted so far) exceeds this.
 
         An accepted token saves one single-token target pass; drafting it costs one draft
         pass plus its share of the verification batch.
         """
-        single = self.verify_ms(1)
-        if single is None or self.draft_ms.value is None:
+        single, draft = self.verify_ms(1), self.draft_ms(1)
+        if single is None or draft is None:
             return 0.0
-        return min((self.draft_ms.value + self.marginal_verify_ms()) / single, 1.0)
+        return min((draft + self.marginal_verify_ms()) / single, 1.0)
 
-    def ready(self) -> bool:
-        return self.draft_ms.value is not None and bool(self._verify)
+    def include_threshold(self) -> float:
+        """A token already drafted is worth verifying while P(all accepted) exceeds this."""
+        single = self.verify_ms(1)
+        if single is None:
+            return 0.0
+        return min(self.marginal_verify_ms() / single, 1.0)
 
     def speedup(self, acceptance: float, k: int) -> float:
         """Expected tokens/sec of speculation with draft length k over target-only decoding."""
         single = self.verify_ms(1)
         step = self.verify_ms(k + 1)
-        if single is None or step is None or self.draft_ms.value is None:
+        draft = self.draft_ms(1)
+        if single is None or step is None or draft is None:
             return 1.0
-        cost = k * self.draft_ms.value + step
+        cost = k * draft + step
         return expected_tokens(acceptance, k) * single / cost
+
+    def best_speedup(self, acceptance: float, k_max: int) -> float:
+        return max((self.speedup(acceptance, k) for k in range(1, max(k_max, 1) + 1)), default=1)
 
     def break_even(self, k: int) -> float:
         """Smallest per-token acceptance at which draft length k beats the target alone."""
@@ -111,38 +169,142 @@ class CostModel:
         return high
 
 
+# Upper edges of the draft-confidence bins the calibration learns acceptance for.
+_CONFIDENCE_EDGES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.97, 1.01)
+_PRIOR_WEIGHT = 2.0  # pseudo-observations at the bin's own confidence before evidence
+_BIN_MEMORY = 400.0  # older evidence fades once a bin has seen this many tokens
+
+
+class ConfidenceCalibration:
+    """P(a draft token is accepted | the draft's confidence in it), learned per pair.
+
+    A draft's top probability is not its acceptance rate: a quantized copy of the target is
+    often right with a spread distribution (accepted at confidence 0.4), a foreign draft can
+    be confidently wrong. Each bin starts at its own confidence and moves to what is
+    observed, so drafting is neither timid where the draft is right nor bold where it is not.
+    """
+
+    def __init__(self) -> None:
+        self._accepted = [0.0] * len(_CONFIDENCE_EDGES)
+        self._judged = [0.0] * len(_CONFIDENCE_EDGES)
+
+    @staticmethod
+    def _bin(confidence: float) -> int:
+        for index, edge in enumerate(_CONFIDENCE_EDGES):
+            if confidence < edge:
+                return index
+        return len(_CONFIDENCE_EDGES) - 1
+
+    @staticmethod
+    def _centre(index: int) -> float:
+        low = _CONFIDENCE_EDGES[index - 1] if index else 0.0
+        return min((low + _CONFIDENCE_EDGES[index]) / 2, 0.99)
+
+    def observe(self, confidence: float, accepted: bool) -> None:
+        index = self._bin(confidence)
+        if self._judged[index] >= _BIN_MEMORY:
+            self._judged[index] /= 2
+            self._accepted[index] /= 2
+        self._judged[index] += 1.0
+        self._accepted[index] += 1.0 if accepted else 0.0
+
+    def acceptance(self, confidence: float) -> float:
+        index = self._bin(confidence)
+        prior = self._centre(index)
+        hits = self._accepted[index] + _PRIOR_WEIGHT * prior
+        return hits / (self._judged[index] + _PRIOR_WEIGHT)
+
+    @property
+    def evidence(self) -> float:
+        return sum(self._judged)
+
+
+class Economics:
+    """Realised tokens per millisecond of drafting steps against target-only steps."""
+
+    def __init__(self, window: int) -> None:
+        self._spec: deque[tuple[int, float]] = deque(maxlen=window)
+        self.base_ms = _Ema(alpha=0.1)  # one target-only token, whole step
+        self.host_ms = _Ema(alpha=0.1)  # a step's time outside llama_decode
+
+    def observe_speculative(self, tokens: int, ms: float) -> None:
+        self._spec.append((tokens, ms))
+
+    def observe_target_only(self, ms: float) -> None:
+        self.base_ms.update(ms)
+
+    def clear(self) -> None:
+        self._spec.clear()
+
+    @property
+    def steps(self) -> int:
+        return len(self._spec)
+
+    def ratio(self, costs: CostModel) -> float | None:
+        """Measured speed of drafting steps over target-only decoding (1.0 = break-even)."""
+        tokens = sum(t for t, _ in self._spec)
+        ms = sum(m for _, m in self._spec)
+        base = self.base_ms.value
+        if base is None:
+            single = costs.verify_ms(1)
+            if single is None:
+                return None
+            base = single + (self.host_ms.value or 0.0)
+        if ms <= 0 or tokens <= 0:
+            return None
+        return (tokens / ms) * base
+
+
+@dataclass(frozen=True)
+class GuardMemory:
+    """What a request leaves for the next one on the same pair: a pause for cost persists
+    (the draft's price is a property of the pair), a pause for disagreement does not."""
+
+    paused_for_cost: bool
+    probe_in: int
+    failed_probes: int
+    acceptance: float | None
+
+
+@dataclass(frozen=True)
+class PauseDecision:
+    reason: str  # "disagreement" or "cost"
+    acceptance: float
+    break_even: float
+    speed_ratio: float | None
+    draft_cost_fraction: float | None
+    probe_in: int  # target-only tokens before the draft is probed again
+
+
 class DraftController:
     """Chooses the next draft length and decides when speculation should pause."""
 
-    def __init__(self, config: SpecConfig, costs: CostModel | None = None) -> None:
+    def __init__(
+        self,
+        config: SpecConfig,
+        costs: CostModel | None = None,
+        calibration: ConfidenceCalibration | None = None,
+    ) -> None:
         self.config = config
         self.costs = costs or CostModel()
+        self.calibration = calibration or ConfidenceCalibration()
         self.acceptance = _Ema(value=0.8, alpha=0.15)  # per drafted token, optimistic prior
         self._window: deque[tuple[int, int]] = deque(maxlen=config.guard_window)
+        self.economics = Economics(config.guard_window)
         self.paused = False
         self._paused_tokens = 0
+        self._failed_probes = 0
+        self.probe_in = config.probe_every
         self.draft_len = config.draft_max
-        # (draft confidence, accepted?) of recently judged draft tokens, for calibration
-        self._judged: deque[tuple[float, bool]] = deque(maxlen=128)
+        self.last_pause: PauseDecision | None = None
+
+    # --- what the draft said and what was accepted -----------------------------------------
 
     def observe_confidences(self, confidences: list[float | None], accepted: int) -> None:
-        """Record how the draft's own top probability compared with what was accepted."""
+        """Record how the draft's own confidence compared with what was accepted."""
         for index, confidence in enumerate(confidences[: accepted + 1]):
             if confidence is not None:
-                self._judged.append((confidence, index < accepted))
-
-    @property
-    def calibration(self) -> float:
-        """Observed acceptance over predicted confidence (1.0 until there is evidence)."""
-        if len(self._judged) < 16:
-            return 1.0
-        predicted = sum(c for c, _ in self._judged)
-        observed = sum(1 for _, ok in self._judged if ok)
-        return min(max(observed / predicted, 0.5), 1.5) if predicted > 0 else 1.0
-
-    def keep_drafting_threshold(self) -> float:
-        """Cumulative-confidence threshold for confidence-driven adaptive drafting."""
-        return self.costs.keep_drafting_threshold() if self.config.adaptive else 0.0
+                self.calibration.observe(confidence, index < accepted)
 
     def observe_step(self, drafted: int, accepted: int) -> None:
         if drafted <= 0:
@@ -152,19 +314,38 @@ class DraftController:
         self.acceptance.update(accepted / tried)
         self._window.append((accepted, tried))
 
+    def observe_step_cost(
+        self, *, paid_draft: bool, tokens: int, ms: float, host_ms: float
+    ) -> None:
+        """A whole step's wall time: drafting steps against target-only steps."""
+        self.economics.host_ms.update(host_ms)
+        if paid_draft:
+            self.economics.observe_speculative(tokens, ms)
+        else:
+            self.economics.observe_target_only(ms / max(tokens, 1))
+
     @property
     def rolling_acceptance(self) -> float:
         """Per-token agreement over the recent window: accepted / tokens actually judged."""
         tried = sum(t for _, t in self._window)
         return sum(a for a, _ in self._window) / tried if tried else 0.0
 
+    # --- drafting decisions ------------------------------------------------------------------
+
+    def keep_drafting_threshold(self) -> float:
+        """Cumulative-acceptance threshold for paying one more draft pass (adaptive only)."""
+        return self.costs.keep_drafting_threshold() if self.config.adaptive else 0.0
+
+    def include_threshold(self) -> float:
+        return self.costs.include_threshold() if self.config.adaptive else 0.0
+
     def next_draft_len(self, *, confidence_driven: bool = False) -> int:
         """Draft length for the next block.
 
         A draft model reports its confidence per token, so adaptive drafting stops on the
-        measured economics token by token (``keep_drafting_threshold``) and this only gives
-        the ceiling. Prompt lookup has no confidence: the length maximising expected tokens
-        per unit of measured cost is chosen instead.
+        measured economics token by token and this only gives the ceiling. Prompt lookup has
+        no confidence: the length maximising expected tokens per unit of measured cost is
+        chosen instead.
         """
         cfg = self.config
         if not cfg.adaptive or not self.costs.ready() or confidence_driven:
@@ -182,23 +363,67 @@ class DraftController:
     def break_even(self) -> float:
         return self.costs.break_even(max(self.draft_len, 1))
 
+    # --- the guard -----------------------------------------------------------------------------
+
+    def _pause(self, reason: str, ratio: float | None) -> PauseDecision:
+        self.paused = True
+        self._paused_tokens = 0
+        self.probe_in = min(self.config.probe_every * 2**self._failed_probes, 1024)
+        self._failed_probes += 1
+        self.last_pause = PauseDecision(
+            reason,
+            self.rolling_acceptance,
+            self.break_even(),
+            ratio,
+            self.costs.draft_cost_fraction(),
+            self.probe_in,
+        )
+        return self.last_pause
+
     def should_pause(self) -> bool:
-        """After a verification step: has agreement collapsed below break-even?"""
-        if not self.config.collapse_guard or self.paused:
-            return False
-        if len(self._window) < self._window.maxlen or not self.costs.ready():  # type: ignore[operator]
-            return False
-        if self.rolling_acceptance < self.break_even():
+        """After a drafting step: did agreement collapse, or does drafting cost more than it
+        saves?"""
+        return self.check_pause() is not None
+
+    def check_pause(self) -> PauseDecision | None:
+        if not self.config.collapse_guard or self.paused or not self.costs.ready():
+            return None
+        window = self._window.maxlen or 1
+        if len(self._window) >= window and self.rolling_acceptance < self.break_even():
+            return self._pause("disagreement", self.economics.ratio(self.costs))
+        ratio = self.economics.ratio(self.costs)
+        steps = self.economics.steps
+        if ratio is not None and (
+            (steps >= 3 and ratio < 0.8) or (steps >= max(window, 3) and ratio < 1.0)
+        ):
+            # slow because the draft disagrees, or because it costs too much while agreeing
+            disagrees = bool(self._window) and self.rolling_acceptance < self.break_even()
+            return self._pause("disagreement" if disagrees else "cost", ratio)
+        if steps >= max(window, 3):
+            self._failed_probes = 0  # drafting pays: the next pause starts from a short probe
+        return None
+
+    def snapshot(self) -> GuardMemory:
+        cost = self.paused and self.last_pause is not None and self.last_pause.reason == "cost"
+        return GuardMemory(cost, self.probe_in, self._failed_probes, self.acceptance.value)
+
+    def restore(self, memory: GuardMemory | None) -> None:
+        if memory is None:
+            return
+        if memory.acceptance is not None:
+            self.acceptance.value = memory.acceptance
+        self._failed_probes = memory.failed_probes
+        if memory.paused_for_cost and self.config.collapse_guard:
             self.paused = True
             self._paused_tokens = 0
-            return True
-        return False
+            self.probe_in = memory.probe_in
 
     def tick_paused(self) -> bool:
         """Count one target-only token while paused; True when it is time to probe again."""
         self._paused_tokens += 1
-        if self._paused_tokens >= self.config.probe_every:
+        if self._paused_tokens >= self.probe_in:
             self.paused = False
             self._window.clear()
+            self.economics.clear()
             return True
         return False

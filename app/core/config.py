@@ -45,6 +45,9 @@ class SamplerConfig:
     top_p: float = 0.95
     min_p: float = 0.05
     seed: int | None = None
+    # the random number for context position i depends only on (seed, i): seeded sampling
+    # under sample-and-match then reproduces seeded target-only sampling token for token
+    position_keyed: bool = True
 
     @property
     def greedy(self) -> bool:
@@ -62,6 +65,7 @@ class SpecConfig:
     guard_window: int = 8  # verification steps in the rolling acceptance window
     probe_every: int = 16  # target-only tokens before the draft is probed again
     ngram_n: int = 3  # longest n-gram to match for prompt-lookup drafting
+    ngram_first: bool = True  # with a draft model: free prompt-lookup drafts go first
 
 
 @dataclass(frozen=True)

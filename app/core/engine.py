@@ -13,12 +13,18 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
-import numpy as np
-
-from app.core.adaptive import CostModel, DraftController
+from app.core.adaptive import ConfidenceCalibration, CostModel, DraftController, GuardMemory
 from app.core.chat import ChatFormatter, Message
 from app.core.compat import check_compatible
 from app.core.config import DraftSource, GenerationRequest, ModelSpec
+from app.core.drafting import (
+    CombinedDrafter,
+    DraftBlock,
+    Drafter,
+    DraftLimits,
+    ModelDrafter,
+    NgramDrafter,
+)
 from app.core.errors import ContextOverflowError
 from app.core.events import (
     Event,
@@ -29,10 +35,11 @@ from app.core.events import (
     TextTail,
 )
 from app.core.llama_backend import LlamaContext, LlamaModel
+from app.core.randomness import Randomness
 from app.core.run_stats import RunClock
 from app.core.sampling import top_two_margin
 from app.core.textstream import TextStream
-from app.core.verify import Drafter, Verifier
+from app.core.verify import Verifier
 
 CancelCheck = Callable[[], bool]
 
@@ -68,7 +75,10 @@ class Engine:
             raise
         self._base_ctx: LlamaContext | None = None
         self._warm_up()
-        self.costs = CostModel()  # a property of pair and device, so it outlives a request
+        # properties of the pair and the device, so they outlive a request
+        self.costs = CostModel()
+        self.calibration = ConfidenceCalibration()
+        self._guard_memory: dict[str, GuardMemory | None] = {}
         bos = self.target.token_text(self.target.bos) if self.target.add_bos else ""
         eos = self.target.token_text(self.target.eos)
         self.formatter = ChatFormatter(self.target.chat_template(), bos_text=bos, eos_text=eos)
@@ -132,6 +142,24 @@ class Engine:
 
     # --- generation ---------------------------------------------------------------------
 
+    def _drafter(self, request: GenerationRequest, randomness: Randomness) -> Drafter:
+        lookup = NgramDrafter(request.spec)
+        if self.draft_ctx is None or self.draft_source is not DraftSource.MODEL:
+            return lookup
+        model = ModelDrafter(
+            self.draft_ctx,
+            sampler=request.sampler,
+            spec=request.spec,
+            randomness=randomness,
+            costs=self.costs,
+            calibration=self.calibration,
+            target_vocab=self.target.n_vocab,
+            want_probs=request.token_probs,
+        )
+        if not request.spec.ngram_first:
+            return model
+        return CombinedDrafter(NgramDrafter(request.spec, min_match=2), model)
+
     def generate(self, request: GenerationRequest, cancel: CancelCheck = _never) -> Iterator[Event]:
         """Run one request; yields events and ends with a ``RunSummary``."""
         prompt = list(request.prompt_tokens)
@@ -142,17 +170,23 @@ class Engine:
             raise ContextOverflowError(len(prompt) + 1, ctx.n_ctx)
         contexts = [ctx] + ([self.draft_ctx] if request.speculative and self.draft_ctx else [])
         clock = RunClock(contexts, mode="speculative" if request.speculative else "baseline")
+        sampler = request.sampler
+        randomness = Randomness(sampler.seed, position_keyed=sampler.position_keyed)
 
         reused = min(ctx.common_prefix(prompt), len(prompt) - 1)
         ctx.truncate(reused)
         ctx.decode(prompt[reused:-1], logits="none")
+        drafter = self._drafter(request, randomness) if request.speculative else None
+        if drafter is not None:
+            drafter.prefill(prompt)
         yield PrefillEvent(len(prompt), reused, clock.prefill_done())
 
-        rng = np.random.default_rng(request.sampler.seed)
-        controller = DraftController(request.spec, self.costs)
-        drafter = Drafter(self, request, rng) if request.speculative else None
+        controller = DraftController(request.spec, self.costs, self.calibration)
+        memory_key = drafter.name if drafter is not None else ""
+        controller.restore(self._guard_memory.get(memory_key))
         verifier = Verifier(
-            self.target, request.sampler, rng, request.spec.rule, want_probs=request.token_probs
+            self.target.n_vocab, sampler, randomness, request.spec.rule,
+            want_probs=request.token_probs,
         )
         stream = TextStream(request.stop)
         committed = list(prompt)
@@ -171,25 +205,27 @@ class Engine:
                 stop = StopReason.CONTEXT_FULL
                 break
             step_began = time.perf_counter()
-            want = 0
+            decode_before = clock.decode_s()
+            block: DraftBlock | None = None
             if drafter is not None and not controller.paused:
                 ceiling = controller.next_draft_len(confidence_driven=drafter.confidence_driven)
                 want = min(ceiling, remaining - 1, room)
-            block = None
-            if drafter is not None and want > 0:
-                block = drafter.draft(
-                    committed,
-                    want,
-                    threshold=controller.keep_drafting_threshold(),
-                    calibration=controller.calibration,
-                )
+                if want > 0:
+                    block = drafter.propose(
+                        committed,
+                        DraftLimits(
+                            want,
+                            keep_drafting=controller.keep_drafting_threshold(),
+                            include=controller.include_threshold(),
+                        ),
+                    )
             drafts = block.tokens if block else []
 
             verify_began = time.perf_counter()
             ctx.decode([committed[-1], *drafts], logits="all" if drafts else "last")
             verify_ms = (time.perf_counter() - verify_began) * 1000.0
             self.costs.observe_verify(len(drafts) + 1, verify_ms)
-            outcome = verifier.judge(ctx, block)
+            outcome = verifier.judge(ctx, block, len(committed))
 
             finished = None
             for produced in outcome.tokens:
@@ -210,12 +246,27 @@ class Engine:
                     finished = StopReason.MAX_TOKENS
                     break
 
+            step_ms = (time.perf_counter() - step_began) * 1000.0
+            host_ms = max(step_ms - (clock.decode_s() - decode_before) * 1000.0, 0.0)
+            paid = block is not None and (block.passes > 0 or bool(drafts))
+            if block is not None and drafter is not None:
+                drafter.observe(block, outcome.accepted)
+                clock.count_draft_passes(block.passes)
+            if paid and block is not None:
+                # a long catch-up (after a pause or a new turn) is a one-off, not a step cost
+                step_cost = step_ms - block.catch_up_ms + self._steady_catch_up_ms(block)
+                controller.observe_step_cost(
+                    paid_draft=True, tokens=len(outcome.tokens), ms=step_cost, host_ms=host_ms
+                )
+            elif drafter is not None:
+                controller.observe_step_cost(
+                    paid_draft=False, tokens=len(outcome.tokens), ms=step_ms, host_ms=host_ms
+                )
             if drafts and block is not None:
-                self.costs.observe_draft(block.ms / max(block.passes, 1))
                 controller.observe_step(len(drafts), outcome.accepted)
                 controller.observe_confidences(block.confidences, outcome.accepted)
                 draft_ms = block.ms
-                other_ms = (time.perf_counter() - step_began) * 1000.0 - draft_ms - verify_ms
+                other_ms = step_ms - draft_ms - verify_ms
                 yield StepEvent(
                     step=step,
                     drafted=len(drafts),
@@ -228,23 +279,51 @@ class Engine:
                     break_even=controller.break_even(),
                 )
                 clock.count_step(len(drafts), outcome.accepted)
-                if controller.should_pause():
+            if paid:
+                decision = controller.check_pause()
+                if decision is not None:
+                    clock.count_pause()
                     yield GuardEvent(
-                        True, controller.rolling_acceptance, controller.break_even(), step
+                        True,
+                        decision.acceptance,
+                        decision.break_even,
+                        step,
+                        reason=decision.reason,
+                        speed_ratio=decision.speed_ratio,
+                        draft_cost_fraction=decision.draft_cost_fraction,
+                        probe_in=decision.probe_in,
                     )
             elif drafter is not None and controller.paused and controller.tick_paused():
                 yield GuardEvent(
-                    False, controller.rolling_acceptance, controller.break_even(), step
+                    False,
+                    controller.rolling_acceptance,
+                    controller.break_even(),
+                    step,
+                    reason="probe",
                 )
             clock.count_pass()
             step += 1
             if finished is not None:
                 stop = finished
                 break
+        self._guard_memory[memory_key] = controller.snapshot()
         tail = stream.flush()
         if tail:
             yield TextTail(tail)
-        yield clock.summary(stop, stream.text, committed[len(prompt) :])
+        yield clock.summary(
+            stop,
+            stream.text,
+            committed[len(prompt) :],
+            position_keyed=sampler.position_keyed and not sampler.greedy,
+            temperature=sampler.temperature,
+            rule=request.spec.rule.value if request.speculative else "",
+        )
+
+    def _steady_catch_up_ms(self, block: DraftBlock) -> float:
+        if block.catch_up <= 2:
+            return block.catch_up_ms
+        steady = self.costs.draft_ms(2)
+        return block.catch_up_ms if steady is None else min(steady, block.catch_up_ms)
 
     # --- exactness ------------------------------------------------------------------------
 

@@ -59,19 +59,41 @@ class StepEvent:
 
 @dataclass(frozen=True)
 class GuardEvent:
+    """Drafting paused (or resumed) by the collapse guard, with the measured reason."""
+
     paused: bool
-    acceptance: float
-    break_even: float
+    acceptance: float  # per-token agreement over the guard's window
+    break_even: float  # agreement below which drafting costs more than it saves
     step: int
+    reason: str = "disagreement"  # "disagreement" | "cost" | "probe"
+    speed_ratio: float | None = None  # measured drafting speed / target-only speed
+    draft_cost_fraction: float | None = None  # one draft pass / one target pass
+    probe_in: int = 0  # target-only tokens before the draft is probed again
 
     @property
     def message(self) -> str:
-        if self.paused:
-            return (
-                f"draft agreement {self.acceptance:.0%} is below break-even "
-                f"{self.break_even:.0%}; decoding with the target alone"
+        if not self.paused:
+            return "probing the draft again"
+        probe = f"probing again in {self.probe_in} tokens" if self.probe_in else "probing later"
+        if self.reason == "cost":
+            cost = (
+                f"the draft costs {self.draft_cost_fraction:.0%} of a target pass"
+                if self.draft_cost_fraction is not None
+                else "drafting costs more than it saves"
             )
-        return f"probing the draft again (agreement {self.acceptance:.0%})"
+            speed = (
+                f", drafting ran at {self.speed_ratio:.2f}× of target-only speed"
+                if self.speed_ratio is not None
+                else ""
+            )
+            return (
+                f"drafting paused: {cost}{speed}, so it cannot pay at this agreement "
+                f"({self.acceptance:.1%}); {probe}"
+            )
+        return (
+            f"drafting paused: draft agreement {self.acceptance:.1%} is below break-even "
+            f"{self.break_even:.1%}; decoding with the target alone, {probe}"
+        )
 
 
 @dataclass(frozen=True)
@@ -100,6 +122,24 @@ class RunSummary:
     accepted: int
     token_ids: tuple[int, ...] = field(default=(), repr=False)
     text: str = field(default="", repr=False)
+    draft_passes: int = 0  # draft-model passes paid (0 for prompt lookup and the baseline)
+    guard_pauses: int = 0  # times the collapse guard paused drafting
+    position_keyed: bool = False  # sampled with position-keyed randomness (see randomness.py)
+    temperature: float = 0.0
+    rule: str = ""  # acceptance rule of a speculative run
+
+    @property
+    def tokens_per_pass(self) -> float:
+        """Tokens per target pass, the bonus token included (vLLM's mean acceptance length)."""
+        passes = self.target_passes_per_token * self.tokens
+        return self.tokens / passes if passes > 0 else 0.0
+
+    @property
+    def host_ms_per_token(self) -> float:
+        """Wall time outside llama_decode per generated token, in milliseconds."""
+        if self.tokens <= 0:
+            return 0.0
+        return max(self.elapsed_s - self.decode_s, 0.0) * 1000.0 / self.tokens
 
     @property
     def overhead_fraction(self) -> float:

@@ -25,6 +25,18 @@ class RunClock:
         self.steps = 0
         self.drafted = 0
         self.accepted = 0
+        self.draft_passes = 0
+        self.pauses = 0
+
+    def decode_s(self) -> float:
+        """Seconds inside llama_decode so far (all contexts of this run)."""
+        return sum(c.decode_s for c in self._contexts) - self._decode_at_start
+
+    def count_draft_passes(self, passes: int) -> None:
+        self.draft_passes += passes
+
+    def count_pause(self) -> None:
+        self.pauses += 1
 
     def prefill_done(self) -> float:
         """Mark the end of prompt processing; returns its duration in ms."""
@@ -58,7 +70,16 @@ class RunClock:
     def count_pass(self) -> None:
         self.passes += 1
 
-    def summary(self, stop: StopReason, text: str, token_ids: Sequence[int]) -> RunSummary:
+    def summary(
+        self,
+        stop: StopReason,
+        text: str,
+        token_ids: Sequence[int],
+        *,
+        position_keyed: bool = False,
+        temperature: float = 0.0,
+        rule: str = "",
+    ) -> RunSummary:
         ended = time.perf_counter()
         begin = self.generation_started or self.started
         generation_s = max(ended - begin, 1e-9)
@@ -76,10 +97,15 @@ class RunClock:
             p50_itl_ms=float(np.percentile(gaps, 50)),
             p95_itl_ms=float(np.percentile(gaps, 95)),
             stop_reason=stop,
-            decode_s=sum(c.decode_s for c in self._contexts) - self._decode_at_start,
+            decode_s=self.decode_s(),
             steps=self.steps,
             drafted=self.drafted,
             accepted=self.accepted,
             token_ids=tuple(token_ids),
             text=text,
+            draft_passes=self.draft_passes,
+            guard_pauses=self.pauses,
+            position_keyed=position_keyed,
+            temperature=temperature,
+            rule=rule,
         )

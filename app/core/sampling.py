@@ -43,8 +43,9 @@ class Distribution:
         hit = np.flatnonzero(self.ids == token)
         return float(self.probs[hit[0]]) if hit.size else 0.0
 
-    def sample(self, rng: np.random.Generator) -> int:
-        return int(self.ids[_draw(self.probs, rng)])
+    def sample(self, uniform: float) -> int:
+        """The token whose cumulative probability interval holds ``uniform`` (in [0, 1))."""
+        return int(self.ids[_draw(self.probs, uniform)])
 
     def dense(self, n_vocab: int) -> np.ndarray:
         out = np.zeros(n_vocab, dtype=np.float64)
@@ -52,9 +53,9 @@ class Distribution:
         return out
 
 
-def _draw(probs: np.ndarray, rng: np.random.Generator) -> int:
+def _draw(probs: np.ndarray, uniform: float) -> int:
     cumulative = np.cumsum(probs)
-    index = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
+    index = int(np.searchsorted(cumulative, uniform * cumulative[-1], side="right"))
     return min(index, probs.size - 1)
 
 

@@ -23,8 +23,8 @@ from app.core.config import (
     SpecConfig,
 )
 from app.core.fileio import atomic_write_text
-from app.core.repacking import CHOICES as REPACK_CHOICES
 from app.core.paths import config_dir
+from app.core.repacking import CHOICES as REPACK_CHOICES
 
 SETTINGS_FILE = "settings.json"
 COLOUR_STYLES = ("colour", "underline", "background", "off")

@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 from app.core.compat import IncompatiblePairError
-from app.core.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
+from app.core.config import (
+    AcceptRule,
+    DraftSource,
+    GenerationRequest,
+    ModelSpec,
+    SamplerConfig,
+    SpecConfig,
+)
 from app.core.engine import Engine
 from app.core.errors import ContextOverflowError, ModelLoadError
 from app.core.events import (
@@ -228,15 +235,38 @@ def test_byte_fallback_tokens_stream_whole_characters(engine: Engine) -> None:
     assert all("\ufffd" not in p for p in pieces)
 
 
-def test_sampler_seed_reproduces(engine: Engine) -> None:
+@pytest.mark.parametrize("spec", [
+    # rejection sampling's output depends on what was drafted: reproducible when drafting
+    # is (fixed N, no timing-driven guard)
+    SpecConfig(draft_max=4, adaptive=False, collapse_guard=False),
+    # sample-and-match with position-keyed randomness reproduces whatever was drafted
+    SpecConfig(draft_max=8, adaptive=True, rule=AcceptRule.MATCH),
+])
+def test_sampler_seed_reproduces(engine: Engine, spec: SpecConfig) -> None:
     prompt = engine.tokenize(PROMPTS[0])
     sampler = SamplerConfig(temperature=0.9, seed=7, top_k=0, top_p=1.0, min_p=0.0)
-    # adaptive lengths follow measured timings, so reproducibility is promised for fixed N
-    request = GenerationRequest(prompt, max_tokens=30, sampler=sampler,
-                                spec=SpecConfig(draft_max=4, adaptive=False))
+    request = GenerationRequest(prompt, max_tokens=30, sampler=sampler, spec=spec)
     a = summary_of(run(engine, request)).token_ids
     b = summary_of(run(engine, request)).token_ids
     assert a == b
+
+
+@pytest.mark.parametrize("temperature", [0.8, 1.5])
+def test_sample_and_match_with_position_keys_equals_seeded_baseline(
+    engine: Engine, temperature: float
+) -> None:
+    for text in PROMPTS:
+        prompt = engine.tokenize(text)
+        sampler = SamplerConfig(temperature=temperature, seed=11, top_k=40, top_p=0.95)
+        request = GenerationRequest(prompt, max_tokens=40, sampler=sampler,
+                                    spec=SpecConfig(draft_max=6, rule=AcceptRule.MATCH,
+                                                    collapse_guard=False))
+        spec_run = summary_of(run(engine, request))
+        base_run = summary_of(run(engine, replace(request, speculative=False)))
+        assert spec_run.drafted > 0 and spec_run.accepted > 0
+        assert spec_run.position_keyed
+        check = compare(prompt, spec_run.token_ids, base_run.token_ids, engine)
+        assert check.identical or check.near_tie, check.describe()
 
 
 def test_collapse_guard_falls_back_to_target_and_stays_exact(tiny_dir: Path, tiny_pair) -> None:

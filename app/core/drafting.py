@@ -1,0 +1,256 @@
+"""Draft sources behind one small interface, each with its own counters.
+
+Like llama.cpp's ``common/speculative.cpp``: a drafter proposes up to ``k`` tokens after the
+committed sequence and is told afterwards how many the target accepted. The model drafter
+stops early on the measured economics (its calibrated confidence against the cost of one
+more draft pass); prompt lookup costs nothing and has no confidence; the combined drafter
+lets a prompt-lookup match go first — free tokens where the answer repeats the conversation
+— and asks the draft model otherwise, as llama.cpp's server does.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from app.core import ngram
+from app.core.adaptive import ConfidenceCalibration, CostModel, _Ema
+from app.core.config import SamplerConfig, SpecConfig
+from app.core.llama_backend import LlamaContext
+from app.core.randomness import DRAW, Randomness
+from app.core.sampling import Distribution, distribution, greedy, top_probability
+
+
+@dataclass
+class DraftBlock:
+    tokens: list[int] = field(default_factory=list)
+    qdists: list[Distribution] = field(default_factory=list)  # only when sampling from q
+    probs: list[float | None] = field(default_factory=list)  # q(x) of each drafted token
+    confidences: list[float | None] = field(default_factory=list)  # draft's top probability
+    ms: float = 0.0
+    passes: int = 0  # draft-model passes paid for this block (0 for prompt lookup)
+    catch_up_ms: float = 0.0  # the first pass, over the tokens the draft had not seen
+    catch_up: int = 0  # how many tokens that first pass decoded
+    source: str = "model"
+
+
+@dataclass
+class DrafterCounters:
+    """What one draft source proposed and what the target kept of it."""
+
+    blocks: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    passes: int = 0
+    ms: float = 0.0
+
+    @property
+    def acceptance(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+
+@dataclass(frozen=True)
+class DraftLimits:
+    """What the controller allows for one block."""
+
+    k: int
+    keep_drafting: float = 0.0  # pay another draft pass while P(all accepted) * a exceeds this
+    include: float = 0.0  # keep an already drafted token while P(all accepted) exceeds this
+
+
+class Drafter(Protocol):
+    name: str
+    counters: DrafterCounters
+
+    @property
+    def confidence_driven(self) -> bool: ...
+
+    def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock: ...
+
+    def observe(self, block: DraftBlock, accepted: int) -> None: ...
+
+    def prefill(self, prompt: list[int]) -> None: ...
+
+
+class _Counting:
+    name = "drafter"
+
+    def __init__(self) -> None:
+        self.counters = DrafterCounters()
+        self.recent = _Ema(value=0.7, alpha=0.2)  # acceptance of recent blocks
+
+    def observe(self, block: DraftBlock, accepted: int) -> None:
+        if not block.tokens:
+            return
+        c = self.counters
+        c.blocks += 1
+        c.drafted += len(block.tokens)
+        c.accepted += accepted
+        c.passes += block.passes
+        c.ms += block.ms
+        tried = accepted + 1 if accepted < len(block.tokens) else len(block.tokens)
+        self.recent.update(accepted / tried)
+
+    def prefill(self, prompt: list[int]) -> None:
+        return None
+
+
+class NgramDrafter(_Counting):
+    """Prompt lookup over the whole conversation: no model, no cost, no confidence."""
+
+    name = "n-gram"
+    confidence_driven = False
+
+    def __init__(self, spec: SpecConfig, *, min_match: int = 1) -> None:
+        super().__init__()
+        self.max_n = spec.ngram_n
+        self.min_match = min_match
+
+    def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
+        began = time.perf_counter()
+        tokens = ngram.propose(committed, max_n=self.max_n, k=limits.k, min_n=self.min_match)
+        block = DraftBlock(tokens=tokens, probs=[None] * len(tokens), source=self.name)
+        block.confidences = [None] * len(tokens)
+        block.ms = (time.perf_counter() - began) * 1000.0
+        return block
+
+
+class ModelDrafter(_Counting):
+    """A small model drafts token by token and stops when one more pass would not pay."""
+
+    name = "draft model"
+    confidence_driven = True
+
+    def __init__(
+        self,
+        ctx: LlamaContext,
+        *,
+        sampler: SamplerConfig,
+        spec: SpecConfig,
+        randomness: Randomness,
+        costs: CostModel,
+        calibration: ConfidenceCalibration,
+        target_vocab: int,
+        want_probs: bool,
+    ) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.sampler = sampler
+        self.spec = spec
+        self.randomness = randomness
+        self.costs = costs
+        self.calibration = calibration
+        # a draft vocabulary may be up to 128 tokens larger than the target's
+        self.target_vocab = target_vocab
+        self.want_probs = want_probs
+        # With temperature > 0 the draft samples from q under both rules: rejection sampling
+        # needs it, and it makes sample-and-match's acceptance sum(p*q) <= sum(min(p, q)).
+        self.stochastic = not sampler.greedy
+
+    def prefill(self, prompt: list[int]) -> None:
+        """Bring the draft's cache up to the prompt with the target's prefill, not in step 1."""
+        keep = min(self.ctx.common_prefix(prompt), len(prompt) - 1)
+        self.ctx.truncate(keep)
+        self.ctx.decode(prompt[keep:-1], logits="none")
+
+    def _pass(self, tokens: list[int]) -> float:
+        began = time.perf_counter()
+        self.ctx.decode(tokens, logits="last")
+        ms = (time.perf_counter() - began) * 1000.0
+        self.costs.observe_draft_pass(len(tokens), ms)
+        return ms
+
+    def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
+        began = time.perf_counter()
+        block = DraftBlock(source=self.name)
+        ctx = self.ctx
+        keep = min(ctx.common_prefix(committed), len(committed) - 1)
+        ctx.truncate(keep)
+        block.catch_up = len(committed) - keep
+        block.catch_up_ms = self._pass(committed[keep:])
+        block.passes = 1
+        adaptive = limits.keep_drafting > 0.0 or limits.include > 0.0
+        want_confidence = self.spec.p_min > 0.0 or adaptive or self.want_probs
+        position = len(committed)
+        all_accepted = 1.0  # calibrated probability that every drafted token is accepted
+        while True:
+            logits = ctx.logits(-1)
+            q = distribution(logits, self.sampler) if self.stochastic else None
+            if q is not None:
+                confidence: float | None = float(q.probs[0])
+                token = q.sample(self.randomness.uniform(position, DRAW))
+            else:
+                confidence = top_probability(logits) if want_confidence else None
+                token = greedy(logits)
+            if token >= self.target_vocab:
+                break
+            acceptance = 1.0
+            if confidence is not None:
+                if confidence < self.spec.p_min:
+                    break
+                if adaptive:
+                    acceptance = self.calibration.acceptance(confidence)
+                    all_accepted *= acceptance
+                    if all_accepted < limits.include:
+                        break
+            block.tokens.append(token)
+            block.confidences.append(confidence)
+            if q is not None:
+                block.qdists.append(q)
+                block.probs.append(q.prob(token))
+            else:
+                block.probs.append(confidence)
+            if len(block.tokens) >= limits.k:
+                break
+            if adaptive and all_accepted * acceptance < limits.keep_drafting:
+                break
+            self._pass([token])
+            block.passes += 1
+            position += 1
+        block.ms = (time.perf_counter() - began) * 1000.0
+        return block
+
+
+class CombinedDrafter:
+    """Prompt lookup first where the conversation repeats itself, the draft model otherwise."""
+
+    name = "n-gram + draft model"
+
+    def __init__(self, lookup: NgramDrafter, model: ModelDrafter) -> None:
+        self.lookup = lookup
+        self.model = model
+        self.counters = DrafterCounters()
+        self._last: _Counting = model
+
+    @property
+    def confidence_driven(self) -> bool:
+        return self._last is self.model
+
+    def prefill(self, prompt: list[int]) -> None:
+        self.model.prefill(prompt)
+
+    def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
+        # lookup proposals are free, but a bad one still costs a longer verification batch:
+        # they go first only while they have been accepted at least half the time
+        recent = self.lookup.recent
+        if (recent.value or 0.0) >= 0.5:
+            block = self.lookup.propose(committed, DraftLimits(limits.k))
+            if len(block.tokens) >= 2:
+                self._last = self.lookup
+                return block
+        else:  # a lookup that failed lately earns another chance slowly
+            recent.value = (recent.value or 0.0) + 0.02
+        self._last = self.model
+        return self.model.propose(committed, limits)
+
+    def observe(self, block: DraftBlock, accepted: int) -> None:
+        source = self.lookup if block.source == self.lookup.name else self.model
+        source.observe(block, accepted)
+        if block.tokens:
+            c = self.counters
+            c.blocks += 1
+            c.drafted += len(block.tokens)
+            c.accepted += accepted
+            c.passes += block.passes
+            c.ms += block.ms
