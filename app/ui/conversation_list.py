@@ -18,11 +18,13 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.conversations import ConversationStore, export
+from app.core.fileio import error_text
 
 
 class ConversationList(QWidget):
     open_requested = Signal(str)  # conversation id
     deleted = Signal(str)
+    failed = Signal(str)  # what went wrong, in words (a read-only folder, a damaged file)
 
     def __init__(self, store: ConversationStore, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -75,7 +77,12 @@ class ConversationList(QWidget):
             action(item.data(Qt.ItemDataRole.UserRole))
 
     def delete_conversation(self, conversation_id: str) -> None:
-        self.store.delete(conversation_id)
+        try:
+            self.store.delete(conversation_id)
+        except (OSError, ValueError) as exc:
+            self.failed.emit(f"Cannot delete the conversation: {error_text(exc)} "
+                             f"(in {self.store.directory})")
+            return
         self.refresh()
         self.deleted.emit(conversation_id)
 
@@ -85,11 +92,18 @@ class ConversationList(QWidget):
             self.delete_conversation(conversation_id)
 
     def _export(self, conversation_id: str, suffix: str) -> None:
-        conversation = self.store.load(conversation_id)
+        try:
+            conversation = self.store.load(conversation_id)
+        except (OSError, ValueError) as exc:
+            self.failed.emit(f"Cannot export the conversation: {error_text(exc)}")
+            return
         kinds = {"md": "Markdown (*.md)", "json": "JSON (*.json)"}
         safe = "".join(c if c.isalnum() else "-" for c in conversation.title).strip("-")[:40]
         path, _ = QFileDialog.getSaveFileName(
             self, "Export conversation", f"{safe or 'conversation'}.{suffix}", kinds[suffix]
         )
         if path:
-            export(conversation, Path(path))
+            try:
+                export(conversation, Path(path))
+            except OSError as exc:
+                self.failed.emit(f"Cannot export to {path}: {error_text(exc)}")
