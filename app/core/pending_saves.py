@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.core.conversations import Conversation, ConversationStore
+from app.core.conversations import Conversation, ConversationInfo, ConversationStore
 from app.core.fileio import error_text
 from app.core.settings import Settings, SettingsStore
 
@@ -44,6 +44,10 @@ class PendingSaves:
     def unsaved(self, conversation_id: str) -> Conversation | None:
         """The in-memory version of a conversation that is not on disk yet."""
         return self._conversations.get(conversation_id)
+
+    def unsaved_conversations(self) -> list[ConversationInfo]:
+        return [ConversationInfo(c.id, c.title, c.updated, len(c.messages))
+                for c in self._conversations.values()]
 
     def save_conversation(self, conversation: Conversation) -> SaveFailure | None:
         self._conversations[conversation.id] = conversation

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -17,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.conversations import ConversationStore, export
+from app.core.conversations import ConversationInfo, ConversationStore, export
 from app.core.fileio import error_text
 
 
@@ -29,6 +30,8 @@ class ConversationList(QWidget):
     def __init__(self, store: ConversationStore, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.store = store
+        # Conversations kept in memory because their folder refused the write: listed too.
+        self.unsaved: Callable[[], list[ConversationInfo]] = list
         self.list = QListWidget()
         self.list.setObjectName("conversationList")
         self.list.itemActivated.connect(self._activated)
@@ -56,9 +59,13 @@ class ConversationList(QWidget):
 
     def refresh(self, current: str | None = None) -> None:
         self.list.clear()
-        for info in self.store.list():
+        unsaved = {info.id: info for info in self.unsaved()}
+        stored = [info for info in self.store.list() if info.id not in unsaved]
+        infos = sorted([*stored, *unsaved.values()], key=lambda i: i.updated, reverse=True)
+        for info in infos:
             stamp = time.strftime("%b %d %H:%M", time.localtime(info.updated))
-            item = QListWidgetItem(f"{info.title}\n{stamp} · {info.messages} messages")
+            flag = " · not saved yet" if info.id in unsaved else ""
+            item = QListWidgetItem(f"{info.title}\n{stamp} · {info.messages} messages{flag}")
             item.setData(Qt.ItemDataRole.UserRole, info.id)
             item.setToolTip(info.title)
             self.list.addItem(item)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import html
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QSplitter, QTabWidget, QVBoxL
 
 from app.core.config import DraftSource
 from app.core.conversations import ChatMessage, Conversation, ConversationStore
+from app.core.fileio import move_aside
 from app.core.pending_saves import PendingSaves, SaveFailure
 from app.core.settings import Settings, SettingsStore
 from app.ui.charts import ChartsPanel
@@ -36,6 +38,8 @@ from app.workers.engine_worker import (
 )
 
 ICON_DIR = Path(__file__).resolve().parents[2] / "resources" / "icons"
+LAYOUT_FILE = "window.ini"
+LAYOUT_LIMIT = 1 << 20  # bytes; a real one is under 2 KB
 SAVE_RETRY_MS = 5000  # while a save is failing, try again this often
 NOTES_SHOWN = 6
 
@@ -100,11 +104,13 @@ class MainWindow(QMainWindow):
         self._loaded_key: tuple[object, ...] | None = None
         self._verdict: Verdict | None = None
         self._shown_once = False
+        self._layout_usable = True
 
         self.pair_bar = PairBar()
         self.chat = ChatPanel(self.settings.colour_style, self.settings.baseline)
         self.settings_panel = SettingsPanel(self.settings)
         self.conversations = ConversationList(self.store)
+        self.conversations.unsaved = self.saves.unsaved_conversations
         self.charts = ChartsPanel()
         self.side = QTabWidget()
         self.side.addTab(self.settings_panel, "Settings")
@@ -141,7 +147,8 @@ class MainWindow(QMainWindow):
         scan = self.store.scan()
         self.conversation = self._first_conversation([info.id for info in scan.conversations])
         self._show_conversation()
-        self.show_notes([*self.settings_store.notes, *scan.notes])
+        layout_notes = self._check_layout_file()
+        self.show_notes([*self.settings_store.notes, *scan.notes, *layout_notes])
         self.resize(1560, 960)
         self._restore_layout()
         if autoload and is_existing_file(self.settings.target_path):
@@ -182,13 +189,32 @@ class MainWindow(QMainWindow):
     # --- layout persistence ----------------------------------------------------------------
 
     def _qsettings(self) -> QSettings:
-        path = self.settings_store.directory / "window.ini"
-        return QSettings(str(path), QSettings.Format.IniFormat)
+        return QSettings(str(self._layout_file()), QSettings.Format.IniFormat)
+
+    def _layout_file(self) -> Path:
+        return self.settings_store.directory / LAYOUT_FILE
+
+    def _check_layout_file(self) -> list[str]:
+        """QSettings reads window.ini whole and blocks on a FIFO: anything but a small regular
+        file is moved aside (or, when that fails, the layout is neither read nor written)."""
+        path = self._layout_file()
+        try:
+            info = path.lstat()
+        except OSError:
+            return []
+        if stat.S_ISREG(info.st_mode) and info.st_size <= LAYOUT_LIMIT:
+            return []
+        moved = move_aside(path, "damaged")
+        self._layout_usable = moved is not None
+        where = f"moved to {moved.name}" if moved else "left as it is; the layout is not saved"
+        return [f"the window layout file {path} is not a small regular file; it was {where}"]
 
     def _splitters(self) -> dict[str, QSplitter]:
         return {"main": self.splitter, "chat": self.chat.split, "answer": self.chat.panes}
 
     def _restore_layout(self) -> None:
+        if not self._layout_usable:
+            return
         state = self._qsettings()
         geometry = state.value("geometry")
         if isinstance(geometry, QByteArray):
@@ -199,6 +225,8 @@ class MainWindow(QMainWindow):
 
     def _restore_splitters(self) -> None:
         """Splitter sizes are restored once the window has its final size."""
+        if not self._layout_usable:
+            return
         state = self._qsettings()
         for name, splitter in self._splitters().items():
             value = state.value(f"splitter/{name}")
@@ -212,6 +240,8 @@ class MainWindow(QMainWindow):
             self._restore_splitters()
 
     def _save_layout(self) -> None:
+        if not self._layout_usable:
+            return
         state = self._qsettings()
         state.setValue("geometry", self.saveGeometry())
         for name, splitter in self._splitters().items():
@@ -428,6 +458,7 @@ class MainWindow(QMainWindow):
         if failure is None:
             if not self.chat.save_banner.isHidden():
                 self.chat.save_banner.hide()
+                self.conversations.refresh(self.conversation.id)  # drop "not saved yet"
                 self.statusBar().showMessage("Saved: everything kept in memory is on disk now.",
                                              5000)
             self.save_retry.stop()

@@ -275,6 +275,7 @@ def test_odd_file_names_and_broken_files_are_skipped_and_kept(tmp_path: Path) ->
         (tmp_path / name).write_bytes(content)
     (tmp_path / "folder.json").mkdir()
     os.mkfifo(tmp_path / "fifo.json")
+    (tmp_path / "zero.json").symlink_to("/dev/zero")  # a read that never ends
     with (tmp_path / "huge.json").open("wb") as handle:
         handle.truncate(2 << 30)
     scan = store.scan()
@@ -282,7 +283,7 @@ def test_odd_file_names_and_broken_files_are_skipped_and_kept(tmp_path: Path) ->
     text = "\n".join(scan.notes)
     for path in odd:
         assert path.name in text
-    for name in (*broken, "folder.json", "fifo.json", "huge.json"):
+    for name in (*broken, "folder.json", "fifo.json", "zero.json", "huge.json"):
         assert name in text, name
     assert "role 'hacker'" in text and "not a regular file" in text and "not UTF-8" in text
     for name, content in broken.items():
@@ -487,3 +488,16 @@ def test_read_json_object_bounds(tmp_path: Path) -> None:
         read_json_object(tmp_path / "missing.json", 50)
     atomic_write_text(tmp_path / "sub" / "y.json", "{}")
     assert read_json_object(tmp_path / "sub" / "y.json", 10) == {}
+
+
+def test_a_file_where_the_config_folder_should_be(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "config").write_text("not a folder")
+    monkeypatch.setenv("SPECDECK_CONFIG_DIR", str(tmp_path / "config"))
+    store = SettingsStore()
+    loaded = store.read()
+    assert loaded.settings == Settings() and "Not a directory" in loaded.notes[0]
+    with pytest.raises(OSError):
+        store.save(Settings())
+    assert (tmp_path / "config").read_text() == "not a folder"

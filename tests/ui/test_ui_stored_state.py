@@ -5,6 +5,7 @@ real widgets, the tiny synthetic pair through real llama.cpp."""
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -78,12 +79,18 @@ def test_read_only_data_folder_keeps_message_and_answer_and_saves_later(
         assert "cannot save: " in banner.label.text() and str(folder) in banner.label.text()
         assert window.statusBar().currentMessage().startswith("cannot save: ")
         assert list(folder.glob("*.json")) == [] and window.save_retry.isActive()
+        window.new_chat()  # the unsaved one stays listed and opens from memory
+        listed = window.conversations.list.item(0).text()
+        assert "keep this question" in listed and "not saved yet" in listed
+        window.open_conversation(window.conversations.ids()[0])
+        assert [m.role for m in window.conversation.messages] == ["user", "assistant"]
 
         make_writable(folder)  # the retry timer writes what was kept in memory
         path = folder / f"{window.conversation.id}.json"
         qtbot.waitUntil(path.is_file, timeout=5000)
         assert ConversationStore().load(window.conversation.id) == window.conversation
         assert banner.isHidden() and not window.save_retry.isActive()
+        assert "not saved yet" not in window.conversations.list.item(0).text()
 
         make_unwritable(folder)  # fails again; then the next Send's save writes both turns
         ask(window, qtbot, "second question")
@@ -125,3 +132,22 @@ def test_deleting_in_a_read_only_folder_is_reported(make_window, isolated) -> No
         assert "Cannot delete the conversation" in window.chat.error_banner.label.text()
         assert window.conversations.ids() == ["keepme"]
     assert (folder / "keepme.json").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "huge"])
+def test_window_layout_file_that_would_block_or_flood_is_moved_aside(
+    make_window, isolated, kind: str
+) -> None:
+    config = isolated / "config"
+    config.mkdir()
+    layout = config / "window.ini"
+    if kind == "fifo":
+        os.mkfifo(layout)  # QSettings would wait for a writer forever
+    else:
+        with layout.open("wb") as handle:  # QSettings would read 2 GB
+            handle.truncate(2 << 30)
+    window = make_window()
+    assert "window.ini" in window.chat.notes_banner.label.text()
+    assert len(list(config.glob("window.ini.damaged-*"))) == 1
+    window.close()
+    assert layout.is_file() and layout.stat().st_size < 10_000  # a fresh one was written
