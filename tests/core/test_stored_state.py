@@ -36,6 +36,7 @@ from app.core.settings import SETTINGS_SCHEMA, Settings, SettingsStore
 from tests.unwritable import make_writable, unwritable
 
 ROOT = Path(__file__).resolve().parents[2]
+POSIX_ONLY = pytest.mark.skipif(sys.platform == "win32", reason="FIFOs, /dev/zero, SIGKILL")
 
 
 def _age(path: Path, seconds: float = STALE_TEMP_AGE_S + 5) -> None:
@@ -128,7 +129,7 @@ def test_huge_settings_file_is_refused_without_reading_it(tmp_path: Path) -> Non
     assert "2,147,483,648 bytes" in loaded.notes[0] and "was not read" in loaded.notes[0]
 
 
-@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@POSIX_ONLY
 def test_fifo_or_folder_in_place_of_the_settings_file_does_not_block(tmp_path: Path) -> None:
     store = SettingsStore(tmp_path)
     os.mkfifo(store.path)  # opening a FIFO for reading would wait for a writer forever
@@ -258,6 +259,7 @@ def test_inner_id_not_matching_the_file_name_is_repaired(tmp_path: Path) -> None
     assert json.loads((tmp_path / "abc123.json").read_text())["id"] == "abc123"
 
 
+@POSIX_ONLY
 def test_odd_file_names_and_broken_files_are_skipped_and_kept(tmp_path: Path) -> None:
     store = ConversationStore(tmp_path)
     good = _conversation_file(tmp_path, "good")
@@ -371,6 +373,7 @@ def test_library_file_is_read_bounded_and_type_checked(tmp_path: Path) -> None:
 # --- temporary files and failing folders --------------------------------------------------
 
 
+@POSIX_ONLY
 def test_temp_file_left_by_a_kill_during_a_save_is_cleaned_at_the_next_start(
     tmp_path: Path,
 ) -> None:
@@ -411,10 +414,9 @@ def test_stale_temps_are_cleaned_in_every_store(tmp_path: Path) -> None:
     assert clean_stale_temps(tmp_path / "missing") == []
 
 
+@POSIX_ONLY
 def test_write_failure_mid_file_keeps_the_old_file_and_no_temp(tmp_path: Path) -> None:
     """A full disk, imitated by a file-size limit in a child process (EFBIG mid-write)."""
-    if sys.platform == "win32":
-        pytest.skip("needs RLIMIT_FSIZE")
     store = SettingsStore(tmp_path)
     store.save(Settings(temperature=0.25))
     child = (

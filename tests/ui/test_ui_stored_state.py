@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -134,6 +136,7 @@ def test_deleting_in_a_read_only_folder_is_reported(make_window, isolated) -> No
     assert (folder / "keepme.json").exists()
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="FIFOs")
 @pytest.mark.parametrize("kind", ["fifo", "huge"])
 def test_window_layout_file_that_would_block_or_flood_is_moved_aside(
     make_window, isolated, kind: str
@@ -151,3 +154,25 @@ def test_window_layout_file_that_would_block_or_flood_is_moved_aside(
     assert len(list(config.glob("window.ini.damaged-*"))) == 1
     window.close()
     assert layout.is_file() and layout.stat().st_size < 10_000  # a fresh one was written
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="/dev/zero")
+def test_stored_message_with_an_endless_image_does_not_hang_start_up(isolated: Path) -> None:
+    """Markdown ``![x](/dev/zero)`` made QTextBrowser read /dev/zero forever. Run in a child
+    process so that a regression fails on the timeout instead of hanging the suite."""
+    _write_conversation(isolated / "data" / "conversations", "endless",
+                        'look: ![x](/dev/zero) <img src="/dev/urandom"> ![y](file:///dev/zero)')
+    child = (
+        "from PySide6.QtWidgets import QApplication\n"
+        "app = QApplication([])\n"
+        "from app.ui.main_window import MainWindow\n"
+        "window = MainWindow(autoload=False)\n"
+        "window.show(); app.processEvents()\n"
+        "print('started:', window.conversation.id, flush=True)\n"
+        "window.close()\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "QT_QPA_PLATFORM": "offscreen"}
+    result = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert "started: endless" in result.stdout, result.stderr[-2000:]
