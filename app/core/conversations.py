@@ -177,9 +177,18 @@ class ConversationScan:
     notes: list[str]  # files skipped or repaired, one sentence each
 
 
+@dataclass(frozen=True)
+class _Listed:
+    info: ConversationInfo | None  # None: skipped
+    notes: tuple[str, ...]
+    signature: tuple[int, int, int] | None  # (mtime_ns, size, inode) it was read at
+
+
 class ConversationStore:
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory or data_dir() / "conversations"
+        # The list is refreshed after every message: unchanged files are not read again.
+        self._listing: dict[str, _Listed] = {}
         # A read-only data folder: reading still works, and saving says why it cannot.
         with contextlib.suppress(OSError):
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -220,6 +229,33 @@ class ConversationStore:
         """Saved conversations, most recently updated first; unusable files are skipped."""
         return self.scan().conversations
 
+    def _listed(self, path: Path) -> _Listed | None:
+        """One file's entry in the list, re-read only when its size or time changed."""
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return _Listed(None, (f"skipped the conversation {path}: {error_text(exc)}",), None)
+        signature = (info.st_mtime_ns, info.st_size, info.st_ino)
+        cached = self._listing.get(path.name)
+        if cached is not None and cached.signature == signature:
+            return cached
+        if not is_conversation_id(path.stem):
+            return _Listed(None, (f"skipped {path}: its name is not a conversation id "
+                                  "(letters, digits, - and _ only)",), signature)
+        try:
+            conv, repairs = self._read(path)
+        except FileNotFoundError:
+            return None
+        except StoredFileError as exc:
+            return _Listed(None, (f"skipped {exc}",), signature)
+        except OSError as exc:
+            return _Listed(None, (f"skipped the conversation {path}: {error_text(exc)}",), None)
+        notes = tuple(f"conversation {path.name}: {repair}" for repair in repairs)
+        entry = ConversationInfo(conv.id, conv.title, conv.updated, len(conv.messages))
+        return _Listed(entry, notes, signature)
+
     def scan(self) -> ConversationScan:
         """Every usable conversation, with a note for each file skipped or repaired; files
         are never changed here, so a skipped one stays on disk as it was."""
@@ -231,23 +267,16 @@ class ConversationStore:
         except OSError as exc:
             return ConversationScan([], [f"cannot list the conversations in {self.directory}: "
                                          f"{error_text(exc)}"])
+        seen: dict[str, _Listed] = {}
         for path in paths:
-            if not is_conversation_id(path.stem):
-                notes.append(f"skipped {path}: its name is not a conversation id "
-                             "(letters, digits, - and _ only)")
-                continue
-            try:
-                conv, repairs = self._read(path)
-            except FileNotFoundError:
+            listed = self._listed(path)
+            if listed is None:
                 continue  # deleted while listing
-            except StoredFileError as exc:
-                notes.append(f"skipped {exc}")
-                continue
-            except OSError as exc:
-                notes.append(f"skipped the conversation {path}: {error_text(exc)}")
-                continue
-            notes += [f"conversation {path.name}: {repair}" for repair in repairs]
-            found.append(ConversationInfo(conv.id, conv.title, conv.updated, len(conv.messages)))
+            seen[path.name] = listed
+            notes += listed.notes
+            if listed.info is not None:
+                found.append(listed.info)
+        self._listing = seen
         found.sort(key=lambda info: info.updated, reverse=True)
         return ConversationScan(found, notes)
 

@@ -503,3 +503,21 @@ def test_a_file_where_the_config_folder_should_be(
     with pytest.raises(OSError):
         store.save(Settings())
     assert (tmp_path / "config").read_text() == "not a folder"
+
+
+def test_listing_rereads_only_changed_files(tmp_path: Path) -> None:
+    store = ConversationStore(tmp_path)
+    first = Conversation.new().with_message(ChatMessage("user", "first title"))
+    second = Conversation.new().with_message(ChatMessage("user", "second title"))
+    store.save(first)
+    store.save(second)
+    assert sorted(i.title for i in store.list()) == ["first title", "second title"]
+    (tmp_path / "broken.json").write_text("{")
+    assert len(store.scan().notes) == 1
+    store.save(first.with_message(ChatMessage("assistant", "an answer")))
+    (tmp_path / f"{second.id}.json").unlink()
+    by_id = {info.id: info for info in store.list()}
+    assert list(by_id) == [first.id] and by_id[first.id].messages == 2
+    (tmp_path / "broken.json").write_text(json.dumps(Conversation.new().to_json()))
+    scan = store.scan()
+    assert len(scan.conversations) == 2 and "did not match" in scan.notes[0]
