@@ -22,6 +22,7 @@ from app.core.fileio import (
     atomic_write_text,
     clean_stale_temps,
     error_text,
+    json_text,
     read_json_object,
 )
 from app.core.migrations import MigrationError, Schema, upgrade
@@ -204,7 +205,7 @@ class ConversationStore:
     def save(self, conversation: Conversation) -> None:
         """Raises ``OSError`` when the folder is read-only or full; the caller says so."""
         path = self._path(conversation.id)
-        atomic_write_text(path, json.dumps(conversation.to_json(), ensure_ascii=False, indent=1))
+        atomic_write_text(path, json_text(conversation.to_json(), indent=1))
 
     def load(self, conversation_id: str) -> Conversation:
         """Raises ``ValueError`` (with the file and the reason) or ``OSError``."""

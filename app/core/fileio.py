@@ -55,6 +55,17 @@ def atomic_write_text(path: Path, text: str) -> None:
     _fsync_directory(path.parent)
 
 
+def json_text(data: object, *, indent: int | None = 1, sort_keys: bool = False) -> str:
+    """JSON for a stored file: readable UTF-8, or ASCII escapes when the data holds a lone
+    surrogate (``json.loads`` makes them from "\\ud800"), which UTF-8 cannot encode."""
+    text = json.dumps(data, ensure_ascii=False, indent=indent, sort_keys=sort_keys)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(data, ensure_ascii=True, indent=indent, sort_keys=sort_keys)
+    return text
+
+
 def _fsync_directory(directory: Path) -> None:
     """Make the rename itself durable (POSIX); a folder that cannot be opened is no error."""
     if os.name != "posix":

@@ -8,7 +8,6 @@ is active. Writes are atomic so a crash never leaves a half-written library.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -21,6 +20,7 @@ from app.core.fileio import (
     StoredFileError,
     atomic_write_text,
     clean_stale_temps,
+    json_text,
     read_json_object,
 )
 from app.core.gguf_header import GGUFFormatError, model_facts, read_local_header
@@ -230,7 +230,7 @@ class Library:
             "profiles": [asdict(p) for p in self.profiles.values()],
             "active": self.active,
         }
-        atomic_write_text(self.file, json.dumps(data, indent=2))
+        atomic_write_text(self.file, json_text(data, indent=2))
 
     # --- models -------------------------------------------------------------------------
 

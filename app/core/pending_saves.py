@@ -8,7 +8,6 @@ No Qt here.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.core.conversations import Conversation, ConversationInfo, ConversationStore
-from app.core.fileio import error_text
+from app.core.fileio import error_text, json_text
 from app.core.settings import Settings, SettingsStore
 
 
@@ -96,7 +95,7 @@ class PendingSaves:
                 settings_copy = SettingsStore(target)
                 settings_copy.save(self._settings)
             for conversation in self._conversations.values():
-                text = json.dumps(conversation.to_json(), ensure_ascii=False, indent=1)
+                text = json_text(conversation.to_json(), indent=1)
                 (target / f"{conversation.id}.json").write_text(text, encoding="utf-8")
         except OSError:
             return None

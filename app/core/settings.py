@@ -27,6 +27,7 @@ from app.core.fileio import (
     atomic_write_text,
     clean_stale_temps,
     error_text,
+    json_text,
     move_aside,
     read_json_object,
 )
@@ -418,7 +419,7 @@ class SettingsStore:
     def _keep_newer(self, raw: dict[str, Any], found: int) -> str:
         copy_path = self.path.with_name(f"{self.path.name}.v{found}")
         try:
-            atomic_write_text(copy_path, json.dumps(raw, indent=2, sort_keys=True))
+            atomic_write_text(copy_path, json_text(raw, indent=2, sort_keys=True))
             kept = f"a copy is kept as {copy_path.name}"
         except OSError as exc:
             kept = f"no copy could be kept ({error_text(exc)})"
@@ -429,4 +430,4 @@ class SettingsStore:
     def save(self, settings: Settings) -> None:
         """Raises ``OSError`` when the folder is read-only or full; the caller says so."""
         document = {SETTINGS_SCHEMA.key: SETTINGS_SCHEMA.current, **asdict(settings)}
-        atomic_write_text(self.path, json.dumps(document, indent=2, sort_keys=True))
+        atomic_write_text(self.path, json_text(document, indent=2, sort_keys=True))

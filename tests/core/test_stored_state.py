@@ -521,3 +521,22 @@ def test_listing_rereads_only_changed_files(tmp_path: Path) -> None:
     (tmp_path / "broken.json").write_text(json.dumps(Conversation.new().to_json()))
     scan = store.scan()
     assert len(scan.conversations) == 2 and "did not match" in scan.notes[0]
+
+
+def test_lone_surrogates_from_a_file_can_be_saved_again(tmp_path: Path) -> None:
+    """``json.loads`` turns "\\ud800" into a str that UTF-8 cannot encode."""
+    store = ConversationStore(tmp_path)
+    conv = Conversation.new().with_message(ChatMessage("user", "café"))
+    data = conv.to_json()
+    text = json.dumps(data).replace("caf\\u00e9", "caf\\u00e9 \\ud800")
+    (tmp_path / f"{conv.id}.json").write_text(text)
+    loaded = store.load(conv.id)
+    assert loaded.messages[0].content == "café \ud800"
+    grown = loaded.with_message(ChatMessage("assistant", "ok ✓"))
+    store.save(grown)
+    assert store.load(conv.id) == grown
+    settings_store = SettingsStore(tmp_path)
+    settings_store.save(Settings(system_prompt="x\udfff"))
+    assert settings_store.load().system_prompt == "x\udfff"
+    settings_store.save(Settings(system_prompt="Réponds en français"))
+    assert "Réponds" in settings_store.path.read_text(encoding="utf-8")  # readable when it can
