@@ -53,7 +53,7 @@ class Transcript(QTextBrowser):
         self.setObjectName("transcript")
         self.setOpenExternalLinks(True)
 
-    def loadResource(self, kind: int, name: QUrl) -> object:  # noqa: N802 - Qt override
+    def loadResource(self, kind: int, name: QUrl | str) -> object:  # noqa: N802 - Qt override
         """Nothing is loaded for the text shown here: messages come from files and models, and
         an image such as ``![x](/dev/zero)`` would otherwise be read until memory runs out.
         An empty (but valid) answer, since on a null one QTextDocument reads the file itself."""
