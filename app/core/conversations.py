@@ -9,6 +9,7 @@ every acknowledged message. No Qt here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
@@ -16,10 +17,28 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from app.core.fileio import atomic_write_text
+from app.core.fileio import (
+    StoredFileError,
+    atomic_write_text,
+    clean_stale_temps,
+    error_text,
+    json_text,
+    read_json_object,
+)
+from app.core.migrations import MigrationError, Schema, upgrade
 from app.core.paths import data_dir
 
-FORMAT_VERSION = 1
+CONVERSATION_LIMIT = 64 << 20  # bytes; a very long chat is a few MB
+# Format versions of a conversation file, under the key "format" it has always carried; a file
+# without it is version 1. A change of format bumps ``current`` and appends the step.
+CONVERSATION_SCHEMA = Schema("conversation", current=1, steps=(), key="format")
+ID_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
+ID_LIMIT = 64
+
+
+def is_conversation_id(text: str) -> bool:
+    """Only letters, digits, - and _ (ASCII), so an id is always a safe file name."""
+    return 0 < len(text) <= ID_LIMIT and all(c in ID_CHARACTERS for c in text)
 
 
 @dataclass(frozen=True)
@@ -60,26 +79,84 @@ class Conversation:
         return replace(self, updated=time.time(), messages=tuple(messages))
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": FORMAT_VERSION, **asdict(self)}
+        return {CONVERSATION_SCHEMA.key: CONVERSATION_SCHEMA.current, **asdict(self)}
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> Conversation:
-        messages = tuple(
-            ChatMessage(
-                role=str(m["role"]),
-                content=str(m["content"]),
-                created=float(m.get("created", 0.0)),
-                stats=dict(m.get("stats") or {}),
-            )
-            for m in data.get("messages", [])
-        )
-        return Conversation(
-            id=str(data["id"]),
-            title=str(data.get("title") or "Untitled"),
-            created=float(data.get("created", 0.0)),
-            updated=float(data.get("updated", 0.0)),
-            messages=messages,
-        )
+        """A conversation from a decoded file; raises ``ValueError`` naming what is wrong."""
+        conversation, _ = conversation_from_json(data, expected_id=None)
+        return conversation
+
+
+ROLES = ("system", "user", "assistant")
+TITLE_LIMIT = 200
+_LATEST_TIME = 32503680000.0  # the year 3000: later stamps are damage (localtime overflows)
+
+
+def _stamp(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    stamp = float(value)
+    return stamp if 0.0 <= stamp <= _LATEST_TIME else None
+
+
+def _message_from_json(raw: object, index: int) -> ChatMessage:
+    if not isinstance(raw, dict):
+        raise ValueError(f"message {index + 1} is not an object")
+    role, content = raw.get("role"), raw.get("content")
+    if role not in ROLES:
+        raise ValueError(f"message {index + 1} has the role {str(role)[:30]!r}, "
+                         f"not one of {', '.join(ROLES)}")
+    if not isinstance(content, str):
+        raise ValueError(f"message {index + 1} has no text content")
+    stats = raw.get("stats")
+    return ChatMessage(
+        role=role,
+        content=content,
+        created=_stamp(raw.get("created")) or 0.0,
+        stats=stats if isinstance(stats, dict) else {},  # derived figures: safe to drop
+    )
+
+
+def conversation_from_json(
+    data: dict[str, Any], *, expected_id: str | None
+) -> tuple[Conversation, list[str]]:
+    """A conversation and the repairs made to it. The messages must be intact (``ValueError``
+    otherwise, so the file is skipped and kept as it is); the id, title and timestamps are
+    repaired: with ``expected_id`` (the file name) the id is always the file's."""
+    repairs: list[str] = []
+    messages_raw = data.get("messages", [])
+    if not isinstance(messages_raw, list):
+        raise ValueError("its messages are not a list")
+    messages = tuple(_message_from_json(m, i) for i, m in enumerate(messages_raw))
+    inner_id = data.get("id")
+    if expected_id is not None:
+        conversation_id = expected_id
+        if inner_id != expected_id:
+            repairs.append(f"its inner id {str(inner_id)[:40]!r} did not match the file name; "
+                           "the file name is used")
+    elif isinstance(inner_id, str) and is_conversation_id(inner_id):
+        conversation_id = inner_id
+    else:
+        raise ValueError(f"its id {str(inner_id)[:40]!r} is not a conversation id")
+    title = data.get("title")
+    if not isinstance(title, str) or not title.strip():
+        if title not in (None, ""):
+            repairs.append("its title was not text")
+        title = "Untitled"
+    elif len(title) > TITLE_LIMIT or any(c in title for c in "\x00\r\n"):
+        title = _title_from(title.replace("\x00", " "), TITLE_LIMIT)
+    created, updated = _stamp(data.get("created")), _stamp(data.get("updated"))
+    if created is None or updated is None:
+        repairs.append("its dates were not valid times")
+    conversation = Conversation(
+        id=conversation_id,
+        title=title,
+        created=created if created is not None else 0.0,
+        updated=updated if updated is not None else (created or 0.0),
+        messages=messages,
+    )
+    return conversation, repairs
 
 
 def _title_from(text: str, limit: int = 48) -> str:
@@ -95,37 +172,114 @@ class ConversationInfo:
     messages: int
 
 
+@dataclass(frozen=True)
+class ConversationScan:
+    conversations: list[ConversationInfo]  # most recently updated first
+    notes: list[str]  # files skipped or repaired, one sentence each
+
+
+@dataclass(frozen=True)
+class _Listed:
+    info: ConversationInfo | None  # None: skipped
+    notes: tuple[str, ...]
+    signature: tuple[int, int, int] | None  # (mtime_ns, size, inode) it was read at
+
+
 class ConversationStore:
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory or data_dir() / "conversations"
-        self.directory.mkdir(parents=True, exist_ok=True)
+        # The list is refreshed after every message: unchanged files are not read again.
+        self._listing: dict[str, _Listed] = {}
+        # A read-only data folder: reading still works, and saving says why it cannot.
+        with contextlib.suppress(OSError):
+            self.directory.mkdir(parents=True, exist_ok=True)
 
     def _path(self, conversation_id: str) -> Path:
-        if not conversation_id or not all(c.isalnum() or c in "-_" for c in conversation_id):
-            raise ValueError(f"not a conversation id: {conversation_id!r}")
+        if not isinstance(conversation_id, str) or not is_conversation_id(conversation_id):
+            raise ValueError(f"not a conversation id: {str(conversation_id)[:80]!r}")
         return self.directory / f"{conversation_id}.json"
 
+    def path_of(self, conversation_id: str) -> Path:
+        return self._path(conversation_id)
+
     def save(self, conversation: Conversation) -> None:
+        """Raises ``OSError`` when the folder is read-only or full; the caller says so."""
         path = self._path(conversation.id)
-        atomic_write_text(path, json.dumps(conversation.to_json(), ensure_ascii=False, indent=1))
+        atomic_write_text(path, json_text(conversation.to_json(), indent=1))
 
     def load(self, conversation_id: str) -> Conversation:
-        data = json.loads(self._path(conversation_id).read_text(encoding="utf-8"))
-        return Conversation.from_json(data)
+        """Raises ``ValueError`` (with the file and the reason) or ``OSError``."""
+        return self._read(self._path(conversation_id))[0]
+
+    def _read(self, path: Path) -> tuple[Conversation, list[str]]:
+        data = read_json_object(path, CONVERSATION_LIMIT, what="conversation")
+        try:
+            upgraded = upgrade(data, CONVERSATION_SCHEMA)
+            conversation, repairs = conversation_from_json(upgraded.data, expected_id=path.stem)
+        except (ValueError, MigrationError) as exc:
+            raise StoredFileError(f"the conversation {path} cannot be used: {exc}") from None
+        if upgraded.newer:
+            repairs.append(f"it was written by a newer SpecDeck (format {upgraded.found}); "
+                           "it is shown as far as this version understands it")
+        return conversation, repairs
 
     def delete(self, conversation_id: str) -> None:
         self._path(conversation_id).unlink(missing_ok=True)
 
     def list(self) -> list[ConversationInfo]:
-        """Saved conversations, most recently updated first; unreadable files are skipped."""
-        found = []
-        for path in self.directory.glob("*.json"):
-            try:
-                conv = Conversation.from_json(json.loads(path.read_text(encoding="utf-8")))
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            found.append(ConversationInfo(conv.id, conv.title, conv.updated, len(conv.messages)))
-        return sorted(found, key=lambda info: info.updated, reverse=True)
+        """Saved conversations, most recently updated first; unusable files are skipped."""
+        return self.scan().conversations
+
+    def _listed(self, path: Path) -> _Listed | None:
+        """One file's entry in the list, re-read only when its size or time changed."""
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return _Listed(None, (f"skipped the conversation {path}: {error_text(exc)}",), None)
+        signature = (info.st_mtime_ns, info.st_size, info.st_ino)
+        cached = self._listing.get(path.name)
+        if cached is not None and cached.signature == signature:
+            return cached
+        if not is_conversation_id(path.stem):
+            return _Listed(None, (f"skipped {path}: its name is not a conversation id "
+                                  "(letters, digits, - and _ only)",), signature)
+        try:
+            conv, repairs = self._read(path)
+        except FileNotFoundError:
+            return None
+        except StoredFileError as exc:
+            return _Listed(None, (f"skipped {exc}",), signature)
+        except OSError as exc:
+            return _Listed(None, (f"skipped the conversation {path}: {error_text(exc)}",), None)
+        notes = tuple(f"conversation {path.name}: {repair}" for repair in repairs)
+        entry = ConversationInfo(conv.id, conv.title, conv.updated, len(conv.messages))
+        return _Listed(entry, notes, signature)
+
+    def scan(self) -> ConversationScan:
+        """Every usable conversation, with a note for each file skipped or repaired; files
+        are never changed here, so a skipped one stays on disk as it was."""
+        clean_stale_temps(self.directory)
+        found: list[ConversationInfo] = []
+        notes: list[str] = []
+        try:
+            paths = sorted(self.directory.glob("*.json"))
+        except OSError as exc:
+            return ConversationScan([], [f"cannot list the conversations in {self.directory}: "
+                                         f"{error_text(exc)}"])
+        seen: dict[str, _Listed] = {}
+        for path in paths:
+            listed = self._listed(path)
+            if listed is None:
+                continue  # deleted while listing
+            seen[path.name] = listed
+            notes += listed.notes
+            if listed.info is not None:
+                found.append(listed.info)
+        self._listing = seen
+        found.sort(key=lambda info: info.updated, reverse=True)
+        return ConversationScan(found, notes)
 
 
 # --- export -------------------------------------------------------------------------------

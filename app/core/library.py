@@ -8,20 +8,31 @@ is active. Writes are atomic so a crash never leaves a half-written library.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from app.core.config import ModelSpec
-from app.core.fileio import atomic_write_text
+from app.core.fileio import (
+    StoredFileError,
+    atomic_write_text,
+    clean_stale_temps,
+    json_text,
+    read_json_object,
+)
 from app.core.gguf_header import GGUFFormatError, model_facts, read_local_header
 from app.core.hub import SPLIT_RE
+from app.core.migrations import MigrationError, Schema, upgrade
 from app.core.paths import data_dir
 
-LIBRARY_VERSION = 1
+LIBRARY_LIMIT = 64 << 20  # bytes; thousands of models fit in a few MB
+# Format versions of library.json ("version"; a file without it is version 1). A change of
+# format bumps ``current`` and appends the step from the previous version.
+LIBRARY_SCHEMA = Schema("model library", current=1, steps=())
+LIBRARY_VERSION = LIBRARY_SCHEMA.current
 
 
 class LibraryError(ValueError):
@@ -108,6 +119,65 @@ def split_parts(first: Path) -> list[Path]:
     return [first.with_name(f"{stem}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
 
 
+def _list_of(data: dict[str, Any], key: str) -> list[Any]:
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise ValueError(f"{key!r} is not a list")
+    return value
+
+
+def _checked(cls: type, raw: object, what: str) -> dict[str, Any]:
+    """The fields of ``raw`` for ``cls``, each of the type the dataclass declares."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"a {what} entry is not an object")
+    hints = get_type_hints(cls)
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(str(k) for k in raw if k not in names)
+    if unknown:
+        raise ValueError(f"a {what} entry has unknown field(s) {', '.join(unknown[:5])}")
+    for name, value in raw.items():
+        if not _json_value_fits(value, hints[name]):
+            label = raw.get("id") or raw.get("name")
+            raise ValueError(f"{what} {str(label)[:60]!r}: {name} is {str(value)[:40]!r}, "
+                             f"not {hints[name]}")
+    return dict(raw)
+
+
+def _json_value_fits(value: object, hint: object) -> bool:
+    origin, args = get_origin(hint), get_args(hint)
+    if args and origin in (UnionType, Union):
+        return any(_json_value_fits(value, arg) for arg in args)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is str:  # a NUL makes pathlib raise wherever the text is used as a path
+        return isinstance(value, str) and "\x00" not in value
+    if origin is Literal:
+        return value in args
+    if origin is tuple:  # tuple[str, ...], stored as a JSON list
+        return isinstance(value, list) and all(_json_value_fits(v, args[0]) for v in value)
+    if origin is dict:  # dict[str, float]
+        return isinstance(value, dict) and all(
+            isinstance(k, str) and _json_value_fits(v, args[1]) for k, v in value.items()
+        )
+    return False
+
+
+def _model_from_json(raw: object) -> LibraryModel:
+    checked = _checked(LibraryModel, raw, "model")
+    checked["parts"] = tuple(checked["parts"])
+    return LibraryModel(**checked)
+
+
+def _profile_from_json(raw: object) -> Profile:
+    return Profile(**_checked(Profile, raw, "pair"))
+
+
 class Library:
     def __init__(self, root: Path | None = None) -> None:
         self.root = root or data_dir()
@@ -118,30 +188,49 @@ class Library:
         self._load()
 
     def _load(self) -> None:
-        if not self.file.is_file():
-            return
+        """Read ``library.json``; a damaged one raises ``LibraryError`` and stays untouched."""
+        clean_stale_temps(self.root)
         try:
-            data = json.loads(self.file.read_text(encoding="utf-8"))
-            for raw in data.get("models", []):
-                raw["parts"] = tuple(raw["parts"])
-                model = LibraryModel(**raw)
-                self.models[model.id] = model
-            for raw in data.get("profiles", []):
-                profile = Profile(**raw)
-                self.profiles[profile.name] = profile
-            self.active = data.get("active")
-        except (OSError, ValueError, TypeError, KeyError) as exc:
-            raise LibraryError(f"the model library {self.file} is damaged ({exc}); "
-                               "move it away to start with an empty library") from exc
+            data = read_json_object(self.file, LIBRARY_LIMIT, what="model library")
+        except FileNotFoundError:
+            return
+        except (StoredFileError, OSError) as exc:
+            raise self._damaged(exc) from exc
+        try:
+            upgraded = upgrade(data, LIBRARY_SCHEMA)
+        except MigrationError as exc:
+            raise self._damaged(exc) from exc
+        if upgraded.newer:
+            raise LibraryError(
+                f"the model library {self.file} was written by a newer SpecDeck (format "
+                f"{upgraded.found}; this one reads format {LIBRARY_SCHEMA.current}); "
+                "use that version, or move the file away to start with an empty library"
+            )
+        try:
+            models = [_model_from_json(raw) for raw in _list_of(upgraded.data, "models")]
+            profiles = [_profile_from_json(raw) for raw in _list_of(upgraded.data, "profiles")]
+            active = upgraded.data.get("active")
+            if active is not None and not isinstance(active, str):
+                raise ValueError("'active' is not a pair name")
+        except (ValueError, TypeError, KeyError) as exc:
+            raise self._damaged(exc) from exc
+        self.models = {model.id: model for model in models}
+        self.profiles = {profile.name: profile for profile in profiles}
+        self.active = active
+
+    def _damaged(self, exc: Exception) -> LibraryError:
+        reason = exc if isinstance(exc, StoredFileError) else f"{type(exc).__name__}: {exc}"
+        return LibraryError(f"the model library {self.file} is damaged ({reason}); "
+                            "move it away to start with an empty library")
 
     def save(self) -> None:
         data: dict[str, Any] = {
-            "version": LIBRARY_VERSION,
+            LIBRARY_SCHEMA.key: LIBRARY_SCHEMA.current,
             "models": [asdict(m) for m in self.models.values()],
             "profiles": [asdict(p) for p in self.profiles.values()],
             "active": self.active,
         }
-        atomic_write_text(self.file, json.dumps(data, indent=2))
+        atomic_write_text(self.file, json_text(data, indent=2))
 
     # --- models -------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ Each can be redirected by an environment variable (tests, portable installs, scr
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -16,7 +17,9 @@ APP_DIR_NAME = "specdeck"
 def _resolve(env: str, default: str) -> Path:
     override = os.environ.get(env)
     root = Path(override) if override else Path(default)
-    root.mkdir(parents=True, exist_ok=True)
+    # Read-only or full: the app still starts, and each save says why it cannot.
+    with contextlib.suppress(OSError):
+        root.mkdir(parents=True, exist_ok=True)
     return root
 
 

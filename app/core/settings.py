@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_type_hints
 
 from app.core.config import (
     AcceptRule,
@@ -22,7 +22,16 @@ from app.core.config import (
     SamplerConfig,
     SpecConfig,
 )
-from app.core.fileio import atomic_write_text
+from app.core.fileio import (
+    StoredFileError,
+    atomic_write_text,
+    clean_stale_temps,
+    error_text,
+    json_text,
+    move_aside,
+    read_json_object,
+)
+from app.core.migrations import MigrationError, Schema, upgrade
 from app.core.paths import config_dir
 from app.core.repacking import CHOICES as REPACK_CHOICES
 
@@ -189,6 +198,14 @@ def _prompt(text: str) -> str:
     return text
 
 
+def _model_path(text: str) -> str:
+    if "\x00" in text:  # pathlib refuses it with a ValueError wherever the path is used
+        raise Invalid("a file path must not contain a NUL character")
+    if len(text) > 4096:
+        raise Invalid("a file path must be at most 4096 characters long")
+    return text
+
+
 PARSERS: dict[str, Parser] = {
     "system_prompt": _prompt,
     "temperature": _float_in(0.0, 5.0),
@@ -202,8 +219,8 @@ PARSERS: dict[str, Parser] = {
     "draft_max": _int_in(1, 64),
     "p_min": _float_in(0.0, 1.0, high_open=True),
     "rule": _choice(tuple(r.value for r in AcceptRule)),
-    "target_path": str,
-    "draft_path": str,
+    "target_path": _model_path,
+    "draft_path": _model_path,
     "draft_source": _choice(tuple(s.value for s in DraftSource)),
     "target_gpu_layers": _int_in(-1, 999, " (-1 offloads every layer that fits)"),
     "draft_gpu_layers": _int_in(-1, 999, " (-1 offloads every layer that fits)"),
@@ -263,27 +280,154 @@ def validate(settings: Settings) -> dict[str, str]:
 
 # --- persistence --------------------------------------------------------------------------
 
+SETTINGS_LIMIT = 1 << 20  # bytes; real files are about 1 KB plus the system prompt
+# Format versions of settings.json: a file without "version" is version 1. A change of format
+# bumps SETTINGS_SCHEMA.current and appends the step from the previous version.
+SETTINGS_SCHEMA = Schema("settings", current=1, steps=())
+_HINTS = get_type_hints(Settings)
+_KIND_WORDS = {bool: "true or false", int: "a whole number", float: "a number", str: "text"}
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    return {bool: "true/false", int: "a number", float: "a number", str: "text",
+            list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def _short(value: object, limit: int = 40) -> str:
+    text = json.dumps(value, ensure_ascii=False) if _is_json(value) else repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _is_json(value: object) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
+
+
+def _type_ok(name: str, value: object) -> bool:
+    """Whether the JSON value has the field's type (true is not a number, "7" is not 7)."""
+    hint = _HINTS[name]
+    allowed = get_args(hint) or (hint,)
+    if isinstance(value, bool):
+        return bool in allowed
+    if value is None:
+        return type(None) in allowed
+    if isinstance(value, int):
+        return int in allowed or float in allowed
+    if isinstance(value, float):
+        return float in allowed
+    return isinstance(value, str) and str in allowed
+
+
+def _expected(name: str) -> str:
+    allowed = [t for t in get_args(_HINTS[name]) or (_HINTS[name],) if t is not type(None)]
+    words = " or ".join(_KIND_WORDS.get(t, t.__name__) for t in allowed)
+    return words + (" or null" if len(allowed) < len(get_args(_HINTS[name])) else "")
+
+
+def settings_from_json(raw: dict[str, Any], source: str) -> tuple[Settings, list[str]]:
+    """Settings from a decoded file, each value type-checked and range-checked; a refused
+    value falls back to its default, with a note naming the field."""
+    defaults = Settings()
+    notes: list[str] = []
+    accepted: dict[str, Any] = {}
+    for f in fields(Settings):
+        if f.name not in raw:
+            continue
+        value = raw[f.name]
+        default = _as_text(getattr(defaults, f.name)) or "empty"
+        if not _type_ok(f.name, value):
+            notes.append(f"{source}: setting \"{f.name}\" is {_short(value)} "
+                         f"({_json_kind(value)}, expected {_expected(f.name)}); "
+                         f"using the default {default}")
+            continue
+        try:
+            accepted[f.name] = parse_field(f.name, _as_text(value))
+        except Invalid as refused:
+            notes.append(f"{source}: setting \"{f.name}\" is {_short(value)}: {refused}; "
+                         f"using the default {default}")
+    candidate = replace(defaults, **accepted)
+    for name, why in cross_check(candidate).items():
+        notes.append(f"{source}: setting \"{name}\" {why}; using the default")
+        candidate = replace(candidate, **{name: getattr(defaults, name)})
+    if cross_check(candidate):  # a small context that even the default answer length exceeds
+        notes.append(f"{source}: setting \"n_ctx\" is too small for any answer; "
+                     "using the default")
+        candidate = replace(candidate, max_tokens=defaults.max_tokens, n_ctx=defaults.n_ctx)
+    return candidate, notes
+
+
+@dataclass(frozen=True)
+class LoadedSettings:
+    settings: Settings
+    notes: tuple[str, ...]  # what was refused or repaired, one sentence each
+
 
 class SettingsStore:
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory or config_dir()
         self.path = self.directory / SETTINGS_FILE
+        self.notes: tuple[str, ...] = ()  # from the latest ``load``
 
     def load(self) -> Settings:
-        """Saved settings; unknown keys are dropped and refused values fall back to defaults."""
+        """Saved settings; what was refused or repaired is left in ``self.notes``."""
+        loaded = self.read()
+        self.notes = loaded.notes
+        return loaded.settings
+
+    def read(self) -> LoadedSettings:
+        """Saved settings, never raising: unknown keys are dropped, refused values fall back
+        to their defaults and an unusable file is moved aside, each with a note."""
+        clean_stale_temps(self.directory)
         try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return Settings()
-        if not isinstance(raw, dict):
-            return Settings()
-        defaults = Settings()
-        known = {f.name for f in fields(Settings)}
-        candidate = replace(defaults, **{k: v for k, v in raw.items() if k in known})
-        bad = validate(candidate)
-        if bad:
-            candidate = replace(candidate, **{k: getattr(defaults, k) for k in bad})
-        return candidate
+            raw = read_json_object(self.path, SETTINGS_LIMIT, what="settings file")
+        except FileNotFoundError:
+            return LoadedSettings(Settings(), ())
+        except StoredFileError as exc:
+            return LoadedSettings(Settings(), (self._set_aside(str(exc), exc.damaged),))
+        except OSError as exc:
+            note = f"cannot read the settings file {self.path}: {error_text(exc)}"
+            return LoadedSettings(Settings(), (note + "; using the defaults",))
+        try:
+            upgraded = upgrade(raw, SETTINGS_SCHEMA)
+        except MigrationError as exc:
+            return LoadedSettings(Settings(), (self._set_aside(f"{self.path}: {exc}", True),))
+        notes: list[str] = []
+        if upgraded.newer:
+            notes.append(self._keep_newer(raw, upgraded.found))
+        settings, refused = settings_from_json(upgraded.data, self.path.name)
+        notes += refused
+        known = {f.name for f in fields(Settings)} | {SETTINGS_SCHEMA.key}
+        unknown = sorted(str(k) for k in upgraded.data if k not in known)
+        if unknown and not upgraded.newer:
+            shown = ", ".join(_short(k, 30) for k in unknown[:5])
+            more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+            notes.append(f"{self.path.name}: ignored unknown setting(s) {shown}{more}")
+        return LoadedSettings(settings, tuple(notes))
+
+    def _set_aside(self, reason: str, damaged: bool) -> str:
+        if not damaged:
+            return f"{reason}; using the defaults"
+        moved = move_aside(self.path, "damaged")
+        where = f"it was moved to {moved.name}" if moved else "it could not be moved aside"
+        return f"{reason}; {where} and the defaults are used"
+
+    def _keep_newer(self, raw: dict[str, Any], found: int) -> str:
+        copy_path = self.path.with_name(f"{self.path.name}.v{found}")
+        try:
+            atomic_write_text(copy_path, json_text(raw, indent=2, sort_keys=True))
+            kept = f"a copy is kept as {copy_path.name}"
+        except OSError as exc:
+            kept = f"no copy could be kept ({error_text(exc)})"
+        return (f"{self.path.name} was written by a newer SpecDeck (format {found}; this one "
+                f"reads format {SETTINGS_SCHEMA.current}): only the settings this version "
+                f"knows are used; {kept}")
 
     def save(self, settings: Settings) -> None:
-        atomic_write_text(self.path, json.dumps(asdict(settings), indent=2, sort_keys=True))
+        """Raises ``OSError`` when the folder is read-only or full; the caller says so."""
+        document = {SETTINGS_SCHEMA.key: SETTINGS_SCHEMA.current, **asdict(settings)}
+        atomic_write_text(self.path, json_text(document, indent=2, sort_keys=True))

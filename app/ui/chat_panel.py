@@ -90,6 +90,9 @@ class ChatPanel(QWidget):
         self.transcript = Transcript()
         self.error_banner = Banner("errorBanner", "background: #FDEBE1; color: #7A2E00;")
         self.guard_banner = Banner("guardBanner", "background: #FFF6CC; color: #4D4000;")
+        # Stored-state banners outlive an answer: begin_answer leaves them as they are.
+        self.save_banner = Banner("saveBanner", "background: #FBE3E4; color: #7A0010;")
+        self.notes_banner = Banner("notesBanner", "background: #E8F0FB; color: #0B3A6E;")
         self._flush_timer = QTimer(self)
         self._flush_timer.setInterval(FLUSH_MS)
         self._flush_timer.timeout.connect(self.flush)
@@ -168,6 +171,8 @@ class ChatPanel(QWidget):
         self.split.setStretchFactor(1, 3)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.save_banner)
+        layout.addWidget(self.notes_banner)
         layout.addWidget(self.error_banner)
         layout.addWidget(self.split, 1)
         layout.addLayout(input_row)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -17,16 +18,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.conversations import ConversationStore, export
+from app.core.conversations import ConversationInfo, ConversationStore, export
+from app.core.fileio import error_text
 
 
 class ConversationList(QWidget):
     open_requested = Signal(str)  # conversation id
     deleted = Signal(str)
+    failed = Signal(str)  # what went wrong, in words (a read-only folder, a damaged file)
 
     def __init__(self, store: ConversationStore, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.store = store
+        # Conversations kept in memory because their folder refused the write: listed too.
+        self.unsaved: Callable[[], list[ConversationInfo]] = list
         self.list = QListWidget()
         self.list.setObjectName("conversationList")
         self.list.itemActivated.connect(self._activated)
@@ -54,9 +59,13 @@ class ConversationList(QWidget):
 
     def refresh(self, current: str | None = None) -> None:
         self.list.clear()
-        for info in self.store.list():
+        unsaved = {info.id: info for info in self.unsaved()}
+        stored = [info for info in self.store.list() if info.id not in unsaved]
+        infos = sorted([*stored, *unsaved.values()], key=lambda i: i.updated, reverse=True)
+        for info in infos:
             stamp = time.strftime("%b %d %H:%M", time.localtime(info.updated))
-            item = QListWidgetItem(f"{info.title}\n{stamp} · {info.messages} messages")
+            flag = " · not saved yet" if info.id in unsaved else ""
+            item = QListWidgetItem(f"{info.title}\n{stamp} · {info.messages} messages{flag}")
             item.setData(Qt.ItemDataRole.UserRole, info.id)
             item.setToolTip(info.title)
             self.list.addItem(item)
@@ -75,7 +84,12 @@ class ConversationList(QWidget):
             action(item.data(Qt.ItemDataRole.UserRole))
 
     def delete_conversation(self, conversation_id: str) -> None:
-        self.store.delete(conversation_id)
+        try:
+            self.store.delete(conversation_id)
+        except (OSError, ValueError) as exc:
+            self.failed.emit(f"Cannot delete the conversation: {error_text(exc)} "
+                             f"(in {self.store.directory})")
+            return
         self.refresh()
         self.deleted.emit(conversation_id)
 
@@ -85,11 +99,18 @@ class ConversationList(QWidget):
             self.delete_conversation(conversation_id)
 
     def _export(self, conversation_id: str, suffix: str) -> None:
-        conversation = self.store.load(conversation_id)
+        try:
+            conversation = self.store.load(conversation_id)
+        except (OSError, ValueError) as exc:
+            self.failed.emit(f"Cannot export the conversation: {error_text(exc)}")
+            return
         kinds = {"md": "Markdown (*.md)", "json": "JSON (*.json)"}
         safe = "".join(c if c.isalnum() else "-" for c in conversation.title).strip("-")[:40]
         path, _ = QFileDialog.getSaveFileName(
             self, "Export conversation", f"{safe or 'conversation'}.{suffix}", kinds[suffix]
         )
         if path:
-            export(conversation, Path(path))
+            try:
+                export(conversation, Path(path))
+            except OSError as exc:
+                self.failed.emit(f"Cannot export to {path}: {error_text(exc)}")

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import gc
+import html
 import os
+import stat
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, Signal
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QIcon, QShowEvent
 from PySide6.QtWidgets import QLabel, QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
 from app.core.config import DraftSource
 from app.core.conversations import ChatMessage, Conversation, ConversationStore
+from app.core.fileio import move_aside
+from app.core.pending_saves import PendingSaves, SaveFailure
 from app.core.settings import Settings, SettingsStore
 from app.ui.charts import ChartsPanel
 from app.ui.chat_panel import ChatPanel
@@ -34,6 +38,18 @@ from app.workers.engine_worker import (
 )
 
 ICON_DIR = Path(__file__).resolve().parents[2] / "resources" / "icons"
+LAYOUT_FILE = "window.ini"
+LAYOUT_LIMIT = 1 << 20  # bytes; a real one is under 2 KB
+SAVE_RETRY_MS = 5000  # while a save is failing, try again this often
+NOTES_SHOWN = 6
+
+
+def is_existing_file(path: str) -> bool:
+    """``Path.is_file`` raises for an unreadable folder on the way or a NUL in the text."""
+    try:
+        return bool(path) and Path(path).is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def app_icon() -> QIcon:
@@ -79,16 +95,22 @@ class MainWindow(QMainWindow):
         self.settings_store = settings_store or SettingsStore()
         self.settings: Settings = self.settings_store.load()
         self.store = conversation_store or ConversationStore()
+        self.saves = PendingSaves(self.settings_store, self.store)
+        self.save_retry = QTimer(self)
+        self.save_retry.setInterval(SAVE_RETRY_MS)
+        self.save_retry.timeout.connect(self.retry_saves)
         self.client = EngineClient(self)
         self.loaded: PairLoaded | None = None
         self._loaded_key: tuple[object, ...] | None = None
         self._verdict: Verdict | None = None
         self._shown_once = False
+        self._layout_usable = True
 
         self.pair_bar = PairBar()
         self.chat = ChatPanel(self.settings.colour_style, self.settings.baseline)
         self.settings_panel = SettingsPanel(self.settings)
         self.conversations = ConversationList(self.store)
+        self.conversations.unsaved = self.saves.unsaved_conversations
         self.charts = ChartsPanel()
         self.side = QTabWidget()
         self.side.addTab(self.settings_panel, "Settings")
@@ -122,12 +144,14 @@ class MainWindow(QMainWindow):
             self.statusBar().addPermanentWidget(label)
 
         self._wire()
-        infos = self.store.list()
-        self.conversation = self.store.load(infos[0].id) if infos else Conversation.new()
+        scan = self.store.scan()
+        self.conversation = self._first_conversation([info.id for info in scan.conversations])
         self._show_conversation()
+        layout_notes = self._check_layout_file()
+        self.show_notes([*self.settings_store.notes, *scan.notes, *layout_notes])
         self.resize(1560, 960)
         self._restore_layout()
-        if autoload and self.settings.target_path and Path(self.settings.target_path).is_file():
+        if autoload and is_existing_file(self.settings.target_path):
             self.load_pair(
                 self.settings.target_path,
                 self.settings.draft_path or None,
@@ -160,27 +184,49 @@ class MainWindow(QMainWindow):
         self.settings_panel.changed.connect(self._settings_changed)
         self.conversations.open_requested.connect(self.open_conversation)
         self.conversations.deleted.connect(self._conversation_deleted)
+        self.conversations.failed.connect(self._conversation_action_failed)
 
     # --- layout persistence ----------------------------------------------------------------
 
     def _qsettings(self) -> QSettings:
-        path = self.settings_store.directory / "window.ini"
-        return QSettings(str(path), QSettings.Format.IniFormat)
+        return QSettings(str(self._layout_file()), QSettings.Format.IniFormat)
+
+    def _layout_file(self) -> Path:
+        return self.settings_store.directory / LAYOUT_FILE
+
+    def _check_layout_file(self) -> list[str]:
+        """QSettings reads window.ini whole and blocks on a FIFO: anything but a small regular
+        file is moved aside (or, when that fails, the layout is neither read nor written)."""
+        path = self._layout_file()
+        try:
+            info = path.lstat()
+        except OSError:
+            return []
+        if stat.S_ISREG(info.st_mode) and info.st_size <= LAYOUT_LIMIT:
+            return []
+        moved = move_aside(path, "damaged")
+        self._layout_usable = moved is not None
+        where = f"moved to {moved.name}" if moved else "left as it is; the layout is not saved"
+        return [f"the window layout file {path} is not a small regular file; it was {where}"]
 
     def _splitters(self) -> dict[str, QSplitter]:
         return {"main": self.splitter, "chat": self.chat.split, "answer": self.chat.panes}
 
     def _restore_layout(self) -> None:
+        if not self._layout_usable:
+            return
         state = self._qsettings()
         geometry = state.value("geometry")
         if isinstance(geometry, QByteArray):
             self.restoreGeometry(geometry)
         tab = state.value("sideTab")
-        if tab is not None:
+        if isinstance(tab, int | str) and str(tab).isdigit():  # window.ini is stored state too
             self.side.setCurrentIndex(int(tab))
 
     def _restore_splitters(self) -> None:
         """Splitter sizes are restored once the window has its final size."""
+        if not self._layout_usable:
+            return
         state = self._qsettings()
         for name, splitter in self._splitters().items():
             value = state.value(f"splitter/{name}")
@@ -194,6 +240,8 @@ class MainWindow(QMainWindow):
             self._restore_splitters()
 
     def _save_layout(self) -> None:
+        if not self._layout_usable:
+            return
         state = self._qsettings()
         state.setValue("geometry", self.saveGeometry())
         for name, splitter in self._splitters().items():
@@ -295,7 +343,7 @@ class MainWindow(QMainWindow):
 
     def _settings_changed(self, settings: Settings) -> None:
         self.settings = settings
-        self.settings_store.save(settings)
+        self._report_save(self.saves.save_settings(settings))
         if self.loaded is not None and self._loaded_key != settings.load_key():
             self._loaded_key = settings.load_key()
             self.load_pair(
@@ -315,7 +363,9 @@ class MainWindow(QMainWindow):
         self.settings_panel.flush_pending()
         self.chat.input.clear()
         self.conversation = self.conversation.with_message(ChatMessage("user", text))
-        self.store.save(self.conversation)  # acknowledged: it survives a crash from here on
+        # Acknowledged: on disk it survives a crash; when it cannot be written it stays in
+        # memory (and in the transcript) and is written at the next save that works.
+        self._save_conversation()
         self.conversations.refresh(self.conversation.id)
         self._start_answer()
 
@@ -341,7 +391,7 @@ class MainWindow(QMainWindow):
         self.conversation = self.conversation.without_last_answer()
         if not self.conversation.messages:
             return
-        self.store.save(self.conversation)
+        self._save_conversation()
         self._start_answer()
 
     def new_chat(self) -> None:
@@ -357,16 +407,71 @@ class MainWindow(QMainWindow):
     def open_conversation(self, conversation_id: str) -> None:
         if self.client.generating:
             return
+        unsaved = self.saves.unsaved(conversation_id)
         try:
-            self.conversation = self.store.load(conversation_id)
-        except (OSError, ValueError, KeyError) as error:
-            self.chat.error_banner.show_text(f"<b>Could not open the conversation.</b> {error}")
+            self.conversation = unsaved or self.store.load(conversation_id)
+        except (OSError, ValueError) as error:
+            text = html.escape(str(error))
+            self.chat.error_banner.show_text(f"<b>Could not open the conversation.</b> {text}")
             return
         self._show_conversation()
 
+    def _first_conversation(self, ids: list[str]) -> Conversation:
+        """The most recent conversation that still reads (a file may change meanwhile)."""
+        for conversation_id in ids[:3]:
+            try:
+                return self.store.load(conversation_id)
+            except (OSError, ValueError):
+                continue
+        return Conversation.new()
+
     def _conversation_deleted(self, conversation_id: str) -> None:
+        self.saves.forget_conversation(conversation_id)
         if conversation_id == self.conversation.id and not self.client.generating:
             self.new_chat()
+
+    def _conversation_action_failed(self, message: str) -> None:
+        self.chat.error_banner.show_text(html.escape(message))
+
+    # --- stored state ----------------------------------------------------------------------
+
+    def show_notes(self, notes: list[str]) -> None:
+        """What loading refused or repaired, in a banner the person can dismiss."""
+        if not notes:
+            return
+        shown = [html.escape(note) for note in notes[:NOTES_SHOWN]]
+        if len(notes) > NOTES_SHOWN:
+            shown.append(f"… and {len(notes) - NOTES_SHOWN} more")
+        self.chat.notes_banner.show_text(
+            "<b>Some stored data could not be used as it was:</b><br>" + "<br>".join(shown)
+        )
+        for note in notes:
+            print(f"specdeck: {note}", file=sys.stderr)
+
+    def _save_conversation(self) -> None:
+        self._report_save(self.saves.save_conversation(self.conversation))
+
+    def retry_saves(self) -> None:
+        self._report_save(self.saves.flush())
+
+    def _report_save(self, failure: SaveFailure | None) -> None:
+        if failure is None:
+            if not self.chat.save_banner.isHidden():
+                self.chat.save_banner.hide()
+                self.conversations.refresh(self.conversation.id)  # drop "not saved yet"
+                self.statusBar().showMessage("Saved: everything kept in memory is on disk now.",
+                                             5000)
+            self.save_retry.stop()
+            return
+        kept = "it is" if failure.waiting == 1 else f"{failure.waiting} items are"
+        self.chat.save_banner.show_text(
+            f"<b>{html.escape(failure.describe())}</b><br>Nothing is lost: {kept} kept in "
+            "memory and saved as soon as the folder can be written to (retried every "
+            f"{SAVE_RETRY_MS // 1000} s). Free some space or fix the folder's permissions."
+        )
+        self.statusBar().showMessage(failure.describe(), SAVE_RETRY_MS * 2)
+        if not self.save_retry.isActive():
+            self.save_retry.start()
 
     def _show_conversation(self) -> None:
         self.chat.transcript.show_messages(self.conversation.messages)
@@ -404,7 +509,7 @@ class MainWindow(QMainWindow):
             self.conversation = self.conversation.with_message(
                 ChatMessage("assistant", spec.text, stats=stats)
             )
-            self.store.save(self.conversation)
+            self._save_conversation()
         self._show_conversation()
         if spec is not None:
             speed = f"spec {spec.tok_s:.1f} tok/s"
@@ -426,8 +531,14 @@ class MainWindow(QMainWindow):
         self._save_layout()
         self.chat.stop_timers()
         self.charts.stop()
+        self.save_retry.stop()
         if self.client.running:
             self.statusBar().showMessage("Stopping the engine…")
             self.client.shutdown()
-        self.settings_store.save(self.settings)
+        failure = self.saves.save_settings(self.settings)
+        if failure is not None:  # closing never raises; what is unsaved goes somewhere safe
+            rescued = self.saves.rescue()
+            where = f"copied to {rescued}" if rescued else "lost: no folder could be written"
+            print(f"specdeck: {failure.describe()}; {failure.waiting} unsaved item(s) {where}",
+                  file=sys.stderr)
         event.accept()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from PySide6.QtCore import QByteArray, QUrl
 from PySide6.QtGui import QColor, QFontDatabase, QTextBlockFormat, QTextCursor, QTextFormat
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
@@ -51,6 +52,12 @@ class Transcript(QTextBrowser):
         super().__init__(parent)
         self.setObjectName("transcript")
         self.setOpenExternalLinks(True)
+
+    def loadResource(self, kind: int, name: QUrl | str) -> object:  # noqa: N802 - Qt override
+        """Nothing is loaded for the text shown here: messages come from files and models, and
+        an image such as ``![x](/dev/zero)`` would otherwise be read until memory runs out.
+        An empty (but valid) answer, since on a null one QTextDocument reads the file itself."""
+        return QByteArray()
 
     def show_messages(self, messages: Sequence[ChatMessage], pending: bool = False) -> None:
         text = conversation_markdown(messages, pending)
