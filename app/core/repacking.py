@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from app.core.fileio import atomic_write_text
+from app.core.fileio import StoredFileError, atomic_write_text, read_json_object
 from app.core.paths import cache_dir
 
 ENV_VAR = "SPECDECK_REPACK"
@@ -95,14 +95,9 @@ def _cache_path() -> Path:
 
 
 def _read_cache() -> dict[str, dict[str, object]]:
-    path = _cache_path()
     try:
-        if path.stat().st_size > _MAX_CACHE_BYTES:
-            return {}
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict):
+        data = read_json_object(_cache_path(), _MAX_CACHE_BYTES, what="repacking verdict cache")
+    except (OSError, StoredFileError):
         return {}
     return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, dict)}
 
