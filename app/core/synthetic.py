@@ -132,3 +132,81 @@ def write_tiny_llama(
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+_DONOR_KEYS = (
+    "tokenizer.ggml.model",
+    "tokenizer.ggml.pre",
+    "tokenizer.ggml.tokens",
+    "tokenizer.ggml.token_type",
+    "tokenizer.ggml.merges",
+    "tokenizer.ggml.bos_token_id",
+    "tokenizer.ggml.eos_token_id",
+    "tokenizer.ggml.padding_token_id",
+    "tokenizer.ggml.add_bos_token",
+    "tokenizer.chat_template",
+)
+
+
+def _donor_tokenizer(donor: Path) -> list[tuple[str, object, gguf.GGUFValueType, object]]:
+    """(key, value, type, array item type) of the donor's tokenizer fields."""
+    reader = gguf.GGUFReader(str(donor))
+    out: list[tuple[str, object, gguf.GGUFValueType, object]] = []
+    for key in _DONOR_KEYS:
+        field = reader.fields.get(key)
+        if field is None:
+            continue
+        kind = field.types[0]
+        if kind == gguf.GGUFValueType.ARRAY:
+            item = field.types[1]
+            values: object = (
+                [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+                if item == gguf.GGUFValueType.STRING
+                else [int(field.parts[i][0]) for i in field.data]
+            )
+            out.append((key, values, kind, item))
+        elif kind == gguf.GGUFValueType.STRING:
+            out.append((key, bytes(field.parts[field.data[0]]).decode("utf-8"), kind, None))
+        else:
+            out.append((key, field.parts[field.data[0]][0].item(), kind, None))
+    return out
+
+
+def write_vocab_donor_pair(
+    donor: Path, target: Path, draft: Path, *, shape: TinyShape | None = None, noise: float = 0.15
+) -> tuple[Path, Path]:
+    """A fast pair with a real tokenizer: narrow, few-layer llama models that use ``donor``'s
+    vocabulary (e.g. Qwen2.5's 151,936 tokens). A decode costs milliseconds, like a GPU's,
+    while everything done per vocabulary entry (logit rows, sampling) costs what it really
+    does. The draft is the target plus noise, so the two agree often but not always."""
+    shape = shape or TinyShape(n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=128, n_ctx=4096)
+    tokenizer = _donor_tokenizer(donor)
+    n_vocab = next(len(v) for k, v, _, _ in tokenizer if k == "tokenizer.ggml.tokens")  # type: ignore[arg-type]
+    base = _weights(shape, n_vocab, np.random.default_rng(0))
+    jitter = np.random.default_rng(1)
+    for path, is_draft in ((target, False), (draft, True)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        writer = gguf.GGUFWriter(str(path), "llama")
+        writer.add_name(path.stem)
+        writer.add_context_length(shape.n_ctx)
+        writer.add_embedding_length(shape.n_embd)
+        writer.add_block_count(shape.n_layer)
+        writer.add_feed_forward_length(shape.n_ff)
+        writer.add_head_count(shape.n_head)
+        writer.add_head_count_kv(shape.n_head_kv)
+        writer.add_rope_dimension_count(shape.n_embd // shape.n_head)
+        writer.add_layer_norm_rms_eps(1e-5)
+        writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+        for key, value, kind, item in tokenizer:
+            writer.add_key_value(key, value, kind, sub_type=item)  # type: ignore[arg-type]
+        for name, value in base.items():
+            if is_draft and value.ndim == 2:
+                value = value + (jitter.standard_normal(value.shape) * noise * value.std()).astype(
+                    np.float32
+                )
+            writer.add_tensor(name, value)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+    return target, draft
