@@ -251,7 +251,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
             self.end_headers()
             self.close_connection = True
-            return self._send_endless(name, b"x")
+            return None if head else self._send_endless(name, b"x")
         if name not in repo.files:
             return self._error(404, "EntryNotFound", f"{name} does not exist on \"main\"")
         size = repo.size(name)

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -453,7 +454,7 @@ class Downloader:
     def _copy_body(self, response: Any, out: IO[bytes], offset: int, size: int, digest: Any,
                    cancel: threading.Event, state: _Progress, watch: Watch) -> None:
         try:
-            for chunk in response.iter_raw(256 << 10):
+            for chunk in response.iter_raw():
                 if offset + len(chunk) > size:
                     raise DownloadError(f"{response.url}: the server sent more than the "
                                         f"{size:,} bytes the file has")
@@ -538,7 +539,7 @@ class _FileLock:
         except OSError as exc:
             raise _write_error(exc, self.path) from exc
         try:
-            if os.name == "nt":
+            if sys.platform == "win32":
                 import msvcrt
 
                 msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
@@ -566,7 +567,7 @@ class _FileLock:
         with suppress(OSError):
             self.path.unlink()
         try:
-            if os.name == "nt":
+            if sys.platform == "win32":
                 import msvcrt
 
                 self.handle.seek(0)

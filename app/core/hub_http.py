@@ -23,7 +23,6 @@ DEFAULT_STALL_TIMEOUT_S = 30.0
 DEFAULT_HEADER_DEADLINE_S = 120.0
 # Fewer bytes than this within one stall timeout is no progress (a byte every 10 s is a stall).
 STALL_MIN_BYTES = 16 << 10
-CHUNK_BYTES = 256 << 10
 
 _CONTENT_RANGE_RE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 
@@ -161,7 +160,7 @@ def read_capped(response: Any, limit: int, watch: Watch) -> bytes:
                           f"({response.headers['Content-Encoding']}) although none was asked")
     data = bytearray()
     try:
-        for chunk in response.iter_raw(min(CHUNK_BYTES, max(limit, 1))):
+        for chunk in response.iter_raw():
             data += chunk[: limit - len(data)]
             watch.progress(len(chunk), limit - len(data))
             if len(data) >= limit:
@@ -182,7 +181,7 @@ def raise_for_status_capped(response: Any, watch: Watch) -> None:
     from huggingface_hub.utils import hf_raise_for_status
 
     body = bytearray()
-    for chunk in response.iter_raw(64 << 10):
+    for chunk in response.iter_raw():
         body += chunk[: MAX_ERROR_BODY - len(body)]
         watch.progress(len(chunk), MAX_ERROR_BODY - len(body))
         if len(body) >= MAX_ERROR_BODY:
