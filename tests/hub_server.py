@@ -41,6 +41,7 @@ class Hostile:
     no_sha: set[str] = field(default_factory=set)  # listed without an LFS sha256
     tree_body: dict[str, bytes] = field(default_factory=dict)  # raw listing answer per repo
     tree_next: dict[str, str] = field(default_factory=dict)  # Link: next page URL per repo
+    search_body: bytes | None = None  # raw answer to every search
     endless_cap: int = 64 << 20  # an "endless" body stops here, to keep a failing test alive
 
 
@@ -175,6 +176,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._json({"error": message}, status, {"X-Error-Code": code, "X-Error-Message": message})
 
     def _search(self, query: dict[str, list[str]]) -> None:
+        raw = self.hub.hostile.search_body
+        if raw is not None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+            return
         text = query.get("search", [""])[0].lower()
         limit = int(query.get("limit", ["1000"])[0])
         hits = [r for r in self.hub.repos.values() if text in r.repo_id.lower()]

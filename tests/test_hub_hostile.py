@@ -27,9 +27,11 @@ from app.core.hub import (
     GGUFFile,
     HubError,
     file_url,
+    group_for_file,
     list_gguf_files,
     list_repo_files,
     read_remote_header,
+    search_models,
 )
 from app.core.hub_http import TransferCancelled, TransferLimits, TransferStalled, TransferTimedOut
 from app.core.library import Library, LibraryModel
@@ -63,7 +65,8 @@ def _escape_names(outside: Path) -> list[str]:
     return ["../../../escaped.gguf", "../../../newdir/escaped.gguf", "sub/../../../x.gguf",
             str(outside / "abs" / "escaped.gguf"), "..\\..\\..\\escaped.gguf",
             "C:/escaped.gguf", "C:escaped.gguf", "bad\x00name.gguf", "bad\nname.gguf",
-            "x" * 300 + ".gguf", "./m.gguf", "sub//m.gguf", "NUL.gguf", "trailing.gguf. "]
+            "x" * 300 + ".gguf", "./m.gguf", "sub//m.gguf", "NUL.gguf", "trailing.gguf. ",
+            "fake\u202efuggg.gguf", "a/" * 300 + "m.gguf"]
 
 
 def test_listing_names_cannot_escape_the_models_folder(populated_hub: FakeHub, tmp_path: Path,
@@ -444,3 +447,46 @@ def test_endless_pagination_is_bounded(populated_hub: FakeHub) -> None:
     populated_hub.hostile.tree_next["acme/Big-GGUF"] = "http://example.invalid/next"
     with pytest.raises(HubError, match="another host"):
         list_gguf_files("acme/Big-GGUF")
+
+
+def test_hostile_search_answers(populated_hub: FakeHub) -> None:
+    hostile = populated_hub.hostile
+    hostile.search_body = json.dumps({"models": []}).encode()
+    with pytest.raises(HubError, match="not a list of models"):
+        search_models("x")
+    hostile.search_body = json.dumps([
+        "junk", {"id": "../../etc"}, {"id": "ok/Repo-GGUF", "downloads": "many", "likes": None},
+        {"id": "a/b", "downloads": 5, "gated": "manual"}]).encode()
+    hits = search_models("x")
+    assert [(h.repo_id, h.downloads, h.gated) for h in hits] == [("ok/Repo-GGUF", 0, False),
+                                                                  ("a/b", 5, True)]
+    hostile.search_body = b"[" + b'{"id": "a/b"},' * 3_000_000 + b"{}]"  # over 32 MiB
+    with pytest.raises(HubError, match="larger than 32 MiB"):
+        search_models("x")
+
+
+@pytest.mark.parametrize("meta", [b'{"etag": null, "size": "abc"}', b"[1, 2]", b"\xff\xfe"])
+def test_tampered_resume_record_restarts_cleanly(populated_hub: FakeHub, tmp_path: Path,
+                                                 gguf_bytes: dict[str, bytes],
+                                                 meta: bytes) -> None:
+    folder = tmp_path / "acme--Big-GGUF"
+    folder.mkdir()
+    (folder / (BIG + ".part")).write_bytes(b"garbage" * 1000)
+    (folder / (BIG + ".part.json")).write_bytes(meta)
+    path = Downloader(tmp_path).download("acme/Big-GGUF", BIG)
+    assert path.read_bytes() == gguf_bytes[BIG]
+
+
+def test_listing_duplicates_and_absurd_split_counts(fake_hub: FakeHub,
+                                                    gguf_bytes: dict[str, bytes]) -> None:
+    entry = {"type": "file", "path": "m-Q8_0.gguf", "size": 10}
+    fake_hub.add(FakeRepo("acme/Dup-GGUF", {}))
+    fake_hub.hostile.tree_body["acme/Dup-GGUF"] = json.dumps([entry, entry]).encode()
+    (group,) = list_gguf_files("acme/Dup-GGUF")
+    assert not group.is_split and len(group.files) == 1
+    fake_hub.add(FakeRepo("acme/Parts-GGUF", {"m-00001-of-99999.gguf": gguf_bytes[SMALL]}))
+    with pytest.raises(HubError) as caught:
+        group_for_file("acme/Parts-GGUF", list_repo_files("acme/Parts-GGUF"),
+                       "m-00001-of-99999.gguf")
+    assert "m-00002-of-99999.gguf" in str(caught.value) and "99993 more" in str(caught.value)
+    assert len(str(caught.value)) < 600

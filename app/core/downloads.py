@@ -591,7 +591,9 @@ def _part_size(final: Path, etag: str | None) -> int:
         info = json.loads(meta.read_text())
     except (OSError, ValueError):
         return 0
-    if info.get("etag") != etag or part.stat().st_size > int(info.get("size", -1)):
+    if not isinstance(info, dict) or type(info.get("size")) is not int:
+        return 0  # not written by this code: start over
+    if info.get("etag") != etag or part.stat().st_size > info["size"]:
         return 0
     return part.stat().st_size
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import errno
 import re
 import socket
+import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from huggingface_hub import HfApi, constants
+from huggingface_hub import constants
 from huggingface_hub.errors import (
     DisabledRepoError,
     GatedRepoError,
@@ -77,8 +78,9 @@ def unsafe_path_reason(path: object) -> str | None:
         return "is empty"
     if len(path) > MAX_REPO_PATH_CHARS:
         return f"is longer than {MAX_REPO_PATH_CHARS} characters"
-    if any(ord(c) < 32 or ord(c) == 127 for c in path):
-        return "contains control characters"
+    if any(ord(c) < 32 or ord(c) == 127 or unicodedata.category(c) in ("Cc", "Cf", "Cs")
+           for c in path):
+        return "contains control or invisible formatting characters"
     if "\\" in path:
         return "contains a backslash"
     if ":" in path:
@@ -175,15 +177,40 @@ class ModelHit:
 
 
 def search_models(
-    query: str, *, limit: int = 30, endpoint: str | None = None, token: Token = None
+    query: str, *, limit: int = 30, endpoint: str | None = None, token: Token = None,
+    limits: TransferLimits | None = None,
 ) -> list[ModelHit]:
-    """GGUF repositories matching ``query``, most downloaded first."""
-    api = HfApi(endpoint=endpoint_or_default(endpoint), token=token)
-    with hub_errors(f"searching the Hub for {query!r}"):
-        models = api.list_models(filter="gguf", search=query or None, sort="downloads", limit=limit)
-        return [
-            ModelHit(m.id, int(m.downloads or 0), int(m.likes or 0), bool(m.gated)) for m in models
-        ]
+    """GGUF repositories matching ``query``, most downloaded first (one bounded request)."""
+    from urllib.parse import urlencode
+
+    from huggingface_hub.utils import build_hf_headers
+
+    what = f"searching the Hub for {query!r}"
+    params = {"filter": "gguf", "sort": "downloads", "direction": "-1",
+              "limit": str(max(1, min(limit, 1000)))}
+    if query:
+        params["search"] = query
+    url = f"{endpoint_or_default(endpoint)}/api/models?{urlencode(params)}"
+    watch = (limits or TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S)).watch(what)
+    with hub_errors(what):
+        body, _next = get_json(url, build_hf_headers(token=token), watch,
+                               max_bytes=MAX_LISTING_PAGE_BYTES)
+        if not isinstance(body, list):
+            raise BadResponse(f"{what}: the Hub's answer is not a list of models")
+        return [hit for hit in map(_model_hit, body[:limit]) if hit is not None]
+
+
+def _model_hit(entry: object) -> ModelHit | None:
+    if not isinstance(entry, dict):
+        return None
+    repo_id = entry.get("id") or entry.get("modelId")
+    if unsafe_repo_id_reason(repo_id) is not None:
+        return None  # a name no download could use
+    assert isinstance(repo_id, str)
+    downloads, likes = entry.get("downloads", 0), entry.get("likes", 0)
+    return ModelHit(repo_id, downloads if type(downloads) is int else 0,
+                    likes if type(likes) is int else 0,
+                    entry.get("gated") not in (None, False, "false"))
 
 
 @dataclass(frozen=True)
@@ -264,8 +291,9 @@ def group_for_file(repo_id: str, files: list[GGUFFile], filename: str) -> QuantG
     stem, count = filename[: match.start()], int(match.group(2))
     expected = [f"{stem}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
     missing = [name for name in expected if name not in names]
+    shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
     raise HubError(f"{repo_id}: {filename} is one of {count} parts of a split model, and "
-                   f"the repository lacks {', '.join(missing) or 'a consistent set of parts'}; "
+                   f"the repository lacks {shown or 'a consistent set of parts'}; "
                    "it cannot be loaded until the uploader adds the missing parts")
 
 
@@ -305,6 +333,7 @@ def list_repo_files(
                        "?recursive=true&expand=false")
     watch = (limits or TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S)).watch(what)
     files: list[GGUFFile] = []
+    seen_paths: set[str] = set()
     seen = 0
     with hub_errors(what):
         for _page in range(MAX_LISTING_PAGES):
@@ -318,7 +347,10 @@ def list_repo_files(
             if seen > MAX_LISTING_ENTRIES:
                 raise BadResponse(f"{what}: the repository lists more than "
                                   f"{MAX_LISTING_ENTRIES:,} files")
-            files.extend(f for f in map(_listed_file, body) if f is not None)
+            for f in map(_listed_file, body):
+                if f is not None and f.path not in seen_paths:
+                    seen_paths.add(f.path)
+                    files.append(f)
             if url is not None and not url.startswith(base + "/"):
                 raise BadResponse(f"{what}: the next page is on another host ({url})")
         else:
