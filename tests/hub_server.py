@@ -33,6 +33,7 @@ class Hostile:
     endless: set[str] = field(default_factory=set)  # 206/200 bodies that never end
     endless_errors: set[str] = field(default_factory=set)  # 404 with a body that never ends
     drip_s: dict[str, float] = field(default_factory=dict)  # one byte every N seconds
+    drip_headers_s: dict[str, float] = field(default_factory=dict)  # the same, in the headers
     wrong_range: set[str] = field(default_factory=set)  # 206 always starting at byte 0
     content_length: dict[str, str] = field(default_factory=dict)  # raw Content-Length value
     gzip: set[str] = field(default_factory=set)  # claims Content-Encoding: gzip
@@ -247,6 +248,10 @@ class _Handler(BaseHTTPRequestHandler):
                                f"Access to model {repo_id} is restricted. You must have access "
                                "to it and be authenticated to access it. Please log in.")
         hostile = self.hub.hostile
+        if name in hostile.drip_headers_s and not head:
+            status = b"HTTP/1.1 206 Partial Content\r\nContent-Length: 10\r\n" + b"X: y\r\n" * 500
+            self.close_connection = True
+            return self._drip(name, status, hostile.drip_headers_s[name])
         if name in hostile.redirect:
             self.send_response(302)
             self.send_header("Location", hostile.redirect[name])

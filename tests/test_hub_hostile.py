@@ -210,6 +210,15 @@ def test_inspection_has_a_total_deadline(populated_hub: FakeHub) -> None:
     assert took < 4
 
 
+def test_deadline_holds_while_the_headers_drip(populated_hub: FakeHub) -> None:
+    populated_hub.hostile.drip_headers_s[BIG] = 0.05  # each byte resets any read timeout
+    limits = TransferLimits(stall_timeout_s=5, deadline_s=1.0)
+    _, error, took = _in_thread(lambda: read_remote_header("acme/Big-GGUF", BIG,
+                                                           limits=limits), 30)
+    assert isinstance(error, TransferTimedOut)
+    assert took < 3
+
+
 def test_inspection_can_be_cancelled(populated_hub: FakeHub) -> None:
     populated_hub.hostile.drip_s[BIG] = 0.01
     cancel = threading.Event()

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,6 +114,10 @@ class Watch:
 def _map_transport(exc: Exception, watch: Watch) -> Exception:
     import httpx2
 
+    try:  # the watchdog cut the connection, or the deadline passed during a read
+        watch.check()
+    except HubError as mapped:
+        return mapped
     if isinstance(exc, httpx2.TimeoutException):
         if watch.deadline is not None and time.monotonic() >= watch.deadline - 0.01:
             try:
@@ -138,9 +143,16 @@ def stream(url: str, headers: dict[str, str], watch: Watch) -> Iterator[Any]:
 
     watch.check()
     watch.new_transfer()
+    dog = _Watchdog(watch) if watch.deadline is not None or watch.limits.cancel else None
+    extensions = {}
+    if dog is not None:
+        # A fresh connection per request, so the watchdog holds every socket it may cut.
+        headers = {**headers, "Connection": "close"}
+        extensions["trace"] = dog.trace
+        dog.start()
     try:
-        with get_session().stream("GET", url, headers=headers,
-                                  timeout=watch.timeout()) as response:
+        with get_session().stream("GET", url, headers=headers, timeout=watch.timeout(),
+                                  extensions=extensions) as response:
             if response.status_code >= 400:
                 raise_for_status_capped(response, watch)
             yield response
@@ -151,6 +163,47 @@ def stream(url: str, headers: dict[str, str], watch: Watch) -> Iterator[Any]:
         if mapped is exc:
             raise
         raise mapped from exc
+    finally:
+        if dog is not None:
+            dog.stop()
+
+
+class _Watchdog:
+    """Cuts a request's connection when its job is cancelled or past its deadline.
+
+    Read timeouts only bound the wait for each piece, so a server that drips its status line
+    and headers byte by byte would outlive any deadline without this.
+    """
+
+    def __init__(self, watch: Watch) -> None:
+        self.watch = watch
+        self.sockets: list[socket.socket] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="hub-watchdog", daemon=True)
+
+    def trace(self, name: str, info: dict[str, Any]) -> None:
+        if name in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            stream_ = info.get("return_value")
+            sock = stream_.get_extra_info("socket") if stream_ is not None else None
+            if isinstance(sock, socket.socket):
+                self.sockets.append(sock)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def _run(self) -> None:
+        while not self.done.wait(0.05):
+            try:
+                self.watch.check()
+            except HubError:
+                for sock in self.sockets:
+                    with suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
+                return
 
 
 def read_capped(response: Any, limit: int, watch: Watch) -> bytes:
