@@ -509,9 +509,11 @@ def _write_record(final: Path, size: int, sha256: str | None, etag: str | None) 
 
 def _write_error(exc: OSError, path: Path) -> DownloadError:
     if exc.errno in _DISK_FULL_ERRNOS:
+        why = "the disk is full" if exc.errno != errno.EFBIG else \
+            "the disk is full or the file is larger than its file system allows"
         return NotEnoughDiskSpace(
-            f"the disk is full: cannot write {path} ({exc.strerror}). Free some space or "
-            "choose another models folder; the download resumes where it stopped"
+            f"{why}: cannot write {path} ({exc.strerror}). Free some space or choose another "
+            "models folder; the download resumes where it stopped"
         )
     return DownloadError(f"cannot write {path}: {exc.strerror or exc}")
 
