@@ -9,14 +9,22 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+from pathlib import PurePosixPath
 from typing import Any
 
 from app.core.compat import first_mismatch
 from app.core.downloads import DownloadCancelled, Downloader, DownloadProgress, human_bytes
 from app.core.fit import KV_BYTES_PER_ELEMENT, assess, detect_hardware, estimate_pair, gib
 from app.core.gguf_header import GGUFFormatError, model_facts, vocab_info
-from app.core.hub import SPLIT_RE, HubError, ModelRef, list_gguf_files
-from app.core.library import Library, LibraryError, models_dir
+from app.core.hub import (
+    SPLIT_RE,
+    GGUFFile,
+    HubError,
+    ModelRef,
+    group_for_file,
+    list_repo_files,
+)
+from app.core.library import Library, LibraryError, models_dir, split_parts
 
 
 def register(subparsers: Any) -> None:
@@ -60,18 +68,23 @@ def cmd_pull(args: argparse.Namespace) -> int:
     try:
         library = Library()
         if args.offline:
-            files = [downloader.local_path(args.repo, args.file)]
-            if not files[0].is_file():
-                return _fail(f"offline mode: {args.repo}/{args.file} is not downloaded yet")
-            paths = files
+            # Only files SpecDeck downloaded itself: the name is checked like a Hub listing's.
+            first = downloader.local_path(args.repo, args.file)
+            parts = split_parts(first)
+            folder = PurePosixPath(args.file).parent
+            files = [GGUFFile((folder / p.name).as_posix(), -1, None) for p in parts]
+            paths = downloader.download_files(args.repo, files)
         else:
-            group = next((g for g in list_gguf_files(args.repo, revision=args.revision)
-                          if any(f.path == args.file for f in g.files)), None)
-            if group is None:
-                return _fail(f"{args.repo} has no GGUF file {args.file!r}")
+            group = group_for_file(args.repo,
+                                   list_repo_files(args.repo, revision=args.revision),
+                                   args.file)
             if group.is_split and SPLIT_RE.search(args.file):
                 print(f"{args.file} is part of a split model: fetching all {len(group.files)} "
                       "parts", file=sys.stderr)
+            for changed in downloader.changed_on_hub(args.repo, group.files):
+                print(f"{changed.path} changed on the Hub since it was downloaded: fetching the "
+                      "new version (the old file stays until the new one is verified)",
+                      file=sys.stderr)
             cancel = threading.Event()
             try:
                 paths = downloader.download_files(args.repo, list(group.files),
@@ -82,7 +95,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
                 raise DownloadCancelled("interrupted; run the same command to resume") from None
             finally:
                 print(file=sys.stderr)
-        model = library.add_downloaded(args.repo, paths)
+        model = library.add_downloaded(args.repo, paths, models_root=models_dir())
     except (HubError, LibraryError) as exc:
         return _fail(str(exc))
     print(model.path)

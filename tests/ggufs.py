@@ -6,6 +6,7 @@ not a model llama.cpp could run (``app.core.synthetic`` makes those).
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -70,3 +71,53 @@ def write_gguf(
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+# --- hand-made GGUF bytes, for headers no writer would produce ------------------------------
+
+GGUF_U32, GGUF_I32, GGUF_BOOL, GGUF_STRING, GGUF_ARRAY, GGUF_U64 = 4, 5, 7, 8, 9, 10
+
+
+def enc_str(text: str | bytes) -> bytes:
+    data = text.encode() if isinstance(text, str) else text
+    return struct.pack("<Q", len(data)) + data
+
+
+def kv_u32(key: str, value: int) -> bytes:
+    return enc_str(key) + struct.pack("<II", GGUF_U32, value)
+
+
+def kv_string(key: str, text: str | bytes) -> bytes:
+    return enc_str(key) + struct.pack("<I", GGUF_STRING) + enc_str(text)
+
+
+def kv_array(key: str, item_type: int, count: int, payload: bytes = b"") -> bytes:
+    return enc_str(key) + struct.pack("<IIQ", GGUF_ARRAY, item_type, count) + payload
+
+
+def kv_tokens(tokens: list[str] | list[bytes]) -> bytes:
+    payload = b"".join(enc_str(t) for t in tokens)
+    return kv_array("tokenizer.ggml.tokens", GGUF_STRING, len(tokens), payload)
+
+
+def tensor_entry(name: str | bytes, shape: tuple[int, ...], ggml_type: int = 0,
+                 offset: int = 0) -> bytes:
+    return (enc_str(name) + struct.pack("<I", len(shape))
+            + b"".join(struct.pack("<Q", d) for d in shape) + struct.pack("<IQ", ggml_type, offset))
+
+
+def llama_kvs(arch: str | bytes = "llama", name: str | bytes = "raw") -> list[bytes]:
+    """The keys of a small, valid llama header (vocabulary included)."""
+    return [kv_string("general.architecture", arch), kv_string("general.name", name),
+            kv_u32("llama.block_count", 2), kv_u32("llama.embedding_length", 64),
+            kv_u32("llama.attention.head_count", 4), kv_u32("llama.context_length", 2048),
+            kv_string("tokenizer.ggml.model", "llama"), kv_tokens(spm_tokens(8))]
+
+
+def raw_gguf(kvs: list[bytes], tensors: list[bytes] | None = None, *,
+             n_kv: int | None = None, n_tensors: int | None = None, data: bytes = b"") -> bytes:
+    tensors = tensors if tensors is not None else [tensor_entry("output_norm.weight", (64,))]
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors) if n_tensors is None else n_tensors,
+                                 len(kvs) if n_kv is None else n_kv)
+    body = head + b"".join(kvs) + b"".join(tensors)
+    return body + bytes(-len(body) % 32) + (data or bytes(256))

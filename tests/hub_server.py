@@ -5,6 +5,9 @@ It speaks the part of the Hub HTTP API that huggingface_hub 2.x uses for our fea
 ``/api/whoami-v2`` and ``/{repo}/resolve/{rev}/{file}`` (HEAD, GET, Range) with the ETag /
 X-Linked-Etag / X-Linked-Size / X-Repo-Commit headers. It can answer 401 for a gated repo,
 404, drop a connection part-way through a file, report a wrong sha256, and slow down.
+
+It can also be hostile (``FakeHub.hostile``, see :class:`Hostile`): endless bodies, a byte
+every few seconds, wrong ranges, redirects elsewhere, raw listing bodies, endless pages.
 """
 
 from __future__ import annotations
@@ -21,6 +24,26 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+@dataclass
+class Hostile:
+    """Misbehaviours, keyed by file name (or repo id for listings)."""
+
+    endless: set[str] = field(default_factory=set)  # 206/200 bodies that never end
+    endless_errors: set[str] = field(default_factory=set)  # 404 with a body that never ends
+    drip_s: dict[str, float] = field(default_factory=dict)  # one byte every N seconds
+    drip_headers_s: dict[str, float] = field(default_factory=dict)  # the same, in the headers
+    wrong_range: set[str] = field(default_factory=set)  # 206 always starting at byte 0
+    content_length: dict[str, str] = field(default_factory=dict)  # raw Content-Length value
+    gzip: set[str] = field(default_factory=set)  # claims Content-Encoding: gzip
+    redirect: dict[str, str] = field(default_factory=dict)  # 302 to this URL
+    linked_size: dict[str, str] = field(default_factory=dict)  # raw X-Linked-Size for HEAD
+    no_sha: set[str] = field(default_factory=set)  # listed without an LFS sha256
+    tree_body: dict[str, bytes] = field(default_factory=dict)  # raw listing answer per repo
+    tree_next: dict[str, str] = field(default_factory=dict)  # Link: next page URL per repo
+    search_body: bytes | None = None  # raw answer to every search
+    endless_cap: int = 64 << 20  # an "endless" body stops here, to keep a failing test alive
 
 
 @dataclass
@@ -74,6 +97,8 @@ class FakeHub:
         self.valid_tokens = {"hf_valid_test_token"}
         self.drop_after: dict[str, list[int]] = {}  # file name -> byte counts, one per GET
         self.chunk_delay_s = 0.0
+        self.hostile = Hostile()
+        self.sent: dict[str, int] = {}  # file name -> body bytes the client accepted
         self.log: list[Logged] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
@@ -152,6 +177,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._json({"error": message}, status, {"X-Error-Code": code, "X-Error-Message": message})
 
     def _search(self, query: dict[str, list[str]]) -> None:
+        raw = self.hub.hostile.search_body
+        if raw is not None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+            return
         text = query.get("search", [""])[0].lower()
         limit = int(query.get("limit", ["1000"])[0])
         hits = [r for r in self.hub.repos.values() if text in r.repo_id.lower()]
@@ -183,6 +215,17 @@ class _Handler(BaseHTTPRequestHandler):
         repo = self.hub.repos.get(repo_id)
         if repo is None:
             return self._error(404, "RepoNotFound", "Repository not found")
+        hostile = self.hub.hostile
+        if marker == "/tree/" and repo_id in hostile.tree_body:
+            body = hostile.tree_body[repo_id]
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            if repo_id in hostile.tree_next:
+                self.send_header("Link", f'<{hostile.tree_next[repo_id]}>; rel="next"')
+            self.end_headers()
+            self.wfile.write(body)
+            return None
         if marker == "/revision/":
             return self._json({"id": repo_id, "sha": COMMIT, "gated": bool(repo.token),
                                "downloads": repo.downloads, "private": False,
@@ -190,9 +233,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._json([
             {"type": "file", "oid": hashlib.sha1(name.encode()).hexdigest(),
              "size": repo.size(name), "path": name,
-             "lfs": {"oid": repo.sha256(name), "size": repo.size(name), "pointerSize": 134}}
+             **({} if name in hostile.no_sha else {
+                 "lfs": {"oid": repo.sha256(name), "size": repo.size(name), "pointerSize": 134}})}
             for name in sorted(repo.files)
-        ])
+        ], headers={"Link": f'<{hostile.tree_next[repo_id]}>; rel="next"'}
+           if repo_id in hostile.tree_next else None)
 
     def _resolve(self, repo_id: str, name: str, head: bool) -> None:
         repo = self.hub.repos.get(repo_id)
@@ -202,6 +247,24 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(401, "GatedRepo",
                                f"Access to model {repo_id} is restricted. You must have access "
                                "to it and be authenticated to access it. Please log in.")
+        hostile = self.hub.hostile
+        if name in hostile.drip_headers_s and not head:
+            status = b"HTTP/1.1 206 Partial Content\r\nContent-Length: 10\r\n" + b"X: y\r\n" * 500
+            self.close_connection = True
+            return self._drip(name, status, hostile.drip_headers_s[name])
+        if name in hostile.redirect:
+            self.send_response(302)
+            self.send_header("Location", hostile.redirect[name])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
+        if name in hostile.endless_errors:
+            self.send_response(404)
+            self.send_header("X-Error-Code", "EntryNotFound")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            return None if head else self._send_endless(name, b"x")
         if name not in repo.files:
             return self._error(404, "EntryNotFound", f"{name} does not exist on \"main\"")
         size = repo.size(name)
@@ -222,20 +285,62 @@ class _Handler(BaseHTTPRequestHandler):
         sha = repo.sha256(name)
         self.send_response(status)
         self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Length", str(end - start + 1))
+        endless = name in hostile.endless and not head
+        if endless:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        else:
+            self.send_header("Content-Length",
+                             hostile.content_length.get(name, str(end - start + 1)))
+        if name in hostile.gzip:
+            self.send_header("Content-Encoding", "gzip")
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("ETag", f'"{sha}"')
         self.send_header("X-Linked-Etag", f'"{sha}"')
-        self.send_header("X-Linked-Size", str(size))
+        self.send_header("X-Linked-Size", hostile.linked_size.get(name, str(size)))
         self.send_header("X-Repo-Commit", COMMIT)
         if status == 206:
-            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+            first = 0 if name in hostile.wrong_range else start
+            self.send_header("Content-Range", f"bytes {first}-{end}/{size}")
         self.end_headers()
         if head:
             return
+        body = repo.read(name, start, end + 1)
+        if endless:
+            return self._send_endless(name, body)
+        if name in hostile.drip_s:
+            return self._drip(name, body, hostile.drip_s[name])
         drops = self.hub.drop_after.get(name)
         limit = drops.pop(0) if drops else None
         self._send_body(repo.read(name, start, end + 1), limit)
+
+    def _count(self, name: str, n: int) -> None:
+        self.hub.sent[name] = self.hub.sent.get(name, 0) + n
+
+    def _send_endless(self, name: str, first: bytes) -> None:
+        """``first``, then zeros until the client hangs up (or the cap, to spare the test)."""
+        filler = bytes(64 << 10)
+        piece = first
+        try:
+            while self.hub.sent.get(name, 0) < self.hub.hostile.endless_cap:
+                self.wfile.write(piece)
+                self.wfile.flush()
+                self._count(name, len(piece))
+                piece = filler
+        except OSError:
+            pass
+        self.close_connection = True
+
+    def _drip(self, name: str, body: bytes, every_s: float) -> None:
+        try:
+            for i in range(len(body)):
+                self.wfile.write(body[i : i + 1])
+                self.wfile.flush()
+                self._count(name, 1)
+                time.sleep(every_s)
+        except OSError:
+            pass
+        self.close_connection = True
 
     def _send_body(self, body: bytes, limit: int | None) -> None:
         sent, chunk = 0, 16 << 10

@@ -46,7 +46,8 @@ def test_import_refuses_bad_files(library: Library, tmp_path: Path) -> None:
 
 
 def test_profiles_and_delete(library: Library, tmp_path: Path) -> None:
-    target = library.add_downloaded("acme/Big", [write_gguf(tmp_path / "dl" / "big.gguf")])
+    downloaded = write_gguf(library.models_root / "acme--Big" / "big.gguf")
+    target = library.add_downloaded("acme/Big", [downloaded])
     draft = library.import_gguf(write_gguf(tmp_path / "small.gguf"))
     library.save_profile(Profile("Big + small", target.id, draft.id, n_ctx=2048))
     assert library.active_profile() is not None

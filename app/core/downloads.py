@@ -3,28 +3,53 @@
 huggingface_hub no longer resumes across runs by itself, so bytes go into ``<file>.part``
 next to a small ``.part.json`` naming the remote ETag; a later run (or a retry after a
 dropped connection) continues with a ``Range`` request. The finished file is checked
-against the sha256 the Hub reports for LFS files before it is moved into place, so a file
-at its final path is always complete and verified.
+against the sha256 the Hub reports for LFS files before it is moved into place, and a
+``<file>.done.json`` record (size, sha256, ETag, mtime) lets a later run trust it without
+hashing it again, notice when it was damaged, and notice when the Hub has a newer version.
+
+Every name from the Hub is checked and the resolved path must stay inside the models
+folder; one download of a file runs at a time, across processes (``<file>.part.lock``).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
 import shutil
+import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from huggingface_hub import constants, get_hf_file_metadata, login, logout
-from huggingface_hub.utils import build_hf_headers, get_session, get_token, hf_raise_for_status
+from huggingface_hub.utils import build_hf_headers, get_token
 
-from app.core.hub import GGUFFile, HubError, Token, explain, file_url, hub_errors
+from app.core.hub import (
+    MAX_FILE_BYTES,
+    GGUFFile,
+    HubError,
+    Token,
+    check_repo_file,
+    explain,
+    file_url,
+    hub_errors,
+)
+from app.core.hub_http import (
+    DEFAULT_STALL_TIMEOUT_S,
+    BadResponse,
+    TransferLimits,
+    TransferStalled,
+    Watch,
+    content_range_start,
+    stream,
+)
 
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 DEFAULT_RESERVE_BYTES = 64 << 20  # keep some room so the disk is not filled to the last byte
@@ -44,6 +69,17 @@ class NotEnoughDiskSpace(DownloadError):
 
 class HashMismatchError(DownloadError):
     pass
+
+
+class AlreadyDownloading(DownloadError):
+    pass
+
+
+class UnsafeFileName(DownloadError):
+    pass
+
+
+_DISK_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
 @dataclass(frozen=True)
@@ -120,6 +156,8 @@ class Downloader:
         retry_wait_s: float = 1.0,
         reserve_bytes: int = DEFAULT_RESERVE_BYTES,
         progress_interval_s: float = 0.1,
+        stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+        lock_wait_s: float = 0.0,
     ) -> None:
         self.dest_root = Path(dest_root)
         self.endpoint = endpoint
@@ -130,9 +168,44 @@ class Downloader:
         self.retry_wait_s = retry_wait_s
         self.reserve_bytes = reserve_bytes
         self.progress_interval_s = progress_interval_s
+        self.stall_timeout_s = stall_timeout_s
+        self.lock_wait_s = lock_wait_s
 
     def local_path(self, repo_id: str, filename: str) -> Path:
-        return self.dest_root / repo_id.replace("/", "--") / filename
+        """Where ``filename`` of ``repo_id`` is stored; refuses names that would escape."""
+        try:
+            check_repo_file(repo_id, filename)
+        except HubError as exc:
+            raise UnsafeFileName(str(exc)) from None
+        path = self.dest_root / repo_id.replace("/", "--") / filename
+        root = self.dest_root.resolve()
+        for candidate in (path, _sidecar(path, ".part"), _sidecar(path, ".part.lock")):
+            if not candidate.resolve().is_relative_to(root):
+                raise UnsafeFileName(f"{repo_id}/{filename}: the file would be stored outside "
+                                     f"the models folder {self.dest_root}; refused")
+        return path
+
+    def local_state(self, repo_id: str, f: GGUFFile) -> str:
+        """"missing", "current", "damaged" or "changed on the Hub", from local facts only.
+
+        ``f`` carries the listing's size and sha256 when known (size -1: unknown).
+        """
+        final = self.local_path(repo_id, f.path)
+        if not final.is_file():
+            return "missing"
+        stat = final.stat()
+        record = _read_record(final)
+        if f.size >= 0 and stat.st_size != f.size:
+            if record is not None and record.get("size") == stat.st_size:
+                return "changed on the Hub"
+            return "damaged"
+        if record is None or record.get("mtime_ns") != stat.st_mtime_ns:
+            return "unverified"  # no record of a verified download, or touched since
+        if record.get("size") != stat.st_size:
+            return "damaged"
+        if f.sha256 is not None and record.get("sha256") not in (None, f.sha256):
+            return "changed on the Hub"
+        return "current"
 
     def download(
         self,
@@ -161,16 +234,31 @@ class Downloader:
         """Fetch all ``files`` (e.g. the parts of a split GGUF); return their local paths."""
         cancel = cancel or threading.Event()
         finals = [self.local_path(repo_id, f.path) for f in files]
-        missing = [(f, p) for f, p in zip(files, finals, strict=True) if not p.is_file()]
+        states = {f.path: self.local_state(repo_id, f) for f in files}
+        offline = is_offline(self.offline)
+        if offline:
+            # Offline nothing can be compared with the Hub: a file with its completion record
+            # is trusted, one without only after the checks possible here.
+            for f, final in zip(files, finals, strict=True):
+                if states[f.path] == "changed on the Hub" or (
+                        states[f.path] == "unverified" and self._verify_offline(final, f)):
+                    states[f.path] = "current"
+        missing = [(f, p) for f, p in zip(files, finals, strict=True)
+                   if states[f.path] != "current"]
         if not missing:
             return finals
-        if is_offline(self.offline):
-            names = ", ".join(f.path for f, _ in missing)
+        if offline:
+            names = ", ".join(f"{f.path} ({states[f.path]})" for f, _ in missing)
             raise DownloadError(
                 f"offline mode is on and {repo_id} is not downloaded yet "
                 f"({names}); go online to fetch it"
             )
         remote = {f.path: self._remote_info(repo_id, f, revision) for f, _ in missing}
+        for f, final in list(missing):
+            if states[f.path] == "unverified" and self._verify_existing(final, f, remote[f.path]):
+                missing.remove((f, final))
+        if not missing:
+            return finals
         total = sum(
             remote[f.path][0] if f.path in remote else p.stat().st_size
             for f, p in zip(files, finals, strict=True)
@@ -185,11 +273,56 @@ class Downloader:
             size, etag = remote[f.path]
             state.part = files.index(f) + 1
             state.filename = f.path
-            expected = f.sha256 or (etag if etag and _SHA256_RE.match(etag) else None)
+            expected = f.sha256 or _etag_sha256(etag)
             url = file_url(repo_id, f.path, revision=revision, endpoint=self.endpoint)
-            self._fetch(url, final, size, etag, expected, cancel, state)
+            with self._locked(final, cancel):
+                if self.local_state(repo_id, GGUFFile(f.path, size, expected)) == "current":
+                    continue  # another process finished it while this one waited
+                self._fetch(url, final, size, etag, expected, cancel, state)
         state.emit(force=True)
         return finals
+
+    def _verify_existing(self, final: Path, f: GGUFFile, remote: tuple[int, str | None]) -> bool:
+        """Trust a file found at its final path without a record only after checking it."""
+        size, etag = remote
+        expected = f.sha256 or _etag_sha256(etag)
+        if final.stat().st_size != size or expected is None:
+            return False
+        digest = hashlib.sha256()
+        _hash_prefix(final, size, digest)
+        if digest.hexdigest() != expected:
+            return False
+        _write_record(final, size, expected, etag)
+        return True
+
+    def _verify_offline(self, final: Path, f: GGUFFile) -> bool:
+        size = final.stat().st_size
+        if f.sha256 is not None:
+            return self._verify_existing(final, f, (size, None))
+        return size > 0 and f.size in (-1, size)
+
+    def changed_on_hub(self, repo_id: str, files: Sequence[GGUFFile]) -> list[GGUFFile]:
+        """Files downloaded before that the listing now shows with another size or sha256."""
+        return [f for f in files if self.local_state(repo_id, f) == "changed on the Hub"]
+
+    @contextmanager
+    def _locked(self, final: Path, cancel: threading.Event) -> Iterator[None]:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        lock = _FileLock(_sidecar(final, ".part.lock"))
+        waited_until = time.monotonic() + self.lock_wait_s
+        while not lock.try_acquire():
+            if cancel.is_set():
+                raise DownloadCancelled(f"download of {final.name} cancelled while waiting")
+            if time.monotonic() >= waited_until:
+                raise AlreadyDownloading(
+                    f"{final.name} is already being downloaded by another SpecDeck window or "
+                    "command; wait for it to finish, then try again"
+                )
+            time.sleep(0.1)
+        try:
+            yield
+        finally:
+            lock.release()
 
     def _remote_info(self, repo_id: str, f: GGUFFile, revision: str) -> tuple[int, str | None]:
         url = file_url(repo_id, f.path, revision=revision, endpoint=self.endpoint)
@@ -199,6 +332,13 @@ class Downloader:
             )
         if meta.size is None:
             raise DownloadError(f"{repo_id}/{f.path}: the Hub did not report the file size")
+        if not 0 <= meta.size <= MAX_FILE_BYTES:
+            raise DownloadError(f"{repo_id}/{f.path}: the Hub reports an impossible size "
+                                f"{meta.size}")
+        if f.size >= 0 and meta.size != f.size:
+            raise DownloadError(f"{repo_id}/{f.path}: the file list says {f.size:,} bytes but "
+                                f"the file has {meta.size:,}; the repository is changing, "
+                                "try again in a moment")
         return meta.size, meta.etag
 
     def _check_disk_space(self, needed: int) -> None:
@@ -224,14 +364,17 @@ class Downloader:
         state: _Progress,
     ) -> None:
         final.parent.mkdir(parents=True, exist_ok=True)
-        part = final.with_name(final.name + ".part")
-        meta = final.with_name(final.name + ".part.json")
+        part = _sidecar(final, ".part")
+        meta = _sidecar(final, ".part.json")
         offset = _part_size(final, etag)
-        if offset == 0:
-            part.unlink(missing_ok=True)
-        meta.write_text(json.dumps({"url": url, "etag": etag, "size": size}))
+        try:
+            if offset == 0:
+                part.unlink(missing_ok=True)
+            meta.write_text(json.dumps({"url": url, "etag": etag, "size": size}))
+        except OSError as exc:
+            raise _write_error(exc, part) from exc
         digest = hashlib.sha256()
-        with part.open("ab") as out:
+        with _open_part(part) as out:
             if offset:
                 _hash_prefix(part, offset, digest)
             failures = 0
@@ -250,14 +393,17 @@ class Downloader:
                     out.seek(0)
                     state.add(-offset)
                     digest = hashlib.sha256()
-                except DownloadError:
+                except (DownloadError, BadResponse):
                     raise
                 except Exception as exc:
                     failures += 1
                     if failures > self.max_retries or not _is_transient(exc):
                         raise explain(exc, f"downloading {final.name}") from exc
                     time.sleep(self.retry_wait_s * failures)
-                out.flush()
+                try:
+                    out.flush()
+                except OSError as exc:
+                    raise _write_error(exc, part) from exc
                 offset = out.tell()
         if offset != size:
             raise DownloadError(f"{final.name}: got {offset} bytes, expected {size}")
@@ -271,6 +417,7 @@ class Downloader:
             )
         os.replace(part, final)
         meta.unlink(missing_ok=True)
+        _write_record(final, size, expected_sha256 or digest.hexdigest(), etag)
 
     def _stream(
         self,
@@ -286,25 +433,154 @@ class Downloader:
         headers["Accept-Encoding"] = "identity"
         if offset:
             headers["Range"] = f"bytes={offset}-"
-        with get_session().stream("GET", url, headers=headers, timeout=60) as response:
-            if response.status_code >= 400:
-                response.read()
-                hf_raise_for_status(response)
+        watch = TransferLimits(stall_timeout_s=self.stall_timeout_s).watch(url.rsplit("/")[-1])
+        with stream(url, headers, watch) as response:
             if offset and response.status_code != 206:
                 raise _RestartFromZero
-            for chunk in response.iter_bytes():
-                out.write(chunk)
+            if response.status_code not in (200, 206):
+                raise BadResponse(f"{url}: unexpected HTTP {response.status_code}")
+            if response.status_code == 206:
+                answered = content_range_start(response)
+                if answered is None or answered[0] != offset:
+                    raise BadResponse(f"{url}: the server answered the byte range "
+                                      f"{response.headers.get('Content-Range')!r} to a request "
+                                      f"from byte {offset}")
+            if response.headers.get("Content-Encoding", "identity").lower() not in (
+                    "identity", ""):
+                raise BadResponse(f"{url}: the server sent compressed data although none was "
+                                  "asked")
+            self._copy_body(response, out, offset, size, digest, cancel, state, watch)
+
+    def _copy_body(self, response: Any, out: IO[bytes], offset: int, size: int, digest: Any,
+                   cancel: threading.Event, state: _Progress, watch: Watch) -> None:
+        try:
+            for chunk in response.iter_raw():
+                if offset + len(chunk) > size:
+                    raise DownloadError(f"{response.url}: the server sent more than the "
+                                        f"{size:,} bytes the file has")
+                try:
+                    out.write(chunk)
+                except OSError as exc:
+                    raise _write_error(exc, Path(out.name)) from exc
                 digest.update(chunk)
                 offset += len(chunk)
                 state.add(len(chunk))
+                watch.progress(len(chunk), size - offset)
                 if cancel.is_set():
                     return
-                if offset > size:
-                    raise DownloadError(f"{url}: the server sent more than {size} bytes")
+        except (HubError, OSError):
+            raise
+        except Exception as exc:
+            import httpx2
+
+            if isinstance(exc, httpx2.TimeoutException):
+                raise watch.stalled() from exc
+            raise
 
 
 class _RestartFromZero(Exception):
     """The server ignored the Range request and sent the file from its start."""
+
+
+def _sidecar(final: Path, suffix: str) -> Path:
+    return final.with_name(final.name + suffix)
+
+
+def _etag_sha256(etag: str | None) -> str | None:
+    return etag if etag and _SHA256_RE.match(etag) else None
+
+
+def _read_record(final: Path) -> dict[str, Any] | None:
+    try:
+        record = json.loads(_sidecar(final, ".done.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _write_record(final: Path, size: int, sha256: str | None, etag: str | None) -> None:
+    stat = final.stat()
+    record = {"size": size, "sha256": sha256, "etag": etag, "mtime_ns": stat.st_mtime_ns}
+    try:
+        _sidecar(final, ".done.json").write_text(json.dumps(record), encoding="utf-8")
+    except OSError as exc:
+        raise _write_error(exc, final) from exc
+
+
+def _write_error(exc: OSError, path: Path) -> DownloadError:
+    if exc.errno in _DISK_FULL_ERRNOS:
+        why = "the disk is full" if exc.errno != errno.EFBIG else \
+            "the disk is full or the file is larger than its file system allows"
+        return NotEnoughDiskSpace(
+            f"{why}: cannot write {path} ({exc.strerror}). Free some space or choose another "
+            "models folder; the download resumes where it stopped"
+        )
+    return DownloadError(f"cannot write {path}: {exc.strerror or exc}")
+
+
+@contextmanager
+def _open_part(part: Path) -> Iterator[IO[bytes]]:
+    try:
+        handle = part.open("ab")
+    except OSError as exc:
+        raise _write_error(exc, part) from exc
+    with handle:
+        yield handle
+
+
+class _FileLock:
+    """An advisory lock on a file, held by this process until released (fcntl / msvcrt)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.handle: IO[bytes] | None = None
+
+    def try_acquire(self) -> bool:
+        try:
+            handle = self.path.open("a+b")
+        except OSError as exc:
+            raise _write_error(exc, self.path) from exc
+        try:
+            if sys.platform == "win32":
+                import msvcrt
+
+                msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+            else:
+                import fcntl
+
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            return False
+        try:
+            same = os.fstat(handle.fileno()).st_ino == self.path.stat().st_ino
+        except OSError:
+            same = False
+        if not same:  # the holder before us removed the file: lock the new one instead
+            handle.close()
+            return False
+        self.handle = handle
+        return True
+
+    def release(self) -> None:
+        if self.handle is None:
+            return
+        # Removed while still locked, so a waiter never ends up holding a file that is gone.
+        with suppress(OSError):
+            self.path.unlink()
+        try:
+            if sys.platform == "win32":
+                import msvcrt
+
+                self.handle.seek(0)
+                msvcrt.locking(self.handle.fileno(), msvcrt.LK_UNLCK, 1)
+            else:
+                import fcntl
+
+                fcntl.flock(self.handle.fileno(), fcntl.LOCK_UN)
+        finally:
+            self.handle.close()
+            self.handle = None
 
 
 def _part_size(final: Path, etag: str | None) -> int:
@@ -317,7 +593,9 @@ def _part_size(final: Path, etag: str | None) -> int:
         info = json.loads(meta.read_text())
     except (OSError, ValueError):
         return 0
-    if info.get("etag") != etag or part.stat().st_size > int(info.get("size", -1)):
+    if not isinstance(info, dict) or type(info.get("size")) is not int:
+        return 0  # not written by this code: start over
+    if info.get("etag") != etag or part.stat().st_size > info["size"]:
         return 0
     return part.stat().st_size
 
@@ -336,7 +614,7 @@ def _hash_prefix(part: Path, length: int, digest: Any) -> None:
 def _is_transient(exc: Exception) -> bool:
     import httpx2
 
-    if isinstance(exc, httpx2.TransportError | ConnectionError):
+    if isinstance(exc, httpx2.TransportError | ConnectionError | TransferStalled):
         return True
     response = getattr(exc, "response", None)
     return response is not None and response.status_code in (408, 429, 500, 502, 503, 504)

@@ -11,7 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app.core.errors import ModelLoadError
-from app.core.gguf_header import GGUF_MAGIC, TOKENS_KEY, GGUFFormatError, read_local_header
+from app.core.gguf_header import (
+    GGUF_MAGIC,
+    TOKENS_KEY,
+    GGUFFormatError,
+    GGUFTruncatedError,
+    read_local_header,
+)
 
 
 def validate_gguf_file(path: Path) -> None:
@@ -29,11 +35,21 @@ def validate_gguf_file(path: Path) -> None:
         )
     try:
         header = read_local_header(path)
+    except GGUFTruncatedError as exc:
+        raise ModelLoadError(
+            f"{path.name} is truncated inside its GGUF header ({exc}). The download was "
+            "probably interrupted; download it again."
+        ) from exc
     except GGUFFormatError as exc:
         raise ModelLoadError(
-            f"{path.name} has a damaged or truncated GGUF header ({exc}). Re-download the file."
+            f"{path.name} has a malformed GGUF header ({exc}). The file is broken or was "
+            "written by a faulty converter; get it again or from another source."
         ) from exc
-    _check_vocabulary(path, header.get(TOKENS_KEY))
+    tokens = header.get(TOKENS_KEY)
+    if isinstance(tokens, tuple) and not all(isinstance(t, str) for t in tokens):
+        raise ModelLoadError(f"{path.name} has a malformed vocabulary: {TOKENS_KEY} is not "
+                             "an array of texts.")
+    _check_vocabulary(path, tokens if isinstance(tokens, tuple) else None)
     needed = header.data_offset + max((t.offset + t.n_bytes for t in header.tensors), default=0)
     if needed > size:
         raise ModelLoadError(

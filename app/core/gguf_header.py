@@ -21,6 +21,14 @@ from app.core.compat import (
     GGUF_TOKENIZER_TO_VOCAB_TYPE,
     VocabInfo,
 )
+from app.core.hub_http import (
+    DEFAULT_HEADER_DEADLINE_S,
+    BadResponse,
+    TransferLimits,
+    content_range_start,
+    read_capped,
+    stream,
+)
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -28,9 +36,24 @@ DEFAULT_ALIGNMENT = 32
 TOKENS_KEY = "tokenizer.ggml.tokens"
 # Arrays longer than this are summarised (scores, merges, token types): only the token texts
 # are needed for the compatibility rule, and keeping 150k floats per header is wasteful.
-MAX_KEPT_ARRAY = 64
+MAX_KEPT_ARRAY = 4096
 FIRST_WINDOW = 1 << 20
-MAX_HEADER_BYTES = 256 << 20
+MAX_WINDOW = 16 << 20
+
+# A header is untrusted input. Real ones stay well inside these limits (a 262k-token
+# vocabulary with merges is about 20 MiB; large models have a few thousand tensors), so
+# anything beyond them is refused before it is read.
+MAX_HEADER_BYTES = 64 << 20
+MAX_TENSORS = 1 << 17
+MAX_KV = 1 << 16
+MAX_ARRAY_ITEMS = 1 << 22
+MAX_VOCAB = 1 << 20
+MAX_KEY_BYTES = 1 << 16
+MAX_STRING_BYTES = 16 << 20
+MAX_TENSOR_NAME_BYTES = 63  # GGML_MAX_NAME - 1: llama.cpp refuses longer names
+MAX_DIMS = 4  # GGML_MAX_DIMS
+MAX_ALIGNMENT = 1 << 20
+_INT64_MAX = (1 << 63) - 1
 
 # Default special tokens per vocab type when the GGUF does not name them (llama-vocab.cpp)
 _DEFAULT_BOS = {"spm": 1, "bpe": 11, "wpm": 101}
@@ -49,17 +72,25 @@ _SCALAR_FORMATS = {
     11: "<q",
     12: "<d",
 }
+_SCALAR_STRUCTS = {t: struct.Struct(f) for t, f in _SCALAR_FORMATS.items()}
 _STRING, _ARRAY = 8, 9
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
 
 
 class GGUFFormatError(ValueError):
     """The bytes are not a GGUF file this reader understands."""
 
 
+class GGUFTruncatedError(GGUFFormatError):
+    """The file ends before its header does."""
+
+
 class ByteSource(Protocol):
     """Random-access bytes: a local file or a remote file read by ranges."""
 
     name: str
+    size: int | None  # total bytes when known
 
     def read_at(self, offset: int, size: int) -> bytes:
         """Up to ``size`` bytes from ``offset``; fewer only at the end of the file."""
@@ -71,40 +102,54 @@ class HttpRangeSource:
 
     The session applies the Hub's offline mode and redirects; ``token`` follows
     huggingface_hub's rules (None: the stored token, False: none, str: that token).
+    All reads of one source share ``limits``: one stall timeout per request, one deadline
+    and one cancel flag for the whole header.
     """
 
-    def __init__(self, url: str, *, token: str | bool | None = None) -> None:
+    def __init__(self, url: str, *, token: str | bool | None = None,
+                 limits: TransferLimits | None = None, name: str | None = None) -> None:
         self.url = url
-        self.name = url
+        self.name = name or url
         self.token = token
+        self.size: int | None = None
+        self.watch = (limits or TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S)).watch(
+            self.name)
 
     def read_at(self, offset: int, size: int) -> bytes:
-        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+        from huggingface_hub.utils import build_hf_headers
 
         headers = build_hf_headers(token=self.token)
         headers["Range"] = f"bytes={offset}-{offset + size - 1}"
         headers["Accept-Encoding"] = "identity"
-        with get_session().stream("GET", self.url, headers=headers, timeout=30) as response:
+        with stream(self.url, headers, self.watch) as response:
             if response.status_code == 416:
                 return b""
-            if response.status_code >= 400:
-                response.read()
-                hf_raise_for_status(response)
             if response.status_code == 206:
-                return response.read()
-            # The server ignored the range and sends the whole file: keep only what was asked.
-            data = bytearray()
-            for chunk in response.iter_bytes():
-                data += chunk
-                if len(data) >= offset + size:
-                    break
-            return bytes(data[offset : offset + size])
+                answered = content_range_start(response)
+                if answered is None or answered[0] != offset:
+                    raise BadResponse(f"{self.name}: the server answered the byte range "
+                                      f"{response.headers.get('Content-Range')!r} to a request "
+                                      f"for bytes {offset}-{offset + size - 1}")
+                self.size = answered[1]
+                return read_capped(response, size, self.watch)
+            if response.status_code != 200:
+                raise BadResponse(f"{self.name}: unexpected HTTP {response.status_code} "
+                                  "to a range request")
+            # The server ignored the range and sends the whole file: skip to what was asked.
+            skipped = 0
+            while skipped < offset:
+                piece = read_capped(response, min(offset - skipped, 1 << 20), self.watch)
+                if not piece:
+                    return b""
+                skipped += len(piece)
+            return read_capped(response, size, self.watch)
 
 
 class FileSource:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.name = str(self.path)
+        self.size: int | None = self.path.stat().st_size
 
     def read_at(self, offset: int, size: int) -> bytes:
         with self.path.open("rb") as handle:
@@ -164,125 +209,328 @@ class GGUFHeader:
 
 
 class _Cursor:
-    """Sequential reader over a growing prefix of a byte source."""
+    """Sequential reader over a sliding window of a byte source.
+
+    ``buffer`` holds the bytes from file offset ``base`` on; ``pos`` indexes into it. Bytes
+    already parsed are dropped as the window slides, so memory follows what is kept, not the
+    size of the header. ``where`` names the key or tensor being read, for every error.
+    """
 
     def __init__(self, source: ByteSource, first_window: int) -> None:
         self.source = source
         self.buffer = bytearray()
+        self.base = 0
         self.pos = 0
         self.window = first_window
+        self.where = "the start of the header"
 
-    def take(self, size: int) -> bytes:
-        end = self.pos + size
-        while end > len(self.buffer):
-            if len(self.buffer) >= MAX_HEADER_BYTES:
-                raise GGUFFormatError(
-                    f"{self.source.name}: header is larger than {MAX_HEADER_BYTES >> 20} MiB"
-                )
-            want = max(end - len(self.buffer), self.window)
-            chunk = self.source.read_at(len(self.buffer), want)
+    @property
+    def offset(self) -> int:
+        return self.base + self.pos
+
+    def fail(self, message: str) -> GGUFFormatError:
+        return GGUFFormatError(f"{self.source.name}: {self.where}: {message}")
+
+    def truncated(self, detail: str) -> GGUFTruncatedError:
+        return GGUFTruncatedError(f"{self.source.name}: file ends inside the GGUF header "
+                                  f"({self.where}{detail})")
+
+    def remaining(self) -> int:
+        """Bytes the rest of the header can still have."""
+        limit = MAX_HEADER_BYTES
+        if self.source.size is not None:
+            limit = min(limit, self.source.size)
+        return limit - self.offset
+
+    def ensure(self, size: int) -> None:
+        """Make ``buffer[pos : pos + size]`` available."""
+        if self.pos + size <= len(self.buffer):
+            return
+        end = self.offset + size
+        if end > MAX_HEADER_BYTES:
+            raise self.fail(f"the header is larger than {MAX_HEADER_BYTES >> 20} MiB, "
+                            "far beyond any real model")
+        if self.pos:  # drop what was parsed (cheap: bytearray trims its front in place)
+            del self.buffer[: self.pos]
+            self.base += self.pos
+            self.pos = 0
+        while self.base + len(self.buffer) < end:
+            have = self.base + len(self.buffer)
+            want = min(max(end - have, self.window), MAX_HEADER_BYTES - have)
+            chunk = self.source.read_at(have, want)
             if not chunk:
-                raise GGUFFormatError(f"{self.source.name}: file ends inside the GGUF header")
+                raise self.truncated("")
             self.buffer += chunk
-            self.window = min(self.window * 2, 64 << 20)
-        data = bytes(self.buffer[self.pos : end])
-        self.pos = end
-        return data
+            self.window = min(self.window * 2, MAX_WINDOW)
 
-    def scalar(self, value_type: int) -> Any:
-        fmt = _SCALAR_FORMATS.get(value_type)
-        if fmt is None:
-            raise GGUFFormatError(f"{self.source.name}: unknown GGUF value type {value_type}")
-        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
+    def skip(self, size: int) -> None:
+        if size > self.remaining():
+            raise self.truncated(f": {size:,} bytes to skip")
+        self.ensure(size)
+        self.pos += size
 
     def u32(self) -> int:
-        return int(struct.unpack("<I", self.take(4))[0])
+        self.ensure(4)
+        value = _U32.unpack_from(self.buffer, self.pos)[0]
+        self.pos += 4
+        return int(value)
 
     def u64(self) -> int:
-        return int(struct.unpack("<Q", self.take(8))[0])
+        self.ensure(8)
+        value = _U64.unpack_from(self.buffer, self.pos)[0]
+        self.pos += 8
+        return int(value)
 
-    def string(self) -> str:
+    def count(self, what: str, limit: int, min_item_bytes: int) -> int:
+        """A u64 count, refused when absurd or when its items cannot fit in what is left."""
+        value = self.u64()
+        if value > limit:
+            raise self.fail(f"{what} count {value:,} is absurd (limit {limit:,})")
+        needed = value * min_item_bytes
+        if needed > MAX_HEADER_BYTES - self.offset:
+            raise self.fail(f"{what} count {value:,} cannot fit in a header of at most "
+                            f"{MAX_HEADER_BYTES >> 20} MiB")
+        if needed > self.remaining():
+            raise self.truncated(f": {what} count {value:,} needs {needed:,} bytes, "
+                                 f"{self.remaining():,} are left")
+        return value
+
+    def _length(self, limit: int) -> int:
         length = self.u64()
-        if length > MAX_HEADER_BYTES:
-            raise GGUFFormatError(f"{self.source.name}: corrupt string length {length}")
-        return self.take(length).decode("utf-8", errors="surrogateescape")
+        if length > limit:
+            raise self.fail(f"string length {length:,} is over the limit of {limit:,}")
+        if length > self.remaining():
+            raise self.truncated(f": a string of {length:,} bytes")
+        return length
 
-    def value(self, value_type: int, keep_array: bool) -> Any:
+    def string(self, limit: int = MAX_STRING_BYTES, errors: str = "replace") -> str:
+        # Invalid UTF-8 is replaced so that names and messages can always be printed.
+        length = self._length(limit)
+        self.ensure(length)
+        text = self.buffer[self.pos : self.pos + length].decode("utf-8", errors)
+        self.pos += length
+        return text
+
+    def scalar(self, value_type: int) -> Any:
+        packer = _SCALAR_STRUCTS.get(value_type)
+        if packer is None:
+            raise self.fail(f"unknown GGUF value type {value_type}")
+        self.ensure(packer.size)
+        value = packer.unpack_from(self.buffer, self.pos)[0]
+        self.pos += packer.size
+        return value
+
+    def value(self, value_type: int, is_tokens: bool) -> Any:
         if value_type == _STRING:
             return self.string()
         if value_type != _ARRAY:
             return self.scalar(value_type)
         item_type = self.u32()
-        count = self.u64()
-        keep = keep_array or count <= MAX_KEPT_ARRAY
-        if item_type in _SCALAR_FORMATS and not keep:
-            self.take(count * struct.calcsize(_SCALAR_FORMATS[item_type]))
+        if item_type == _ARRAY:
+            raise self.fail("nested arrays are not supported by llama.cpp")
+        if item_type == _STRING:
+            limit = MAX_VOCAB if is_tokens else MAX_ARRAY_ITEMS
+            count = self.count("array", limit, 8)
+            if is_tokens or count <= MAX_KEPT_ARRAY:
+                return self.strings(count, keep=True, exact=is_tokens)
+            self.strings(count, keep=False, exact=False)
             return ArraySummary(item_type, count)
-        items = [self.value(item_type, False) for _ in range(count)]
-        return tuple(items) if keep else ArraySummary(item_type, count)
+        packer = _SCALAR_STRUCTS.get(item_type)
+        if packer is None:
+            raise self.fail(f"unknown GGUF array item type {item_type}")
+        count = self.count("array", MAX_ARRAY_ITEMS, packer.size)
+        if count > MAX_KEPT_ARRAY:
+            self.skip(count * packer.size)
+            return ArraySummary(item_type, count)
+        self.ensure(count * packer.size)
+        items = tuple(v[0] for v in packer.iter_unpack(
+            self.buffer[self.pos : self.pos + count * packer.size]))
+        self.pos += count * packer.size
+        return items
+
+    def strings(self, count: int, *, keep: bool, exact: bool) -> tuple[str, ...]:
+        """``count`` strings, decoded when kept; the hot loop of every header."""
+        # Token texts stay byte-exact (surrogateescape) because the pair rule compares them.
+        errors = "surrogateescape" if exact else "replace"
+        unpack = _U64.unpack_from
+        items: list[str] = []
+        append = items.append
+        buffer = self.buffer
+        for _ in range(count):
+            if self.pos + 8 > len(buffer):
+                self.ensure(8)
+            length = unpack(buffer, self.pos)[0]
+            if length > MAX_STRING_BYTES:
+                raise self.fail(f"string length {length:,} is over the limit")
+            start = self.pos + 8
+            end = start + length
+            if end > len(buffer):
+                self.pos = start
+                if length > self.remaining():
+                    raise self.truncated(f": a string of {length:,} bytes")
+                self.ensure(length)
+                start, end = self.pos, self.pos + length
+            if keep:
+                append(buffer[start:end].decode("utf-8", errors))
+            self.pos = end
+        return tuple(items)
 
 
 def read_header(source: ByteSource, *, first_window: int = FIRST_WINDOW) -> GGUFHeader:
-    """Parse the GGUF header from ``source``, reading no tensor data."""
+    """Parse the GGUF header from ``source``, reading no tensor data.
+
+    Every count is checked against the bytes left and against generous real-model limits
+    before anything is allocated for it; the error names the file and the key or tensor.
+    """
     cursor = _Cursor(source, first_window)
-    if cursor.take(4) != GGUF_MAGIC:
+    cursor.ensure(4)
+    if bytes(cursor.buffer[:4]) != GGUF_MAGIC:
         raise GGUFFormatError(f"{source.name}: not a GGUF file (bad magic)")
+    cursor.pos = 4
     version = cursor.u32()
     if version not in SUPPORTED_VERSIONS:
         raise GGUFFormatError(
             f"{source.name}: GGUF version {version} is not supported (expected 2 or 3); "
             "convert the model again with a current llama.cpp"
         )
-    tensor_count = cursor.u64()
-    kv_count = cursor.u64()
+    cursor.where = "the tensor count"
+    tensor_count = cursor.count("tensor", MAX_TENSORS, 32)
+    cursor.where = "the key count"
+    kv_count = cursor.count("key", MAX_KV, 12)
     metadata: dict[str, Any] = {}
-    for _ in range(kv_count):
-        key = cursor.string()
-        value_type = cursor.u32()
-        metadata[key] = cursor.value(value_type, keep_array=key == TOKENS_KEY)
+    for index in range(kv_count):
+        cursor.where = f"key #{index}"
+        key = cursor.string(MAX_KEY_BYTES)
+        cursor.where = f"key {key!r}"
+        if key in metadata:
+            raise cursor.fail("the key appears twice")
+        metadata[key] = cursor.value(cursor.u32(), is_tokens=key == TOKENS_KEY)
+    alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+    if type(alignment) is not int or not 0 < alignment <= MAX_ALIGNMENT \
+            or alignment & (alignment - 1):
+        raise GGUFFormatError(f"{source.name}: general.alignment must be a power of two up to "
+                              f"{MAX_ALIGNMENT}, found {_describe(alignment)}")
     tensors = []
-    for _ in range(tensor_count):
-        name = cursor.string()
+    names: set[str] = set()
+    for index in range(tensor_count):
+        cursor.where = f"tensor #{index}"
+        name = cursor.string(MAX_TENSOR_NAME_BYTES)
+        cursor.where = f"tensor {name!r}"
+        if name in names:
+            raise cursor.fail("the tensor name appears twice")
+        names.add(name)
         n_dims = cursor.u32()
+        if not 1 <= n_dims <= MAX_DIMS:
+            raise cursor.fail(f"{n_dims} dimensions (llama.cpp supports 1 to {MAX_DIMS})")
         shape = tuple(cursor.u64() for _ in range(n_dims))
-        tensors.append(TensorInfo(name, shape, cursor.u32(), cursor.u64()))
-    alignment = int(metadata.get("general.alignment", DEFAULT_ALIGNMENT)) or DEFAULT_ALIGNMENT
-    data_offset = -(-cursor.pos // alignment) * alignment
+        ggml_type, offset = cursor.u32(), cursor.u64()
+        tensors.append(_checked_tensor(cursor, TensorInfo(name, shape, ggml_type, offset),
+                                       alignment))
+    data_offset = -(-cursor.offset // alignment) * alignment
     return GGUFHeader(source.name, version, metadata, tuple(tensors), data_offset)
+
+
+def _checked_tensor(cursor: _Cursor, tensor: TensorInfo, alignment: int) -> TensorInfo:
+    if tensor.n_elements > _INT64_MAX:
+        raise cursor.fail(f"shape {tensor.shape} has more elements than llama.cpp can index")
+    try:
+        block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(tensor.ggml_type)]
+    except (ValueError, KeyError):
+        raise cursor.fail(f"unknown tensor type {tensor.ggml_type}") from None
+    if tensor.shape[0] % block:
+        raise cursor.fail(f"row length {tensor.shape[0]} is not a multiple of the "
+                          f"block size {block} of its type")
+    if tensor.offset % alignment:
+        raise cursor.fail(f"data offset {tensor.offset:,} is not a multiple of the alignment "
+                          f"{alignment} (the file is malformed, not truncated)")
+    if tensor.offset + tensor.n_elements // block * type_size > _INT64_MAX:
+        raise cursor.fail("data offset and size overflow")
+    return tensor
 
 
 def read_local_header(path: str | Path) -> GGUFHeader:
     return read_header(FileSource(path))
 
 
+def _describe(value: Any) -> str:
+    if isinstance(value, ArraySummary):
+        return f"an array of {value.count:,} items"
+    if isinstance(value, tuple):
+        return f"an array of {len(value)} items"
+    if isinstance(value, str):
+        return f"the text {value[:40]!r}"
+    return f"{type(value).__name__} {value!r}"
+
+
+def header_int(header: GGUFHeader, key: str, default: int, *, low: int = 0,
+               high: int = _INT64_MAX) -> int:
+    """An integer metadata value, type- and range-checked; ``default`` when absent."""
+    value = header.get(key)
+    if value is None:
+        return default
+    if type(value) is not int:
+        raise GGUFFormatError(f"{header.source}: {key} should be an integer, "
+                              f"found {_describe(value)}")
+    if not low <= value <= high:
+        raise GGUFFormatError(f"{header.source}: {key} = {value:,} is out of range "
+                              f"({low:,} to {high:,})")
+    return value
+
+
+def header_bool(header: GGUFHeader, key: str, default: bool) -> bool:
+    value = header.get(key)
+    if value is None:
+        return default
+    if type(value) is bool or (type(value) is int and value in (0, 1)):
+        return bool(value)
+    raise GGUFFormatError(f"{header.source}: {key} should be true or false, "
+                          f"found {_describe(value)}")
+
+
+def header_str(header: GGUFHeader, key: str, default: str) -> str:
+    value = header.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise GGUFFormatError(f"{header.source}: {key} should be text, found {_describe(value)}")
+    return value
+
+
 def vocab_info(header: GGUFHeader) -> VocabInfo:
     """The vocabulary facts llama.cpp compares between a draft and a target."""
-    tokenizer = str(header.get("tokenizer.ggml.model", "none"))
+    tokenizer = header_str(header, "tokenizer.ggml.model", "none")
     vocab_type = GGUF_TOKENIZER_TO_VOCAB_TYPE.get(tokenizer, tokenizer)
     tokens = header.get(TOKENS_KEY, ())
-    if not isinstance(tokens, tuple):
+    if not isinstance(tokens, tuple) or not tokens:
         raise GGUFFormatError(f"{header.source}: has no tokenizer.ggml.tokens array")
+    if not all(isinstance(t, str) for t in tokens):
+        raise GGUFFormatError(f"{header.source}: {TOKENS_KEY} should be an array of texts")
+    last = len(tokens) - 1
     return VocabInfo(
         vocab_type=vocab_type,
-        add_bos=bool(
-            header.get("tokenizer.ggml.add_bos_token", DEFAULT_ADD_BOS.get(vocab_type, False))
-        ),
-        add_eos=bool(
-            header.get("tokenizer.ggml.add_eos_token", DEFAULT_ADD_EOS.get(vocab_type, False))
-        ),
-        bos_id=int(header.get("tokenizer.ggml.bos_token_id", _DEFAULT_BOS.get(vocab_type, -1))),
-        eos_id=int(header.get("tokenizer.ggml.eos_token_id", _DEFAULT_EOS.get(vocab_type, -1))),
+        add_bos=header_bool(header, "tokenizer.ggml.add_bos_token",
+                            DEFAULT_ADD_BOS.get(vocab_type, False)),
+        add_eos=header_bool(header, "tokenizer.ggml.add_eos_token",
+                            DEFAULT_ADD_EOS.get(vocab_type, False)),
+        bos_id=header_int(header, "tokenizer.ggml.bos_token_id",
+                          _DEFAULT_BOS.get(vocab_type, -1), low=-1, high=last),
+        eos_id=header_int(header, "tokenizer.ggml.eos_token_id",
+                          _DEFAULT_EOS.get(vocab_type, -1), low=-1, high=last),
         tokens=tokens,
     )
 
 
-def _per_layer_max(value: Any, default: int) -> int:
+def _per_layer_max(header: GGUFHeader, key: str, default: int, high: int) -> int:
     # Some architectures store head counts per layer as an array.
+    value = header.get(key)
     if isinstance(value, tuple):
-        return max((int(v) for v in value), default=default)
-    if isinstance(value, ArraySummary) or value is None:
+        if not all(type(v) is int and 0 <= v <= high for v in value):
+            raise GGUFFormatError(f"{header.source}: {key} should hold integers from 0 to "
+                                  f"{high:,}")
+        return max(value, default=default)
+    if isinstance(value, ArraySummary):
         return default
-    return int(value)
+    return header_int(header, key, default, high=high)
 
 
 def quantization_name(file_type: int | None) -> str:
@@ -321,31 +569,31 @@ class ModelFacts:
 
 
 def model_facts(header: GGUFHeader) -> ModelFacts:
-    arch = str(header.get("general.architecture", "unknown"))
+    arch = header_str(header, "general.architecture", "unknown")
 
-    def arch_key(suffix: str, default: Any = None) -> Any:
-        return header.get(f"{arch}.{suffix}", default)
+    def arch_int(suffix: str, default: int, high: int) -> int:
+        return header_int(header, f"{arch}.{suffix}", default, high=high)
 
-    n_embd = int(arch_key("embedding_length", 0))
-    n_head = _per_layer_max(arch_key("attention.head_count"), 0)
-    n_head_kv = _per_layer_max(arch_key("attention.head_count_kv"), n_head)
+    n_embd = arch_int("embedding_length", 0, 1 << 20)
+    n_head = _per_layer_max(header, f"{arch}.attention.head_count", 0, 1 << 16)
+    n_head_kv = _per_layer_max(header, f"{arch}.attention.head_count_kv", n_head, 1 << 16)
     default_head_dim = n_embd // n_head if n_head else 0
-    file_type = header.get("general.file_type")
+    file_type = header_int(header, "general.file_type", -1, high=1 << 16)
     tokens = header.get(TOKENS_KEY, ())
     return ModelFacts(
         architecture=arch,
-        name=str(header.get("general.name", Path(header.source).name)),
-        n_layer=int(arch_key("block_count", 0)),
+        name=header_str(header, "general.name", Path(header.source).name),
+        n_layer=arch_int("block_count", 0, 1 << 14),
         n_head=n_head,
         n_head_kv=n_head_kv,
         n_embd=n_embd,
-        head_dim_k=int(arch_key("attention.key_length", default_head_dim)),
-        head_dim_v=int(arch_key("attention.value_length", default_head_dim)),
-        context_length=int(arch_key("context_length", 0)),
-        file_type=None if file_type is None else int(file_type),
-        quantization=quantization_name(None if file_type is None else int(file_type)),
+        head_dim_k=arch_int("attention.key_length", default_head_dim, 1 << 20),
+        head_dim_v=arch_int("attention.value_length", default_head_dim, 1 << 20),
+        context_length=arch_int("context_length", 0, 1 << 40),
+        file_type=None if file_type < 0 else file_type,
+        quantization=quantization_name(None if file_type < 0 else file_type),
         tensor_data_size=header.tensor_data_size,
         n_params=header.n_params,
         vocab_size=len(tokens) if isinstance(tokens, tuple) else 0,
-        split_count=int(header.get("split.count", 1)),
+        split_count=header_int(header, "split.count", 1, low=1, high=99_999),
     )

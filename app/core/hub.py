@@ -7,14 +7,17 @@ Errors are re-raised as :class:`HubError` with a message a person can act on.
 
 from __future__ import annotations
 
+import errno
 import re
+import socket
+import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from huggingface_hub import HfApi, constants
+from huggingface_hub import constants
 from huggingface_hub.errors import (
     DisabledRepoError,
     GatedRepoError,
@@ -26,8 +29,27 @@ from huggingface_hub.errors import (
 )
 
 from app.core.gguf_header import GGUFHeader, HttpRangeSource, read_header, read_local_header
+from app.core.hub_http import (
+    DEFAULT_HEADER_DEADLINE_S,
+    BadResponse,
+    HubError,
+    TransferLimits,
+    get_json,
+)
 
 Token = str | bool | None
+
+# A listing is untrusted: bounded in bytes, pages, entries and per-file size.
+MAX_LISTING_PAGE_BYTES = 32 << 20
+MAX_LISTING_PAGES = 50
+MAX_LISTING_ENTRIES = 100_000
+MAX_FILE_BYTES = 1 << 41  # 2 TiB: far above any single GGUF file
+MAX_REPO_PATH_CHARS = 512
+MAX_NAME_BYTES = 255  # the longest file name most file systems accept
+_REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_WINDOWS_DEVICES = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)),
+                    *(f"LPT{i}" for i in range(10))}
 
 SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 # Longest names first so "Q4_K_M" wins over "Q4_K" and "IQ4_XS" over "Q4".
@@ -40,8 +62,49 @@ _QUANT_RE = re.compile(
 )
 
 
-class HubError(RuntimeError):
-    """A Hub request failed; the message says what to do about it."""
+def unsafe_repo_id_reason(repo_id: object) -> str | None:
+    if not isinstance(repo_id, str) or not _REPO_ID_RE.match(repo_id) or ".." in repo_id:
+        return "is not a repository name of the form owner/name"
+    return None
+
+
+def unsafe_path_reason(path: object) -> str | None:
+    """Why a file name from a listing cannot be stored under the models folder, or None.
+
+    Names are checked for every platform at once, so a listing that would escape the
+    folder on Windows is refused on Linux too.
+    """
+    if not isinstance(path, str) or not path:
+        return "is empty"
+    if len(path) > MAX_REPO_PATH_CHARS:
+        return f"is longer than {MAX_REPO_PATH_CHARS} characters"
+    if any(ord(c) < 32 or ord(c) == 127 or unicodedata.category(c) in ("Cc", "Cf", "Cs")
+           for c in path):
+        return "contains control or invisible formatting characters"
+    if "\\" in path:
+        return "contains a backslash"
+    if ":" in path:
+        return "contains a colon (a drive letter or a stream name)"
+    if path.startswith("/"):
+        return "is an absolute path"
+    for part in path.split("/"):
+        if part in ("", ".", ".."):
+            return "has an empty, '.' or '..' folder"
+        if len(part.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+            return f"has a name longer than {MAX_NAME_BYTES} bytes"
+        if part != part.rstrip(". ") or part.split(".")[0].upper() in _WINDOWS_DEVICES:
+            return "has a name Windows cannot store"
+    return None
+
+
+def check_repo_file(repo_id: str, path: str) -> None:
+    """Raise HubError unless ``repo_id`` and ``path`` are safe to use as local names."""
+    reason = unsafe_repo_id_reason(repo_id)
+    if reason is not None:
+        raise HubError(f"{repo_id!r} {reason}")
+    reason = unsafe_path_reason(path)
+    if reason is not None:
+        raise HubError(f"{repo_id}: refusing the file name {path!r}: it {reason}")
 
 
 def endpoint_or_default(endpoint: str | None) -> str:
@@ -55,7 +118,7 @@ def explain(exc: BaseException, what: str) -> HubError:
     if isinstance(exc, OfflineModeIsEnabled):
         return HubError(f"{what}: offline mode is on, so only downloaded models can be used")
     if isinstance(exc, GatedRepoError):
-        repo = exc.repo_id or what
+        repo = exc.repo_id or "/".join(what.split("/")[:2])
         return HubError(
             f"{repo} is a gated repository: accept its license on the Hugging Face website, "
             "then save an access token that can read it (first page of the pair wizard, "
@@ -79,7 +142,15 @@ def explain(exc: BaseException, what: str) -> HubError:
                 f"{what}: the Hub refused the access token (HTTP 401); check or replace it"
             )
         return HubError(f"{what}: the Hub answered HTTP {status}")
-    if isinstance(exc, OSError | ConnectionError) or type(exc).__module__.startswith("httpx"):
+    if isinstance(exc, OSError) and not isinstance(exc, ConnectionError | TimeoutError
+                                                    | socket.gaierror):
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return HubError(f"{what}: the disk is full ({exc.filename or exc.strerror}). "
+                            "Free some space or choose another models folder, then try again")
+        return HubError(f"{what}: cannot write or read {exc.filename or 'a file'}: "
+                        f"{exc.strerror or exc}")
+    if isinstance(exc, ConnectionError | TimeoutError | socket.gaierror) or \
+            type(exc).__module__.startswith("httpx"):
         return HubError(
             f"{what}: cannot reach the Hugging Face Hub ({exc}). "
             "Check the network, or switch to offline mode"
@@ -106,15 +177,40 @@ class ModelHit:
 
 
 def search_models(
-    query: str, *, limit: int = 30, endpoint: str | None = None, token: Token = None
+    query: str, *, limit: int = 30, endpoint: str | None = None, token: Token = None,
+    limits: TransferLimits | None = None,
 ) -> list[ModelHit]:
-    """GGUF repositories matching ``query``, most downloaded first."""
-    api = HfApi(endpoint=endpoint_or_default(endpoint), token=token)
-    with hub_errors(f"searching the Hub for {query!r}"):
-        models = api.list_models(filter="gguf", search=query or None, sort="downloads", limit=limit)
-        return [
-            ModelHit(m.id, int(m.downloads or 0), int(m.likes or 0), bool(m.gated)) for m in models
-        ]
+    """GGUF repositories matching ``query``, most downloaded first (one bounded request)."""
+    from urllib.parse import urlencode
+
+    from huggingface_hub.utils import build_hf_headers
+
+    what = f"searching the Hub for {query!r}"
+    params = {"filter": "gguf", "sort": "downloads", "direction": "-1",
+              "limit": str(max(1, min(limit, 1000)))}
+    if query:
+        params["search"] = query
+    url = f"{endpoint_or_default(endpoint)}/api/models?{urlencode(params)}"
+    watch = (limits or TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S)).watch(what)
+    with hub_errors(what):
+        body, _next = get_json(url, build_hf_headers(token=token), watch,
+                               max_bytes=MAX_LISTING_PAGE_BYTES)
+        if not isinstance(body, list):
+            raise BadResponse(f"{what}: the Hub's answer is not a list of models")
+        return [hit for hit in map(_model_hit, body[:limit]) if hit is not None]
+
+
+def _model_hit(entry: object) -> ModelHit | None:
+    if not isinstance(entry, dict):
+        return None
+    repo_id = entry.get("id") or entry.get("modelId")
+    if unsafe_repo_id_reason(repo_id) is not None:
+        return None  # a name no download could use
+    assert isinstance(repo_id, str)
+    downloads, likes = entry.get("downloads", 0), entry.get("likes", 0)
+    return ModelHit(repo_id, downloads if type(downloads) is int else 0,
+                    likes if type(likes) is int else 0,
+                    entry.get("gated") not in (None, False, "false"))
 
 
 @dataclass(frozen=True)
@@ -180,25 +276,108 @@ def group_gguf_files(files: list[GGUFFile]) -> list[QuantGroup]:
     return result
 
 
+def group_for_file(repo_id: str, files: list[GGUFFile], filename: str) -> QuantGroup:
+    """The downloadable model ``filename`` belongs to; the error names what is wrong."""
+    check_repo_file(repo_id, filename)
+    names = {f.path for f in files}
+    if filename not in names:
+        raise HubError(f"{repo_id} has no file {filename!r}")
+    for group in group_gguf_files(files):
+        if any(f.path == filename for f in group.files):
+            return group
+    match = SPLIT_RE.search(filename)
+    if match is None:
+        raise HubError(f"{filename!r} in {repo_id} is not a GGUF model file")
+    stem, count = filename[: match.start()], int(match.group(2))
+    expected = [f"{stem}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
+    missing = [name for name in expected if name not in names]
+    shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    raise HubError(f"{repo_id}: {filename} is one of {count} parts of a split model, and "
+                   f"the repository lacks {shown or 'a consistent set of parts'}; "
+                   "it cannot be loaded until the uploader adds the missing parts")
+
+
 def list_gguf_files(
-    repo_id: str, *, revision: str = "main", endpoint: str | None = None, token: Token = None
+    repo_id: str,
+    *,
+    revision: str = "main",
+    endpoint: str | None = None,
+    token: Token = None,
+    limits: TransferLimits | None = None,
 ) -> list[QuantGroup]:
-    """The repository's GGUF models with sizes, smallest first."""
-    api = HfApi(endpoint=endpoint_or_default(endpoint), token=token)
-    files = []
-    with hub_errors(f"listing {repo_id}"):
-        for entry in api.list_repo_tree(repo_id, recursive=True, revision=revision):
-            size = getattr(entry, "size", None)
-            if size is None:
-                continue  # a folder
-            lfs = getattr(entry, "lfs", None)
-            files.append(GGUFFile(entry.path, int(size), lfs.sha256 if lfs else None))
-    return group_gguf_files(files)
+    """The repository's GGUF models with sizes, smallest first.
+
+    Entries whose names could not be stored safely under the models folder are left out.
+    """
+    return group_gguf_files(list_repo_files(repo_id, revision=revision, endpoint=endpoint,
+                                            token=token, limits=limits))
+
+
+def list_repo_files(
+    repo_id: str,
+    *,
+    revision: str = "main",
+    endpoint: str | None = None,
+    token: Token = None,
+    limits: TransferLimits | None = None,
+) -> list[GGUFFile]:
+    """Every file of the repository with a safe name, read with bounded requests."""
+    from huggingface_hub.utils import build_hf_headers
+
+    what = f"listing {repo_id}"
+    reason = unsafe_repo_id_reason(repo_id)
+    if reason is not None:
+        raise HubError(f"{repo_id!r} {reason}")
+    base = endpoint_or_default(endpoint)
+    url: str | None = (f"{base}/api/models/{repo_id}/tree/{quote(revision, safe='')}"
+                       "?recursive=true&expand=false")
+    watch = (limits or TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S)).watch(what)
+    files: list[GGUFFile] = []
+    seen_paths: set[str] = set()
+    seen = 0
+    with hub_errors(what):
+        for _page in range(MAX_LISTING_PAGES):
+            if url is None:
+                break
+            body, url = get_json(url, build_hf_headers(token=token), watch,
+                                 max_bytes=MAX_LISTING_PAGE_BYTES)
+            if not isinstance(body, list):
+                raise BadResponse(f"{what}: the Hub's answer is not a list of files")
+            seen += len(body)
+            if seen > MAX_LISTING_ENTRIES:
+                raise BadResponse(f"{what}: the repository lists more than "
+                                  f"{MAX_LISTING_ENTRIES:,} files")
+            for f in map(_listed_file, body):
+                if f is not None and f.path not in seen_paths:
+                    seen_paths.add(f.path)
+                    files.append(f)
+            if url is not None and not url.startswith(base + "/"):
+                raise BadResponse(f"{what}: the next page is on another host ({url})")
+        else:
+            if url is not None:
+                raise BadResponse(f"{what}: the listing has more than {MAX_LISTING_PAGES} pages")
+    return files
+
+
+def _listed_file(entry: object) -> GGUFFile | None:
+    if not isinstance(entry, dict):
+        raise BadResponse("the Hub's file listing contains an entry that is not an object")
+    if entry.get("type") != "file":
+        return None
+    path, size, lfs = entry.get("path"), entry.get("size"), entry.get("lfs")
+    if type(size) is not int or not 0 <= size <= MAX_FILE_BYTES:
+        raise BadResponse(f"the Hub's file listing gives {path!r} an impossible size {size!r}")
+    if unsafe_path_reason(path) is not None:
+        return None
+    assert isinstance(path, str)
+    sha = lfs.get("oid") if isinstance(lfs, dict) else None
+    return GGUFFile(path, size, sha if isinstance(sha, str) and _SHA256_RE.match(sha) else None)
 
 
 def file_url(
     repo_id: str, filename: str, *, revision: str = "main", endpoint: str | None = None
 ) -> str:
+    check_repo_file(repo_id, filename)
     return (
         f"{endpoint_or_default(endpoint)}/{repo_id}/resolve/"
         f"{quote(revision, safe='')}/{quote(filename)}"
@@ -212,11 +391,18 @@ def read_remote_header(
     revision: str = "main",
     endpoint: str | None = None,
     token: Token = None,
+    limits: TransferLimits | None = None,
 ) -> GGUFHeader:
-    """The header of a GGUF on the Hub, fetched by range requests (a few MiB at most)."""
+    """The header of a GGUF on the Hub, fetched by range requests (a few MiB at most).
+
+    ``limits`` bounds the whole inspection (default: a stall timeout and a total deadline)
+    and carries the cancel flag.
+    """
     url = file_url(repo_id, filename, revision=revision, endpoint=endpoint)
+    limits = limits or TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S)
     with hub_errors(f"{repo_id}/{filename}"):
-        return read_header(HttpRangeSource(url, token=token))
+        return read_header(HttpRangeSource(url, token=token, limits=limits,
+                                           name=f"{repo_id}/{filename}"))
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from app.core.fileio import (
     read_json_object,
 )
 from app.core.gguf_header import GGUFFormatError, model_facts, read_local_header
-from app.core.hub import SPLIT_RE
+from app.core.hub import SPLIT_RE, unsafe_repo_id_reason
 from app.core.migrations import MigrationError, Schema, upgrade
 from app.core.paths import data_dir
 
@@ -62,6 +62,7 @@ class LibraryModel:
     repo_id: str | None = None
     sha256: str | None = None
     added: float = 0.0
+    repo_path: str | None = None  # the file's path inside its Hub repository
 
     @property
     def available(self) -> bool:
@@ -70,7 +71,7 @@ class LibraryModel:
     @property
     def label(self) -> str:
         origin = self.repo_id or Path(self.path).parent.name
-        return f"{origin} · {Path(self.path).name}"
+        return f"{origin} · {self.repo_path or Path(self.path).name}"
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class Profile:
 
 
 def describe_gguf(paths: Sequence[Path], *, source: str, repo_id: str | None = None,
-                  sha256: str | None = None) -> LibraryModel:
+                  sha256: str | None = None, repo_path: str | None = None) -> LibraryModel:
     """A library entry for a GGUF (all parts of a split one), validated by its header."""
     first = paths[0]
     try:
@@ -98,15 +99,22 @@ def describe_gguf(paths: Sequence[Path], *, source: str, repo_id: str | None = N
         raise LibraryError(f"{first.name} has no layers or no vocabulary: "
                            "it is not a language model llama.cpp can run")
     if facts.split_count != len(paths):
-        raise LibraryError(f"{first.name} is part 1 of {facts.split_count}; "
-                           f"found {len(paths)} part(s) next to it")
-    model_id = f"{repo_id}:{first.name}" if repo_id else f"file:{first.resolve()}"
+        expected = split_parts(first)
+        if len(expected) == facts.split_count:
+            missing = [p.name for p in expected if not p.is_file()]
+            raise LibraryError(f"{first.name} is part 1 of a model split into "
+                               f"{facts.split_count} files; missing {', '.join(missing)}")
+        raise LibraryError(f"{first.name} says the model is split into {facts.split_count} "
+                           "files, but its name does not follow the "
+                           "NAME-00001-of-0000N.gguf pattern, so the other parts cannot be "
+                           "found; rename the parts to that pattern")
+    model_id = f"{repo_id}:{repo_path or first.name}" if repo_id else f"file:{first.resolve()}"
     return LibraryModel(
         id=model_id, path=str(first), parts=tuple(str(p) for p in paths),
         size=sum(p.stat().st_size for p in paths), quantization=facts.quantization,
         architecture=facts.architecture, context_length=facts.context_length,
         n_params=facts.n_params, name=facts.name, source=source, repo_id=repo_id,
-        sha256=sha256, added=time.time(),
+        sha256=sha256, added=time.time(), repo_path=repo_path,
     )
 
 
@@ -178,9 +186,19 @@ def _profile_from_json(raw: object) -> Profile:
     return Profile(**_checked(Profile, raw, "pair"))
 
 
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether ``path``, with every link followed, lies inside ``folder``."""
+    try:
+        return path.resolve().is_relative_to(folder.resolve())
+    except (OSError, RuntimeError):
+        return False
+
+
 class Library:
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, *, models_root: Path | None = None) -> None:
         self.root = root or data_dir()
+        # Only files in here are SpecDeck's own downloads, which delete_model may remove.
+        self.models_root = models_root or self.root / "models"
         self.file = self.root / "library.json"
         self.models: dict[str, LibraryModel] = {}
         self.profiles: dict[str, Profile] = {}
@@ -234,9 +252,27 @@ class Library:
 
     # --- models -------------------------------------------------------------------------
 
-    def add_downloaded(self, repo_id: str, paths: Sequence[Path],
-                       sha256: str | None = None) -> LibraryModel:
-        model = describe_gguf(list(paths), source="hub", repo_id=repo_id, sha256=sha256)
+    def add_downloaded(self, repo_id: str, paths: Sequence[Path], sha256: str | None = None,
+                       *, models_root: Path | None = None) -> LibraryModel:
+        """Register files the downloader put under ``models_root/<owner>--<name>/``.
+
+        Anything elsewhere is refused: only files SpecDeck fetched itself may be marked as
+        downloads, because deleting a model deletes its downloaded files.
+        """
+        paths = [Path(p) for p in paths]
+        if not paths:
+            raise LibraryError(f"{repo_id}: no files to add")
+        reason = unsafe_repo_id_reason(repo_id)
+        if reason is not None:
+            raise LibraryError(f"{repo_id!r} {reason}")
+        folder = (models_root or self.models_root) / repo_id.replace("/", "--")
+        outside = [str(p) for p in paths if not _inside(p, folder) or p.is_symlink()]
+        if outside:
+            raise LibraryError(f"{', '.join(outside)} is not a file SpecDeck downloaded into "
+                               f"{folder}; use import to add a file of your own")
+        repo_path = paths[0].resolve().relative_to(folder.resolve()).as_posix()
+        model = describe_gguf(paths, source="hub", repo_id=repo_id, sha256=sha256,
+                              repo_path=repo_path)
         self.models[model.id] = model
         self.save()
         return model
@@ -265,10 +301,12 @@ class Library:
     def pairs_using(self, model_id: str) -> list[str]:
         return [p.name for p in self.profiles.values() if model_id in (p.target, p.draft)]
 
-    def delete_model(self, model_id: str, *, force: bool = False) -> None:
+    def delete_model(self, model_id: str, *, force: bool = False) -> list[Path]:
         """Forget a model; downloaded files are deleted, imported files stay on disk.
 
         A model used by profiles is only removed with ``force``, which removes the profiles.
+        Only files that resolve inside the models folder are ever deleted, whatever the
+        library file says; the deleted files are returned.
         """
         model = self.models.get(model_id)
         if model is None:
@@ -279,11 +317,15 @@ class Library:
                                   "delete those pairs too or keep the model")
         for name in users:
             self.delete_profile(name, save=False)
+        deleted = []
         if model.source == "hub":
-            for part in model.parts:
-                Path(part).unlink(missing_ok=True)
+            for part in map(Path, model.parts):
+                if part.is_file() and not part.is_symlink() and _inside(part, self.models_root):
+                    part.unlink(missing_ok=True)
+                    deleted.append(part)
         del self.models[model_id]
         self.save()
+        return deleted
 
     # --- profiles -----------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from app.core.catalog import Catalog, DraftCandidate, parse_family
 from app.core.compat import VocabInfo, first_mismatch
 from app.core.downloads import DownloadCancelled, Downloader, DownloadProgress, save_token
 from app.core.fit import Hardware, detect_hardware, quality_rank
-from app.core.gguf_header import ModelFacts, model_facts, vocab_info
+from app.core.gguf_header import GGUFFormatError, ModelFacts, model_facts, vocab_info
 from app.core.hub import (
     HubError,
     ModelHit,
@@ -32,6 +32,7 @@ from app.core.hub import (
     read_remote_header,
     search_models,
 )
+from app.core.hub_http import DEFAULT_HEADER_DEADLINE_S, TransferCancelled, TransferLimits
 
 CALIBRATION_PROMPT = (
     "Write a Python function that returns the n-th Fibonacci number, "
@@ -64,6 +65,7 @@ class InspectRepo:
     """List a repo's GGUF models and read one header for the model facts."""
 
     repo_id: str
+    cancel: threading.Event = field(default_factory=threading.Event, compare=False)
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class FindDrafts:
     target_repo: str
     target_file: str
     catalog: Catalog
+    cancel: threading.Event = field(default_factory=threading.Event, compare=False)
 
 
 @dataclass(frozen=True)
@@ -210,7 +213,7 @@ class HubWorker(QObject):
     def handle(self, request_id: int, request: object) -> None:
         try:
             reply = self._dispatch(request_id, request)
-        except DownloadCancelled as exc:
+        except (DownloadCancelled, TransferCancelled) as exc:
             self.failed.emit(HubFailure(request_id, str(exc), cancelled=True))
         except Exception as exc:  # noqa: BLE001 - every failure becomes a message
             self.failed.emit(HubFailure(request_id, _message(exc), detail=traceback.format_exc()))
@@ -229,7 +232,8 @@ class HubWorker(QObject):
             hits = search_models(request.query, endpoint=self.endpoint, token=self.token)
             return SearchResults(rid, request.query, tuple(hits))
         if isinstance(request, InspectRepo):
-            return self._inspect(rid, request.repo_id)
+            return self._inspect(rid, request.repo_id, TransferLimits(
+                deadline_s=DEFAULT_HEADER_DEADLINE_S, cancel=request.cancel))
         if isinstance(request, FindDrafts):
             return self._find_drafts(rid, request)
         if isinstance(request, Download):
@@ -238,17 +242,22 @@ class HubWorker(QObject):
             return self._calibrate(rid, request)
         raise TypeError(f"unknown request {type(request).__name__}")
 
-    def _inspect(self, rid: int, repo_id: str) -> RepoInspected:
-        groups = list_gguf_files(repo_id, endpoint=self.endpoint, token=self.token)
+    def _inspect(self, rid: int, repo_id: str, limits: TransferLimits) -> RepoInspected:
+        groups = list_gguf_files(repo_id, endpoint=self.endpoint, token=self.token,
+                                 limits=limits)
         if not groups:
             raise HubError(f"{repo_id} has no GGUF model files; choose a GGUF repository")
         header = read_remote_header(repo_id, groups[0].first.path, endpoint=self.endpoint,
-                                    token=self.token)
+                                    token=self.token, limits=limits)
         return RepoInspected(rid, repo_id, tuple(groups), model_facts(header), vocab_info(header))
 
     def _find_drafts(self, rid: int, request: FindDrafts) -> DraftsDone:
+        def limits() -> TransferLimits:  # one deadline per header, one cancel for all
+            return TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S, cancel=request.cancel)
+
         target = vocab_info(read_remote_header(request.target_repo, request.target_file,
-                                               endpoint=self.endpoint, token=self.token))
+                                               endpoint=self.endpoint, token=self.token,
+                                               limits=limits()))
         family, _ = parse_family(request.target_repo)
         try:
             hub_repos = [h.repo_id for h in search_models(family, limit=40,
@@ -259,24 +268,29 @@ class HubWorker(QObject):
         candidates = request.catalog.draft_candidates(request.target_repo, hub_repos)
         options = []
         for candidate in candidates[:MAX_DRAFT_CANDIDATES]:
-            option = self._check_draft(candidate, target)
+            option = self._check_draft(candidate, target, limits())
             options.append(option)
             self.progress.emit(DraftChecked(rid, option))
         options.sort(key=lambda o: not o.compatible)  # stable: keeps the ranking otherwise
         return DraftsDone(rid, tuple(options))
 
-    def _check_draft(self, candidate: DraftCandidate, target: VocabInfo) -> DraftOption:
+    def _check_draft(self, candidate: DraftCandidate, target: VocabInfo,
+                     limits: TransferLimits) -> DraftOption:
         try:
-            groups = list_gguf_files(candidate.repo, endpoint=self.endpoint, token=self.token)
+            groups = list_gguf_files(candidate.repo, endpoint=self.endpoint, token=self.token,
+                                     limits=limits)
             group = choose_draft_group(groups, candidate.quant)
             if group is None:
                 return DraftOption(candidate, None, None, None, "no GGUF files")
             header = read_remote_header(candidate.repo, group.first.path,
-                                        endpoint=self.endpoint, token=self.token)
-        except HubError as exc:
+                                        endpoint=self.endpoint, token=self.token,
+                                        limits=limits)
+            return DraftOption(candidate, group, model_facts(header),
+                               first_mismatch(target, vocab_info(header)))
+        except TransferCancelled:
+            raise
+        except (HubError, GGUFFormatError) as exc:
             return DraftOption(candidate, None, None, None, str(exc))
-        return DraftOption(candidate, group, model_facts(header),
-                           first_mismatch(target, vocab_info(header)))
 
     def _download(self, rid: int, request: Download) -> Downloaded:
         downloader = Downloader(self.models_root, endpoint=self.endpoint, token=self.token,

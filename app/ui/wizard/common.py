@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,7 @@ class Page(QWizardPage):
         self.setTitle(title)
         self.setSubTitle(subtitle)
         self._pending: set[int] = set()
+        self._cancels: dict[int, threading.Event] = {}
         wizard.client.result.connect(self._result)
         wizard.client.progress.connect(self._progress)
         wizard.client.failed.connect(self._failed)
@@ -55,10 +57,21 @@ class Page(QWizardPage):
     def submit(self, request: object) -> int:
         request_id = self.owner.client.submit(request)
         self._pending.add(request_id)
+        cancel = getattr(request, "cancel", None)
+        if isinstance(cancel, threading.Event):
+            self._cancels[request_id] = cancel
         return request_id
 
     def forget_requests(self) -> None:
+        """Drop pending requests and stop them, so a stalled Hub never blocks the next one."""
+        for cancel in self._cancels.values():
+            cancel.set()
+        self._cancels.clear()
         self._pending.clear()
+
+    def cleanupPage(self) -> None:  # noqa: N802 - Qt name; called when the user goes Back
+        self.forget_requests()
+        super().cleanupPage()
 
     @property
     def busy(self) -> bool:
@@ -68,6 +81,7 @@ class Page(QWizardPage):
         request_id = getattr(reply, "request_id", None)
         if request_id in self._pending:
             self._pending.discard(request_id)
+            self._cancels.pop(request_id, None)
             self.on_result(reply)
             self.completeChanged.emit()
 
@@ -78,6 +92,7 @@ class Page(QWizardPage):
     def _failed(self, failure: HubFailure) -> None:
         if failure.request_id in self._pending:
             self._pending.discard(failure.request_id)
+            self._cancels.pop(failure.request_id, None)
             self.on_failure(failure)
             self.completeChanged.emit()
 

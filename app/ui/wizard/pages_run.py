@@ -166,7 +166,8 @@ class DownloadPage(Page):
             for item, paths in zip(items, reply.paths, strict=True):
                 model = self.owner.library.add_downloaded(item.repo_id,
                                                           [Path(p) for p in paths],
-                                                          item.group.first.sha256)
+                                                          item.group.first.sha256,
+                                                          models_root=self.owner.models_root)
                 ids.append(model.id)
         except LibraryError as exc:
             self.status.setText(error_html(str(exc)))

@@ -1,0 +1,269 @@
+"""Bounded HTTP transfers from the Hub, which is untrusted input.
+
+Every body is read up to what was asked (error bodies up to ``MAX_ERROR_BODY``), every job
+has a stall timeout and may have a total deadline, and every job can be cancelled through a
+``threading.Event`` that is checked between requests and between chunks. Requests go
+through huggingface_hub's session, so its offline mode, proxies and redirect rules (the
+token is dropped when a redirect leaves the origin) still apply.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from typing import Any
+
+MAX_ERROR_BODY = 1 << 20
+DEFAULT_STALL_TIMEOUT_S = 30.0
+DEFAULT_HEADER_DEADLINE_S = 120.0
+# Fewer bytes than this within one stall timeout is no progress (a byte every 10 s is a stall).
+STALL_MIN_BYTES = 16 << 10
+
+_CONTENT_RANGE_RE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
+
+
+class HubError(RuntimeError):
+    """A Hub request failed; the message says what to do about it."""
+
+
+class TransferCancelled(HubError):
+    pass
+
+
+class TransferStalled(HubError):
+    pass
+
+
+class TransferTimedOut(HubError):
+    pass
+
+
+class BadResponse(HubError):
+    """The server answered something no real Hub sends (wrong range, encoded data, bad JSON)."""
+
+
+@dataclass(frozen=True)
+class TransferLimits:
+    """How long a job may wait: per transfer without progress, and in total."""
+
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S
+    deadline_s: float | None = None
+    cancel: threading.Event | None = None
+    stall_min_bytes: int = STALL_MIN_BYTES
+
+    def watch(self, what: str) -> Watch:
+        return Watch(self, what)
+
+
+class Watch:
+    """One job's clock: raises when it is cancelled, past its deadline, or stalled."""
+
+    def __init__(self, limits: TransferLimits, what: str) -> None:
+        self.limits = limits
+        self.what = what
+        self.started = time.monotonic()
+        self.deadline = None if limits.deadline_s is None else self.started + limits.deadline_s
+        self._window_start = self.started
+        self._window_bytes = 0
+
+    def check(self) -> None:
+        cancel = self.limits.cancel
+        if cancel is not None and cancel.is_set():
+            raise TransferCancelled(f"{self.what}: cancelled")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise TransferTimedOut(
+                f"{self.what}: the server did not deliver within {self.limits.deadline_s:g} s; "
+                "it is too slow or stalled. Try again later or choose another repository"
+            )
+
+    def timeout(self) -> Any:
+        import httpx2
+
+        wait = self.limits.stall_timeout_s
+        if self.deadline is not None:
+            wait = max(0.05, min(wait, self.deadline - time.monotonic()))
+        return httpx2.Timeout(wait)
+
+    def new_transfer(self) -> None:
+        self._window_start = time.monotonic()
+        self._window_bytes = 0
+
+    def progress(self, n: int, still_wanted: int) -> None:
+        """Count ``n`` new bytes; ``still_wanted`` bytes remain in this transfer."""
+        self._window_bytes += n
+        now = time.monotonic()
+        if now - self._window_start >= self.limits.stall_timeout_s:
+            if self._window_bytes < min(self.limits.stall_min_bytes, still_wanted + n):
+                raise self.stalled()
+            self._window_start, self._window_bytes = now, 0
+        self.check()
+
+    def stalled(self) -> TransferStalled:
+        return TransferStalled(
+            f"{self.what}: the transfer stalled (almost no data for "
+            f"{self.limits.stall_timeout_s:g} s). Check the network and try again"
+        )
+
+
+def _map_transport(exc: Exception, watch: Watch) -> Exception:
+    import httpx2
+
+    try:  # the watchdog cut the connection, or the deadline passed during a read
+        watch.check()
+    except HubError as mapped:
+        return mapped
+    if isinstance(exc, httpx2.TimeoutException):
+        if watch.deadline is not None and time.monotonic() >= watch.deadline - 0.01:
+            try:
+                watch.check()
+            except HubError as mapped:
+                return mapped
+        return watch.stalled()
+    if isinstance(exc, httpx2.TooManyRedirects):
+        return BadResponse(f"{watch.what}: the server redirected too many times")
+    if isinstance(exc, httpx2.UnsupportedProtocol):
+        return BadResponse(f"{watch.what}: the server redirected to an address that is not "
+                           f"http or https ({exc})")
+    dropped = "peer closed" in str(exc) or "disconnected" in str(exc).lower()
+    if isinstance(exc, httpx2.RemoteProtocolError | httpx2.DecodingError) and not dropped:
+        return BadResponse(f"{watch.what}: the server sent a malformed HTTP response ({exc})")
+    return exc
+
+
+@contextmanager
+def stream(url: str, headers: dict[str, str], watch: Watch) -> Iterator[Any]:
+    """GET ``url`` with bounded waits; HTTP errors are raised from a capped error body."""
+    from huggingface_hub.utils import get_session
+
+    watch.check()
+    watch.new_transfer()
+    dog = _Watchdog(watch) if watch.deadline is not None or watch.limits.cancel else None
+    extensions = {}
+    if dog is not None:
+        # A fresh connection per request, so the watchdog holds every socket it may cut.
+        headers = {**headers, "Connection": "close"}
+        extensions["trace"] = dog.trace
+        dog.start()
+    try:
+        with get_session().stream("GET", url, headers=headers, timeout=watch.timeout(),
+                                  extensions=extensions) as response:
+            if response.status_code >= 400:
+                raise_for_status_capped(response, watch)
+            yield response
+    except HubError:
+        raise
+    except Exception as exc:
+        mapped = _map_transport(exc, watch)
+        if mapped is exc:
+            raise
+        raise mapped from exc
+    finally:
+        if dog is not None:
+            dog.stop()
+
+
+class _Watchdog:
+    """Cuts a request's connection when its job is cancelled or past its deadline.
+
+    Read timeouts only bound the wait for each piece, so a server that drips its status line
+    and headers byte by byte would outlive any deadline without this.
+    """
+
+    def __init__(self, watch: Watch) -> None:
+        self.watch = watch
+        self.sockets: list[socket.socket] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="hub-watchdog", daemon=True)
+
+    def trace(self, name: str, info: dict[str, Any]) -> None:
+        if name in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            stream_ = info.get("return_value")
+            sock = stream_.get_extra_info("socket") if stream_ is not None else None
+            if isinstance(sock, socket.socket):
+                self.sockets.append(sock)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def _run(self) -> None:
+        while not self.done.wait(0.05):
+            try:
+                self.watch.check()
+            except HubError:
+                for sock in self.sockets:
+                    with suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
+                return
+
+
+def read_capped(response: Any, limit: int, watch: Watch) -> bytes:
+    """At most ``limit`` raw bytes of the body; the rest is never read."""
+    if response.headers.get("Content-Encoding", "identity").lower() not in ("identity", ""):
+        raise BadResponse(f"{watch.what}: the server sent compressed data "
+                          f"({response.headers['Content-Encoding']}) although none was asked")
+    data = bytearray()
+    try:
+        for chunk in response.iter_raw():
+            data += chunk[: limit - len(data)]
+            watch.progress(len(chunk), limit - len(data))
+            if len(data) >= limit:
+                break
+    except HubError:
+        raise
+    except Exception as exc:
+        mapped = _map_transport(exc, watch)
+        if mapped is exc:
+            raise
+        raise mapped from exc
+    return bytes(data)
+
+
+def raise_for_status_capped(response: Any, watch: Watch) -> None:
+    """huggingface_hub's error mapping, fed with at most ``MAX_ERROR_BODY`` of the body."""
+    import httpx2
+    from huggingface_hub.utils import hf_raise_for_status
+
+    body = bytearray()
+    for chunk in response.iter_raw():
+        body += chunk[: MAX_ERROR_BODY - len(body)]
+        watch.progress(len(chunk), MAX_ERROR_BODY - len(body))
+        if len(body) >= MAX_ERROR_BODY:
+            break
+    headers = [(k, v) for k, v in response.headers.multi_items()
+               if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+    capped = httpx2.Response(response.status_code, headers=headers, content=bytes(body),
+                             request=response.request)
+    hf_raise_for_status(capped)
+
+
+def content_range_start(response: Any) -> tuple[int, int | None] | None:
+    """(first byte, total size or None) of a 206 answer; None when the header is malformed."""
+    match = _CONTENT_RANGE_RE.match(response.headers.get("Content-Range", "").strip())
+    if match is None:
+        return None
+    total = None if match.group(3) == "*" else int(match.group(3))
+    return int(match.group(1)), total
+
+
+def get_json(url: str, headers: dict[str, str], watch: Watch, *,
+             max_bytes: int) -> tuple[Any, str | None]:
+    """A JSON document of at most ``max_bytes`` and the URL of its next page, if any."""
+    with stream(url, headers, watch) as response:
+        body = read_capped(response, max_bytes + 1, watch)
+        next_link = response.links.get("next", {}).get("url")
+    if len(body) > max_bytes:
+        raise BadResponse(f"{watch.what}: the answer is larger than {max_bytes >> 20} MiB")
+    try:
+        return json.loads(body), next_link
+    except (ValueError, RecursionError) as exc:
+        raise BadResponse(f"{watch.what}: the server's answer is not valid JSON") from exc
