@@ -53,6 +53,8 @@ def _add_sampling_options(parser: argparse.ArgumentParser, *, max_tokens: int) -
                         help="draft confidence cut-off per token (like llama.cpp --draft-p-min)")
     parser.add_argument("--rule", default="rejection", choices=[r.value for r in AcceptRule])
     parser.add_argument("--no-guard", action="store_true", help="disable the collapse guard")
+    parser.add_argument("--no-ngram-first", action="store_true",
+                        help="with --draft: never let prompt-lookup drafts go first")
     parser.add_argument("--ignore-eos", action="store_true",
                         help="do not stop at end-of-generation tokens")
 
@@ -80,6 +82,7 @@ def _spec_config(args: argparse.Namespace) -> SpecConfig:
         p_min=args.p_min,
         rule=AcceptRule(args.rule),
         collapse_guard=not args.no_guard,
+        ngram_first=not args.no_ngram_first,
     )
 
 
@@ -140,14 +143,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     target, draft, source = _specs(args)
     settings = BenchSettings(max_tokens=args.max_tokens, sampler=_sampler(args),
                              spec=_spec_config(args), reference=args.reference,
-                             ignore_eos=args.ignore_eos)
+                             ignore_eos=args.ignore_eos,
+                             token_probs=not args.no_token_probs)
 
     def show(row: dict) -> None:
         ref = f" ref {row['reference_tok_s']:.2f}" if "reference_tok_s" in row else ""
         verdict = "identical" if row["identical"] else (
             f"diverged@{row['first_divergence']} margin {row['divergence_margin']}")
         print(f"{row['id']}: base {row['baseline_tok_s']:.2f} spec {row['speculative_tok_s']:.2f}"
-              f"{ref} tok/s ×{row['speedup']:.2f} acc {row['acceptance_rate']:.2f} {verdict}",
+              f"{ref} tok/s ×{row['speedup']:.2f} acc {row['acceptance_rate']:.2f} "
+              f"host {row['host_ms_per_token']:.3f}/{row['baseline_host_ms_per_token']:.3f} "
+              f"ms/tok pauses {row['guard_pauses']} {verdict}",
               file=sys.stderr)
 
     result = run_bench(target, draft, load_prompts(Path(args.prompts)), settings, source=source,
@@ -182,6 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sampling_options(bench, max_tokens=128)
     bench.add_argument("--prompts", required=True, help="JSONL with id and prompt")
     bench.add_argument("--json", required=True, help="where to write the results")
+    bench.add_argument("--no-token-probs", action="store_true",
+                       help="skip p(x)/q(x) per token (the window's hover details)")
     bench.add_argument("--reference", action="store_true",
                        help="also run llama.cpp's llama-speculative-simple (built on first use)")
     bench.set_defaults(func=cmd_bench)

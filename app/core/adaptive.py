@@ -306,6 +306,11 @@ class DraftController:
             if confidence is not None:
                 self.calibration.observe(confidence, index < accepted)
 
+    def observe_declined(self, confidence: float, would_be_accepted: bool) -> None:
+        """A token the draft computed but did not propose, judged by the target's next token:
+        free evidence that keeps a pessimistic calibration from starving itself."""
+        self.calibration.observe(confidence, would_be_accepted)
+
     def observe_step(self, drafted: int, accepted: int) -> None:
         if drafted <= 0:
             return

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import platform
 import statistics
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -31,6 +32,7 @@ class BenchSettings:
     spec: SpecConfig = SpecConfig()
     reference: bool = False  # also run llama.cpp's llama-speculative-simple
     ignore_eos: bool = False
+    token_probs: bool = True  # p(x)/q(x) per token, as the window's hover details need
 
 
 def load_prompts(path: Path) -> list[dict[str, str]]:
@@ -71,7 +73,7 @@ def bench_prompt(engine: Engine, item: dict[str, str], settings: BenchSettings) 
     prompt = engine.tokenize_rendered(prompt_text)
     request = GenerationRequest(
         prompt, max_tokens=settings.max_tokens, sampler=settings.sampler, spec=settings.spec,
-        token_probs=False, ignore_eos=settings.ignore_eos,
+        token_probs=settings.token_probs, ignore_eos=settings.ignore_eos,
     )
     baseline = _drain(engine, replace(request, speculative=False))
     speculative = _drain(engine, request)
@@ -91,6 +93,11 @@ def bench_prompt(engine: Engine, item: dict[str, str], settings: BenchSettings) 
         "divergence_margin": None if check.margin is None else round(check.margin, 5),
         "overhead_fraction": round(speculative.overhead_fraction, 4),
         "baseline_overhead_fraction": round(baseline.overhead_fraction, 4),
+        "host_ms_per_token": round(speculative.host_ms_per_token, 4),
+        "baseline_host_ms_per_token": round(baseline.host_ms_per_token, 4),
+        "tokens_per_pass": round(speculative.tokens_per_pass, 3),
+        "draft_passes": speculative.draft_passes,
+        "guard_pauses": speculative.guard_pauses,
         "ttft_ms": round(speculative.ttft_ms, 1),
         "stop_reason": speculative.stop_reason.value,
     }
@@ -119,9 +126,14 @@ def _median(rows: list[dict], key: str) -> float | None:
 def aggregate(rows: list[dict]) -> dict:
     keys = ("baseline_tok_s", "speculative_tok_s", "speedup", "acceptance_rate",
             "mean_accepted_length", "target_passes_per_token", "overhead_fraction",
+            "host_ms_per_token", "baseline_host_ms_per_token", "tokens_per_pass",
             "reference_tok_s", "vs_reference")
     summary: dict = {f"median_{k}": _median(rows, k) for k in keys}
     summary["prompts"] = len(rows)
+    speedups = [r["speedup"] for r in rows]
+    if speedups:
+        summary["min_speedup"] = min(speedups)
+        summary["prompts_below_0_95x"] = sum(1 for x in speedups if x < 0.95)
     summary["identical"] = sum(1 for r in rows if r["identical"])
     summary["diverged"] = [
         {"id": r["id"], "at": r["first_divergence"], "margin": r["divergence_margin"]}
@@ -152,6 +164,7 @@ def lineage(target: ModelSpec, draft: ModelSpec | None, source: DraftSource,
             "spec": {k: (v.value if hasattr(v, "value") else v)
                      for k, v in asdict(settings.spec).items()},
             "n_ctx": target.n_ctx,
+            "token_probs": settings.token_probs,
         },
     }
 
@@ -166,7 +179,9 @@ def run_bench(
     on_row: Callable[[dict], None] | None = None,
 ) -> dict:
     items = list(prompts)
+    began = time.perf_counter()
     engine = Engine(target, draft, draft_source=source)
+    load_s = time.perf_counter() - began
     try:
         first = engine.tokenize_chat([{"role": "user", "content": items[0]["prompt"]}])
         _warm_up(engine, first, settings)
@@ -181,5 +196,16 @@ def run_bench(
     return {
         "prompts": rows,
         "aggregate": aggregate(rows),
-        "lineage": lineage(target, draft, source, settings),
+        "lineage": lineage(target, draft, source, settings)
+        | {"load_s": round(load_s, 3), "peak_rss_bytes": peak_rss_bytes()},
     }
+
+
+def peak_rss_bytes() -> int | None:
+    """Peak resident memory of this process (None where the platform does not say)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if platform.system() == "Darwin" else peak * 1024)

@@ -32,6 +32,9 @@ class DraftBlock:
     passes: int = 0  # draft-model passes paid for this block (0 for prompt lookup)
     catch_up_ms: float = 0.0  # the first pass, over the tokens the draft had not seen
     catch_up: int = 0  # how many tokens that first pass decoded
+    # the token the draft computed but declined to propose (confidence too low), with its
+    # confidence: the target's next token says whether it would have been accepted
+    declined: tuple[int, float] | None = None
     source: str = "model"
 
 
@@ -181,8 +184,8 @@ class ModelDrafter(_Counting):
                 confidence: float | None = float(q.probs[0])
                 token = q.sample(self.randomness.uniform(position, DRAW))
             else:
-                confidence = top_probability(logits) if want_confidence else None
                 token = greedy(logits)
+                confidence = top_probability(logits, token) if want_confidence else None
             if token >= self.target_vocab:
                 break
             acceptance = 1.0
@@ -193,6 +196,7 @@ class ModelDrafter(_Counting):
                     acceptance = self.calibration.acceptance(confidence)
                     all_accepted *= acceptance
                     if all_accepted < limits.include:
+                        block.declined = (token, confidence)
                         break
             block.tokens.append(token)
             block.confidences.append(confidence)

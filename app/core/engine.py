@@ -262,6 +262,9 @@ class Engine:
                 controller.observe_step_cost(
                     paid_draft=False, tokens=len(outcome.tokens), ms=step_ms, host_ms=host_ms
                 )
+            if block is not None and block.declined and outcome.accepted == len(drafts):
+                token, confidence = block.declined
+                controller.observe_declined(confidence, outcome.tokens[-1].token_id == token)
             if drafts and block is not None:
                 controller.observe_step(len(drafts), outcome.accepted)
                 controller.observe_confidences(block.confidences, outcome.accepted)

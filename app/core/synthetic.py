@@ -172,41 +172,84 @@ def _donor_tokenizer(donor: Path) -> list[tuple[str, object, gguf.GGUFValueType,
     return out
 
 
+def _embedded(small: dict[str, np.ndarray], shape: TinyShape, scale: int) -> dict[str, np.ndarray]:
+    """``small``'s weights inside a model ``scale`` times as wide, every new entry zero.
+
+    The wide model computes exactly what the small one does (extra heads see zero queries,
+    keys and values; extra feed-forward units and embedding dimensions stay zero) at several
+    times the cost. RMS norms are taken over the wider vector, so their weights are scaled to
+    give the same result.
+    """
+    out: dict[str, np.ndarray] = {}
+    norm_scale = np.float32(1.0 / np.sqrt(scale))
+    for name, value in small.items():
+        if value.ndim == 1:
+            wide = np.zeros(value.shape[0] * scale, dtype=np.float32)
+            wide[: value.shape[0]] = value * norm_scale
+        elif name in ("token_embd.weight", "output.weight"):
+            wide = np.zeros((value.shape[0], value.shape[1] * scale), dtype=np.float32)
+            wide[:, : value.shape[1]] = value
+        else:
+            wide = np.zeros((value.shape[0] * scale, value.shape[1] * scale), dtype=np.float32)
+            wide[: value.shape[0], : value.shape[1]] = value
+        out[name] = wide
+    return out
+
+
+def _write_llama(
+    path: Path,
+    shape: TinyShape,
+    tensors: dict[str, np.ndarray],
+    tokenizer: list[tuple[str, object, gguf.GGUFValueType, object]],
+) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name(path.stem)
+    writer.add_context_length(shape.n_ctx)
+    writer.add_embedding_length(shape.n_embd)
+    writer.add_block_count(shape.n_layer)
+    writer.add_feed_forward_length(shape.n_ff)
+    writer.add_head_count(shape.n_head)
+    writer.add_head_count_kv(shape.n_head_kv)
+    writer.add_rope_dimension_count(shape.n_embd // shape.n_head)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    for key, value, kind, item in tokenizer:
+        writer.add_key_value(key, value, kind, sub_type=item)  # type: ignore[arg-type]
+    for name, value in tensors.items():
+        writer.add_tensor(name, value)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
 def write_vocab_donor_pair(
-    donor: Path, target: Path, draft: Path, *, shape: TinyShape | None = None, noise: float = 0.15
+    donor: Path, target: Path, draft: Path, *, scale: int = 4, noise: float = 0.03
 ) -> tuple[Path, Path]:
-    """A fast pair with a real tokenizer: narrow, few-layer llama models that use ``donor``'s
-    vocabulary (e.g. Qwen2.5's 151,936 tokens). A decode costs milliseconds, like a GPU's,
-    while everything done per vocabulary entry (logit rows, sampling) costs what it really
-    does. The draft is the target plus noise, so the two agree often but not always."""
-    shape = shape or TinyShape(n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=128, n_ctx=4096)
+    """A fast pair with a real tokenizer: narrow llama models that use ``donor``'s vocabulary
+    (e.g. Qwen2.5's 151,936 tokens). A decode costs milliseconds, as on a GPU, while all that
+    is done per vocabulary entry (logit rows, sampling) costs what it really does.
+
+    The draft is small; the target is the draft embedded in a model ``scale`` times as wide
+    (so it costs several draft passes, like a real target) plus a little noise, so the two
+    agree often but not always."""
+    small_shape = TinyShape(n_embd=32, n_layer=2, n_head=2, n_head_kv=1, n_ff=64, n_ctx=4096)
+    wide_shape = TinyShape(
+        n_embd=32 * scale, n_layer=2, n_head=2 * scale, n_head_kv=scale, n_ff=64 * scale,
+        n_ctx=4096,
+    )
     tokenizer = _donor_tokenizer(donor)
     n_vocab = next(len(v) for k, v, _, _ in tokenizer if k == "tokenizer.ggml.tokens")  # type: ignore[arg-type]
-    base = _weights(shape, n_vocab, np.random.default_rng(0))
+    small = _weights(small_shape, n_vocab, np.random.default_rng(0))
+    wide = _embedded(small, wide_shape, scale)
     jitter = np.random.default_rng(1)
-    for path, is_draft in ((target, False), (draft, True)):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        writer = gguf.GGUFWriter(str(path), "llama")
-        writer.add_name(path.stem)
-        writer.add_context_length(shape.n_ctx)
-        writer.add_embedding_length(shape.n_embd)
-        writer.add_block_count(shape.n_layer)
-        writer.add_feed_forward_length(shape.n_ff)
-        writer.add_head_count(shape.n_head)
-        writer.add_head_count_kv(shape.n_head_kv)
-        writer.add_rope_dimension_count(shape.n_embd // shape.n_head)
-        writer.add_layer_norm_rms_eps(1e-5)
-        writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-        for key, value, kind, item in tokenizer:
-            writer.add_key_value(key, value, kind, sub_type=item)  # type: ignore[arg-type]
-        for name, value in base.items():
-            if is_draft and value.ndim == 2:
-                value = value + (jitter.standard_normal(value.shape) * noise * value.std()).astype(
-                    np.float32
-                )
-            writer.add_tensor(name, value)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file()
-        writer.close()
+    for value in wide.values():
+        if value.ndim == 2:
+            active = value != 0
+            value[active] += (jitter.standard_normal(int(active.sum())) * noise).astype(
+                np.float32
+            ) * value[active].std()
+    _write_llama(draft, small_shape, small, tokenizer)
+    _write_llama(target, wide_shape, wide, tokenizer)
     return target, draft

@@ -67,7 +67,7 @@ class Verifier:
             row = ctx.logits(i)
             best = greedy(row)
             q = block.probs[i] if block else None
-            p = top_probability(row) if self.want_probs else None
+            p = top_probability(row, best) if self.want_probs else None
             if best == proposed:
                 out.append(Produced(proposed, TokenKind.ACCEPTED, q, p))
                 continue
@@ -76,7 +76,7 @@ class Verifier:
         row = ctx.logits(len(drafts))
         best = greedy(row)
         kind = TokenKind.BONUS if drafts else TokenKind.TARGET
-        p = top_probability(row) if self.want_probs else None
+        p = top_probability(row, best) if self.want_probs else None
         out.append(Produced(best, kind, None, p))
         return Outcome(out, accepted=len(drafts))
 
