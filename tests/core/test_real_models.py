@@ -122,3 +122,49 @@ def test_qwen_pair_adaptive_drafting_is_exact_and_drafts(qwen_pair) -> None:
         assert spec_run.target_passes_per_token < 0.5
     finally:
         eng.close()
+
+
+def test_qwen_pair_drafts_and_accepts_on_every_chat_turn(qwen_pair) -> None:
+    """A chat is multi-turn: the second and third turns must keep speculating (a long draft
+    catch-up once inflated the measured draft cost and switched drafting off for good)."""
+    target, draft = qwen_pair
+    eng = Engine(ModelSpec(str(target), n_ctx=2048, n_threads=2),
+                 ModelSpec(str(draft), n_ctx=2048, n_threads=2))
+    try:
+        messages = [Message("system", "You are a helpful assistant.")]
+        questions = ["Write a Python function is_even(n).",
+                     "Now write is_odd(n) using it.",
+                     "Add docstrings to both functions."]
+        for question in questions:
+            messages.append(Message("user", question))
+            request = GenerationRequest(eng.tokenize_chat(messages), max_tokens=32)
+            summary = _summary(eng, request)
+            assert summary.drafted > 0, f"turn {question!r} drafted nothing"
+            assert summary.accepted > 0, f"turn {question!r} accepted nothing"
+            messages.append(Message("assistant", summary.text))
+    finally:
+        eng.close()
+
+
+def test_a_draft_too_expensive_to_pay_is_paused_for_cost(smollm2_pair) -> None:
+    """SmolLM2 F16 target with its own Q4_1 as draft: a draft pass costs most of a target
+    pass, so drafting cannot pay. Not drafting must cost nothing: after the guard sees it,
+    almost no draft passes are made, and it says why."""
+    from app.core.events import GuardEvent
+
+    target, draft = smollm2_pair
+    eng = Engine(ModelSpec(str(target), n_ctx=1024, n_threads=2),
+                 ModelSpec(str(draft), n_ctx=1024, n_threads=2))
+    try:
+        prompt = eng.tokenize_chat([Message("user", "Explain why the sky is blue.")])
+        request = GenerationRequest(prompt, max_tokens=96, ignore_eos=True)
+        first = list(eng.generate(request))
+        guards = [e for e in first if isinstance(e, GuardEvent) and e.paused]
+        assert guards, "the guard never paused a draft that cannot pay"
+        assert guards[0].reason in ("cost", "disagreement")
+        assert "drafting paused" in guards[0].message
+        second = _summary(eng, request)
+        # probes only: far fewer draft passes than tokens
+        assert second.draft_passes <= 0.25 * second.tokens, second
+    finally:
+        eng.close()
