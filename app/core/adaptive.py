@@ -38,42 +38,49 @@ class _Ema:
 
 
 class BatchCost:
-    """Milliseconds of one pass as a line in its batch size, from an EMA per measured size."""
+    """Milliseconds of one pass as a line in its batch size, from an EMA per measured size.
+
+    Asked several times per step, observed once: the fitted line is cached until the next
+    observation.
+    """
 
     def __init__(self) -> None:
         self._by_size: dict[int, _Ema] = {}
+        self._fit: tuple[dict[int, float], float, float, float] | None = None
 
     def observe(self, n_tokens: int, ms: float) -> None:
         self._by_size.setdefault(n_tokens, _Ema()).update(ms)
+        self._fit = None
 
-    def _known(self) -> dict[int, float]:
-        return {n: e.value for n, e in self._by_size.items() if e.value is not None}
-
-    @staticmethod
-    def _line(known: dict[int, float]) -> tuple[float, float, float]:
-        """Least-squares line through the measured batch sizes: (mean x, mean y, slope >= 0)."""
-        xs, ys = list(known.keys()), list(known.values())
-        mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-        var = sum((x - mean_x) ** 2 for x in xs)
-        covariance = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
-        slope = covariance / var if var else 0.0
-        return mean_x, mean_y, max(slope, 0.0)
+    def _fitted(self) -> tuple[dict[int, float], float, float, float]:
+        """(known ms by size, mean x, mean y, slope >= 0) by least squares."""
+        if self._fit is None:
+            known = {n: e.value for n, e in self._by_size.items() if e.value is not None}
+            if not known:
+                self._fit = (known, 0.0, 0.0, 0.0)
+            else:
+                xs, ys = list(known.keys()), list(known.values())
+                mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+                var = sum((x - mean_x) ** 2 for x in xs)
+                cov = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
+                slope = cov / var if var else 0.0
+                self._fit = (known, mean_x, mean_y, max(slope, 0.0))
+        return self._fit
 
     def ms(self, n_tokens: int) -> float | None:
-        known = self._known()
+        known, mean_x, mean_y, slope = self._fitted()
         if not known:
             return None
         if n_tokens in known:
             return known[n_tokens]
         if len(known) == 1:
-            return next(iter(known.values()))
-        mean_x, mean_y, slope = self._line(known)
+            return mean_y
         return max(mean_y + slope * (n_tokens - mean_x), 1e-3)
 
     def marginal(self) -> float:
         """Extra time for one more token in the batch."""
-        known = self._known()
-        return self._line(known)[2] if len(known) > 1 else 0.0
+        known, _, _, slope = self._fitted()
+        return slope if len(known) > 1 else 0.0
 
     @property
     def ready(self) -> bool:

@@ -204,6 +204,8 @@ class LlamaContext:
         self.decode_s = 0.0  # wall time spent inside llama_decode, for overhead accounting
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self._n_vocab = model.n_vocab
+        self._rows: np.ndarray | None = None  # output rows of the last decode
+        self._n_outputs = 0
 
     def close(self) -> None:
         if self.ptr:
@@ -235,6 +237,8 @@ class LlamaContext:
             return
         if self.n_past + len(tokens) > self.n_ctx:
             raise ContextOverflowError(self.n_past + len(tokens), self.n_ctx)
+        self._rows = None
+        self._n_outputs = 0
         for start in range(0, len(tokens), self.n_batch):
             chunk = tokens[start : start + self.n_batch]
             final_chunk = start + self.n_batch >= len(tokens)
@@ -248,6 +252,7 @@ class LlamaContext:
                     + (" (no free KV slot)" if rc == 1 else "")
                 )
             self.tokens.extend(chunk)
+            self._n_outputs = {"all": len(chunk), "last": 1}.get(logits, 0) if final_chunk else 0
 
     def _fill_batch(self, chunk: Sequence[int], logits: str) -> None:
         batch = self._batch
@@ -264,8 +269,18 @@ class LlamaContext:
         batch.n_tokens = len(chunk)
 
     def logits(self, i: int = -1) -> np.ndarray:
-        """Logits of output row ``i`` (-1: the last). A view, valid until the next decode."""
-        ptr = llama_cpp.llama_get_logits_ith(self.ptr, i)
-        if not ptr:
-            raise RuntimeError(f"no logits for output row {i}")
-        return np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))
+        """Logits of output row ``i`` (-1: the last). A view, valid until the next decode.
+
+        One ctypes call per decode maps every output row at once; a call per row costs more
+        than the row's argmax on a fast GPU pair.
+        """
+        rows = self._rows
+        if rows is None:
+            if self._n_outputs <= 0:
+                raise RuntimeError(f"no logits for output row {i}")
+            ptr = llama_cpp.llama_get_logits(self.ptr)
+            if not ptr:
+                raise RuntimeError(f"no logits for output row {i}")
+            rows = np.ctypeslib.as_array(ptr, shape=(self._n_outputs, self._n_vocab))
+            self._rows = rows
+        return rows[i]
