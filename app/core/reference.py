@@ -50,10 +50,16 @@ def _run(command: list[str], cwd: Path | None = None) -> None:
 
 
 def reference_binary() -> Path:
-    """Path of the built binary; builds it on first use (about 10 minutes on 2 cores)."""
+    """Path of ``llama-speculative-simple``; built on first use (about 10 minutes on 2 cores)."""
+    return llama_cpp_tool(BINARY)
+
+
+def llama_cpp_tool(name: str) -> Path:
+    """A llama.cpp program (``llama-speculative-simple``, ``llama-server``) built from the
+    sources vendored in the installed llama-cpp-python, so it is the same llama.cpp."""
     llama_version = version("llama-cpp-python")
     root = model_cache_dir() / "reference" / llama_version
-    binary = root / "build" / "bin" / BINARY
+    binary = root / "build" / "bin" / name
     if binary.exists():
         return binary
     root.mkdir(parents=True, exist_ok=True)
@@ -68,8 +74,8 @@ def reference_binary() -> Path:
     llama_dir = next(source.glob("*/vendor/llama.cpp"))
     jobs = str(os.cpu_count() or 2)
     _run(["cmake", "-S", str(llama_dir), "-B", str(root / "build"), "-DCMAKE_BUILD_TYPE=Release",
-          "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_SERVER=OFF"])
-    _run(["cmake", "--build", str(root / "build"), "--target", BINARY, "-j", jobs])
+          "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_SERVER=ON"])
+    _run(["cmake", "--build", str(root / "build"), "--target", name, "-j", jobs])
     if not binary.exists():
         raise ReferenceUnavailableError(f"the build did not produce {binary}")
     return binary
