@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from huggingface_hub import constants, get_hf_file_metadata, login, logout
+from huggingface_hub import constants, get_hf_file_metadata, login
 from huggingface_hub.utils import build_hf_headers, get_token
 
 from app.core.hub import (
@@ -123,11 +123,6 @@ def save_token(token: str) -> None:
         login(token=token, add_to_git_credential=False)
 
 
-def forget_token() -> None:
-    with hub_errors("removing the Hugging Face token"):
-        logout()
-
-
 class _Rate:
     """Speed over the last few seconds, so the ETA follows the current connection."""
 
@@ -181,12 +176,14 @@ class Downloader:
         root = self.dest_root.resolve()
         for candidate in (path, _sidecar(path, ".part"), _sidecar(path, ".part.lock")):
             if not candidate.resolve().is_relative_to(root):
-                raise UnsafeFileName(f"{repo_id}/{filename}: the file would be stored outside "
-                                     f"the models folder {self.dest_root}; refused")
+                raise UnsafeFileName(
+                    f"{repo_id}/{filename}: the file would be stored outside "
+                    f"the models folder {self.dest_root}; refused"
+                )
         return path
 
     def local_state(self, repo_id: str, f: GGUFFile) -> str:
-        """"missing", "current", "damaged" or "changed on the Hub", from local facts only.
+        """ "missing", "current", "damaged" or "changed on the Hub", from local facts only.
 
         ``f`` carries the listing's size and sha256 when known (size -1: unknown).
         """
@@ -241,10 +238,12 @@ class Downloader:
             # is trusted, one without only after the checks possible here.
             for f, final in zip(files, finals, strict=True):
                 if states[f.path] == "changed on the Hub" or (
-                        states[f.path] == "unverified" and self._verify_offline(final, f)):
+                    states[f.path] == "unverified" and self._verify_offline(final, f)
+                ):
                     states[f.path] = "current"
-        missing = [(f, p) for f, p in zip(files, finals, strict=True)
-                   if states[f.path] != "current"]
+        missing = [
+            (f, p) for f, p in zip(files, finals, strict=True) if states[f.path] != "current"
+        ]
         if not missing:
             return finals
         if offline:
@@ -333,12 +332,15 @@ class Downloader:
         if meta.size is None:
             raise DownloadError(f"{repo_id}/{f.path}: the Hub did not report the file size")
         if not 0 <= meta.size <= MAX_FILE_BYTES:
-            raise DownloadError(f"{repo_id}/{f.path}: the Hub reports an impossible size "
-                                f"{meta.size}")
+            raise DownloadError(
+                f"{repo_id}/{f.path}: the Hub reports an impossible size {meta.size}"
+            )
         if f.size >= 0 and meta.size != f.size:
-            raise DownloadError(f"{repo_id}/{f.path}: the file list says {f.size:,} bytes but "
-                                f"the file has {meta.size:,}; the repository is changing, "
-                                "try again in a moment")
+            raise DownloadError(
+                f"{repo_id}/{f.path}: the file list says {f.size:,} bytes but "
+                f"the file has {meta.size:,}; the repository is changing, "
+                "try again in a moment"
+            )
         return meta.size, meta.etag
 
     def _check_disk_space(self, needed: int) -> None:
@@ -442,22 +444,32 @@ class Downloader:
             if response.status_code == 206:
                 answered = content_range_start(response)
                 if answered is None or answered[0] != offset:
-                    raise BadResponse(f"{url}: the server answered the byte range "
-                                      f"{response.headers.get('Content-Range')!r} to a request "
-                                      f"from byte {offset}")
-            if response.headers.get("Content-Encoding", "identity").lower() not in (
-                    "identity", ""):
-                raise BadResponse(f"{url}: the server sent compressed data although none was "
-                                  "asked")
+                    raise BadResponse(
+                        f"{url}: the server answered the byte range "
+                        f"{response.headers.get('Content-Range')!r} to a request "
+                        f"from byte {offset}"
+                    )
+            if response.headers.get("Content-Encoding", "identity").lower() not in ("identity", ""):
+                raise BadResponse(f"{url}: the server sent compressed data although none was asked")
             self._copy_body(response, out, offset, size, digest, cancel, state, watch)
 
-    def _copy_body(self, response: Any, out: IO[bytes], offset: int, size: int, digest: Any,
-                   cancel: threading.Event, state: _Progress, watch: Watch) -> None:
+    def _copy_body(
+        self,
+        response: Any,
+        out: IO[bytes],
+        offset: int,
+        size: int,
+        digest: Any,
+        cancel: threading.Event,
+        state: _Progress,
+        watch: Watch,
+    ) -> None:
         try:
             for chunk in response.iter_raw():
                 if offset + len(chunk) > size:
-                    raise DownloadError(f"{response.url}: the server sent more than the "
-                                        f"{size:,} bytes the file has")
+                    raise DownloadError(
+                        f"{response.url}: the server sent more than the {size:,} bytes the file has"
+                    )
                 try:
                     out.write(chunk)
                 except OSError as exc:
@@ -509,8 +521,11 @@ def _write_record(final: Path, size: int, sha256: str | None, etag: str | None) 
 
 def _write_error(exc: OSError, path: Path) -> DownloadError:
     if exc.errno in _DISK_FULL_ERRNOS:
-        why = "the disk is full" if exc.errno != errno.EFBIG else \
-            "the disk is full or the file is larger than its file system allows"
+        why = (
+            "the disk is full"
+            if exc.errno != errno.EFBIG
+            else "the disk is full or the file is larger than its file system allows"
+        )
         return NotEnoughDiskSpace(
             f"{why}: cannot write {path} ({exc.strerror}). Free some space or choose another "
             "models folder; the download resumes where it stopped"

@@ -19,7 +19,3 @@ class ContextOverflowError(SpecDeckError):
         )
         self.needed = needed
         self.n_ctx = n_ctx
-
-
-class GenerationCancelled(SpecDeckError):
-    pass

@@ -13,11 +13,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import gguf
 import llama_cpp
 import numpy as np
 
 from app.core.compat import VocabInfo
-from app.core.config import ModelSpec
+from app.core.config import KV_TYPES, ModelSpec
 from app.core.errors import ContextOverflowError, ModelLoadError
 from app.core.gguf_check import validate_gguf_file
 from app.core.repacking import repacking_enabled
@@ -30,13 +31,7 @@ _VOCAB_TYPE_NAMES = {
     llama_cpp.LLAMA_VOCAB_TYPE_UGM: "ugm",
     llama_cpp.LLAMA_VOCAB_TYPE_RWKV: "rwkv",
 }
-_KV_TYPES = {
-    "f32": llama_cpp.GGML_TYPE_F32,
-    "f16": llama_cpp.GGML_TYPE_F16,
-    "bf16": 30,  # GGML_TYPE_BF16
-    "q8_0": llama_cpp.GGML_TYPE_Q8_0,
-    "q4_0": llama_cpp.GGML_TYPE_Q4_0,
-}
+_KV_TYPES = {name: int(gguf.GGMLQuantizationType[name.upper()]) for name in KV_TYPES}
 _FLASH_ATTN = {
     "auto": llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
     "on": llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
@@ -164,10 +159,6 @@ class LlamaModel:
         raw = llama_cpp.llama_model_chat_template(self.ptr, None)
         return raw.decode("utf-8") if raw else None
 
-    def meta(self, key: str) -> str | None:
-        buf = ctypes.create_string_buffer(512)
-        n = llama_cpp.llama_model_meta_val_str(self.ptr, key.encode(), buf, 512)
-        return buf.value.decode("utf-8", errors="replace") if n >= 0 else None
 
 
 class LlamaContext:

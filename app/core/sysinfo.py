@@ -38,7 +38,9 @@ def _ggml() -> ctypes.CDLL:
     lib.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
     lib.ggml_backend_dev_type.restype = ctypes.c_int
     lib.ggml_backend_dev_memory.argtypes = [
-        ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_size_t),
+        ctypes.POINTER(ctypes.c_size_t),
     ]
     lib.ggml_backend_dev_memory.restype = None
     return lib
@@ -76,13 +78,6 @@ def system_info() -> str:
 
 def llama_cpp_version() -> str:
     return version("llama-cpp-python")
-
-
-def backend_name() -> str:
-    gpus = [d for d in devices() if d.kind in ("GPU", "iGPU")]
-    if not gpus:
-        return "CPU"
-    return "Metal" if any("metal" in d.name.lower() for d in gpus) else gpus[0].name
 
 
 def version_report(app_version: str) -> str:
