@@ -107,12 +107,12 @@ class NgramDrafter(_Counting):
 
     def __init__(self, spec: SpecConfig, *, min_match: int = 1) -> None:
         super().__init__()
-        self.max_n = spec.ngram_n
+        self.index = ngram.NgramIndex(spec.ngram_n)
         self.min_match = min_match
 
     def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
         began = time.perf_counter()
-        tokens = ngram.propose(committed, max_n=self.max_n, k=limits.k, min_n=self.min_match)
+        tokens = self.index.propose(committed, k=limits.k, min_n=self.min_match)
         block = DraftBlock(tokens=tokens, probs=[None] * len(tokens), source=self.name)
         block.confidences = [None] * len(tokens)
         block.ms = (time.perf_counter() - began) * 1000.0

@@ -132,3 +132,24 @@ def test_compat_names_first_mismatching_token() -> None:
     b[3] = "different below id 5 is allowed"
     b[200] = "t200"
     assert first_mismatch(_vocab(a), _vocab(b)) is None
+
+
+def test_ngram_index_proposes_exactly_what_the_scan_does() -> None:
+    from app.core.ngram import NgramIndex, propose
+
+    rng = np.random.default_rng(3)
+    for trial in range(40):
+        alphabet = int(rng.integers(2, 9))
+        tokens = [int(t) for t in rng.integers(0, alphabet, size=int(rng.integers(1, 120)))]
+        index = NgramIndex(3)
+        # grow the sequence the way the engine does, asking at every length
+        for end in range(1, len(tokens) + 1):
+            prefix = tokens[:end]
+            for min_n in (1, 2):
+                assert index.propose(prefix, k=5, min_n=min_n) == propose(
+                    prefix, max_n=3, k=5, min_n=min_n
+                ), (trial, end, min_n)
+    # a different sequence (a new request) is re-indexed, not mixed with the old one
+    index = NgramIndex(3)
+    assert index.propose([1, 2, 3, 1, 2], k=3) == [3, 1, 2]
+    assert index.propose([7, 8, 9, 7], k=2) == [8, 9]
