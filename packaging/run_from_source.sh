@@ -10,5 +10,5 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 . .venv/bin/activate
 python -m pip install -q --disable-pip-version-check -e .
-python -c "from app.core.modelcache import demo_pair; demo_pair()"
+python -c "from app.models.shipped import demo_pair; demo_pair()"
 exec python -m app "$@"

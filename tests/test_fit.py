@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.fit import (
+from app.models.fit import (
     MARGIN_FIXED,
     FitLabel,
     GpuDevice,
@@ -17,7 +17,7 @@ from app.core.fit import (
     estimate_pair,
     model_memory,
 )
-from app.core.gguf_header import ModelFacts, model_facts, read_local_header
+from app.models.gguf_header import ModelFacts, model_facts, read_local_header
 from tests.ggufs import write_gguf
 
 GIB = 1 << 30

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from app.core.compat import IncompatiblePairError, check_compatible, first_mismatch
-from app.core.gguf_header import (
+from app.models.compat import IncompatiblePairError, check_compatible, first_mismatch
+from app.models.gguf_header import (
     GGUFFormatError,
     model_facts,
     read_local_header,
     vocab_info,
 )
-from app.core.hub import (
+from app.models.hub import (
     GGUFFile,
     HubError,
     ModelRef,
@@ -83,8 +83,9 @@ def test_range_read_reads_only_the_header(populated_hub: FakeHub,
 
 
 def test_range_read_grows_the_window(populated_hub: FakeHub) -> None:
-    from app.core.gguf_header import HttpRangeSource, read_header
-    from app.core.hub import file_url
+    from app.models.gguf_header import read_header
+    from app.models.hub import file_url
+    from app.models.hub_http import HttpRangeSource
 
     source = HttpRangeSource(file_url("acme/Big-GGUF", "big-Q8_0.gguf"))
     header = read_header(source, first_window=256)
@@ -147,7 +148,7 @@ def test_not_a_gguf(tmp_path: Path) -> None:
 
 
 def _cli(argv: list[str]) -> int:
-    from app.cli_hub import register
+    from app.cli.hub import register
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
@@ -176,7 +177,7 @@ def test_cli_fit_and_pull(populated_hub: FakeHub, capsys: pytest.CaptureFixture[
     assert _cli(["pull", "acme/Small-GGUF", "small-Q8_0.gguf"]) == 0
     path = Path(capsys.readouterr().out.strip())
     assert path.is_file() and path.parent.parent.name == "models"
-    from app.core.library import Library
+    from app.models.library import Library
 
     assert Library().find_by_path(path) is not None
     assert _cli(["pull", "acme/Small-GGUF", "small-Q8_0.gguf", "--offline"]) == 0

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.core.downloads import (
+from app.models.downloads import (
     DownloadCancelled,
     Downloader,
     DownloadError,
@@ -20,7 +20,7 @@ from app.core.downloads import (
     has_stored_token,
     save_token,
 )
-from app.core.hub import HubError, list_gguf_files
+from app.models.hub import HubError, list_gguf_files
 from tests.hub_server import FakeHub, FakeRepo
 
 pytest_plugins = ["tests.conftest_hub"]

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from app.core.downloads import (
+from app.models.downloads import (
     AlreadyDownloading,
     Downloader,
     DownloadError,
     NotEnoughDiskSpace,
     UnsafeFileName,
 )
-from app.core.gguf_header import HttpRangeSource, read_header
-from app.core.hub import (
+from app.models.gguf_header import read_header
+from app.models.hub import (
     GGUFFile,
     HubError,
     file_url,
@@ -33,8 +33,14 @@ from app.core.hub import (
     read_remote_header,
     search_models,
 )
-from app.core.hub_http import TransferCancelled, TransferLimits, TransferStalled, TransferTimedOut
-from app.core.library import Library, LibraryModel
+from app.models.hub_http import (
+    HttpRangeSource,
+    TransferCancelled,
+    TransferLimits,
+    TransferStalled,
+    TransferTimedOut,
+)
+from app.models.library import Library, LibraryModel
 from tests.ggufs import write_gguf
 from tests.hub_server import FakeHub, FakeRepo
 
@@ -46,7 +52,7 @@ SMALL = "small-Q8_0.gguf"
 
 
 def _cli(argv: list[str]) -> int:
-    from app.cli_hub import register
+    from app.cli.hub import register
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
@@ -287,7 +293,7 @@ def test_changed_on_the_hub_is_offered_as_an_update(populated_hub: FakeHub, tmp_
 _CHILD_PULL = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from app.core.downloads import Downloader
+    from app.models.downloads import Downloader
     path = Downloader(Path(sys.argv[1]), endpoint=sys.argv[2], token=False).download(
         "acme/Big-GGUF", "big-Q8_0.gguf")
     print(path)
@@ -327,8 +333,8 @@ def test_second_download_of_the_same_file_is_told_or_waits(populated_hub: FakeHu
 _CHILD_FULL_DISK = textwrap.dedent("""
     import resource, signal, sys
     from pathlib import Path
-    from app.core.downloads import Downloader
-    from app.core.hub import HubError
+    from app.models.downloads import Downloader
+    from app.models.hub import HubError
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (300_000, 300_000))  # writes beyond fail
     try:

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from app.core.errors import ModelLoadError
-from app.core.gguf_check import validate_gguf_file
-from app.core.gguf_header import (
+from app.errors import ModelLoadError
+from app.models.gguf_check import validate_gguf_file
+from app.models.gguf_header import (
     GGUFFormatError,
     model_facts,
     read_local_header,
     vocab_info,
 )
-from app.core.library import Library, LibraryError
+from app.models.library import Library, LibraryError
 from tests.ggufs import (
     GGUF_ARRAY,
     GGUF_STRING,
@@ -179,7 +179,7 @@ def test_invalid_utf8_header_prints(tmp_path: Path) -> None:
 
 _MEASURE = textwrap.dedent("""
     import json, resource, sys, time
-    from app.core.gguf_header import GGUFFormatError, read_local_header
+    from app.models.gguf_header import GGUFFormatError, read_local_header
     began, cpu = time.perf_counter(), time.process_time()
     try:
         read_local_header(sys.argv[1])

@@ -1,6 +1,6 @@
 """Range-read compatibility on the real PyPI-shipped GGUFs, checked against llama.cpp itself.
 
-The models come from ``app.core.modelcache`` (cached under ~/.cache/specdeck); the test is
+The models come from ``app.models.shipped`` (cached under ~/.cache/specdeck); the test is
 skipped when they are not there yet rather than downloading hundreds of megabytes.
 """
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from app.core.compat import first_mismatch
-from app.core.gguf_header import model_facts, vocab_info
-from app.core.hub import read_remote_header
+from app.models.compat import first_mismatch
+from app.models.gguf_header import model_facts, vocab_info
+from app.models.hub import read_remote_header
 from tests.hub_server import FakeHub, FakeRepo
 
 pytest_plugins = ["tests.conftest_hub"]
@@ -53,9 +53,9 @@ def test_real_headers_over_http(real_hub: FakeHub) -> None:
 
 @pytest.mark.parametrize("path", [SMOL, QWEN], ids=["smollm2", "qwen"])
 def test_header_vocab_matches_llama_cpp(path: Path) -> None:
-    backend = pytest.importorskip("app.core.llama_backend")
-    from app.core.config import ModelSpec
-    from app.core.gguf_header import read_local_header
+    backend = pytest.importorskip("app.engine.llama_backend")
+    from app.engine.config import ModelSpec
+    from app.models.gguf_header import read_local_header
 
     if not path.is_file():
         pytest.skip(f"{path.name} not cached yet")

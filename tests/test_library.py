@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core.catalog import Catalog, parse_family
-from app.core.library import Library, LibraryError, ModelInUseError, Profile, data_dir
+from app.models.catalog import Catalog, parse_family
+from app.models.library import Library, LibraryError, ModelInUseError, Profile, data_dir
 from tests.ggufs import write_gguf
 
 

@@ -15,9 +15,9 @@ pytest.importorskip("PySide6")
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtWidgets import QWizardPage  # noqa: E402
 
-from app.core.catalog import Catalog, CatalogModel, CatalogPair  # noqa: E402
-from app.core.fit import Hardware  # noqa: E402
-from app.core.library import Library  # noqa: E402
+from app.models.catalog import Catalog, CatalogModel, CatalogPair  # noqa: E402
+from app.models.fit import Hardware  # noqa: E402
+from app.models.library import Library  # noqa: E402
 from app.ui.wizard import PairWizard  # noqa: E402
 from tests.ggufs import write_gguf  # noqa: E402
 from tests.hub_server import FakeHub, FakeRepo  # noqa: E402
@@ -30,7 +30,7 @@ TARGET, DRAFT, STRANGER = "acme/Tiny-1B-GGUF", "acme/Tiny-0.1B-GGUF", "other/Tin
 
 @pytest.fixture
 def tiny_hub(fake_hub: FakeHub, tmp_path: Path) -> FakeHub:
-    synthetic = pytest.importorskip("app.core.synthetic")
+    synthetic = pytest.importorskip("app.engine.synthetic")
     target = synthetic.write_tiny_llama(tmp_path / "t.gguf", seed=0).read_bytes()
     draft = synthetic.write_tiny_llama(tmp_path / "d.gguf", seed=1, noise_from=0,
                                        noise=0.02).read_bytes()

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.events import GuardEvent, RunSummary, StepEvent
+from app.engine.events import GuardEvent, RunSummary, StepEvent
 from app.ui.palette import BASE_PEN, OKABE_ITO, SPEC_PEN
 from app.ui.stats_export import AnswerStats, to_csv, to_json
 from app.workers.engine_worker import EventBatch

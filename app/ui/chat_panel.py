@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.events import GuardEvent, RunSummary
+from app.engine.events import GuardEvent, RunSummary
 from app.ui.chat_input import ChatInput
 from app.ui.palette import STYLE_LABELS, STYLES, legend_html
 from app.ui.token_view import TokenView

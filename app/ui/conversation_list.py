@@ -18,8 +18,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.conversations import ConversationInfo, ConversationStore, export
-from app.core.fileio import error_text
+from app.store.conversations import ConversationInfo, ConversationStore, export
+from app.store.fileio import error_text
 
 
 class ConversationList(QWidget):

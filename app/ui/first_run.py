@@ -9,7 +9,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, QUrl, Signal
 from PySide6.QtNetwork import QNetworkAccessManager, QNetworkReply, QNetworkRequest
 
-from app.core.hub import endpoint_or_default
+from app.models.hub import endpoint_or_default
 
 PROBE_TIMEOUT_MS = 4000
 

@@ -39,9 +39,9 @@ def measure_ui_latency(
     from PySide6.QtCore import QEventLoop, Qt, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.core.config import DraftSource
-    from app.core.conversations import ConversationStore
-    from app.core.settings import Settings, SettingsStore
+    from app.engine.config import DraftSource
+    from app.store.conversations import ConversationStore
+    from app.store.settings import Settings, SettingsStore
     from app.ui.main_window import MainWindow
 
     qt_app = QApplication.instance() or QApplication([])

@@ -88,8 +88,8 @@ def run_gui(
     # A screenshot never touches the person's own settings or conversations.
     import tempfile
 
-    from app.core.conversations import ConversationStore
-    from app.core.settings import Settings, SettingsStore
+    from app.store.conversations import ConversationStore
+    from app.store.settings import Settings, SettingsStore
 
     with tempfile.TemporaryDirectory(prefix="specdeck-shot-") as scratch:
         settings = SettingsStore(Path(scratch) / "config")

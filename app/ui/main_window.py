@@ -13,11 +13,11 @@ from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QIcon, QShowEvent
 from PySide6.QtWidgets import QLabel, QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
-from app.core.config import DraftSource
-from app.core.conversations import ChatMessage, Conversation, ConversationStore
-from app.core.fileio import move_aside
-from app.core.pending_saves import PendingSaves, SaveFailure
-from app.core.settings import Settings, SettingsStore
+from app.engine.config import DraftSource
+from app.store.conversations import ChatMessage, Conversation, ConversationStore
+from app.store.fileio import move_aside
+from app.store.pending_saves import PendingSaves, SaveFailure
+from app.store.settings import Settings, SettingsStore
 from app.ui.charts import ChartsPanel
 from app.ui.chat_panel import ChatPanel
 from app.ui.conversation_list import ConversationList

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.config import DraftSource
+from app.engine.config import DraftSource
 
 
 def human_bytes(n: int) -> str:

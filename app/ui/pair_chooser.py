@@ -11,7 +11,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
-from app.core.config import DraftSource
+from app.engine.config import DraftSource
 
 GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtGui import QColor, QFont, QTextCharFormat
 
-from app.core.events import TokenKind
+from app.engine.events import TokenKind
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with every common CVD.
 OKABE_ITO = {

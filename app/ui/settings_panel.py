@@ -22,8 +22,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.config import AcceptRule
-from app.core.settings import Invalid, Settings, with_field
+from app.engine.config import AcceptRule
+from app.store.settings import Invalid, Settings, with_field
 
 INVALID_STYLE = "QLineEdit { border: 1px solid #D55E00; background: #FDEBE1; }"
 

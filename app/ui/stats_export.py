@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-from app.core.events import RunSummary, StepEvent
+from app.engine.events import RunSummary, StepEvent
 
 STEP_COLUMNS = (
     "step",

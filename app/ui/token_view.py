@@ -17,7 +17,7 @@ from PySide6.QtCore import QEvent
 from PySide6.QtGui import QFontDatabase, QHelpEvent, QTextCursor
 from PySide6.QtWidgets import QPlainTextEdit, QTextEdit, QToolTip, QWidget
 
-from app.core.events import TextTail, TokenEvent, TokenKind
+from app.engine.events import TextTail, TokenEvent, TokenKind
 from app.ui.palette import KIND_LABELS, divergence_format, kind_format
 
 

@@ -8,7 +8,7 @@ from PySide6.QtCore import QByteArray, QUrl
 from PySide6.QtGui import QColor, QFontDatabase, QTextBlockFormat, QTextCursor, QTextFormat
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
-from app.core.conversations import ChatMessage
+from app.store.conversations import ChatMessage
 
 CODE_BACKGROUND = "#F3F4F6"
 WELCOME = (

@@ -22,11 +22,11 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from app.core.compat import IncompatiblePairError
-from app.core.config import DraftSource, ModelSpec
-from app.core.errors import ContextOverflowError, ModelLoadError, SpecDeckError
-from app.core.events import Event, RunSummary, StopReason
-from app.core.settings import Settings
+from app.engine.config import DraftSource, ModelSpec
+from app.engine.events import Event, RunSummary, StopReason
+from app.errors import ContextOverflowError, ModelLoadError, SpecDeckError
+from app.models.compat import IncompatiblePairError
+from app.store.settings import Settings
 
 TIMING_RULE = (
     "Runs one after the other: the baseline starts when the speculative answer is done, "
@@ -161,7 +161,7 @@ class EngineWorker(QObject):
 
     def __init__(self) -> None:
         super().__init__()
-        self._engine = None  # app.core.engine.Engine, imported lazily in the worker thread
+        self._engine = None  # app.engine.engine.Engine, imported lazily in the worker thread
 
     # --- slots (run in the worker thread) ----------------------------------------------
 
@@ -202,11 +202,11 @@ class EngineWorker(QObject):
     def _load(self, request_id: int, request: LoadPair) -> None:
         from dataclasses import replace
 
-        from app.core.engine import Engine
+        from app.engine.engine import Engine
 
         target, draft = request.target, request.draft
         if request.demo:
-            from app.core.modelcache import demo_pair
+            from app.models.shipped import demo_pair
 
             self.busy.emit(
                 Busy(request_id, "Preparing the offline demo pair (first use takes a minute)…")
@@ -238,7 +238,7 @@ class EngineWorker(QObject):
         )
 
     def _run(self, request_id: int, job: ChatJob) -> None:
-        from app.core.exactness import compare
+        from app.engine.exactness import compare
 
         engine = self._engine
         if engine is None:

@@ -18,12 +18,12 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from app.core.catalog import Catalog, DraftCandidate, parse_family
-from app.core.compat import VocabInfo, first_mismatch
-from app.core.downloads import DownloadCancelled, Downloader, DownloadProgress, save_token
-from app.core.fit import Hardware, detect_hardware, quality_rank
-from app.core.gguf_header import GGUFFormatError, ModelFacts, model_facts, vocab_info
-from app.core.hub import (
+from app.models.catalog import Catalog, DraftCandidate, parse_family
+from app.models.compat import VocabInfo, first_mismatch
+from app.models.downloads import DownloadCancelled, Downloader, DownloadProgress, save_token
+from app.models.fit import Hardware, detect_hardware, quality_rank
+from app.models.gguf_header import GGUFFormatError, ModelFacts, model_facts, vocab_info
+from app.models.hub import (
     HubError,
     ModelHit,
     QuantGroup,
@@ -32,7 +32,7 @@ from app.core.hub import (
     read_remote_header,
     search_models,
 )
-from app.core.hub_http import DEFAULT_HEADER_DEADLINE_S, TransferCancelled, TransferLimits
+from app.models.hub_http import DEFAULT_HEADER_DEADLINE_S, TransferCancelled, TransferLimits
 
 CALIBRATION_PROMPT = (
     "Write a Python function that returns the n-th Fibonacci number, "
@@ -306,9 +306,9 @@ class HubWorker(QObject):
         return Downloaded(rid, tuple(paths))
 
     def _calibrate(self, rid: int, request: Calibrate) -> Calibrated | None:
-        from app.core.config import GenerationRequest, ModelSpec, SpecConfig
-        from app.core.engine import Engine
-        from app.core.events import RunSummary
+        from app.engine.config import GenerationRequest, ModelSpec, SpecConfig
+        from app.engine.engine import Engine
+        from app.engine.events import RunSummary
 
         began = time.perf_counter()
         engine = Engine(ModelSpec(request.target_path, n_ctx=request.n_ctx),

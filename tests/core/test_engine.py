@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.core.compat import IncompatiblePairError
-from app.core.config import (
+from app.engine.config import (
     AcceptRule,
     DraftSource,
     GenerationRequest,
@@ -17,9 +16,8 @@ from app.core.config import (
     SamplerConfig,
     SpecConfig,
 )
-from app.core.engine import Engine
-from app.core.errors import ContextOverflowError, ModelLoadError
-from app.core.events import (
+from app.engine.engine import Engine
+from app.engine.events import (
     GuardEvent,
     PrefillEvent,
     RunSummary,
@@ -28,9 +26,11 @@ from app.core.events import (
     TokenEvent,
     TokenKind,
 )
-from app.core.exactness import NEAR_TIE_LOGIT_MARGIN, compare
-from app.core.llama_backend import LlamaContext
-from app.core.synthetic import write_tiny_llama
+from app.engine.exactness import NEAR_TIE_LOGIT_MARGIN, compare
+from app.engine.llama_backend import LlamaContext
+from app.engine.synthetic import write_tiny_llama
+from app.errors import ContextOverflowError, ModelLoadError
+from app.models.compat import IncompatiblePairError
 
 PROMPTS = ["the code of the model", "import data for self", "what is the draft token"]
 
@@ -227,7 +227,7 @@ def test_byte_fallback_tokens_stream_whole_characters(engine: Engine) -> None:
     text = "é😀"
     tokens = engine.target.tokenize(text, add_special=False)
     assert len(tokens) > 2  # split into byte tokens by the SPM byte fallback
-    from app.core.textstream import TextStream
+    from app.engine.textstream import TextStream
 
     stream = TextStream()
     pieces = [stream.push(engine.target.piece(t)) for t in tokens]

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from app.core.chat import Message
-from app.core.config import GenerationRequest, ModelSpec, SpecConfig
-from app.core.engine import Engine
-from app.core.events import PrefillEvent, RunSummary
-from app.core.exactness import NEAR_TIE_LOGIT_MARGIN, compare
+from app.engine.chat_template import Message
+from app.engine.config import GenerationRequest, ModelSpec, SpecConfig
+from app.engine.engine import Engine
+from app.engine.events import PrefillEvent, RunSummary
+from app.engine.exactness import NEAR_TIE_LOGIT_MARGIN, compare
 
 pytestmark = pytest.mark.real
 
@@ -150,7 +150,7 @@ def test_a_draft_too_expensive_to_pay_is_paused_for_cost(smollm2_pair) -> None:
     """SmolLM2 F16 target with its own Q4_1 as draft: a draft pass costs most of a target
     pass, so drafting cannot pay. Not drafting must cost nothing: after the guard sees it,
     almost no draft passes are made, and it says why."""
-    from app.core.events import GuardEvent
+    from app.engine.events import GuardEvent
 
     target, draft = smollm2_pair
     eng = Engine(ModelSpec(str(target), n_ctx=1024, n_threads=2),

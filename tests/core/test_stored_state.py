@@ -15,24 +15,24 @@ from pathlib import Path
 
 import pytest
 
-import app.core.settings as settings_module
-from app.core.conversations import (
+import app.store.settings as settings_module
+from app.models.library import LIBRARY_SCHEMA, Library, LibraryError
+from app.store.conversations import (
     CONVERSATION_SCHEMA,
     ChatMessage,
     Conversation,
     ConversationStore,
 )
-from app.core.fileio import (
+from app.store.fileio import (
     STALE_TEMP_AGE_S,
     StoredFileError,
     atomic_write_text,
     clean_stale_temps,
     read_json_object,
 )
-from app.core.library import LIBRARY_SCHEMA, Library, LibraryError
-from app.core.migrations import MigrationError, Schema, upgrade
-from app.core.pending_saves import PendingSaves
-from app.core.settings import SETTINGS_SCHEMA, Settings, SettingsStore
+from app.store.migrations import MigrationError, Schema, upgrade
+from app.store.pending_saves import PendingSaves
+from app.store.settings import SETTINGS_SCHEMA, Settings, SettingsStore
 from tests.unwritable import make_writable, unwritable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -382,7 +382,7 @@ def test_temp_file_left_by_a_kill_during_a_save_is_cleaned_at_the_next_start(
     child = (
         "import os, signal, sys\n"
         "from pathlib import Path\n"
-        "from app.core.settings import Settings, SettingsStore\n"
+        "from app.store.settings import Settings, SettingsStore\n"
         "os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)  # killed mid-save\n"
         "SettingsStore(Path(sys.argv[1])).save(Settings(temperature=0.75))\n"
     )
@@ -422,7 +422,7 @@ def test_write_failure_mid_file_keeps_the_old_file_and_no_temp(tmp_path: Path) -
     child = (
         "import resource, signal, sys\n"
         "from pathlib import Path\n"
-        "from app.core.settings import Settings, SettingsStore\n"
+        "from app.store.settings import Settings, SettingsStore\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))\n"
         "try:\n"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.core.adaptive import CostModel, DraftController, expected_tokens
-from app.core.compat import IncompatiblePairError, VocabInfo, check_compatible, first_mismatch
-from app.core.config import SamplerConfig, SpecConfig
-from app.core.ngram import propose
-from app.core.sampling import distribution, residual, top_two_margin
-from app.core.textstream import TextStream
+from app.engine.adaptive import CostModel, DraftController, expected_tokens
+from app.engine.config import SamplerConfig, SpecConfig
+from app.engine.ngram import propose
+from app.engine.sampling import distribution, residual, top_two_margin
+from app.engine.textstream import TextStream
+from app.models.compat import IncompatiblePairError, VocabInfo, check_compatible, first_mismatch
 
 
 def test_distribution_matches_brute_force_filters() -> None:
@@ -135,7 +135,7 @@ def test_compat_names_first_mismatching_token() -> None:
 
 
 def test_ngram_index_proposes_exactly_what_the_scan_does() -> None:
-    from app.core.ngram import NgramIndex, propose
+    from app.engine.ngram import NgramIndex, propose
 
     rng = np.random.default_rng(3)
     for trial in range(40):

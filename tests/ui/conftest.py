@@ -18,8 +18,8 @@ import pytest  # noqa: E402
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QThread, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from app.core.config import DraftSource  # noqa: E402
-from app.core.settings import Settings, SettingsStore  # noqa: E402
+from app.engine.config import DraftSource  # noqa: E402
+from app.store.settings import Settings, SettingsStore  # noqa: E402
 
 
 def _alive(obj: QObject) -> bool:

@@ -17,7 +17,7 @@ def test_first_start_offline_loads_demo_pair(make_window, qtbot, monkeypatch) ->
 
 
 def test_first_start_does_nothing_when_a_pair_is_known(make_window, qtbot, tiny_pair) -> None:
-    from app.core.settings import Settings
+    from app.store.settings import Settings
 
     target, draft = tiny_pair
     window = make_window(Settings(target_path=str(target), draft_path=str(draft), n_threads=1),

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core.conversations import ChatMessage, Conversation, ConversationStore
-from app.core.settings import Settings, SettingsStore
+from app.store.conversations import ChatMessage, Conversation, ConversationStore
+from app.store.settings import Settings, SettingsStore
 from tests.ui.conftest import ask, load
 from tests.unwritable import make_unwritable, make_writable, unwritable
 

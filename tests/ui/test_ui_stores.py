@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from app.core.conversations import (
+from app.store.conversations import (
     ChatMessage,
     Conversation,
     ConversationStore,
     export,
     to_markdown,
 )
-from app.core.settings import Invalid, Settings, SettingsStore, validate, with_field
+from app.store.settings import Invalid, Settings, SettingsStore, validate, with_field
 
 
 @pytest.mark.parametrize(

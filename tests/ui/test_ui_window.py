@@ -12,9 +12,9 @@ import pytest
 from PySide6.QtCore import QEvent, QPoint, Qt
 from PySide6.QtGui import QColor, QTextCursor
 
-from app.core.config import DraftSource
-from app.core.events import StopReason, TokenKind
-from app.core.settings import Settings, SettingsStore
+from app.engine.config import DraftSource
+from app.engine.events import StopReason, TokenKind
+from app.store.settings import Settings, SettingsStore
 from app.ui.palette import KIND_COLOURS
 from app.ui.token_view import token_tooltip
 from tests.ui.conftest import ask, load
@@ -145,7 +145,7 @@ def test_errors_are_messages_and_app_keeps_running(make_window, qtbot, tiny_pair
     assert "Change pair" in window.chat.error_banner.label.text()
     assert not window.chat.error_banner.isHidden()
 
-    from app.core.synthetic import write_tiny_llama
+    from app.engine.synthetic import write_tiny_llama
 
     other = write_tiny_llama(tmp_path / "other.gguf", seed=3, extra_words=("zebra", "quartz"))
     with qtbot.waitSignal(window.failed, timeout=30_000) as blocker:
@@ -237,7 +237,7 @@ def test_settings_persist_and_invalid_values_are_refused(make_window, qtbot) -> 
 
 
 def test_conversation_survives_restart(make_window, qtbot, tiny_pair, isolated) -> None:
-    from app.core.conversations import ConversationStore
+    from app.store.conversations import ConversationStore
 
     window = make_window(FAST)
     load(window, qtbot, *tiny_pair)

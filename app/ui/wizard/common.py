@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QTableWidget, QTableWidgetItem, QWizardPage
 
-from app.core.catalog import CatalogModel
-from app.core.fit import FitLabel, Hardware
-from app.core.hub import QuantGroup
+from app.models.catalog import CatalogModel
+from app.models.fit import FitLabel, Hardware
+from app.models.hub import QuantGroup
 from app.workers.hub_worker import Calibrated, DraftOption, HubFailure, RepoInspected
 
 if TYPE_CHECKING:

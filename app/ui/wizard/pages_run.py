@@ -16,9 +16,9 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from app.core.downloads import DownloadProgress, human_bytes
-from app.core.fit import assess, estimate_pair, gib
-from app.core.library import LibraryError, Profile
+from app.models.downloads import DownloadProgress, human_bytes
+from app.models.fit import assess, estimate_pair, gib
+from app.models.library import LibraryError, Profile
 from app.ui.wizard.common import FIT_COLOURS, Page, error_html, escape, status_label
 from app.workers.hub_worker import (
     Calibrate,

@@ -20,8 +20,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.downloads import has_stored_token, human_bytes
-from app.core.fit import KV_BYTES_PER_ELEMENT, assess, best_fit, estimate_pair, gib
+from app.models.downloads import has_stored_token, human_bytes
+from app.models.fit import KV_BYTES_PER_ELEMENT, assess, best_fit, estimate_pair, gib
 from app.ui.wizard.common import FIT_COLOURS, Page, cell, error_html, make_table, status_label
 from app.workers.hub_worker import (
     DetectHardware,

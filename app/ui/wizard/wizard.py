@@ -7,10 +7,10 @@ from pathlib import Path
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QWidget, QWizard
 
-from app.core.catalog import Catalog
-from app.core.fit import Hardware
-from app.core.hub import Token
-from app.core.library import Library, models_dir
+from app.models.catalog import Catalog
+from app.models.fit import Hardware
+from app.models.hub import Token
+from app.models.library import Library, models_dir
 from app.ui.wizard.common import WizardState
 from app.ui.wizard.pages_run import DownloadPage, FinishPage, ReviewPage, VerifyPage
 from app.ui.wizard.pages_select import DraftPage, HardwarePage, QuantPage, TargetPage

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from app.core.fileio import (
+from app.store.fileio import (
     StoredFileError,
     atomic_write_text,
     clean_stale_temps,
@@ -25,8 +25,8 @@ from app.core.fileio import (
     json_text,
     read_json_object,
 )
-from app.core.migrations import MigrationError, Schema, upgrade
-from app.core.paths import data_dir
+from app.store.migrations import MigrationError, Schema, upgrade
+from app.store.paths import data_dir
 
 CONVERSATION_LIMIT = 64 << 20  # bytes; a very long chat is a few MB
 # Format versions of a conversation file, under the key "format" it has always carried; a file

@@ -15,19 +15,11 @@ from typing import Any, Protocol
 
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
 
-from app.core.compat import (
+from app.models.compat import (
     DEFAULT_ADD_BOS,
     DEFAULT_ADD_EOS,
     GGUF_TOKENIZER_TO_VOCAB_TYPE,
     VocabInfo,
-)
-from app.core.hub_http import (
-    DEFAULT_HEADER_DEADLINE_S,
-    BadResponse,
-    TransferLimits,
-    content_range_start,
-    read_capped,
-    stream,
 )
 
 GGUF_MAGIC = b"GGUF"
@@ -95,54 +87,6 @@ class ByteSource(Protocol):
     def read_at(self, offset: int, size: int) -> bytes:
         """Up to ``size`` bytes from ``offset``; fewer only at the end of the file."""
         ...
-
-
-class HttpRangeSource:
-    """A remote file read with HTTP ``Range`` requests through huggingface_hub's session.
-
-    The session applies the Hub's offline mode and redirects; ``token`` follows
-    huggingface_hub's rules (None: the stored token, False: none, str: that token).
-    All reads of one source share ``limits``: one stall timeout per request, one deadline
-    and one cancel flag for the whole header.
-    """
-
-    def __init__(self, url: str, *, token: str | bool | None = None,
-                 limits: TransferLimits | None = None, name: str | None = None) -> None:
-        self.url = url
-        self.name = name or url
-        self.token = token
-        self.size: int | None = None
-        self.watch = (limits or TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S)).watch(
-            self.name)
-
-    def read_at(self, offset: int, size: int) -> bytes:
-        from huggingface_hub.utils import build_hf_headers
-
-        headers = build_hf_headers(token=self.token)
-        headers["Range"] = f"bytes={offset}-{offset + size - 1}"
-        headers["Accept-Encoding"] = "identity"
-        with stream(self.url, headers, self.watch) as response:
-            if response.status_code == 416:
-                return b""
-            if response.status_code == 206:
-                answered = content_range_start(response)
-                if answered is None or answered[0] != offset:
-                    raise BadResponse(f"{self.name}: the server answered the byte range "
-                                      f"{response.headers.get('Content-Range')!r} to a request "
-                                      f"for bytes {offset}-{offset + size - 1}")
-                self.size = answered[1]
-                return read_capped(response, size, self.watch)
-            if response.status_code != 200:
-                raise BadResponse(f"{self.name}: unexpected HTTP {response.status_code} "
-                                  "to a range request")
-            # The server ignored the range and sends the whole file: skip to what was asked.
-            skipped = 0
-            while skipped < offset:
-                piece = read_capped(response, min(offset - skipped, 1 << 20), self.watch)
-                if not piece:
-                    return b""
-                skipped += len(piece)
-            return read_capped(response, size, self.watch)
 
 
 class FileSource:

@@ -14,12 +14,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from app.core import ngram
-from app.core.adaptive import ConfidenceCalibration, CostModel, _Ema
-from app.core.config import SamplerConfig, SpecConfig
-from app.core.llama_backend import LlamaContext
-from app.core.randomness import DRAW, Randomness
-from app.core.sampling import Distribution, distribution, greedy, top_probability
+from app.engine import ngram
+from app.engine.adaptive import ConfidenceCalibration, CostModel, _Ema
+from app.engine.config import SamplerConfig, SpecConfig
+from app.engine.llama_backend import LlamaContext
+from app.engine.randomness import DRAW, Randomness
+from app.engine.sampling import Distribution, distribution, greedy, top_probability
 
 
 @dataclass

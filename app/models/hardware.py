@@ -9,8 +9,8 @@ from importlib.metadata import version
 
 import llama_cpp
 
-from app.core.llama_backend import ensure_backend
-from app.core.repacking import repacking_enabled
+from app.engine.llama_backend import ensure_backend
+from app.engine.repacking import repacking_enabled
 
 _DEVICE_TYPES = {0: "CPU", 1: "GPU", 2: "iGPU", 3: "accelerator"}
 

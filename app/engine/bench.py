@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from app.core.chat import Message
-from app.core.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
-from app.core.engine import Engine
-from app.core.events import RunSummary
-from app.core.exactness import compare
-from app.core.fileio import file_sha256
-from app.core.repacking import repacking_enabled
-from app.core.sysinfo import devices, llama_cpp_version, system_info
+from app.engine.chat_template import Message
+from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
+from app.engine.engine import Engine
+from app.engine.events import RunSummary
+from app.engine.exactness import compare
+from app.engine.repacking import repacking_enabled
+from app.models.hardware import devices, llama_cpp_version, system_info
+from app.store.fileio import file_sha256
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ def bench_prompt(engine: Engine, item: dict[str, str], settings: BenchSettings) 
         "stop_reason": speculative.stop_reason.value,
     }
     if settings.reference and engine.draft_spec is not None:
-        from app.core.reference import run_reference
+        from app.devtools.reference import run_reference
 
         ref = run_reference(
             Path(engine.target_spec.path), Path(engine.draft_spec.path),

@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.core.conversations import Conversation, ConversationInfo, ConversationStore
-from app.core.fileio import error_text, json_text
-from app.core.settings import Settings, SettingsStore
+from app.store.conversations import Conversation, ConversationInfo, ConversationStore
+from app.store.fileio import error_text, json_text
+from app.store.settings import Settings, SettingsStore
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.core.config import SamplerConfig
+from app.engine.config import SamplerConfig
 
 
 def greedy(logits: np.ndarray) -> int:

@@ -13,11 +13,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
-from app.core.adaptive import ConfidenceCalibration, CostModel, DraftController, GuardMemory
-from app.core.chat import ChatFormatter, Message
-from app.core.compat import check_compatible
-from app.core.config import DraftSource, GenerationRequest, ModelSpec
-from app.core.drafting import (
+from app.engine.adaptive import ConfidenceCalibration, CostModel, DraftController, GuardMemory
+from app.engine.chat_template import ChatFormatter, Message
+from app.engine.config import DraftSource, GenerationRequest, ModelSpec
+from app.engine.drafting import (
     CombinedDrafter,
     DraftBlock,
     Drafter,
@@ -25,8 +24,7 @@ from app.core.drafting import (
     ModelDrafter,
     NgramDrafter,
 )
-from app.core.errors import ContextOverflowError
-from app.core.events import (
+from app.engine.events import (
     Event,
     GuardEvent,
     PrefillEvent,
@@ -34,12 +32,14 @@ from app.core.events import (
     StopReason,
     TextTail,
 )
-from app.core.llama_backend import LlamaContext, LlamaModel
-from app.core.randomness import Randomness
-from app.core.run_stats import RunClock
-from app.core.sampling import top_two_margin
-from app.core.textstream import TextStream
-from app.core.verify import Verifier
+from app.engine.llama_backend import LlamaContext, LlamaModel
+from app.engine.randomness import Randomness
+from app.engine.run_stats import RunClock
+from app.engine.sampling import top_two_margin
+from app.engine.textstream import TextStream
+from app.engine.verify import Verifier
+from app.errors import ContextOverflowError
+from app.models.compat import check_compatible
 
 CancelCheck = Callable[[], bool]
 

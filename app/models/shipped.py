@@ -16,9 +16,9 @@ from pathlib import Path
 
 import gguf
 
-from app.core.errors import SpecDeckError
-from app.core.fileio import file_sha256
-from app.core.paths import model_cache_dir
+from app.errors import SpecDeckError
+from app.store.fileio import file_sha256
+from app.store.paths import model_cache_dir
 
 
 class ModelUnavailableError(SpecDeckError):
@@ -133,7 +133,7 @@ def quantize(source: Path, ftype: str, *, threads: int = 0) -> Path:
     """Requantize ``source`` with llama.cpp's quantizer; cached by name."""
     import llama_cpp
 
-    from app.core.llama_backend import ensure_backend
+    from app.engine.llama_backend import ensure_backend
 
     out = source.with_name(f"{source.stem}.{ftype}.gguf")
     if out.exists():
@@ -177,7 +177,7 @@ def demo_pair() -> tuple[Path, Path]:
 def fast_pair() -> tuple[Path, Path]:
     """A pair that decodes in milliseconds with Qwen2.5's real 151,936-token vocabulary: the
     host cost per token measured on it is what a GPU user pays (see synthetic.py)."""
-    from app.core.synthetic import write_vocab_donor_pair
+    from app.engine.synthetic import write_vocab_donor_pair
 
     source = fetch_shipped(QWEN_CODER_05B)
     target = source.with_name("fast-qwen-vocab.target.gguf")

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
-from app.core.errors import SpecDeckError
-from app.core.paths import model_cache_dir
-from app.core.repacking import repacking_enabled
+from app.engine.repacking import repacking_enabled
+from app.errors import SpecDeckError
+from app.store.paths import model_cache_dir
 
 BINARY = "llama-speculative-simple"
 

@@ -28,10 +28,11 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
-from app.core.gguf_header import GGUFHeader, HttpRangeSource, read_header, read_local_header
-from app.core.hub_http import (
+from app.models.gguf_header import GGUFHeader, read_header, read_local_header
+from app.models.hub_http import (
     DEFAULT_HEADER_DEADLINE_S,
     BadResponse,
+    HttpRangeSource,
     HubError,
     TransferLimits,
     get_json,

@@ -12,11 +12,11 @@ import threading
 from pathlib import PurePosixPath
 from typing import Any
 
-from app.core.compat import first_mismatch
-from app.core.downloads import DownloadCancelled, Downloader, DownloadProgress, human_bytes
-from app.core.fit import KV_BYTES_PER_ELEMENT, assess, detect_hardware, estimate_pair, gib
-from app.core.gguf_header import GGUFFormatError, model_facts, vocab_info
-from app.core.hub import (
+from app.models.compat import first_mismatch
+from app.models.downloads import DownloadCancelled, Downloader, DownloadProgress, human_bytes
+from app.models.fit import KV_BYTES_PER_ELEMENT, assess, detect_hardware, estimate_pair, gib
+from app.models.gguf_header import GGUFFormatError, model_facts, vocab_info
+from app.models.hub import (
     SPLIT_RE,
     GGUFFile,
     HubError,
@@ -24,7 +24,7 @@ from app.core.hub import (
     group_for_file,
     list_repo_files,
 )
-from app.core.library import Library, LibraryError, models_dir, split_parts
+from app.models.library import Library, LibraryError, models_dir, split_parts
 
 
 def register(subparsers: Any) -> None:

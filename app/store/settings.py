@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
-from app.core.config import (
+from app.engine.config import (
     AcceptRule,
     DraftSource,
     GenerationRequest,
@@ -22,7 +22,8 @@ from app.core.config import (
     SamplerConfig,
     SpecConfig,
 )
-from app.core.fileio import (
+from app.engine.repacking import CHOICES as REPACK_CHOICES
+from app.store.fileio import (
     StoredFileError,
     atomic_write_text,
     clean_stale_temps,
@@ -31,9 +32,8 @@ from app.core.fileio import (
     move_aside,
     read_json_object,
 )
-from app.core.migrations import MigrationError, Schema, upgrade
-from app.core.paths import config_dir
-from app.core.repacking import CHOICES as REPACK_CHOICES
+from app.store.migrations import MigrationError, Schema, upgrade
+from app.store.paths import config_dir
 
 SETTINGS_FILE = "settings.json"
 COLOUR_STYLES = ("colour", "underline", "background", "off")

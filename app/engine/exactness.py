@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from app.core.engine import Engine
+    from app.engine.engine import Engine
 
 NEAR_TIE_LOGIT_MARGIN = 0.5  # below this the flip is attributed to batched arithmetic
 

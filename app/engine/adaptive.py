@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from app.core.config import SpecConfig
+from app.engine.config import SpecConfig
 
 
 def expected_tokens(acceptance: float, k: int) -> float:

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from app import __version__
-from app.core.config import (
+from app.engine.config import (
     AcceptRule,
     DraftSource,
     GenerationRequest,
@@ -17,7 +17,7 @@ from app.core.config import (
     SamplerConfig,
     SpecConfig,
 )
-from app.core.errors import SpecDeckError
+from app.errors import SpecDeckError
 
 COLOURS = {"accepted": "\033[32m", "resampled": "\033[31m", "bonus": "\033[34m", "target": ""}
 RESET = "\033[0m"
@@ -87,9 +87,9 @@ def _spec_config(args: argparse.Namespace) -> SpecConfig:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from app.core.engine import Engine
-    from app.core.events import GuardEvent, RunSummary, TextTail, TokenEvent
-    from app.core.exactness import compare
+    from app.engine.engine import Engine
+    from app.engine.events import GuardEvent, RunSummary, TextTail, TokenEvent
+    from app.engine.exactness import compare
 
     target, draft, source = _specs(args)
     engine = Engine(target, draft, draft_source=source)
@@ -136,7 +136,7 @@ def _print_summary(s) -> None:  # type: ignore[no-untyped-def]
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from app.core.bench import BenchSettings, load_prompts, run_bench
+    from app.engine.bench import BenchSettings, load_prompts, run_bench
 
     if not args.draft and not args.ngram:
         raise SpecDeckError("bench needs --draft FILE or --ngram")
@@ -164,7 +164,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_version(_: argparse.Namespace) -> int:
-    from app.core.sysinfo import version_report
+    from app.models.hardware import version_report
 
     print(version_report(__version__))
     return 0
@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also run llama.cpp's llama-speculative-simple (built on first use)")
     bench.set_defaults(func=cmd_bench)
     try:
-        from app.cli_hub import register
+        from app.cli.hub import register
     except ImportError:  # the hub commands ship with the model library
         pass
     else:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.core.config import AcceptRule, SamplerConfig
-from app.core.drafting import DraftBlock
-from app.core.events import TokenKind
-from app.core.llama_backend import LlamaContext
-from app.core.randomness import ACCEPT, DRAW, RESIDUAL, Randomness
-from app.core.sampling import distribution, greedy, point_mass, residual, top_probability
+from app.engine.config import AcceptRule, SamplerConfig
+from app.engine.drafting import DraftBlock
+from app.engine.events import TokenKind
+from app.engine.llama_backend import LlamaContext
+from app.engine.randomness import ACCEPT, DRAW, RESIDUAL, Randomness
+from app.engine.sampling import distribution, greedy, point_mass, residual, top_probability
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from app.core.errors import ModelLoadError
-from app.core.gguf_header import (
+from app.errors import ModelLoadError
+from app.models.gguf_header import (
     GGUF_MAGIC,
     TOKENS_KEY,
     GGUFFormatError,

@@ -17,11 +17,11 @@ import gguf
 import llama_cpp
 import numpy as np
 
-from app.core.compat import VocabInfo
-from app.core.config import KV_TYPES, ModelSpec
-from app.core.errors import ContextOverflowError, ModelLoadError
-from app.core.gguf_check import validate_gguf_file
-from app.core.repacking import repacking_enabled
+from app.engine.config import KV_TYPES, ModelSpec
+from app.engine.repacking import repacking_enabled
+from app.errors import ContextOverflowError, ModelLoadError
+from app.models.compat import VocabInfo
+from app.models.gguf_check import validate_gguf_file
 
 _VOCAB_TYPE_NAMES = {
     llama_cpp.LLAMA_VOCAB_TYPE_NONE: "none",

@@ -15,18 +15,18 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from app.core.config import ModelSpec
-from app.core.fileio import (
+from app.engine.config import ModelSpec
+from app.models.gguf_header import GGUFFormatError, model_facts, read_local_header
+from app.models.hub import SPLIT_RE, unsafe_repo_id_reason
+from app.store.fileio import (
     StoredFileError,
     atomic_write_text,
     clean_stale_temps,
     json_text,
     read_json_object,
 )
-from app.core.gguf_header import GGUFFormatError, model_facts, read_local_header
-from app.core.hub import SPLIT_RE, unsafe_repo_id_reason
-from app.core.migrations import MigrationError, Schema, upgrade
-from app.core.paths import data_dir
+from app.store.migrations import MigrationError, Schema, upgrade
+from app.store.paths import data_dir
 
 LIBRARY_LIMIT = 64 << 20  # bytes; thousands of models fit in a few MB
 # Format versions of library.json ("version"; a file without it is version 1). A change of

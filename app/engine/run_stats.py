@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from app.core.events import RunSummary, StopReason, TokenEvent
-from app.core.llama_backend import LlamaContext
-from app.core.verify import Produced
+from app.engine.events import RunSummary, StopReason, TokenEvent
+from app.engine.llama_backend import LlamaContext
+from app.engine.verify import Produced
 
 
 class RunClock:

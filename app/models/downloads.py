@@ -31,7 +31,7 @@ from typing import IO, Any
 from huggingface_hub import constants, get_hf_file_metadata, login
 from huggingface_hub.utils import build_hf_headers, get_token
 
-from app.core.hub import (
+from app.models.hub import (
     MAX_FILE_BYTES,
     GGUFFile,
     HubError,
@@ -41,7 +41,7 @@ from app.core.hub import (
     file_url,
     hub_errors,
 )
-from app.core.hub_http import (
+from app.models.hub_http import (
     DEFAULT_STALL_TIMEOUT_S,
     BadResponse,
     TransferLimits,

@@ -1,0 +1,1 @@
+"""Command line: `python -m app` subcommands (no Qt until the window is asked for)."""

@@ -1,0 +1,1 @@
+"""Developer tools the installer leaves out: the llama.cpp reference build."""

@@ -1,0 +1,1 @@
+"""The speculative loop and llama.cpp access (no Qt)."""

@@ -1,0 +1,1 @@
+"""Models: GGUF headers and checks, pairs, the Hub, downloads, catalog, library, hardware."""

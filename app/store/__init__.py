@@ -1,0 +1,1 @@
+"""Stored state: settings, conversations, paths, atomic files (no Qt)."""
