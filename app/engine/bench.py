@@ -98,6 +98,7 @@ def bench_prompt(engine: Engine, item: dict[str, str], settings: BenchSettings) 
         "tokens_per_pass": round(speculative.tokens_per_pass, 3),
         "draft_passes": speculative.draft_passes,
         "guard_pauses": speculative.guard_pauses,
+        "guard": speculative.guard_notes[0] if speculative.guard_notes else None,
         "ttft_ms": round(speculative.ttft_ms, 1),
         "stop_reason": speculative.stop_reason.value,
     }

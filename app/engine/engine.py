@@ -285,8 +285,7 @@ class Engine:
             if paid:
                 decision = controller.check_pause()
                 if decision is not None:
-                    clock.count_pause()
-                    yield GuardEvent(
+                    guard = GuardEvent(
                         True,
                         decision.acceptance,
                         decision.break_even,
@@ -296,6 +295,8 @@ class Engine:
                         draft_cost_fraction=decision.draft_cost_fraction,
                         probe_in=decision.probe_in,
                     )
+                    clock.count_pause(guard.message)
+                    yield guard
             elif drafter is not None and controller.paused and controller.tick_paused():
                 yield GuardEvent(
                     False,

@@ -71,6 +71,16 @@ class GuardEvent:
     probe_in: int = 0  # target-only tokens before the draft is probed again
 
     @property
+    def advice(self) -> str:
+        """What a person can do about it."""
+        if self.reason == "cost":
+            return (
+                "Try a smaller draft (a lower quantization or fewer parameters), fewer CPU "
+                "threads for the draft, or n-gram drafting."
+            )
+        return "Try a draft from the same model family, or n-gram drafting for repetitive text."
+
+    @property
     def message(self) -> str:
         if not self.paused:
             return "probing the draft again"
@@ -88,7 +98,7 @@ class GuardEvent:
             )
             return (
                 f"drafting paused: {cost}{speed}, so it cannot pay at this agreement "
-                f"({self.acceptance:.1%}); {probe}"
+                f"({self.acceptance:.1%}); {probe}. {self.advice}"
             )
         return (
             f"drafting paused: draft agreement {self.acceptance:.1%} is below break-even "
@@ -127,6 +137,7 @@ class RunSummary:
     position_keyed: bool = False  # sampled with position-keyed randomness (see randomness.py)
     temperature: float = 0.0
     rule: str = ""  # acceptance rule of a speculative run
+    guard_notes: tuple[str, ...] = ()  # what the collapse guard said, in words
 
     @property
     def tokens_per_pass(self) -> float:

@@ -27,6 +27,7 @@ class RunClock:
         self.accepted = 0
         self.draft_passes = 0
         self.pauses = 0
+        self.notes: list[str] = []
 
     def decode_s(self) -> float:
         """Seconds inside llama_decode so far (all contexts of this run)."""
@@ -35,8 +36,10 @@ class RunClock:
     def count_draft_passes(self, passes: int) -> None:
         self.draft_passes += passes
 
-    def count_pause(self) -> None:
+    def count_pause(self, message: str) -> None:
         self.pauses += 1
+        if message not in self.notes:
+            self.notes.append(message)
 
     def prefill_done(self) -> float:
         """Mark the end of prompt processing; returns its duration in ms."""
@@ -108,4 +111,5 @@ class RunClock:
             position_keyed=position_keyed,
             temperature=temperature,
             rule=rule,
+            guard_notes=tuple(self.notes),
         )
