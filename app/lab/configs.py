@@ -151,3 +151,18 @@ def parse_config(text: str) -> LabConfig:
                 "adaptive[=MAX], rule=rejection|match, temp=T, p_min=P, guard=on|off)"
             )
     return LabConfig(**fields)
+
+
+def settings_changes(config: LabConfig) -> dict[str, Any]:
+    """The chat ``Settings`` fields that make the chat use ``config``."""
+    changes: dict[str, Any] = {
+        "temperature": config.temperature,
+        "draft_adaptive": config.adaptive,
+        "draft_max": config.draft_max,
+        "p_min": config.p_min,
+        "rule": config.rule.value,
+        "draft_source": config.source.value,
+    }
+    if config.source is DraftSource.MODEL and config.draft:
+        changes["draft_path"] = config.draft
+    return changes

