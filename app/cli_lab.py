@@ -27,7 +27,8 @@ def register(subparsers: Any) -> None:
                                      "with it and n-gram drafting")
     run.add_argument("--config", action="append", default=[], metavar="NAME:key=value,...",
                      help="a configuration, e.g. fixed8:draft=d.gguf,n=8 or ng:ngram,n=4 "
-                          "(keys: draft, ngram[=N], n, adaptive[=MAX], rule, temp, p_min, guard)")
+                          "(keys: draft, ngram[=N], n, adaptive[=MAX], rule, temp, p_min, guard; "
+                          "remote: server=URL, kind=llama-server|vllm, baseline=URL)")
     run.add_argument("--suite", action="append", default=[], metavar="NAME|FILE.jsonl",
                      help="built-in categories (comma-separated, or 'builtin' for all) or a "
                           "JSONL file with id, prompt, category; default: all built-in")

@@ -32,13 +32,27 @@ class LabConfig:
     p_min: float = 0.0
     ngram_n: int = 3
     collapse_guard: bool = True
+    server: str | None = None  # an OpenAI-compatible server that speculates by itself
+    server_kind: str = "llama-server"  # "llama-server" (timings) | "vllm" (/metrics counters)
+    baseline_server: str | None = None  # the same model served without speculation
 
     def __post_init__(self) -> None:
         if not self.name or len(self.name) > 40 or not set(self.name) <= NAME_CHARS:
             raise ConfigError(
                 f"configuration name {self.name!r}: use 1-40 letters, digits or - _ . +"
             )
-        if self.source is DraftSource.MODEL and not self.draft:
+        if self.server is not None:
+            from app.lab.remote import RemoteError, check_url
+
+            if self.server_kind not in ("llama-server", "vllm"):
+                raise ConfigError(f"configuration {self.name}: kind is llama-server or vllm")
+            try:
+                for url in (self.server, self.baseline_server):
+                    if url is not None:
+                        check_url(url)
+            except RemoteError as exc:
+                raise ConfigError(f"configuration {self.name}: {exc}") from None
+        elif self.source is DraftSource.MODEL and not self.draft:
             raise ConfigError(f"configuration {self.name}: a model draft needs draft=FILE")
         if not 1 <= self.draft_max <= MAX_DRAFT_LEN:
             raise ConfigError(f"configuration {self.name}: n must be 1..{MAX_DRAFT_LEN}")
@@ -67,7 +81,14 @@ class LabConfig:
         """Configurations with the same key share one loaded engine."""
         return (self.source.value, self.draft if self.source is DraftSource.MODEL else None)
 
+    @property
+    def remote(self) -> bool:
+        return self.server is not None
+
     def describe(self) -> str:
+        if self.server is not None:
+            against = f", baseline {self.baseline_server}" if self.baseline_server else ""
+            return f"remote {self.server_kind} {self.server}{against}, T={self.temperature:g}"
         drafting = (
             f"n-gram (n={self.ngram_n})" if self.source is DraftSource.NGRAM
             else f"draft {self.draft}"
@@ -97,6 +118,10 @@ class LabConfig:
                 p_min=float(data.get("p_min", 0.0)),
                 ngram_n=int(data.get("ngram_n", 3)),
                 collapse_guard=bool(data.get("collapse_guard", True)),
+                server=None if data.get("server") is None else str(data["server"]),
+                server_kind=str(data.get("server_kind", "llama-server")),
+                baseline_server=(None if data.get("baseline_server") is None
+                                 else str(data["baseline_server"])),
             )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, ConfigError):
@@ -113,7 +138,7 @@ def _number(kind: type, key: str, value: str, name: str) -> Any:
 
 def parse_config(text: str) -> LabConfig:
     """``NAME:key=value,...`` with keys draft, ngram[=N], n, adaptive[=MAX], rule, temp,
-    p_min, guard=on|off."""
+    p_min, guard=on|off, server=URL, kind=llama-server|vllm, baseline=URL."""
     name, sep, rest = text.partition(":")
     name = name.strip()
     fields: dict[str, Any] = {"name": name}
@@ -145,10 +170,17 @@ def parse_config(text: str) -> LabConfig:
             fields["p_min"] = _number(float, key, value, name)
         elif key == "guard" and value in ("on", "off"):
             fields["collapse_guard"] = value == "on"
+        elif key == "server" and value:
+            fields["server"] = value
+        elif key == "kind" and value:
+            fields["server_kind"] = value
+        elif key == "baseline" and value:
+            fields["baseline_server"] = value
         else:
             raise ConfigError(
                 f"configuration {name}: cannot use {item!r} (keys: draft=FILE, ngram[=N], n=N, "
-                "adaptive[=MAX], rule=rejection|match, temp=T, p_min=P, guard=on|off)"
+                "adaptive[=MAX], rule=rejection|match, temp=T, p_min=P, guard=on|off, "
+                "server=URL, kind=llama-server|vllm, baseline=URL)"
             )
     return LabConfig(**fields)
 

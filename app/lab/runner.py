@@ -267,6 +267,19 @@ class LabRunner:
                 progress(Progress(offset + position + 1, total, eta, phase, prompt.id, record))
         return True
 
+    def _run_remote(self, config: LabConfig, prompt: Prompt, seed: int) -> dict[str, Any]:
+        from app.lab.remote import run_remote
+
+        def ask(url: str) -> dict[str, Any]:
+            return run_remote(url, prompt.text, max_tokens=self.plan.max_tokens,
+                              temperature=config.temperature, seed=seed, kind=config.server_kind)
+
+        assert config.server is not None
+        run = ask(config.server)
+        if config.baseline_server is not None:  # remote exactness is the server's own business
+            run["baseline_tok_s"] = ask(config.baseline_server)["tok_s"]
+        return {**run, "temperature": config.temperature}
+
     def _run_group(self, phase: str, index: int, prompt: Prompt, repeat: int,
                    configs: list[LabConfig], cancel: CancelCheck) -> dict[str, Any] | None:
         plan = self.plan
@@ -291,6 +304,9 @@ class LabRunner:
                     sampler=SamplerConfig(temperature=temperature, seed=seed),
                     speculative=False, ignore_eos=plan.ignore_eos, token_probs=False,
                 )
+            elif config.server is not None:
+                runs[name] = self._run_remote(config, prompt, seed)
+                continue
             else:
                 engine = self.pool.for_config(config)
                 request = GenerationRequest(
@@ -308,7 +324,7 @@ class LabRunner:
                 outputs[name] = summary.token_ids
         for config in configs:
             run = runs[config.name]
-            if config.temperature > 0.0:
+            if config.temperature > 0.0 or config.server is not None:
                 run["identical"] = None
                 continue
             check = compare(tokens, outputs[config.name],

@@ -123,7 +123,8 @@ def rows_from(records: Iterable[dict[str, Any]]) -> list[Row]:
             base = baselines.get(str(run.get("temperature", 0.0)))
             if not base:
                 continue
-            base_tok_s = _float(base.get("tok_s"))
+            # a remote configuration brings its own baseline: the same server, no drafts
+            base_tok_s = _float(run.get("baseline_tok_s", base.get("tok_s")))
             tok_s = _float(run.get("tok_s"))
             rows.append(Row(
                 phase=str(record["phase"]),

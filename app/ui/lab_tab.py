@@ -275,7 +275,8 @@ class LabTab(QWidget):
         configs = tuple(parse_config(line) for line in self.configs.toPlainText().splitlines()
                         if line.strip())
         for config in configs:
-            if config.source is DraftSource.MODEL and not Path(config.draft or "").is_file():
+            if (not config.remote and config.source is DraftSource.MODEL
+                    and not Path(config.draft or "").is_file()):
                 raise ConfigError(f"configuration {config.name}: draft {config.draft} not found")
         category = self.claim_category.currentText()
         categories = {p.category for p in prompts}
@@ -452,7 +453,9 @@ class LabTab(QWidget):
             self.plot.addItem(pg.ScatterPlotItem(
                 xs, ys, size=6, brush=pg.mkBrush(colour), pen=None, name=config))
         axis = self.plot.getAxis("bottom")
-        axis.setTicks([[(i, c) for i, c in enumerate(categories)]])
+        short = len(categories) > 6  # a narrow side panel: keep the category labels apart
+        axis.setTicks([[(i, c[:5] + "." if short and len(c) > 6 else c)
+                        for i, c in enumerate(categories)]])
 
     def _fill_table(self, analysis: Analysis) -> None:
         cells = sorted(analysis.cells, key=lambda c: (c.phase != "tuning", c.category != ALL,
