@@ -165,6 +165,7 @@ class LabTab(QWidget):
         self.export_button.setEnabled(False)
         self.progress = QProgressBar()
         self.progress.setFormat("%v / %m prompts")
+        self.progress.setTextVisible(False)  # shown once a run reports its size
         self.eta = QLabel("")
         self.message = QLabel("")
         self.message.setWordWrap(True)
@@ -353,6 +354,7 @@ class LabTab(QWidget):
         self.cancel_button.setEnabled(running)
 
     def _on_progress(self, progress: Progress) -> None:
+        self.progress.setTextVisible(True)
         self.progress.setRange(0, progress.total)
         self.progress.setValue(progress.done)
         eta = "" if progress.eta_s is None else f"ETA {progress.eta_s:.0f} s"
