@@ -108,6 +108,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from app.lab.plan import Claim, LabPlan
     from app.lab.runner import LabRunner, target_spec
 
+    for path in [args.target, *(c.draft for c in _configs(args) if c.draft)]:
+        if not Path(path).is_file():
+            raise SpecDeckError(f"model file not found: {path}")
     plan = LabPlan(
         target=target_spec(args.target, n_ctx=args.ctx, threads=args.threads,
                            gpu_layers=args.gpu_layers, repack=args.repack),
