@@ -115,6 +115,11 @@ class MainWindow(QMainWindow):
         self.side = QTabWidget()
         self.side.addTab(self.settings_panel, "Settings")
         self.side.addTab(self.conversations, "Conversations")
+        from app.ui.lab_tab import LabTab  # the Lab: wired in this block and _apply_lab only
+
+        self.lab = LabTab(self.settings)
+        self.side.addTab(self.lab, "Lab")
+        self.lab.apply_requested.connect(self._apply_lab)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.setObjectName("mainSplitter")
         for widget in (self.chat, self.side, self.charts):
@@ -296,6 +301,16 @@ class MainWindow(QMainWindow):
             self.pair_bar.show_pair(self.settings.target_path, None, DraftSource.NGRAM)
             return
         self.load_pair(self.settings.target_path, draft, source)
+
+    def _apply_lab(self, changes: dict) -> None:
+        """A Lab recommendation: its settings, and its drafting when the pair differs."""
+        self.settings_panel.update_settings(**changes)
+        source = DraftSource(changes["draft_source"])
+        draft = changes.get("draft_path") if source is DraftSource.MODEL else None
+        target = self.loaded.target_path if self.loaded else self.settings.target_path
+        current = (self.loaded.draft_source, self.loaded.draft_path) if self.loaded else None
+        if target and current != (source, draft):
+            self.load_pair(target, draft, source)
 
     def _on_busy(self, message: Busy) -> None:
         self.pair_bar.set_busy(message.text)

@@ -1,0 +1,200 @@
+"""Lab configurations: what drafts, how long, which acceptance rule, at what temperature.
+
+Each maps onto the engine's own ``SpecConfig``/``SamplerConfig``/``DraftSource``; the lab adds
+no knobs of its own. On the command line one configuration is written ``NAME:key=value,...``,
+for example ``adaptive:draft=small.gguf`` or ``ngram8:ngram,n=8,rule=match``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from app.core.config import AcceptRule, DraftSource, SamplerConfig, SpecConfig
+
+NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.+")
+MAX_DRAFT_LEN = 256
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run; the message says which part and why."""
+
+
+@dataclass(frozen=True)
+class LabConfig:
+    name: str
+    source: DraftSource = DraftSource.MODEL
+    draft: str | None = None  # draft GGUF path when the source is a model
+    draft_max: int = 16  # fixed length, or the ceiling when adaptive
+    adaptive: bool = True
+    rule: AcceptRule = AcceptRule.REJECTION
+    temperature: float = 0.0
+    p_min: float = 0.0
+    ngram_n: int = 3
+    collapse_guard: bool = True
+    server: str | None = None  # an OpenAI-compatible server that speculates by itself
+    server_kind: str = "llama-server"  # "llama-server" (timings) | "vllm" (/metrics counters)
+    baseline_server: str | None = None  # the same model served without speculation
+
+    def __post_init__(self) -> None:
+        if not self.name or len(self.name) > 40 or not set(self.name) <= NAME_CHARS:
+            raise ConfigError(
+                f"configuration name {self.name!r}: use 1-40 letters, digits or - _ . +"
+            )
+        if self.server is not None:
+            from app.lab.remote import RemoteError, check_url
+
+            if self.server_kind not in ("llama-server", "vllm"):
+                raise ConfigError(f"configuration {self.name}: kind is llama-server or vllm")
+            try:
+                for url in (self.server, self.baseline_server):
+                    if url is not None:
+                        check_url(url)
+            except RemoteError as exc:
+                raise ConfigError(f"configuration {self.name}: {exc}") from None
+        elif self.source is DraftSource.MODEL and not self.draft:
+            raise ConfigError(f"configuration {self.name}: a model draft needs draft=FILE")
+        if not 1 <= self.draft_max <= MAX_DRAFT_LEN:
+            raise ConfigError(f"configuration {self.name}: n must be 1..{MAX_DRAFT_LEN}")
+        if not 0.0 <= self.temperature <= 5.0:
+            raise ConfigError(f"configuration {self.name}: temp must be 0..5")
+        if not 0.0 <= self.p_min < 1.0:
+            raise ConfigError(f"configuration {self.name}: p_min must be in [0, 1)")
+        if not 1 <= self.ngram_n <= 16:
+            raise ConfigError(f"configuration {self.name}: ngram n must be 1..16")
+
+    def spec(self) -> SpecConfig:
+        return SpecConfig(
+            draft_max=self.draft_max,
+            adaptive=self.adaptive,
+            p_min=self.p_min,
+            rule=self.rule,
+            collapse_guard=self.collapse_guard,
+            ngram_n=self.ngram_n,
+        )
+
+    def sampler(self, seed: int) -> SamplerConfig:
+        return SamplerConfig(temperature=self.temperature, seed=seed)
+
+    @property
+    def engine_key(self) -> tuple[str, str | None]:
+        """Configurations with the same key share one loaded engine."""
+        return (self.source.value, self.draft if self.source is DraftSource.MODEL else None)
+
+    @property
+    def remote(self) -> bool:
+        return self.server is not None
+
+    def describe(self) -> str:
+        if self.server is not None:
+            against = f", baseline {self.baseline_server}" if self.baseline_server else ""
+            return f"remote {self.server_kind} {self.server}{against}, T={self.temperature:g}"
+        drafting = (
+            f"n-gram (n={self.ngram_n})" if self.source is DraftSource.NGRAM
+            else f"draft {self.draft}"
+        )
+        length = f"adaptive ≤{self.draft_max}" if self.adaptive else f"fixed {self.draft_max}"
+        return f"{drafting}, {length}, {self.rule.value}, T={self.temperature:g}"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["source"] = self.source.value
+        data["rule"] = self.rule.value
+        return data
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> LabConfig:
+        if not isinstance(data, dict):
+            raise ConfigError("a configuration must be a JSON object")
+        try:
+            return LabConfig(
+                name=str(data["name"]),
+                source=DraftSource(data.get("source", "model")),
+                draft=None if data.get("draft") is None else str(data["draft"]),
+                draft_max=int(data.get("draft_max", 16)),
+                adaptive=bool(data.get("adaptive", True)),
+                rule=AcceptRule(data.get("rule", "rejection")),
+                temperature=float(data.get("temperature", 0.0)),
+                p_min=float(data.get("p_min", 0.0)),
+                ngram_n=int(data.get("ngram_n", 3)),
+                collapse_guard=bool(data.get("collapse_guard", True)),
+                server=None if data.get("server") is None else str(data["server"]),
+                server_kind=str(data.get("server_kind", "llama-server")),
+                baseline_server=(None if data.get("baseline_server") is None
+                                 else str(data["baseline_server"])),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(f"not a lab configuration: {exc}") from exc
+
+
+def _number(kind: type, key: str, value: str, name: str) -> Any:
+    try:
+        return kind(value)
+    except ValueError:
+        raise ConfigError(f"configuration {name}: {key}={value!r} is not a number") from None
+
+
+def parse_config(text: str) -> LabConfig:
+    """``NAME:key=value,...`` with keys draft, ngram[=N], n, adaptive[=MAX], rule, temp,
+    p_min, guard=on|off, server=URL, kind=llama-server|vllm, baseline=URL."""
+    name, sep, rest = text.partition(":")
+    name = name.strip()
+    fields: dict[str, Any] = {"name": name}
+    if not sep:
+        raise ConfigError(f"{text!r}: write a configuration as NAME:key=value,...")
+    for item in filter(None, (part.strip() for part in rest.split(","))):
+        key, has_value, value = item.partition("=")
+        key = key.strip().lower()
+        value = value.strip()
+        if key == "draft" and value:
+            fields["source"] = DraftSource.MODEL
+            fields["draft"] = value
+        elif key == "ngram":
+            fields["source"] = DraftSource.NGRAM
+            if has_value:
+                fields["ngram_n"] = _number(int, key, value, name)
+        elif key == "n" and has_value:
+            fields["draft_max"] = _number(int, key, value, name)
+            fields["adaptive"] = False
+        elif key == "adaptive":
+            fields["adaptive"] = True
+            if has_value:
+                fields["draft_max"] = _number(int, key, value, name)
+        elif key == "rule" and value in {r.value for r in AcceptRule}:
+            fields["rule"] = AcceptRule(value)
+        elif key in ("temp", "temperature") and has_value:
+            fields["temperature"] = _number(float, key, value, name)
+        elif key == "p_min" and has_value:
+            fields["p_min"] = _number(float, key, value, name)
+        elif key == "guard" and value in ("on", "off"):
+            fields["collapse_guard"] = value == "on"
+        elif key == "server" and value:
+            fields["server"] = value
+        elif key == "kind" and value:
+            fields["server_kind"] = value
+        elif key == "baseline" and value:
+            fields["baseline_server"] = value
+        else:
+            raise ConfigError(
+                f"configuration {name}: cannot use {item!r} (keys: draft=FILE, ngram[=N], n=N, "
+                "adaptive[=MAX], rule=rejection|match, temp=T, p_min=P, guard=on|off, "
+                "server=URL, kind=llama-server|vllm, baseline=URL)"
+            )
+    return LabConfig(**fields)
+
+
+def settings_changes(config: LabConfig) -> dict[str, Any]:
+    """The chat ``Settings`` fields that make the chat use ``config``."""
+    changes: dict[str, Any] = {
+        "temperature": config.temperature,
+        "draft_adaptive": config.adaptive,
+        "draft_max": config.draft_max,
+        "p_min": config.p_min,
+        "rule": config.rule.value,
+        "draft_source": config.source.value,
+    }
+    if config.source is DraftSource.MODEL and config.draft:
+        changes["draft_path"] = config.draft
+    return changes

@@ -1,0 +1,346 @@
+"""Runs a lab plan: every configuration and the target-only baseline on every prompt.
+
+Per prompt and repeat the baseline and the configurations run back to back in an order that
+rotates from prompt to prompt, so slow drift of a shared machine (thermal, other load) falls
+on every configuration alike. Each prompt's results are appended to the result file before
+the next prompt starts. Tuning runs first; the best configuration per category (and the one
+the claim is about) then runs once on the held-out confirmation prompts.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app import __version__
+from app.core.bench import BenchSettings, _warm_up, lineage
+from app.core.chat import Message
+from app.core.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig
+from app.core.engine import Engine
+from app.core.events import GuardEvent, RunSummary, TokenEvent
+from app.core.exactness import compare
+from app.core.fileio import file_sha256
+from app.lab.configs import LabConfig
+from app.lab.plan import BASELINE, LabPlan
+from app.lab.results import ResultFileError, ResultLog
+from app.lab.stats import choose, rows_from
+from app.lab.suites import Prompt
+
+CancelCheck = Callable[[], bool]
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int  # prompt groups finished (this session and before)
+    total: int  # groups planned so far (grows when the confirmation part is chosen)
+    eta_s: float | None
+    phase: str
+    prompt: str
+    record: dict[str, Any] | None = None  # the record just written
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+def peak_rss_mb() -> float | None:
+    """This process's peak resident memory (stdlib ``resource``; not on Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+
+
+def _percentile(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if values.size else 0.0
+
+
+def measure(engine: Engine, request: GenerationRequest,
+            cancel: CancelCheck) -> tuple[dict[str, Any], RunSummary]:
+    """Drain one request, timing every token as it arrives."""
+    stamps: list[float] = []
+    pauses = 0
+    summary = None
+    for event in engine.generate(request, cancel):
+        if isinstance(event, TokenEvent):
+            stamps.append(time.perf_counter())
+        elif isinstance(event, GuardEvent) and event.paused:
+            pauses += 1
+        elif isinstance(event, RunSummary):
+            summary = event
+    assert summary is not None
+    gaps = np.diff(np.asarray(stamps)) * 1000.0
+    tokens = summary.tokens
+    host_ms = max(summary.elapsed_s - summary.decode_s, 0.0) * 1000.0
+    metrics = {
+        "tokens": tokens,
+        "tok_s": round(summary.tok_s, 4),
+        "ttft_ms": round(summary.ttft_ms, 3),
+        "acceptance": round(summary.acceptance_rate, 4),
+        "tokens_per_pass": (
+            round(1.0 / summary.target_passes_per_token, 4)
+            if summary.target_passes_per_token else 0.0
+        ),
+        "itl_p50_ms": round(_percentile(gaps, 50), 4),
+        "itl_p95_ms": round(_percentile(gaps, 95), 4),
+        "itl_p99_ms": round(_percentile(gaps, 99), 4),
+        "host_ms_per_token": round(host_ms / tokens, 4) if tokens else 0.0,
+        "drafted": summary.drafted,
+        "accepted": summary.accepted,
+        "guard_pauses": pauses,
+        "stop_reason": summary.stop_reason.value,
+        "peak_rss_mb": None if (rss := peak_rss_mb()) is None else round(rss, 1),
+    }
+    return metrics, summary
+
+
+class EnginePool:
+    """One engine per distinct draft; the first one also runs the baseline."""
+
+    def __init__(self, plan: LabPlan) -> None:
+        self.plan = plan
+        self.engines: dict[tuple[str, str | None], Engine] = {}
+
+    def for_config(self, config: LabConfig) -> Engine:
+        key = config.engine_key
+        if key not in self.engines:
+            draft = replace(self.plan.target, path=config.draft) if config.draft else None
+            source = config.source if config.source is DraftSource.NGRAM or draft else None
+            engine = Engine(self.plan.target, draft, draft_source=source)
+            first = engine.tokenize_chat([Message("user", self.plan.prompts[0].text)])
+            _warm_up(engine, first, BenchSettings(sampler=config.sampler(self.plan.seed),
+                                                  spec=config.spec()))
+            self.engines[key] = engine
+        return self.engines[key]
+
+    @property
+    def baseline(self) -> Engine:
+        return self.for_config(self.plan.configs[0])
+
+    def close(self) -> None:
+        for engine in self.engines.values():
+            engine.close()
+        self.engines.clear()
+
+
+def run_lineage(plan: LabPlan) -> dict[str, Any]:
+    first = plan.configs[0]
+    base = lineage(plan.target, None, DraftSource.NGRAM,
+                   BenchSettings(max_tokens=plan.max_tokens, sampler=first.sampler(plan.seed),
+                                 spec=first.spec(), ignore_eos=plan.ignore_eos))
+    base.pop("draft", None)
+    drafts = sorted({c.draft for c in plan.configs if c.draft})
+    base["drafts"] = {path: file_sha256(Path(path)) for path in drafts}
+    base["specdeck"] = __version__
+    base["python"] = sys.version.split()[0]
+    return base
+
+
+def header_for(plan: LabPlan) -> dict[str, Any]:
+    parts = plan.split
+    return {
+        "plan": plan.to_json(),
+        "lineage": run_lineage(plan),
+        "suite_hash": plan.suite_hash,
+        "split": {
+            "salt": parts.salt,
+            "confirm_fraction": parts.confirm_fraction,
+            "tuning": [p.id for p in parts.tuning],
+            "confirmation": [p.id for p in parts.confirmation],
+        },
+        "started": time.time(),
+        "command": sys.argv[:],
+    }
+
+
+def _check_models_unchanged(log: ResultLog, plan: LabPlan) -> None:
+    recorded = log.header.get("lineage") or {}
+    now = file_sha256(Path(plan.target.path))
+    if (recorded.get("target") or {}).get("sha256") != now:
+        raise ResultFileError(
+            f"{plan.target.path} is not the file this run started with (sha256 changed); "
+            "start a new run instead of resuming"
+        )
+    for path, digest in (recorded.get("drafts") or {}).items():
+        if file_sha256(Path(path)) != digest:
+            raise ResultFileError(f"the draft {path} changed since this run started; "
+                                  "start a new run instead of resuming")
+
+
+class LabRunner:
+    def __init__(self, log: ResultLog, plan: LabPlan) -> None:
+        self.log = log
+        self.plan = plan
+        self.pool = EnginePool(plan)
+        self._durations: list[float] = []
+
+    @staticmethod
+    def start(plan: LabPlan, path: Path) -> LabRunner:
+        return LabRunner(ResultLog.create(path, header_for(plan)), plan)
+
+    @staticmethod
+    def resume(path: Path) -> LabRunner:
+        log = ResultLog.open(path, repair=True)
+        plan = LabPlan.from_json(log.header.get("plan") or {})
+        _check_models_unchanged(log, plan)
+        return LabRunner(log, plan)
+
+    # --- the run --------------------------------------------------------------------------
+
+    def run(self, progress: ProgressCallback | None = None,
+            cancel: CancelCheck = lambda: False) -> bool:
+        """Run what is left; returns True when the whole plan has finished."""
+        try:
+            return self._run(progress, cancel)
+        finally:
+            self.pool.close()
+
+    def _groups(self, phase: str, prompts: Sequence[Prompt],
+                configs_for: Callable[[Prompt], list[LabConfig]]) -> list[tuple]:
+        return [(phase, index, prompt, repeat, configs_for(prompt))
+                for index, prompt in enumerate(prompts)
+                for repeat in range(self.plan.repeats)]
+
+    def _run(self, progress: ProgressCallback | None, cancel: CancelCheck) -> bool:
+        if self.log.finished:
+            return True
+        parts = self.plan.split
+        tuning = self._groups("tuning", parts.tuning, lambda _: list(self.plan.configs))
+        confirmation: list[tuple] = []
+        choice = self.log.choice
+        if choice is not None:
+            confirmation = self._confirmation_groups(choice)
+        estimate = len(tuning) + len(parts.confirmation) * self.plan.repeats
+        if not self._run_groups(tuning, estimate, progress, cancel):
+            return False
+        if choice is None:
+            names = [c.name for c in self.plan.configs]
+            choice = {"kind": "choice",
+                      **choose(rows_from(self.log.records), self.plan.claim,
+                               self.plan.categories, names)}
+            self.log.append(choice)
+            confirmation = self._confirmation_groups(choice)
+        if not self._run_groups(confirmation, len(tuning) + len(confirmation), progress, cancel,
+                                offset=len(tuning)):
+            return False
+        self.log.append({"kind": "done", "finished": time.time()})
+        return True
+
+    def _confirmation_groups(self, choice: dict[str, Any]) -> list[tuple]:
+        per_category = choice.get("per_category") or {}
+        claim_config = choice.get("claim_config")
+        claim_category = self.plan.claim.category
+
+        def configs_for(prompt: Prompt) -> list[LabConfig]:
+            names = [per_category.get(prompt.category)]
+            if claim_category in (None, prompt.category):
+                names.append(claim_config)
+            wanted = [n for n in dict.fromkeys(names) if n]
+            return [self.plan.config(n) for n in wanted]
+
+        return self._groups("confirmation", self.plan.split.confirmation, configs_for)
+
+    def _run_groups(self, groups: list[tuple], total: int, progress: ProgressCallback | None,
+                    cancel: CancelCheck, *, offset: int = 0) -> bool:
+        done = self.log.done_groups()
+        for position, (phase, index, prompt, repeat, configs) in enumerate(groups):
+            if (phase, prompt.id, repeat) in done or not configs:
+                continue
+            if cancel():
+                return False
+            began = time.perf_counter()
+            record = self._run_group(phase, index, prompt, repeat, configs, cancel)
+            if record is None:
+                return False
+            self.log.append(record)
+            self._durations.append(time.perf_counter() - began)
+            if progress is not None:
+                left = sum(1 for g in groups[position + 1:] if (g[0], g[2].id, g[3]) not in done)
+                eta = float(np.mean(self._durations)) * left if self._durations else None
+                progress(Progress(offset + position + 1, total, eta, phase, prompt.id, record))
+        return True
+
+    def _run_remote(self, config: LabConfig, prompt: Prompt, seed: int) -> dict[str, Any]:
+        from app.lab.remote import run_remote
+
+        def ask(url: str) -> dict[str, Any]:
+            return run_remote(url, prompt.text, max_tokens=self.plan.max_tokens,
+                              temperature=config.temperature, seed=seed, kind=config.server_kind)
+
+        assert config.server is not None
+        run = ask(config.server)
+        if config.baseline_server is not None:  # remote exactness is the server's own business
+            run["baseline_tok_s"] = ask(config.baseline_server)["tok_s"]
+        return {**run, "temperature": config.temperature}
+
+    def _run_group(self, phase: str, index: int, prompt: Prompt, repeat: int,
+                   configs: list[LabConfig], cancel: CancelCheck) -> dict[str, Any] | None:
+        plan = self.plan
+        base_engine = self.pool.baseline
+        tokens = base_engine.tokenize_chat([Message("user", prompt.text)])
+        temperatures = list(dict.fromkeys(c.temperature for c in configs))
+        units: list[tuple[str, float, LabConfig | None]] = (
+            [(BASELINE, t, None) for t in temperatures]
+            + [(c.name, c.temperature, c) for c in configs]
+        )
+        shift = (index + repeat) % len(units)
+        units = units[shift:] + units[:shift]
+        baselines: dict[str, dict[str, Any]] = {}
+        runs: dict[str, dict[str, Any]] = {}
+        outputs: dict[str, tuple[int, ...]] = {}
+        seed = plan.seed + repeat
+        for name, temperature, config in units:
+            if config is None:
+                engine = base_engine
+                request = GenerationRequest(
+                    tokens, max_tokens=plan.max_tokens,
+                    sampler=SamplerConfig(temperature=temperature, seed=seed),
+                    speculative=False, ignore_eos=plan.ignore_eos, token_probs=False,
+                )
+            elif config.server is not None:
+                runs[name] = self._run_remote(config, prompt, seed)
+                continue
+            else:
+                engine = self.pool.for_config(config)
+                request = GenerationRequest(
+                    tokens, max_tokens=plan.max_tokens, sampler=config.sampler(seed),
+                    spec=config.spec(), ignore_eos=plan.ignore_eos, token_probs=False,
+                )
+            metrics, summary = measure(engine, request, cancel)
+            if cancel():
+                return None
+            if config is None:
+                baselines[str(temperature)] = metrics
+                outputs[f"{BASELINE}@{temperature}"] = summary.token_ids
+            else:
+                runs[name] = {**metrics, "temperature": temperature}
+                outputs[name] = summary.token_ids
+        for config in configs:
+            run = runs[config.name]
+            if config.temperature > 0.0 or config.server is not None:
+                run["identical"] = None
+                continue
+            check = compare(tokens, outputs[config.name],
+                            outputs[f"{BASELINE}@{config.temperature}"], base_engine)
+            run["identical"] = check.identical
+            run["first_divergence"] = check.first_divergence
+            run["margin"] = None if check.margin is None else round(check.margin, 5)
+        return {
+            "kind": "prompt", "phase": phase, "prompt": prompt.id, "category": prompt.category,
+            "repeat": repeat, "prompt_tokens": len(tokens),
+            "order": [u[0] if u[2] is not None else f"{BASELINE}@{u[1]}" for u in units],
+            "baselines": baselines, "runs": runs,
+        }
+
+
+def target_spec(path: str, *, n_ctx: int = 4096, threads: int = 0,
+                gpu_layers: int = -1, repack: str = "auto") -> ModelSpec:
+    return ModelSpec(path, n_gpu_layers=gpu_layers, n_ctx=n_ctx, n_threads=threads,
+                     repack=repack)

@@ -1,0 +1,535 @@
+"""The Lab tab: pick suites and configurations, run them off the UI thread, read the evidence.
+
+The run itself is ``app.lab``'s: a ``LabThread`` drives a ``LabRunner`` (its own engines, so
+the chat's engine is untouched) and reports after every prompt; the tab re-reads the result
+file, which the runner has fsynced by then, and redraws a strip plot with interquartile boxes,
+the summary table, the verdict and the per-category recommendation. Cancel stops between
+steps; the file keeps every finished prompt and ``Resume`` continues it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, QObject, Qt, QThread, Signal
+from PySide6.QtGui import QCloseEvent, QShowEvent
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.config import DraftSource
+from app.core.conversations import ConversationStore
+from app.core.errors import SpecDeckError
+from app.core.fileio import atomic_write_text
+from app.core.paths import data_dir
+from app.core.settings import Settings
+from app.lab.configs import ConfigError, parse_config, settings_changes
+from app.lab.plan import Claim, LabPlan
+from app.lab.report import analysis_of, to_html
+from app.lab.results import ResultFileError, ResultLog
+from app.lab.runner import LabRunner, Progress, target_spec
+from app.lab.stats import ALL, Analysis, Row, rows_from
+from app.lab.suites import BUILTIN_CATEGORIES, SuiteError, builtin, from_conversations, load_jsonl
+
+COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")
+TABLE_COLUMNS = ("phase", "category", "configuration", "n", "speedup (95% CI)", "acceptance",
+                 "tokens/pass", "TTFT ms", "ITL p50/p95/p99 ms", "host ms/token", "slowdowns",
+                 "divergences", "guard pauses")
+REFRESH_S = 1.0  # live redraws of the plot; the full analysis (bootstraps) runs at the end
+
+
+@dataclass(frozen=True)
+class LabFinished:
+    path: str
+    finished: bool  # False: cancelled or failed part-way
+    error: str | None = None
+
+
+class LabThread(QThread):
+    """Runs (or resumes) one lab plan; ``plan`` None resumes the file at ``path``."""
+
+    progressed = Signal(object)  # Progress
+    ended = Signal(object)  # LabFinished
+
+    def __init__(self, path: Path, plan: LabPlan | None) -> None:
+        super().__init__()
+        self.setObjectName("LabThread")
+        self.path = path
+        self.plan = plan
+        self.cancel = threading.Event()
+
+    def run(self) -> None:
+        try:
+            runner = (LabRunner.start(self.plan, self.path) if self.plan is not None
+                      else LabRunner.resume(self.path))
+            finished = runner.run(self.progressed.emit, self.cancel.is_set)
+            self.ended.emit(LabFinished(str(self.path), finished))
+        except (SpecDeckError, ValueError, OSError) as exc:
+            self.ended.emit(LabFinished(str(self.path), False, str(exc)))
+        except Exception as exc:  # noqa: BLE001 - a worker must report, never die silently
+            self.ended.emit(LabFinished(str(self.path), False, f"{type(exc).__name__}: {exc}"))
+
+
+def default_configs(settings: Settings) -> str:
+    lines = []
+    if settings.draft_path:
+        lines.append(f"adaptive:draft={settings.draft_path}")
+        lines.append(f"fixed8:draft={settings.draft_path},n=8")
+    lines.append("ngram:ngram")
+    return "\n".join(lines)
+
+
+class LabTab(QWidget):
+    apply_requested = Signal(dict)  # Settings field changes for the chat
+    run_finished = Signal(object)  # LabFinished
+
+    def __init__(self, settings: Settings | None = None, *,
+                 results_dir: Path | None = None) -> None:
+        super().__init__()
+        settings = settings or Settings()
+        self.results_dir = results_dir
+        self.worker: LabThread | None = None
+        self.log_path: Path | None = None
+        self.analysis: Analysis | None = None
+        self._plan: LabPlan | None = None
+        self._extra_suites: list[Path] = []
+        self._last_refresh = 0.0
+        self._watched: QWidget | None = None
+
+        self.target = QLineEdit(settings.target_path)
+        self.target.setPlaceholderText("target GGUF")
+        browse = QPushButton("…")
+        browse.clicked.connect(self._browse_target)
+        self.suites = QListWidget()
+        for category in BUILTIN_CATEGORIES:
+            item = QListWidgetItem(category)
+            item.setCheckState(Qt.CheckState.Checked)
+            self.suites.addItem(item)
+        self.suites.setMaximumHeight(110)
+        self.my_chats = QCheckBox("my recent chat prompts (anonymised)")
+        add_suite = QPushButton("Add JSONL suite…")
+        add_suite.clicked.connect(self._add_suite)
+        self.configs = QPlainTextEdit(default_configs(settings))
+        self.configs.setMaximumHeight(80)
+        self.configs.setToolTip("one per line: NAME:key=value,… with keys draft=FILE, ngram[=N], "
+                                "n=N (fixed), adaptive[=MAX], rule=rejection|match, temp=T, "
+                                "p_min=P, guard=on|off")
+        self.repeats = QSpinBox()
+        self.repeats.setRange(1, 20)
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(8, 2048)
+        self.max_tokens.setValue(64)
+        self.claim_speedup = QDoubleSpinBox()
+        self.claim_speedup.setRange(0.1, 10.0)
+        self.claim_speedup.setSingleStep(0.1)
+        self.claim_speedup.setValue(1.3)
+        self.claim_speedup.setSuffix("×")
+        self.claim_category = QComboBox()
+        self.claim_category.addItems([ALL, *BUILTIN_CATEGORIES])
+
+        self.run_button = QPushButton("Run")
+        self.run_button.clicked.connect(self.start)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.cancel)
+        self.cancel_button.setEnabled(False)
+        self.open_button = QPushButton("Open results…")
+        self.open_button.clicked.connect(self._open_results)
+        self.resume_button = QPushButton("Resume")
+        self.resume_button.clicked.connect(self.resume)
+        self.resume_button.setEnabled(False)
+        self.export_button = QPushButton("Export HTML…")
+        self.export_button.clicked.connect(self._export_html)
+        self.export_button.setEnabled(False)
+        self.progress = QProgressBar()
+        self.progress.setFormat("%v / %m prompts")
+        self.progress.setTextVisible(False)  # shown once a run reports its size
+        self.eta = QLabel("")
+        self.message = QLabel("")
+        self.message.setWordWrap(True)
+
+        self.plot = pg.PlotWidget()
+        self.plot.setBackground("w")
+        self.plot.setLabel("left", "speedup vs target alone (×)")
+        self.plot.showGrid(y=True, alpha=0.3)
+        self.plot.setMinimumHeight(200)
+        self.plot.addLegend(offset=(6, 6))
+        self.verdict = QLabel("State a claim, then run.")
+        self.verdict.setWordWrap(True)
+        self.verdict.setObjectName("labVerdict")
+        self.table = QTableWidget(0, len(TABLE_COLUMNS))
+        self.table.setHorizontalHeaderLabels(TABLE_COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.recommendation = QComboBox()
+        self.recommendation.currentIndexChanged.connect(self._recommendation_chosen)
+        self.apply_button = QPushButton("Apply to chat")
+        self.apply_button.setEnabled(False)
+        self.apply_button.clicked.connect(self._apply)
+
+        form = QFormLayout()
+        target_row = QHBoxLayout()
+        target_row.addWidget(self.target, 1)
+        target_row.addWidget(browse)
+        form.addRow("Target", target_row)
+        suites_box = QVBoxLayout()
+        suites_box.addWidget(self.suites)
+        suite_row = QHBoxLayout()
+        suite_row.addWidget(self.my_chats)
+        suite_row.addWidget(add_suite)
+        suites_box.addLayout(suite_row)
+        form.addRow("Suites", suites_box)
+        form.addRow("Configurations", self.configs)
+        numbers = QGridLayout()
+        numbers.addWidget(QLabel("repeats"), 0, 0)
+        numbers.addWidget(self.repeats, 0, 1)
+        numbers.addWidget(QLabel("max tokens"), 0, 2)
+        numbers.addWidget(self.max_tokens, 0, 3)
+        form.addRow("Runs", numbers)
+        claim_row = QHBoxLayout()
+        claim_row.addWidget(QLabel("best configuration ≥"))
+        claim_row.addWidget(self.claim_speedup)
+        claim_row.addWidget(QLabel("on"))
+        claim_row.addWidget(self.claim_category, 1)
+        form.addRow("Claim", claim_row)
+        buttons = QHBoxLayout()
+        for button in (self.run_button, self.cancel_button, self.open_button,
+                       self.resume_button, self.export_button):
+            buttons.addWidget(button)
+        status = QHBoxLayout()
+        status.addWidget(self.progress, 1)
+        status.addWidget(self.eta)
+        apply_row = QHBoxLayout()
+        apply_row.addWidget(QLabel("Recommended"))
+        apply_row.addWidget(self.recommendation, 1)
+        apply_row.addWidget(self.apply_button)
+        column = QVBoxLayout(self)
+        column.addLayout(form)
+        column.addLayout(buttons)
+        column.addLayout(status)
+        column.addWidget(self.message)
+        column.addWidget(self.verdict)
+        column.addWidget(self.plot, 2)
+        column.addLayout(apply_row)
+        column.addWidget(self.table, 1)
+
+    # --- building a plan ------------------------------------------------------------------
+
+    def _browse_target(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Target model", "", "GGUF (*.gguf)")
+        if path:
+            self.target.setText(path)
+
+    def _add_suite(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Prompt suite", "", "JSON lines (*.jsonl)")
+        if path:
+            self.add_suite_file(Path(path))
+
+    def add_suite_file(self, path: Path) -> None:
+        prompts = load_jsonl(path)  # check now, so a bad file is refused before a run
+        self._extra_suites.append(path)
+        item = QListWidgetItem(f"{path.name} ({len(prompts)} prompts)")
+        item.setCheckState(Qt.CheckState.Checked)
+        item.setData(Qt.ItemDataRole.UserRole, str(path))
+        self.suites.addItem(item)
+
+    def plan(self) -> LabPlan:
+        target = self.target.text().strip()
+        if not target or not Path(target).is_file():
+            raise SuiteError(f"choose a target model file (not found: {target or 'none'})")
+        prompts = []
+        chosen = []
+        for row in range(self.suites.count()):
+            item = self.suites.item(row)
+            if item.checkState() != Qt.CheckState.Checked:
+                continue
+            extra = item.data(Qt.ItemDataRole.UserRole)
+            if extra:
+                prompts += load_jsonl(Path(extra))
+            else:
+                chosen.append(item.text())
+        if chosen:
+            prompts += builtin(chosen)
+        if self.my_chats.isChecked():
+            prompts += from_conversations(ConversationStore())
+        configs = tuple(parse_config(line) for line in self.configs.toPlainText().splitlines()
+                        if line.strip())
+        for config in configs:
+            if (not config.remote and config.source is DraftSource.MODEL
+                    and not Path(config.draft or "").is_file()):
+                raise ConfigError(f"configuration {config.name}: draft {config.draft} not found")
+        category = self.claim_category.currentText()
+        categories = {p.category for p in prompts}
+        return LabPlan(
+            target=target_spec(target, n_ctx=2048),
+            configs=configs,
+            prompts=tuple(prompts),
+            repeats=self.repeats.value(),
+            max_tokens=self.max_tokens.value(),
+            claim=Claim(self.claim_speedup.value(),
+                        category if category != ALL and category in categories else None),
+        )
+
+    def _new_results_path(self) -> Path:
+        folder = self.results_dir or data_dir() / "lab"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / time.strftime("lab-%Y%m%d-%H%M%S.jsonl")
+
+    # --- running ---------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self.worker is not None
+
+    def start(self) -> bool:
+        if self.running:
+            return False
+        try:
+            plan = self.plan()
+        except (SpecDeckError, ValueError, OSError) as exc:
+            self.message.setText(f"<b>Cannot run:</b> {exc}")
+            return False
+        self._plan = plan
+        parts = plan.split
+        self.message.setText(
+            f"Claim: {plan.claim.describe()}. {len(parts.tuning)} tuning prompts, "
+            f"{len(parts.confirmation)} held out for confirmation.")
+        self._launch(self._new_results_path(), plan)
+        return True
+
+    def resume(self) -> bool:
+        if self.running or self.log_path is None:
+            return False
+        self._launch(self.log_path, None)
+        return True
+
+    def _launch(self, path: Path, plan: LabPlan | None) -> None:
+        self.log_path = path
+        self.progress.setRange(0, 0)
+        self.eta.setText("loading…")
+        thread = LabThread(path, plan)
+        thread.progressed.connect(self._on_progress)
+        thread.ended.connect(self._on_ended)
+        self.worker = thread
+        self._set_running(True)
+        thread.start()
+
+    def cancel(self) -> None:
+        if self.worker is not None:
+            self.worker.cancel.set()
+            self.eta.setText("stopping after this step…")
+
+    def shutdown(self, timeout_ms: int = 60_000) -> None:
+        """Cancel a run and wait for its thread (the window is closing)."""
+        thread = self.worker
+        if thread is not None:
+            thread.cancel.set()
+            thread.wait(timeout_ms)
+            self._finish_thread()
+
+    def _set_running(self, running: bool) -> None:
+        for button in (self.run_button, self.open_button, self.resume_button):
+            button.setEnabled(not running)
+        self.cancel_button.setEnabled(running)
+
+    def _on_progress(self, progress: Progress) -> None:
+        self.progress.setTextVisible(True)
+        self.progress.setRange(0, progress.total)
+        self.progress.setValue(progress.done)
+        eta = "" if progress.eta_s is None else f"ETA {progress.eta_s:.0f} s"
+        self.eta.setText(f"{progress.phase} {progress.prompt} {eta}")
+        if time.monotonic() - self._last_refresh >= REFRESH_S:
+            self._draw_live()
+
+    def _on_ended(self, outcome: LabFinished) -> None:
+        self._finish_thread()
+        self.progress.setRange(0, max(self.progress.maximum(), 1))
+        if outcome.error:
+            self.message.setText(f"<b>The run stopped:</b> {outcome.error}")
+            self.eta.setText("")
+        else:
+            self.eta.setText("finished" if outcome.finished else
+                             "cancelled: finished prompts are kept; Resume continues")
+        if self.log_path is not None and self.log_path.exists():
+            self.show_results(self.log_path)
+        self.run_finished.emit(outcome)
+
+    def _finish_thread(self) -> None:
+        thread, self.worker = self.worker, None
+        if thread is not None:
+            thread.wait()
+            thread.deleteLater()
+        self._set_running(False)
+
+    # --- results ---------------------------------------------------------------------------
+
+    def _open_results(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Lab results", "", "Lab results (*.jsonl)")
+        if path:
+            self.show_results(Path(path))
+
+    def _draw_live(self) -> None:
+        """Only the points: cheap enough to run while the worker holds the CPU."""
+        self._last_refresh = time.monotonic()
+        if self.log_path is None:
+            return
+        try:
+            log = ResultLog.open(self.log_path)
+            plan = LabPlan.from_json(log.header.get("plan") or {})
+        except (ResultFileError, ValueError, OSError):
+            return
+        self._draw(plan, rows_from(log.records), [c.name for c in plan.configs])
+
+    def show_results(self, path: Path | None) -> None:
+        if path is None:
+            return
+        self._last_refresh = time.monotonic()
+        try:
+            log = ResultLog.open(path)
+            plan, analysis = analysis_of(log)
+        except (ResultFileError, ValueError, OSError) as exc:
+            self.message.setText(f"<b>Cannot read the results:</b> {exc}")
+            return
+        self.log_path = path
+        self._plan = plan
+        self.analysis = analysis
+        self.resume_button.setEnabled(not self.running and not log.finished)
+        self.export_button.setEnabled(bool(analysis.rows))
+        self._draw(plan, analysis.rows, analysis.configs)
+        self._fill_table(analysis)
+        self._show_verdict(analysis)
+        self._fill_recommendations(analysis)
+
+    def _draw(self, plan: LabPlan, rows: list[Row], configs: list[str]) -> None:
+        self.plot.clear()
+        categories = list(plan.categories)
+        self.plot.addItem(pg.InfiniteLine(1.0, angle=0, pen=pg.mkPen("#555", width=1)))
+        self.plot.addItem(pg.InfiniteLine(plan.claim.threshold, angle=0,
+                                          pen=pg.mkPen("#555", style=Qt.PenStyle.DashLine)))
+        width = 0.8 / max(len(configs), 1)
+        for k, config in enumerate(configs):
+            colour = COLOURS[k % len(COLOURS)]
+            xs, ys, boxes = [], [], []
+            for c, category in enumerate(categories):
+                values = [r.speedup for r in rows
+                          if r.config == config and r.category == category]
+                if not values:
+                    continue
+                centre = c - 0.4 + width * (k + 0.5)
+                jitter = np.linspace(-width * 0.3, width * 0.3, len(values)) if len(values) > 1 \
+                    else np.zeros(1)
+                xs += list(centre + jitter)
+                ys += values
+                q1, median, q3 = np.percentile(values, [25, 50, 75])
+                boxes.append((centre, q1, q3, median))
+            if boxes:
+                self.plot.addItem(pg.BarGraphItem(
+                    x=[b[0] for b in boxes], y0=[b[1] for b in boxes],
+                    height=[max(b[2] - b[1], 1e-3) for b in boxes], width=width * 0.8,
+                    brush=pg.mkBrush(colour + "40"), pen=pg.mkPen(colour)))
+                medians = np.array([[b[0] - width * 0.4, b[3], b[0] + width * 0.4, b[3]]
+                                    for b in boxes]).reshape(-1, 2)
+                self.plot.plot(medians[:, 0], medians[:, 1], connect="pairs",
+                               pen=pg.mkPen(colour, width=3))
+            self.plot.addItem(pg.ScatterPlotItem(
+                xs, ys, size=6, brush=pg.mkBrush(colour), pen=None, name=config))
+        axis = self.plot.getAxis("bottom")
+        short = len(categories) > 6  # a narrow side panel: keep the category labels apart
+        axis.setTicks([[(i, c[:5] + "." if short and len(c) > 6 else c)
+                        for i, c in enumerate(categories)]])
+
+    def _fill_table(self, analysis: Analysis) -> None:
+        cells = sorted(analysis.cells, key=lambda c: (c.phase != "tuning", c.category != ALL,
+                                                      c.category, c.config))
+        self.table.setRowCount(len(cells))
+        for row, cell in enumerate(cells):
+            m = cell.medians
+            s = m["speedup"]
+            values = (cell.phase, cell.category, cell.config, str(s.n),
+                      f"{s.median:.2f}× ({s.low:.2f}–{s.high:.2f})",
+                      f"{m['acceptance'].median:.2f}", f"{m['tokens_per_pass'].median:.2f}",
+                      f"{m['ttft_ms'].median:.1f}",
+                      f"{m['itl_p50_ms'].median:.2f}/{m['itl_p95_ms'].median:.2f}/"
+                      f"{m['itl_p99_ms'].median:.2f}",
+                      f"{m['host_ms_per_token'].median:.3f}", str(cell.slowdowns),
+                      str(cell.divergences), str(cell.guard_pauses))
+            for column, text in enumerate(values):
+                self.table.setItem(row, column, QTableWidgetItem(text))
+        self.table.resizeColumnsToContents()
+
+    def _show_verdict(self, analysis: Analysis) -> None:
+        verdict = analysis.verdict
+        colour = {"confirmed": "#1b7f3b", "falsified": "#b00020"}.get(verdict.status, "#555")
+        self.verdict.setText(f"<span style='color:{colour}; font-size:14px'>"
+                             f"<b>{verdict.describe()}</b></span>")
+
+    def _fill_recommendations(self, analysis: Analysis) -> None:
+        self.recommendation.blockSignals(True)
+        self.recommendation.clear()
+        for rec in analysis.recommendations:
+            use = rec.config or "target alone"
+            self.recommendation.addItem(f"{rec.category}: {use} — {rec.reason}", rec.config)
+        self.recommendation.blockSignals(False)
+        self._recommendation_chosen()
+
+    def _recommendation_chosen(self) -> None:
+        self.apply_button.setEnabled(bool(self.recommendation.currentData()))
+
+    def recommended_changes(self) -> dict | None:
+        name = self.recommendation.currentData()
+        if not name or self._plan is None:
+            return None
+        return settings_changes(self._plan.config(name))
+
+    def _apply(self) -> None:
+        changes = self.recommended_changes()
+        if changes is not None:
+            self.apply_requested.emit(changes)
+
+    def _export_html(self) -> None:
+        if self.log_path is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "HTML report",
+                                              str(self.log_path.with_suffix(".html")),
+                                              "HTML (*.html)")
+        if path:
+            atomic_write_text(Path(path), to_html(ResultLog.open(self.log_path)))
+
+    # --- closing with the window -------------------------------------------------------------
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt override
+        window = self.window()
+        if window is not self and window is not self._watched:
+            window.installEventFilter(self)
+            self._watched = window
+        super().showEvent(event)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if watched is self._watched and event.type() == QEvent.Type.Close:
+            self.shutdown()
+        return False
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        self.shutdown()
+        super().closeEvent(event)

@@ -1,0 +1,84 @@
+"""Configurations, statistics and the claim logic on planted numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.core.config import AcceptRule, DraftSource
+from app.lab.configs import ConfigError, LabConfig, parse_config
+from app.lab.plan import Claim
+from app.lab.stats import Row, bootstrap_median, choose, failures, recommend, verdict
+
+
+def test_config_strings_map_onto_the_engine_settings() -> None:
+    fixed = parse_config("f8:draft=/m/d.gguf,n=8,rule=match,temp=0.7,guard=off")
+    assert fixed.source is DraftSource.MODEL and fixed.draft == "/m/d.gguf"
+    spec = fixed.spec()
+    assert (spec.draft_max, spec.adaptive, spec.rule, spec.collapse_guard) == (
+        8, False, AcceptRule.MATCH, False)
+    assert fixed.sampler(3).temperature == 0.7 and fixed.sampler(3).seed == 3
+    ngram = parse_config("ng:ngram=4,adaptive=12")
+    assert ngram.source is DraftSource.NGRAM and ngram.spec().ngram_n == 4
+    assert ngram.spec().adaptive and ngram.spec().draft_max == 12
+    assert LabConfig.from_json(fixed.to_json()) == fixed
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("nocolon", "NAME:key=value"),
+    ("x:draft=a.gguf,n=zero", "is not a number"),
+    ("x:draft=a.gguf,n=999", "n must be"),
+    ("x:n=4", "needs draft=FILE"),
+    ("bad name:ngram", "configuration name"),
+    ("x:ngram,colour=red", "cannot use 'colour=red'"),
+])
+def test_bad_config_strings_say_what_is_wrong(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_config(text)
+
+
+def _row(config: str, speedup: float, *, phase: str = "tuning", category: str = "code",
+         prompt: str = "p", identical: bool | None = True, margin: float | None = None) -> Row:
+    return Row(phase, prompt, category, 0, config, speedup, 0.5, 1.5, 10.0, 1.0, 2.0, 3.0, 0.1,
+               speedup * 10, 10.0, 32, 100.0, 0, identical, None if identical else 4, margin)
+
+
+def test_bootstrap_interval_is_seeded_and_brackets_the_median() -> None:
+    values = list(np.random.default_rng(1).lognormal(0.2, 0.3, 40))
+    first = bootstrap_median(values, seed=5)
+    assert first == bootstrap_median(values, seed=5)
+    assert first.low <= first.median <= first.high and first.low < first.high
+    assert first.median == pytest.approx(float(np.median(values)))
+    assert bootstrap_median([2.0]).low == 2.0 and bootstrap_median([]).n == 0
+
+
+def test_a_planted_slow_configuration_is_falsified_and_a_fast_one_confirmed() -> None:
+    rows = [_row("slow", s) for s in (0.6, 0.7, 0.8)] + [_row("fast", s) for s in (1.5, 1.6, 1.7)]
+    rows += [_row("slow", 0.7, phase="confirmation"), _row("fast", 1.4, phase="confirmation")]
+    assert choose(rows, Claim(), ["code"], ["slow", "fast"])["claim_config"] == "fast"
+    confirmed = verdict(rows, Claim(1.3), "fast")
+    assert confirmed.status == "confirmed" and confirmed.confirmation.median == 1.4
+    falsified = verdict(rows, Claim(1.3, config="slow"), "slow")
+    assert falsified.status == "falsified"
+    assert "FALSIFIED" in falsified.describe() and "0.70×" in falsified.describe()
+    # the claim is judged on the held-out part only: strong tuning numbers do not rescue it
+    assert verdict(rows, Claim(1.45), "fast").status == "falsified"
+    assert verdict(rows[:6], Claim(1.3), "fast").status == "not run"
+
+
+def test_recommendation_prefers_the_target_alone_when_confirmation_is_slower() -> None:
+    rows = [_row("a", 1.5, category="math"), _row("a", 0.9, phase="confirmation",
+                                                  category="math")]
+    rows += [_row("a", 1.2, category="code"), _row("a", 1.1, phase="confirmation")]
+    recs = {r.category: r for r in recommend(rows, {"per_category": {"math": "a", "code": "a"}})}
+    assert recs["math"].config is None and "target alone" in recs["math"].reason
+    assert recs["code"].config == "a" and recs["code"].confirmed_speedup.median == 1.1
+
+
+def test_failures_list_slowdowns_and_divergences_with_margins() -> None:
+    rows = [_row("a", 0.8), _row("b", 1.2, identical=False, margin=0.01),
+            _row("c", 1.3, identical=False, margin=3.0)]
+    found = {(f.config, f.kind): f.detail for f in failures(rows)}
+    assert set(found) == {("a", "slowdown"), ("b", "divergence"), ("c", "divergence")}
+    assert "(near-tie)" in found[("b", "divergence")]
+    assert "NOT a near-tie" in found[("c", "divergence")]
