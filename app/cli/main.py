@@ -199,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         register(sub)
-    from app.cli_lab import register as register_lab
+    from app.cli.lab import register as register_lab
 
     register_lab(sub)
     return parser

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from app.core.config import AcceptRule, DraftSource, SamplerConfig, SpecConfig
+from app.engine.config import AcceptRule, DraftSource, SamplerConfig, SpecConfig
 
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.+")
 MAX_DRAFT_LEN = 256
@@ -32,6 +32,7 @@ class LabConfig:
     p_min: float = 0.0
     ngram_n: int = 3
     collapse_guard: bool = True
+    ngram_first: bool = True  # with a model draft: free prompt-lookup drafts go first
     server: str | None = None  # an OpenAI-compatible server that speculates by itself
     server_kind: str = "llama-server"  # "llama-server" (timings) | "vllm" (/metrics counters)
     baseline_server: str | None = None  # the same model served without speculation
@@ -71,6 +72,7 @@ class LabConfig:
             rule=self.rule,
             collapse_guard=self.collapse_guard,
             ngram_n=self.ngram_n,
+            ngram_first=self.ngram_first,
         )
 
     def sampler(self, seed: int) -> SamplerConfig:
@@ -91,7 +93,7 @@ class LabConfig:
             return f"remote {self.server_kind} {self.server}{against}, T={self.temperature:g}"
         drafting = (
             f"n-gram (n={self.ngram_n})" if self.source is DraftSource.NGRAM
-            else f"draft {self.draft}"
+            else f"draft {self.draft}" + (" + n-gram first" if self.ngram_first else "")
         )
         length = f"adaptive ≤{self.draft_max}" if self.adaptive else f"fixed {self.draft_max}"
         return f"{drafting}, {length}, {self.rule.value}, T={self.temperature:g}"
@@ -118,6 +120,7 @@ class LabConfig:
                 p_min=float(data.get("p_min", 0.0)),
                 ngram_n=int(data.get("ngram_n", 3)),
                 collapse_guard=bool(data.get("collapse_guard", True)),
+                ngram_first=bool(data.get("ngram_first", True)),
                 server=None if data.get("server") is None else str(data["server"]),
                 server_kind=str(data.get("server_kind", "llama-server")),
                 baseline_server=(None if data.get("baseline_server") is None
@@ -138,7 +141,8 @@ def _number(kind: type, key: str, value: str, name: str) -> Any:
 
 def parse_config(text: str) -> LabConfig:
     """``NAME:key=value,...`` with keys draft, ngram[=N], n, adaptive[=MAX], rule, temp,
-    p_min, guard=on|off, server=URL, kind=llama-server|vllm, baseline=URL."""
+    p_min, guard=on|off, lookup=on|off (n-gram drafts first with a model), server=URL,
+    kind=llama-server|vllm, baseline=URL."""
     name, sep, rest = text.partition(":")
     name = name.strip()
     fields: dict[str, Any] = {"name": name}
@@ -170,6 +174,8 @@ def parse_config(text: str) -> LabConfig:
             fields["p_min"] = _number(float, key, value, name)
         elif key == "guard" and value in ("on", "off"):
             fields["collapse_guard"] = value == "on"
+        elif key == "lookup" and value in ("on", "off"):
+            fields["ngram_first"] = value == "on"
         elif key == "server" and value:
             fields["server"] = value
         elif key == "kind" and value:
@@ -180,6 +186,7 @@ def parse_config(text: str) -> LabConfig:
             raise ConfigError(
                 f"configuration {name}: cannot use {item!r} (keys: draft=FILE, ngram[=N], n=N, "
                 "adaptive[=MAX], rule=rejection|match, temp=T, p_min=P, guard=on|off, "
+                "lookup=on|off, "
                 "server=URL, kind=llama-server|vllm, baseline=URL)"
             )
     return LabConfig(**fields)

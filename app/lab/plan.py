@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from app.core.config import ModelSpec
+from app.engine.config import ModelSpec
 from app.lab.configs import ConfigError, LabConfig
 from app.lab.suites import Prompt, Split, SuiteError, split, suite_hash
 

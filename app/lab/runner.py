@@ -19,18 +19,18 @@ from typing import Any
 import numpy as np
 
 from app import __version__
-from app.core.bench import BenchSettings, _warm_up, lineage
-from app.core.chat import Message
-from app.core.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig
-from app.core.engine import Engine
-from app.core.events import GuardEvent, RunSummary, TokenEvent
-from app.core.exactness import compare
-from app.core.fileio import file_sha256
+from app.engine.bench import BenchSettings, _warm_up, lineage
+from app.engine.chat_template import Message
+from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig
+from app.engine.engine import Engine
+from app.engine.events import GuardEvent, RunSummary, TokenEvent
+from app.engine.exactness import compare
 from app.lab.configs import LabConfig
 from app.lab.plan import BASELINE, LabPlan
 from app.lab.results import ResultFileError, ResultLog
 from app.lab.stats import choose, rows_from
 from app.lab.suites import Prompt
+from app.store.fileio import file_sha256
 
 CancelCheck = Callable[[], bool]
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.core.conversations import ConversationStore
+from app.store.conversations import ConversationStore
 
 BUILTIN_DIR = Path(__file__).resolve().parents[2] / "resources" / "lab"
 BUILTIN_CATEGORIES = (

@@ -40,12 +40,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.config import DraftSource
-from app.core.conversations import ConversationStore
-from app.core.errors import SpecDeckError
-from app.core.fileio import atomic_write_text
-from app.core.paths import data_dir
-from app.core.settings import Settings
+from app.engine.config import DraftSource
+from app.errors import SpecDeckError
 from app.lab.configs import ConfigError, parse_config, settings_changes
 from app.lab.plan import Claim, LabPlan
 from app.lab.report import analysis_of, to_html
@@ -53,6 +49,10 @@ from app.lab.results import ResultFileError, ResultLog
 from app.lab.runner import LabRunner, Progress, target_spec
 from app.lab.stats import ALL, Analysis, Row, rows_from
 from app.lab.suites import BUILTIN_CATEGORIES, SuiteError, builtin, from_conversations, load_jsonl
+from app.store.conversations import ConversationStore
+from app.store.fileio import atomic_write_text
+from app.store.paths import data_dir
+from app.store.settings import Settings
 
 COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")
 TABLE_COLUMNS = ("phase", "category", "configuration", "n", "speedup (95% CI)", "acceptance",

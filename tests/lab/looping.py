@@ -14,7 +14,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from app.core.synthetic import TinyShape, vocabulary
+from app.engine.synthetic import TinyShape, vocabulary
 
 MID = TinyShape(n_embd=512, n_layer=4, n_head=8, n_head_kv=4, n_ff=1536, n_ctx=1024)
 SMALL = TinyShape(n_ctx=1024)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.core.config import AcceptRule, DraftSource
+from app.engine.config import AcceptRule, DraftSource
 from app.lab.configs import ConfigError, LabConfig, parse_config
 from app.lab.plan import Claim
 from app.lab.stats import Row, bootstrap_median, choose, failures, recommend, verdict
@@ -22,6 +22,10 @@ def test_config_strings_map_onto_the_engine_settings() -> None:
     assert ngram.source is DraftSource.NGRAM and ngram.spec().ngram_n == 4
     assert ngram.spec().adaptive and ngram.spec().draft_max == 12
     assert LabConfig.from_json(fixed.to_json()) == fixed
+    assert fixed.spec().ngram_first  # n-gram + model: free lookup drafts go first by default
+    model_only = parse_config("m:draft=/m/d.gguf,lookup=off")
+    assert not model_only.spec().ngram_first
+    assert LabConfig.from_json(model_only.to_json()) == model_only
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from app.core.config import GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
-from app.core.engine import Engine
-from app.core.events import RunSummary
+from app.engine.config import GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
+from app.engine.engine import Engine
+from app.engine.events import RunSummary
 from app.lab.configs import ConfigError, parse_config
 from app.lab.plan import Claim, LabPlan
 from app.lab.remote import (

@@ -32,7 +32,7 @@ def _plan(models: dict[str, Path], claim: Claim, categories: tuple[str, ...] = (
         target=target_spec(str(models["target"]), n_ctx=1024, threads=1),
         configs=(
             parse_config(f"agrees:draft={models['agrees']},n=8"),
-            parse_config(f"disagrees:draft={models['disagrees']},n=16,guard=off"),
+            parse_config(f"disagrees:draft={models['disagrees']},n=16,guard=off,lookup=off"),
         ),
         prompts=tuple(builtin(categories)),
         ignore_eos=True,

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from app.core.conversations import ChatMessage, Conversation, ConversationStore
 from app.lab.suites import (
     BUILTIN_CATEGORIES,
     MAX_FILE_BYTES,
@@ -19,6 +18,7 @@ from app.lab.suites import (
     split,
     suite_hash,
 )
+from app.store.conversations import ChatMessage, Conversation, ConversationStore
 
 
 def test_builtin_suites_cover_every_category_with_unique_ids() -> None:

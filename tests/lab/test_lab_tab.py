@@ -9,8 +9,8 @@ from pathlib import Path
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from app.core.settings import Settings
 from app.lab.results import ResultLog
+from app.store.settings import Settings
 from app.ui.lab_tab import LabTab
 from tests.ui.conftest import (  # noqa: F401 - fixtures: offscreen windows, leak check
     isolated,

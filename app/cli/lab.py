@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.core.errors import SpecDeckError
+from app.errors import SpecDeckError
 
 DEFAULT_OUT = "lab-results.jsonl"
 
@@ -72,8 +72,8 @@ def _add_exports(parser: argparse.ArgumentParser) -> None:
 
 
 def _prompts(args: argparse.Namespace) -> list:
-    from app.core.conversations import ConversationStore
     from app.lab.suites import builtin, from_conversations, load_jsonl
+    from app.store.conversations import ConversationStore
 
     prompts: list = []
     for item in args.suite or (["builtin"] if not args.from_conversations else []):
@@ -99,7 +99,7 @@ def _configs(args: argparse.Namespace) -> tuple:
 
 
 def _ngram() -> Any:
-    from app.core.config import DraftSource
+    from app.engine.config import DraftSource
 
     return DraftSource.NGRAM
 
@@ -178,8 +178,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _exports(log: Any, args: argparse.Namespace) -> None:
-    from app.core.fileio import atomic_write_text
     from app.lab import report
+    from app.store.fileio import atomic_write_text
 
     for target, render in ((args.html, report.to_html), (args.json, report.to_json),
                            (args.csv, report.to_csv)):
