@@ -9,15 +9,13 @@ import pytest
 from app.models.fit import (
     MARGIN_FIXED,
     FitLabel,
-    GpuDevice,
-    Hardware,
     assess,
     best_fit,
-    detect_hardware,
     estimate_pair,
     model_memory,
 )
 from app.models.gguf_header import ModelFacts, model_facts, read_local_header
+from app.models.hardware import GpuDevice, Hardware, detect_hardware
 from tests.ggufs import write_gguf
 
 GIB = 1 << 30
@@ -90,6 +88,20 @@ def test_estimate_from_a_real_header(tmp_path: Path) -> None:
     mem = model_memory(f, path.stat().st_size, 1024, "f16")
     assert mem.kv == 2 * 2 * 32 * 1024 * 2
     assert mem.weights == path.stat().st_size and mem.compute > 0
+
+
+def test_memory_is_known_on_windows_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once 0 bytes of RAM on Windows (no /proc, no sysctl): every quantization "did not
+    fit". The platform is faked; the memory comes from psutil wherever it runs."""
+    import os
+    import platform
+    import sys
+
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setattr(platform, "system", lambda: "Windows")
+    monkeypatch.delattr(os, "sysconf", raising=False)
+    hw = detect_hardware()
+    assert hw.ram_total > 1 << 30 and 0 < hw.ram_free <= hw.ram_total
 
 
 def test_detect_hardware_runs_here() -> None:

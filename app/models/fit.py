@@ -9,16 +9,12 @@ does by default) or, on a CPU build, with the available system RAM.
 
 from __future__ import annotations
 
-import os
-import platform
-import shutil
-import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from app.models.gguf_header import ModelFacts
+from app.models.hardware import GpuDevice, Hardware
 
 MIB = 1 << 20
 KV_BYTES_PER_ELEMENT = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
@@ -36,96 +32,6 @@ class FitLabel(str, Enum):
     FITS = "fits"
     TIGHT = "tight"
     NO_FIT = "does not fit"
-
-
-@dataclass(frozen=True)
-class GpuDevice:
-    index: int
-    name: str
-    total: int
-    free: int
-
-
-@dataclass(frozen=True)
-class Hardware:
-    backend: str  # "CUDA", "Metal", "Vulkan" or "CPU"
-    gpus: tuple[GpuDevice, ...]
-    ram_total: int
-    ram_free: int
-    cpu_count: int
-
-    @property
-    def gpu_free(self) -> int:
-        return sum(g.free for g in self.gpus)
-
-    @property
-    def uses_gpu(self) -> bool:
-        return self.backend != "CPU" and bool(self.gpus)
-
-
-def system_memory() -> tuple[int, int]:
-    """(total, available) system RAM in bytes."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
-            info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in handle}
-        return info["MemTotal"], info.get("MemAvailable", info["MemFree"])
-    except (OSError, KeyError, ValueError, IndexError):
-        pass
-    if sys.platform == "darwin":
-        total = int(_run(["sysctl", "-n", "hw.memsize"]) or 0)
-        pages = _run(["vm_stat"]) or ""
-        free_pages = sum(int(line.split()[-1].rstrip(".")) for line in pages.splitlines()
-                         if line.startswith(("Pages free", "Pages inactive", "Pages purgeable")))
-        return total, free_pages * 16384 if free_pages else total // 2
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") \
-        else 0
-    return total, total // 2
-
-
-def _run(args: list[str]) -> str | None:
-    if shutil.which(args[0]) is None:
-        return None
-    try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=5, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout
-
-
-def nvidia_gpus() -> tuple[GpuDevice, ...]:
-    out = _run(["nvidia-smi", "--query-gpu=index,name,memory.total,memory.free",
-                "--format=csv,noheader,nounits"])
-    devices = []
-    for line in (out or "").splitlines():
-        fields = [f.strip() for f in line.split(",")]
-        if len(fields) == 4 and fields[0].isdigit():
-            devices.append(GpuDevice(int(fields[0]), fields[1], int(fields[2]) * MIB,
-                                     int(fields[3]) * MIB))
-    return tuple(devices)
-
-
-def llama_gpu_offload() -> bool | None:
-    """Whether the installed llama.cpp build can offload to a GPU (None: not installed)."""
-    try:
-        import llama_cpp
-    except Exception:
-        return None
-    return bool(llama_cpp.llama_supports_gpu_offload())
-
-
-def detect_hardware() -> Hardware:
-    total, available = system_memory()
-    cpus = os.cpu_count() or 1
-    offload = llama_gpu_offload()
-    if sys.platform == "darwin" and platform.machine() == "arm64" and offload is not False:
-        # Unified memory: Metal may use about three quarters of it.
-        gpu = GpuDevice(0, "Apple GPU (unified memory)", total * 3 // 4,
-                        min(available, total * 3 // 4))
-        return Hardware("Metal", (gpu,), total, available, cpus)
-    gpus = nvidia_gpus() if offload is not False else ()
-    if gpus:
-        return Hardware("CUDA", gpus, total, available, cpus)
-    return Hardware("CPU", (), total, available, cpus)
 
 
 @dataclass(frozen=True)

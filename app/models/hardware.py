@@ -1,13 +1,17 @@
-"""What llama.cpp sees: version, CPU features, GPU offload and backend devices."""
+"""The machine: memory (psutil), and what llama.cpp sees — version, CPU features, GPU offload
+and its backend devices with their free memory (ggml's own device list, so CUDA, Metal and
+Vulkan are all found the same way, without vendor tools)."""
 
 from __future__ import annotations
 
 import ctypes
+import os
 import platform
 from dataclasses import dataclass
 from importlib.metadata import version
 
 import llama_cpp
+import psutil
 
 from app.engine.llama_backend import ensure_backend
 from app.engine.repacking import repacking_enabled
@@ -68,7 +72,62 @@ def devices() -> list[Device]:
 
 
 def gpu_offload() -> bool:
+    """Whether this llama.cpp build can offload layers to a GPU."""
     return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    index: int
+    name: str
+    total: int
+    free: int
+
+
+@dataclass(frozen=True)
+class Hardware:
+    backend: str  # "CUDA", "Metal", "Vulkan" or "CPU"
+    gpus: tuple[GpuDevice, ...]
+    ram_total: int
+    ram_free: int
+    cpu_count: int
+
+    @property
+    def gpu_free(self) -> int:
+        return sum(g.free for g in self.gpus)
+
+    @property
+    def uses_gpu(self) -> bool:
+        return self.backend != "CPU" and bool(self.gpus)
+
+
+def system_memory() -> tuple[int, int]:
+    """(total, available) system RAM in bytes, on every platform."""
+    memory = psutil.virtual_memory()
+    return int(memory.total), int(memory.available)
+
+
+def _backend_of(device: Device) -> str:
+    name = device.name.lower()
+    for backend in ("CUDA", "Metal", "Vulkan", "ROCm", "SYCL"):
+        if name.startswith(backend.lower()):
+            return backend
+    return device.name or "GPU"
+
+
+def detect_hardware() -> Hardware:
+    total, available = system_memory()
+    cpus = os.cpu_count() or 1
+    if not gpu_offload():
+        return Hardware("CPU", (), total, available, cpus)
+    gpus = [d for d in devices() if d.kind in ("GPU", "iGPU")]
+    if not gpus:
+        return Hardware("CPU", (), total, available, cpus)
+    found = tuple(
+        GpuDevice(index, d.description or d.name, d.total_bytes, d.free_bytes)
+        for index, d in enumerate(gpus)
+    )
+    return Hardware(_backend_of(gpus[0]), found, total, available, cpus)
 
 
 def system_info() -> str:

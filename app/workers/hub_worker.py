@@ -21,8 +21,9 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 from app.models.catalog import Catalog, DraftCandidate, parse_family
 from app.models.compat import VocabInfo, first_mismatch
 from app.models.downloads import DownloadCancelled, Downloader, DownloadProgress, save_token
-from app.models.fit import Hardware, detect_hardware, quality_rank
+from app.models.fit import quality_rank
 from app.models.gguf_header import GGUFFormatError, ModelFacts, model_facts, vocab_info
+from app.models.hardware import Hardware, detect_hardware
 from app.models.hub import (
     HubError,
     ModelHit,
