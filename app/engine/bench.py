@@ -18,7 +18,7 @@ from pathlib import Path
 from app.engine.chat_template import Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
 from app.engine.engine import Engine
-from app.engine.events import RunSummary
+from app.engine.events import drain
 from app.engine.exactness import compare
 from app.engine.repacking import repacking_enabled
 from app.models.hardware import devices, llama_cpp_version, system_info
@@ -52,20 +52,11 @@ def load_prompts(path: Path) -> list[dict[str, str]]:
     return prompts
 
 
-def _drain(engine: Engine, request: GenerationRequest) -> RunSummary:
-    summary = None
-    for event in engine.generate(request):
-        if isinstance(event, RunSummary):
-            summary = event
-    assert summary is not None
-    return summary
-
-
 def _warm_up(engine: Engine, prompt: tuple[int, ...], settings: BenchSettings) -> None:
     """Touch every weight page (mmap) and every compute buffer once before timing."""
     short = GenerationRequest(prompt, max_tokens=8, sampler=settings.sampler, spec=settings.spec)
-    _drain(engine, replace(short, speculative=False))
-    _drain(engine, short)
+    drain(engine.generate(replace(short, speculative=False)))
+    drain(engine.generate(short))
 
 
 def bench_prompt(engine: Engine, item: dict[str, str], settings: BenchSettings) -> dict:
@@ -75,8 +66,8 @@ def bench_prompt(engine: Engine, item: dict[str, str], settings: BenchSettings) 
         prompt, max_tokens=settings.max_tokens, sampler=settings.sampler, spec=settings.spec,
         token_probs=settings.token_probs, ignore_eos=settings.ignore_eos,
     )
-    baseline = _drain(engine, replace(request, speculative=False))
-    speculative = _drain(engine, request)
+    baseline = drain(engine.generate(replace(request, speculative=False)))
+    speculative = drain(engine.generate(request))
     check = compare(prompt, speculative.token_ids, baseline.token_ids, engine)
     row = {
         "id": item["id"],

@@ -5,6 +5,7 @@ Every event is a frozen dataclass so it can cross a Qt signal boundary unchanged
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -138,6 +139,7 @@ class RunSummary:
     temperature: float = 0.0
     rule: str = ""  # acceptance rule of a speculative run
     guard_notes: tuple[str, ...] = ()  # what the collapse guard said, in words
+    p99_itl_ms: float = 0.0
 
     @property
     def tokens_per_pass(self) -> float:
@@ -160,3 +162,14 @@ class RunSummary:
 
 
 Event = PrefillEvent | TokenEvent | StepEvent | GuardEvent | TextTail | RunSummary
+
+
+def drain(events: Iterable[Event]) -> RunSummary:
+    """Run a ``generate()`` stream to its end and keep the ``RunSummary`` that closes it."""
+    summary = None
+    for event in events:
+        if isinstance(event, RunSummary):
+            summary = event
+    if summary is None:
+        raise RuntimeError("the engine ended a run without a summary")
+    return summary

@@ -99,6 +99,7 @@ class RunClock:
             target_passes_per_token=self.passes / self.tokens if self.tokens else 0.0,
             p50_itl_ms=float(np.percentile(gaps, 50)),
             p95_itl_ms=float(np.percentile(gaps, 95)),
+            p99_itl_ms=float(np.percentile(gaps, 99)),
             stop_reason=stop,
             decode_s=self.decode_s(),
             steps=self.steps,

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from app import __version__
-from app.engine.bench import BenchSettings, _warm_up, lineage
+from app.engine.bench import BenchSettings, _warm_up, lineage, peak_rss_bytes
 from app.engine.chat_template import Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig
 from app.engine.engine import Engine
-from app.engine.events import GuardEvent, RunSummary, TokenEvent
+from app.engine.events import RunSummary, drain
 from app.engine.exactness import compare
 from app.lab.configs import LabConfig
 from app.lab.plan import BASELINE, LabPlan
@@ -48,55 +48,26 @@ class Progress:
 ProgressCallback = Callable[[Progress], None]
 
 
-def peak_rss_mb() -> float | None:
-    """This process's peak resident memory (stdlib ``resource``; not on Windows)."""
-    try:
-        import resource
-    except ImportError:
-        return None
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
-
-
-def _percentile(values: np.ndarray, q: float) -> float:
-    return float(np.percentile(values, q)) if values.size else 0.0
-
-
 def measure(engine: Engine, request: GenerationRequest,
             cancel: CancelCheck) -> tuple[dict[str, Any], RunSummary]:
-    """Drain one request, timing every token as it arrives."""
-    stamps: list[float] = []
-    pauses = 0
-    summary = None
-    for event in engine.generate(request, cancel):
-        if isinstance(event, TokenEvent):
-            stamps.append(time.perf_counter())
-        elif isinstance(event, GuardEvent) and event.paused:
-            pauses += 1
-        elif isinstance(event, RunSummary):
-            summary = event
-    assert summary is not None
-    gaps = np.diff(np.asarray(stamps)) * 1000.0
+    """Drain one request; its figures as the engine defines them (one place for each)."""
+    summary = drain(engine.generate(request, cancel))
     tokens = summary.tokens
-    host_ms = max(summary.elapsed_s - summary.decode_s, 0.0) * 1000.0
     metrics = {
         "tokens": tokens,
         "tok_s": round(summary.tok_s, 4),
         "ttft_ms": round(summary.ttft_ms, 3),
         "acceptance": round(summary.acceptance_rate, 4),
-        "tokens_per_pass": (
-            round(1.0 / summary.target_passes_per_token, 4)
-            if summary.target_passes_per_token else 0.0
-        ),
-        "itl_p50_ms": round(_percentile(gaps, 50), 4),
-        "itl_p95_ms": round(_percentile(gaps, 95), 4),
-        "itl_p99_ms": round(_percentile(gaps, 99), 4),
-        "host_ms_per_token": round(host_ms / tokens, 4) if tokens else 0.0,
+        "tokens_per_pass": round(summary.tokens_per_pass, 4),
+        "itl_p50_ms": round(summary.p50_itl_ms, 4),
+        "itl_p95_ms": round(summary.p95_itl_ms, 4),
+        "itl_p99_ms": round(summary.p99_itl_ms, 4),
+        "host_ms_per_token": round(summary.host_ms_per_token, 4),
         "drafted": summary.drafted,
         "accepted": summary.accepted,
-        "guard_pauses": pauses,
+        "guard_pauses": summary.guard_pauses,
         "stop_reason": summary.stop_reason.value,
-        "peak_rss_mb": None if (rss := peak_rss_mb()) is None else round(rss, 1),
+        "peak_rss_mb": None if (rss := peak_rss_bytes()) is None else round(rss / 2**20, 1),
     }
     return metrics, summary
 
