@@ -10,6 +10,7 @@ from pathlib import Path
 
 from app import __version__
 from app.engine.config import (
+    KV_TYPES,
     AcceptRule,
     DraftSource,
     GenerationRequest,
@@ -32,7 +33,7 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
     parser.add_argument("--gpu-layers", type=int, default=-1, help="target layers on GPU (-1 all)")
     parser.add_argument("--draft-gpu-layers", type=int, default=-1)
-    parser.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0", "f32", "bf16"])
+    parser.add_argument("--kv-type", default="f16", choices=list(KV_TYPES))
     parser.add_argument("--flash-attn", default="auto", choices=["auto", "on", "off"])
     parser.add_argument("--repack", default="auto", choices=["auto", "on", "off"],
                         help="CPU weight repacking (auto: on unless it crashes this CPU)")

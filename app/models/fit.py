@@ -13,11 +13,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+from app.engine.config import KV_TYPES
 from app.models.gguf_header import ModelFacts
 from app.models.hardware import GpuDevice, Hardware
 
 MIB = 1 << 20
-KV_BYTES_PER_ELEMENT = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
+# bytes per cached element of each KV-cache type llama.cpp is offered (ggml's block sizes)
+KV_BYTES_PER_ELEMENT = {
+    name: GGML_QUANT_SIZES[GGMLQuantizationType[name.upper()]][1]
+    / GGML_QUANT_SIZES[GGMLQuantizationType[name.upper()]][0]
+    for name in KV_TYPES
+}
 N_UBATCH = 512
 MARGIN_FRACTION = 0.05
 MARGIN_FIXED = 300 * MIB  # backend context, scratch and fragmentation per process
