@@ -61,7 +61,8 @@ def llama_server(looping_models, tmp_path_factory) -> Iterator[str]:  # noqa: AN
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"llama-server did not start: {log.read_text(errors='replace')[-2000:]}")
+                tail = log.read_text(errors="replace")[-2000:]
+                pytest.fail(f"llama-server did not start: {tail}")
             time.sleep(0.25)
         yield url
     finally:
