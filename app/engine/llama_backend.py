@@ -194,6 +194,14 @@ class LlamaContext:
         self.tokens: list[int] = []
         self.decode_s = 0.0  # wall time spent inside llama_decode, for overhead accounting
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        # numpy views on the batch's arrays: a decode fills them with three vector writes
+        # instead of five ctypes writes per token; sequence ids never change (sequence 0)
+        self._batch_tokens = np.ctypeslib.as_array(self._batch.token, shape=(n_batch,))
+        self._batch_pos = np.ctypeslib.as_array(self._batch.pos, shape=(n_batch,))
+        self._batch_logits = np.ctypeslib.as_array(self._batch.logits, shape=(n_batch,))
+        np.ctypeslib.as_array(self._batch.n_seq_id, shape=(n_batch,))[:] = 1
+        for i in range(n_batch):
+            self._batch.seq_id[i][0] = 0
         self._n_vocab = model.n_vocab
         self._rows: np.ndarray | None = None  # output rows of the last decode
         self._n_outputs = 0
@@ -246,18 +254,15 @@ class LlamaContext:
             self._n_outputs = {"all": len(chunk), "last": 1}.get(logits, 0) if final_chunk else 0
 
     def _fill_batch(self, chunk: Sequence[int], logits: str) -> None:
-        batch = self._batch
+        n = len(chunk)
         n_past = self.n_past
-        last = len(chunk) - 1
-        want_all = logits == "all"
-        want_last = logits == "last"
-        for i, token in enumerate(chunk):
-            batch.token[i] = token
-            batch.pos[i] = n_past + i
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = 0
-            batch.logits[i] = want_all or (want_last and i == last)
-        batch.n_tokens = len(chunk)
+        self._batch_tokens[:n] = chunk
+        self._batch_pos[:n] = np.arange(n_past, n_past + n)
+        flags = self._batch_logits[:n]
+        flags[:] = 1 if logits == "all" else 0
+        if logits == "last":
+            flags[n - 1] = 1
+        self._batch.n_tokens = n
 
     def logits(self, i: int = -1) -> np.ndarray:
         """Logits of output row ``i`` (-1: the last). A view, valid until the next decode.
