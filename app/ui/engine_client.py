@@ -2,6 +2,8 @@
 
 Everything the window asks of the engine goes through here. Replies to requests that are no
 longer current (a Stop followed by a new prompt, a pair change while loading) are dropped.
+The engine itself runs in a child process that the worker drives; cancelling reaches that
+process directly through the worker's shared cancel event, never through the event queue.
 """
 
 from __future__ import annotations
@@ -76,7 +78,14 @@ class EngineClient(QObject):
         self._next_id += 1
         return self._next_id
 
+    @property
+    def engine_pid(self) -> int | None:
+        """The engine process, while one runs (for its memory figure)."""
+        return self._worker.engine_pid if self._thread is not None else None
+
     def load(self, request: LoadPair) -> int:
+        if self._loading:  # a newer pair supersedes the one still loading
+            self._worker.cancel_running()
         self._load_id = self._take_id()
         self._loading = True
         self._request_load.emit(self._load_id, request)
@@ -90,9 +99,15 @@ class EngineClient(QObject):
         return self._job_id
 
     def cancel(self) -> None:
-        """Ask the running answer to stop; the engine checks between speculative steps."""
+        """Ask the running answer to stop: between speculative steps, or inside a prefill."""
         if self._job is not None:
             self._job.cancel.set()
+            self._worker.cancel_running()
+
+    def cancel_load(self) -> None:
+        """Stop loading the pair (llama.cpp's progress callback asks to abort)."""
+        if self._loading:
+            self._worker.cancel_running()
 
     def shutdown(self, timeout_ms: int = 60_000) -> bool:
         """Cancel, let the worker close the engine, and wait for its thread to end."""
