@@ -85,7 +85,7 @@ class EngineClient(QObject):
 
     def load(self, request: LoadPair) -> int:
         if self._loading:  # a newer pair supersedes the one still loading
-            self._worker.cancel_running()
+            self._worker.cancel_running(self._load_id)
         self._load_id = self._take_id()
         self._loading = True
         self._request_load.emit(self._load_id, request)
@@ -107,7 +107,7 @@ class EngineClient(QObject):
     def cancel_load(self) -> None:
         """Stop loading the pair (llama.cpp's progress callback asks to abort)."""
         if self._loading:
-            self._worker.cancel_running()
+            self._worker.cancel_running(self._load_id)
 
     def shutdown(self, timeout_ms: int = 60_000) -> bool:
         """Cancel, let the worker close the engine, and wait for its thread to end."""

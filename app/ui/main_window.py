@@ -483,9 +483,10 @@ class MainWindow(QMainWindow):
             self.status["speed"].setText(speed)
             self.status["acceptance"].setText(f"acceptance {spec.acceptance_rate:.0%}")
         if done.cancelled:
-            self.statusBar().showMessage("Stopped.", 4000)
+            lost = self._engine_lost
+            self.statusBar().showMessage("The engine crashed." if lost else "Stopped.", 4000)
             if not self._verdict:
-                self.chat.verdict.setText("stopped — no verdict")
+                self.chat.verdict.setText(f"{'engine crashed' if lost else 'stopped'} — no verdict")
         self._update_resources()
         self.answer_finished.emit(done)
 

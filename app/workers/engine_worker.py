@@ -198,11 +198,17 @@ class EngineWorker(QObject):
         super().__init__()
         self._host: EngineHost | None = None  # created in the worker thread on first load
         self._cancel = multiprocessing.get_context("spawn").Event()  # shared with each child
+        self._cancelled_loads: set[int] = set()
 
     # --- cancelling (any thread) -----------------------------------------------------------
 
-    def cancel_running(self) -> None:
-        """Stop the current load, prefill or answer; safe to call from the UI thread."""
+    def cancel_running(self, request_id: int | None = None) -> None:
+        """Stop the current load, prefill or answer; safe to call from the UI thread.
+
+        With ``request_id`` the cancel also holds for a load that has not started yet.
+        """
+        if request_id is not None:
+            self._cancelled_loads.add(request_id)
         self._cancel.set()
 
     @property
@@ -254,6 +260,8 @@ class EngineWorker(QObject):
         from dataclasses import replace
 
         self._cancel.clear()
+        if request_id in self._cancelled_loads:  # cancelled while it waited in the queue
+            self._cancel.set()
         target, draft = request.target, request.draft
         if request.demo:
             from app.core.modelcache import demo_pair

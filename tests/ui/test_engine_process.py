@@ -127,3 +127,25 @@ def test_hung_chat_template_is_reported_and_falls_back_to_plain(
     assert not done.cancelled and done.speculative.tokens > 0  # answered in the plain format
     # the next message goes straight through with the plain format, no new warning
     assert ask(window, qtbot, "and again").speculative.tokens > 0
+
+
+def test_loading_shows_a_percentage_and_can_be_cancelled(make_window, qtbot, tiny_pair) -> None:
+    window = make_window(SHORT)
+    progress: list[float] = []
+    window.client.busy.connect(
+        lambda busy: progress.append(busy.progress) if busy.progress is not None else None
+    )
+    load(window, qtbot, *tiny_pair)
+    assert progress[0] == 0.0 and progress[-1] == 1.0
+    assert any(0.0 < p < 1.0 for p in progress)  # llama.cpp's own progress, not a spinner
+    assert progress == sorted(progress)
+
+    with qtbot.waitSignal(window.failed, timeout=30_000) as blocker:
+        window.load_pair(str(tiny_pair[0]), str(tiny_pair[1]), DraftSource.MODEL)
+        window._set_loading("Loading…", 0.0)  # what the first progress message shows
+        assert window.cancel_load_button.isVisible()
+        assert window.pair_bar.busy.maximum() == 100 and window.pair_bar.busy.isTextVisible()
+        qtbot.mouseClick(window.cancel_load_button, Qt.MouseButton.LeftButton)
+    assert "was cancelled" in blocker.args[0].message
+    assert window.pair_bar.busy.isHidden() and not window.cancel_load_button.isVisible()
+    load(window, qtbot, *tiny_pair)  # a later load is not cancelled by the old request
