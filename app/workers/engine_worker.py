@@ -18,6 +18,7 @@ finished, on the same loaded weights, so each run's tokens/sec comes from its ow
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 import time
 import traceback
@@ -49,6 +50,7 @@ TIMING_RULE = (
     "Runs one after the other: the baseline starts when the speculative answer is done, "
     "so each tok/s comes from its own compute."
 )
+CRASH_DRILL_VAR = "SPECDECK_CRASH_DRILL_TOKENS"
 BATCH_SECONDS = 0.015  # events are handed to the UI thread at most ~65 times a second
 
 # --- requests (UI -> worker) ---------------------------------------------------------------
@@ -199,6 +201,10 @@ class EngineWorker(QObject):
         self._host: EngineHost | None = None  # created in the worker thread on first load
         self._cancel = multiprocessing.get_context("spawn").Event()  # shared with each child
         self._cancelled_loads: set[int] = set()
+        # Crash drill for the frozen bundle's smoke test: SIGKILL the engine process after
+        # this many streamed tokens, so the window's survival is checked end to end.
+        drill = os.environ.get(CRASH_DRILL_VAR, "")
+        self._drill_tokens = int(drill) if drill.isdigit() else 0
 
     # --- cancelling (any thread) -----------------------------------------------------------
 
@@ -394,6 +400,9 @@ class EngineWorker(QObject):
                     tokens += 1
             now = time.perf_counter()
             self.batch.emit(EventBatch(request_id, run, events, now - began, tokens))
+            if self._drill_tokens and tokens >= self._drill_tokens:
+                self._drill_tokens = 0
+                host.kill()
         if summary is None:  # generate() always ends with a summary; be defensive anyway
             raise RuntimeError("the engine ended a run without a summary")
         return summary
