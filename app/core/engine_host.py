@@ -15,6 +15,7 @@ stage and how it died, in words. A chat template that renders for longer than
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import multiprocessing
 import os
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import time
 import traceback
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
@@ -247,6 +249,17 @@ def _rebuild(reply: FailedReply) -> BaseException:
 
 # --- the parent side ------------------------------------------------------------------------
 
+_live_hosts: weakref.WeakSet[EngineHost] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_forgotten_hosts() -> None:
+    # Registered after multiprocessing's own exit hook, so it runs first: that hook joins
+    # every non-daemonic child, and an engine process waiting for requests never ends.
+    for host in list(_live_hosts):
+        host.close(timeout_s=2.0)
+
+
 
 class EngineHost:
     """Parent-side handle on one engine process. Not thread-safe, except ``cancel()``."""
@@ -287,6 +300,7 @@ class EngineHost:
         process.start()
         child_end.close()  # so that the child's death reads as end-of-file here
         self._process, self._conn = process, parent_end
+        _live_hosts.add(self)
         self._stage, self._model = "idle", ""
 
     def close(self, timeout_s: float = CLOSE_SECONDS) -> None:

@@ -334,6 +334,8 @@ class EngineWorker(QObject):
             self.busy.emit(Busy(request_id, "Restarting the engine with a plain chat format…"))
             host.reset_cancel()
             host.reload_plain()
+            if job.cancel.is_set():
+                host.cancel()
             self.busy.emit(Busy(request_id, "", None))
         self.error.emit(
             WorkerError(
