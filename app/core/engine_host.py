@@ -156,7 +156,7 @@ class EngineCrashed(SpecDeckError):
         said = f" llama.cpp said: \"{_last_line(log)}\"." if _last_line(log) else ""
         hint = (" The file is damaged or not supported by this llama.cpp build."
                 if stage == "loading" else "")
-        super().__init__(f"llama.cpp crashed the engine process while {_stage_words(stage)} "
+        super().__init__(f"the engine process (llama.cpp) died while {_stage_words(stage)} "
                          f"{model}: {how}.{said}{hint}")
 
 
@@ -178,6 +178,8 @@ def _stage_words(stage: str) -> str:
         "generating": "generating with",
         "comparing": "checking exactness with",
         "rendering the chat template": "rendering the chat template of",
+        "idle": "idle, holding",
+        "benchmarking": "benchmarking",
     }.get(stage, f"{stage} with")
 
 
@@ -260,7 +262,6 @@ def _close_forgotten_hosts() -> None:
         host.close(timeout_s=2.0)
 
 
-
 class EngineHost:
     """Parent-side handle on one engine process. Not thread-safe, except ``cancel()``."""
 
@@ -284,7 +285,11 @@ class EngineHost:
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
+        process = self._process  # read once: the worker thread may discard it meanwhile
+        try:
+            return process.pid if process is not None else None
+        except ValueError:  # closed in between
+            return None
 
     def start(self) -> None:
         if self.alive:
@@ -366,6 +371,7 @@ class EngineHost:
             info = self._finish(reply)
             assert isinstance(info, PairInfo)
             self.info, self._loaded = info, request
+            self._stage = "idle"
             return info
 
     def reload_plain(self) -> PairInfo:
@@ -373,6 +379,7 @@ class EngineHost:
         if self._loaded is None:
             raise EngineNotRunning("no pair was loaded")
         self.close(timeout_s=2.0)
+        self.reset_cancel()  # close() cancels whatever ran; the reload must not be
         return self.load(replace(self._loaded, plain_chat=True))
 
     def use_plain_chat(self) -> None:
@@ -483,8 +490,10 @@ class EngineHost:
             self._stage = previous
 
     def _send(self, request: Request) -> int:
-        if self._conn is None or not self.alive:
+        if self._conn is None or self._process is None:
             raise EngineNotRunning("the engine process is not running: load the pair again")
+        if not self._process.is_alive():  # died while it waited for this request
+            self._crashed()
         self._seq += 1
         try:
             self._conn.send((self._seq, request))

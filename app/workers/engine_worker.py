@@ -172,9 +172,11 @@ def describe_crash(crash: EngineCrashed) -> tuple[str, str]:
             "or not supported by this llama.cpp build; choose another one with Change pair…"
             + (f" llama.cpp said: {_said(crash)}" if _said(crash) else "")
         )
-    stage = {"prefill": "reading the prompt", "generating": "generating the answer"}.get(
-        crash.stage, crash.stage
-    )
+    stage = {
+        "prefill": "reading the prompt",
+        "generating": "generating the answer",
+        "idle": "idle",
+    }.get(crash.stage, crash.stage)
     return "The engine crashed", (
         f"The engine process died while {stage} with {crash.model}: {crash.how}. "
         "The window, the conversation and your typed text are kept; click Reload pair "
@@ -349,7 +351,7 @@ class EngineWorker(QObject):
 
     def _run(self, request_id: int, job: ChatJob) -> None:
         host = self._host
-        if host is None or not host.alive:
+        if host is None:  # a dead engine process is reported as a crash by the host
             raise SpecDeckError(
                 "No model pair is loaded. Choose one with Change pair… or try the Demo pair."
             )

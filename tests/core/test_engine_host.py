@@ -170,6 +170,13 @@ def test_killed_child_raises_engine_crashed_with_stage(host, tiny_pair) -> None:
     assert not host.alive
     host.load(LoadRequest(_spec(tiny_pair[0]), _spec(tiny_pair[1])))  # a fresh child
     assert host.alive
+    host.kill()  # dies while idle: the next request says so, in words
+    deadline = time.monotonic() + 10
+    while host.alive and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(EngineCrashed) as idle:
+        host.tokenize_chat([{"role": "user", "content": "hello"}])
+    assert idle.value.stage == "idle" and idle.value.how == "killed (out of memory?)"
 
 
 def test_gguf_that_aborts_llama_cpp_is_reported_not_fatal(host, tmp_path) -> None:
@@ -179,7 +186,8 @@ def test_gguf_that_aborts_llama_cpp_is_reported_not_fatal(host, tmp_path) -> Non
     assert crash.value.stage == "loading" and crash.value.model == "bert-vocab.gguf"
     if os.name != "nt":
         assert crash.value.how == "SIGABRT (llama.cpp assertion)"
-    assert "bert-vocab.gguf" in str(crash.value) and "crashed" in str(crash.value)
+    assert "bert-vocab.gguf" in str(crash.value) and "died" in str(crash.value)
+    assert "not supported by this llama.cpp build" in str(crash.value)
 
 
 @pytest.mark.parametrize("command", ["generate", "bench"])
@@ -196,6 +204,6 @@ def test_cli_reports_a_crashing_gguf_as_an_error_naming_it(command, tmp_path) ->
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
     assert done.returncode == 2, done.stderr
-    said = "error: llama.cpp crashed the engine process while loading bert-vocab.gguf"
+    said = "error: the engine process (llama.cpp) died while loading bert-vocab.gguf"
     assert said in done.stderr
     assert "Segmentation fault" not in done.stderr and "core dumped" not in done.stderr
