@@ -4,9 +4,10 @@ llama.cpp aborts the whole process on some inputs (``GGML_ASSERT``, segfaults, t
 killer). ``EngineHost`` runs the ``Engine`` in a child started with the "spawn" method (the
 only safe one on macOS and Windows and in the frozen bundle) and talks to it over a pipe
 with the typed requests below. Events come back in batches of about ``BATCH_SECONDS``, so
-the boundary costs a few microseconds per token. Cancelling is a shared ``multiprocessing``
-event: ``generate()`` polls it between speculative steps, and llama.cpp's abort callback
-polls it inside long prefills; model loads poll it through the progress callback.
+the boundary costs a few microseconds per token. Cancelling is a lock-free shared flag
+(``CancelFlag``): ``generate()`` polls it between speculative steps, llama.cpp's abort
+callback polls it inside long prefills, and model loads poll it through the progress
+callback.
 
 When the child dies the parent raises ``EngineCrashed``, which says which model, at which
 stage and how it died, in words. A chat template that renders for longer than
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import multiprocessing
 import os
 import pickle
@@ -251,6 +253,29 @@ def _rebuild(reply: FailedReply) -> BaseException:
 
 # --- the parent side ------------------------------------------------------------------------
 
+
+class CancelFlag:
+    """A cancel flag in shared memory, without a lock.
+
+    ``multiprocessing.Event`` guards its flag with a semaphore: a child killed while it
+    polls the event (thousands of times a second) dies holding that semaphore, and the
+    parent's next ``set()`` blocks forever. One byte that only the parent writes cannot be
+    left locked by a dead child.
+    """
+
+    def __init__(self) -> None:
+        self._byte = multiprocessing.get_context("spawn").RawValue(ctypes.c_byte, 0)
+
+    def set(self) -> None:
+        self._byte.value = 1
+
+    def clear(self) -> None:
+        self._byte.value = 0
+
+    def is_set(self) -> bool:
+        return bool(self._byte.value)
+
+
 _live_hosts: weakref.WeakSet[EngineHost] = weakref.WeakSet()
 
 
@@ -265,9 +290,9 @@ def _close_forgotten_hosts() -> None:
 class EngineHost:
     """Parent-side handle on one engine process. Not thread-safe, except ``cancel()``."""
 
-    def __init__(self, cancel: Any = None) -> None:
+    def __init__(self, cancel: CancelFlag | None = None) -> None:
         self._context = multiprocessing.get_context("spawn")
-        self._cancel = cancel if cancel is not None else self._context.Event()
+        self._cancel = cancel if cancel is not None else CancelFlag()
         self._process: Any = None
         self._conn: Connection | None = None
         self._log_path: Path | None = None

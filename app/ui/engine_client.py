@@ -8,7 +8,7 @@ process directly through the worker's shared cancel event, never through the eve
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, QThread, Signal
+from PySide6.QtCore import QObject, QThread, QTimer, Signal
 
 from app.workers.engine_worker import (
     Busy,
@@ -21,6 +21,8 @@ from app.workers.engine_worker import (
     Verdict,
     WorkerError,
 )
+
+STOP_GRACE_MS = 10_000  # a Stop the engine process ignores this long ends the process
 
 
 class EngineClient(QObject):
@@ -56,6 +58,10 @@ class EngineClient(QObject):
         self._worker.verdict.connect(self._on_verdict)
         self._worker.done.connect(self._on_done)
         self._worker.error.connect(self._on_error)
+        self._stop_watchdog = QTimer(self)
+        self._stop_watchdog.setSingleShot(True)
+        self._stop_watchdog.setInterval(STOP_GRACE_MS)
+        self._stop_watchdog.timeout.connect(self._stop_ignored)
         self._thread.start()
 
     # --- state ---------------------------------------------------------------------------
@@ -103,6 +109,15 @@ class EngineClient(QObject):
         if self._job is not None:
             self._job.cancel.set()
             self._worker.cancel_running()
+            if not self._stop_watchdog.isActive():
+                self._stop_watchdog.start()
+
+    def _stop_ignored(self) -> None:
+        """Stop did not reach the engine (stuck in native code): end its process."""
+        if self._job is not None:
+            self._worker.kill_engine(
+                f"did not respond to Stop within {STOP_GRACE_MS // 1000} s, so SpecDeck ended it"
+            )
 
     def cancel_load(self) -> None:
         """Stop loading the pair (llama.cpp's progress callback asks to abort)."""
@@ -114,10 +129,15 @@ class EngineClient(QObject):
         if self._thread is None:
             return True
         self.cancel()
+        self._stop_watchdog.stop()
         self._job = None
         self._job_id = self._load_id = -1
         self._request_shutdown.emit()
-        finished = self._thread.wait(timeout_ms)
+        grace = min(timeout_ms, STOP_GRACE_MS)
+        finished = self._thread.wait(grace)
+        if not finished:  # the engine is stuck in native code: end it, then the thread ends
+            self._worker.kill_engine("did not stop when the window closed")
+            finished = self._thread.wait(max(timeout_ms - grace, 5_000))
         if finished:
             self._thread = None
         return finished
@@ -144,6 +164,7 @@ class EngineClient(QObject):
     def _on_done(self, message: JobDone) -> None:
         if message.request_id == self._job_id:
             self._job = None
+            self._stop_watchdog.stop()
             self.done.emit(message)
 
     def _on_error(self, message: WorkerError) -> None:

@@ -17,7 +17,6 @@ finished, on the same loaded weights, so each run's tokens/sec comes from its ow
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import threading
 import time
@@ -31,6 +30,7 @@ from app.core.chat import ChatTemplateError
 from app.core.compat import IncompatiblePairError
 from app.core.config import DraftSource, ModelSpec
 from app.core.engine_host import (
+    CancelFlag,
     ChatTemplateHung,
     EngineCrashed,
     EngineHost,
@@ -201,8 +201,9 @@ class EngineWorker(QObject):
     def __init__(self) -> None:
         super().__init__()
         self._host: EngineHost | None = None  # created in the worker thread on first load
-        self._cancel = multiprocessing.get_context("spawn").Event()  # shared with each child
+        self._cancel = CancelFlag()  # shared with each engine process
         self._cancelled_loads: set[int] = set()
+        self._kill_reason = ""  # why SpecDeck itself ended the engine process
         # Crash drill for the frozen bundle's smoke test: SIGKILL the engine process after
         # this many streamed tokens, so the window's survival is checked end to end.
         drill = os.environ.get(CRASH_DRILL_VAR, "")
@@ -218,6 +219,13 @@ class EngineWorker(QObject):
         if request_id is not None:
             self._cancelled_loads.add(request_id)
         self._cancel.set()
+
+    def kill_engine(self, reason: str) -> None:
+        """End the engine process at once (any thread); the crash is reported with ``reason``."""
+        self._kill_reason = reason
+        host = self._host
+        if host is not None:
+            host.kill()
 
     @property
     def engine_pid(self) -> int | None:
@@ -253,6 +261,12 @@ class EngineWorker(QObject):
 
     def _report(self, request_id: int, error: BaseException) -> None:
         title, message = describe_error(error)
+        if isinstance(error, EngineCrashed) and self._kill_reason:
+            title, message = "The engine was stopped", (
+                f"The engine process {self._kill_reason}. The window, the conversation and "
+                "your typed text are kept; click Reload pair to start the engine again."
+            )
+            self._kill_reason = ""
         detail = traceback.format_exc()
         if isinstance(error, EngineCrashed) and error.log:
             detail += "\n--- engine process stderr (last lines) ---\n" + error.log

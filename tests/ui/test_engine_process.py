@@ -149,3 +149,24 @@ def test_loading_shows_a_percentage_and_can_be_cancelled(make_window, qtbot, tin
     assert "was cancelled" in blocker.args[0].message
     assert window.pair_bar.busy.isHidden() and not window.cancel_load_button.isVisible()
     load(window, qtbot, *tiny_pair)  # a later load is not cancelled by the old request
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGSTOP is POSIX")
+def test_a_stop_the_engine_ignores_ends_the_engine_process(make_window, qtbot, tiny_pair) -> None:
+    window = make_window(LONG)
+    load(window, qtbot, *tiny_pair)
+    window.client._stop_watchdog.setInterval(500)  # the real grace is 10 s
+    engine_pid = window.client.engine_pid
+    window.chat.input.setPlainText("hello the model")
+    window.chat.input.submit()
+    qtbot.waitUntil(lambda: window.charts.samples > 0, timeout=30_000)
+    os.kill(engine_pid, signal.SIGSTOP)  # stuck as if inside a native call: Stop cannot reach it
+    with (
+        qtbot.waitSignal(window.answer_finished, timeout=30_000),
+        qtbot.waitSignal(window.failed, timeout=30_000) as failed,
+    ):
+        qtbot.mouseClick(window.chat.send, Qt.MouseButton.LeftButton)  # Stop
+    error = failed.args[0]
+    assert error.title == "The engine was stopped" and error.can_reload
+    assert "did not respond to Stop" in error.message
+    assert window.chat.send.text() == "Send" and window.reload_button.isVisible()
