@@ -207,3 +207,19 @@ def test_cli_reports_a_crashing_gguf_as_an_error_naming_it(command, tmp_path) ->
     said = "error: the engine process (llama.cpp) died while loading bert-vocab.gguf"
     assert said in done.stderr
     assert "Segmentation fault" not in done.stderr and "core dumped" not in done.stderr
+
+
+def test_the_pipe_costs_well_under_the_per_token_budget(tiny_pair) -> None:
+    from app.core.engine import Engine
+    from app.ui.latency_probe import measure_pipe_cost
+
+    engine = Engine(_spec(tiny_pair[0], 2048), _spec(tiny_pair[1], 2048))
+    try:
+        prompt = engine.tokenize_chat([Message("user", "hello the model")])
+        events = list(engine.generate(GenerationRequest(prompt, max_tokens=1000,
+                                                        ignore_eos=True)))[:-1]
+    finally:
+        engine.close()
+    cost = measure_pipe_cost(events, rounds=3)
+    # budget: 0.05 ms per token for the whole boundary (measured ~0.007 + ~0.002 here)
+    assert cost["pipe_child_ms_per_token"] + cost["pipe_parent_cpu_ms_per_token"] < 0.05, cost
