@@ -297,7 +297,6 @@ class EngineWorker(QObject):
         for spec in (target, draft):
             if spec is not None and not Path(spec.path).is_file():
                 raise FileNotFoundError(f"no model file at {spec.path}")
-        self._close_engine()
         began = time.perf_counter()
         self.busy.emit(Busy(request_id, f"Loading {Path(target.path).name}…", 0.0))
         use_draft = draft if request.draft_source is DraftSource.MODEL else None
@@ -313,8 +312,10 @@ class EngineWorker(QObject):
                 text = f"Loading {Path(path).name}… {percent}%"
                 self.busy.emit(Busy(request_id, text, percent / 100.0))
 
-        host = EngineHost(self._cancel)
-        self._host = host
+        host = self._host
+        if host is None or not host.alive:  # else the running process swaps its pair
+            self._close_engine()
+            host = self._host = EngineHost(self._cancel)
         try:
             info = host.load(
                 LoadRequest(target, use_draft, request.draft_source), on_progress=progress

@@ -136,6 +136,7 @@ def test_loading_shows_a_percentage_and_can_be_cancelled(make_window, qtbot, tin
         lambda busy: progress.append(busy.progress) if busy.progress is not None else None
     )
     load(window, qtbot, *tiny_pair)
+    engine_pid = window.client.engine_pid
     assert progress[0] == 0.0 and progress[-1] == 1.0
     assert any(0.0 < p < 1.0 for p in progress)  # llama.cpp's own progress, not a spinner
     assert progress == sorted(progress)
@@ -149,6 +150,7 @@ def test_loading_shows_a_percentage_and_can_be_cancelled(make_window, qtbot, tin
     assert "was cancelled" in blocker.args[0].message
     assert window.pair_bar.busy.isHidden() and not window.cancel_load_button.isVisible()
     load(window, qtbot, *tiny_pair)  # a later load is not cancelled by the old request
+    assert window.client.engine_pid == engine_pid  # the same process swapped its pair
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGSTOP is POSIX")
