@@ -631,7 +631,9 @@ class _ChildSession:
             return self.bench(seq, request)
         engine = self.engine
         if engine is None:
-            raise SpecDeckError("no model pair is loaded in the engine process")
+            raise SpecDeckError(
+                "No model pair is loaded. Choose one with Change pair… or try the Demo pair."
+            )
         if isinstance(request, ChatPromptRequest):
             from app.core.chat import ChatTemplateError, Message
 

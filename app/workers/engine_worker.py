@@ -321,7 +321,8 @@ class EngineWorker(QObject):
                 LoadRequest(target, use_draft, request.draft_source), on_progress=progress
             )
         except BaseException:
-            self._close_engine()
+            if not host.alive:  # a healthy process (a cancelled or refused load) is kept
+                self._close_engine()
             raise
         self._emit_loaded(request_id, info, time.perf_counter() - began)
 
