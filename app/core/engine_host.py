@@ -18,263 +18,58 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import multiprocessing
 import os
-import pickle
-import signal
-import sys
 import tempfile
 import time
-import traceback
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
 from app.core.config import DraftSource, GenerationRequest, ModelSpec
-from app.core.errors import GenerationCancelled, SpecDeckError
+from app.core.engine_child import child_main
+from app.core.engine_protocol import (
+    CLOSE_SECONDS,
+    LOG_TAIL_BYTES,
+    TEMPLATE_SECONDS,
+    BenchRequest,
+    CancelFlag,
+    ChatPromptRequest,
+    ChatTemplateHung,
+    CloseRequest,
+    CompareRequest,
+    DoneReply,
+    EngineCrashed,
+    EngineNotRunning,
+    EventsReply,
+    FailedReply,
+    GenerateRequest,
+    LoadProgress,
+    LoadRequest,
+    PairInfo,
+    PlainChatRequest,
+    Request,
+    RowReply,
+    describe_exit,
+    rebuild_error,
+)
+from app.core.errors import SpecDeckError
 from app.core.events import Event, PrefillEvent, RunSummary, TokenEvent
 
-BATCH_SECONDS = 0.015  # events cross the pipe at most ~65 times a second
-TEMPLATE_SECONDS = 5.0  # a chat template that renders longer than this is broken
-CLOSE_SECONDS = 10.0
-LOG_TAIL_BYTES = 4096
-PROGRESS_STEP = 0.01  # send load progress when it moved by 1 %
-
-# --- requests (parent -> child) -----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LoadRequest:
-    target: ModelSpec
-    draft: ModelSpec | None
-    draft_source: DraftSource = DraftSource.MODEL
-    plain_chat: bool = False  # ignore the model's chat template
-
-
-@dataclass(frozen=True)
-class ChatPromptRequest:
-    messages: tuple[tuple[str, str], ...]  # (role, content)
-
-
-@dataclass(frozen=True)
-class PlainChatRequest:
-    """Use the plain chat format from now on (the model's template is broken)."""
-
-
-@dataclass(frozen=True)
-class GenerateRequest:
-    request: GenerationRequest
-    stream: bool = True  # False: only the RunSummary comes back (benchmarks)
-
-
-@dataclass(frozen=True)
-class CompareRequest:
-    prompt: tuple[int, ...]
-    speculative: tuple[int, ...]
-    baseline: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class BenchRequest:
-    """``app.core.bench.run_bench`` in the engine process: its own Engine, its own timings."""
-
-    target: ModelSpec
-    draft: ModelSpec | None
-    prompts: tuple[dict[str, str], ...]
-    settings: Any  # app.core.bench.BenchSettings (imported lazily: it loads llama.cpp)
-    source: DraftSource
-
-
-@dataclass(frozen=True)
-class CloseRequest:
-    pass
-
-
-Request = (
-    LoadRequest | ChatPromptRequest | PlainChatRequest | GenerateRequest | CompareRequest
-    | BenchRequest | CloseRequest
-)
-
-# --- replies (child -> parent) ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PairInfo:
-    target_path: str
-    draft_path: str | None
-    draft_source: DraftSource
-    device: str
-    weights_bytes: int
-    n_ctx: int
-    repacking: str
-    plain_chat: bool
-
-
-@dataclass(frozen=True)
-class LoadProgress:
-    path: str
-    fraction: float  # 0..1 of this file
-
-
-@dataclass(frozen=True)
-class RowReply:
-    row: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class EventsReply:
-    events: tuple[Event, ...]
-
-
-@dataclass(frozen=True)
-class DoneReply:
-    value: Any
-
-
-@dataclass(frozen=True)
-class FailedReply:
-    kind: str
-    message: str
-    detail: str  # the child's traceback
-    payload: bytes | None  # (class, message, attributes) pickled, when that round-trips
-
-
-# --- errors the parent raises ---------------------------------------------------------------
-
-
-class EngineCrashed(SpecDeckError):
-    """The engine process died: a llama.cpp abort, a segfault, the OOM killer."""
-
-    def __init__(self, stage: str, model: str, how: str, exit_code: int | None, log: str) -> None:
-        self.stage = stage  # "loading", "prefill", "generating", "rendering the chat template"…
-        self.model = model  # file name(s)
-        self.how = how  # the signal or exit code, in words
-        self.exit_code = exit_code
-        self.log = log  # the last lines the child wrote to stderr
-        said = f" llama.cpp said: \"{_last_line(log)}\"." if _last_line(log) else ""
-        hint = (" The file is damaged or not supported by this llama.cpp build."
-                if stage == "loading" else "")
-        super().__init__(f"the engine process (llama.cpp) died while {_stage_words(stage)} "
-                         f"{model}: {how}.{said}{hint}")
-
-
-class ChatTemplateHung(SpecDeckError):
-    def __init__(self, model: str, seconds: float) -> None:
-        self.model = model
-        super().__init__(f"broken chat template in {model}: rendering did not finish within "
-                         f"{seconds:.0f} s")
-
-
-class EngineNotRunning(SpecDeckError):
-    pass
-
-
-def _stage_words(stage: str) -> str:
-    return {
-        "loading": "loading",
-        "prefill": "reading the prompt (prefill) with",
-        "generating": "generating with",
-        "comparing": "checking exactness with",
-        "rendering the chat template": "rendering the chat template of",
-        "idle": "idle, holding",
-        "benchmarking": "benchmarking",
-    }.get(stage, f"{stage} with")
-
-
-def _last_line(log: str) -> str:
-    """llama.cpp's last words before the crash (faulthandler's Python stack that follows
-    them is left out; source paths are shortened to the file name)."""
-    native = log.split("Fatal Python error", 1)[0]
-    lines = [line.strip() for line in native.splitlines() if line.strip()]
-    if not lines:
-        return ""
-    line = lines[-1]
-    for candidate in reversed(lines):
-        if "GGML_ASSERT" in candidate or "error" in candidate.lower():
-            line = candidate
-            break
-    head, sep, tail = line.partition(": ")
-    if sep and ("/" in head or "\\" in head):
-        line = f"{head.replace(chr(92), '/').rsplit('/', 1)[-1]}: {tail}"
-    return line[:300]
-
-
-_SIGNAL_WORDS = {
-    "SIGSEGV": "SIGSEGV (segmentation fault)",
-    "SIGABRT": "SIGABRT (llama.cpp assertion)",
-    "SIGKILL": "killed (out of memory?)",
-    "SIGBUS": "SIGBUS (bus error: the model file changed or could not be read)",
-    "SIGILL": "SIGILL (illegal instruction: the CPU lacks a feature this llama.cpp build uses)",
-    "SIGFPE": "SIGFPE (arithmetic fault)",
-    "SIGTERM": "terminated (SIGTERM)",
-}
-_WINDOWS_CODES = {
-    0xC0000005: "access violation (segmentation fault)",
-    0xC0000409: "fail-fast abort (llama.cpp assertion)",
-    0xC00000FD: "stack overflow",
-    0xC000001D: "illegal instruction (the CPU lacks a feature this llama.cpp build uses)",
-    3: "abort (llama.cpp assertion)",
-}
-
-
-def describe_exit(code: int | None) -> str:
-    """How a child ended, in words: the signal or the exit code."""
-    if code is None:
-        return "ended without an exit code"
-    number = -code if code < 0 else code - 128 if 128 < code < 160 and os.name != "nt" else 0
-    if number:
-        try:
-            name = signal.Signals(number).name
-        except ValueError:
-            return f"signal {number}"
-        return _SIGNAL_WORDS.get(name, f"{name} (signal {number})")
-    if (code & 0xFFFFFFFF) in _WINDOWS_CODES and os.name == "nt":
-        return _WINDOWS_CODES[code & 0xFFFFFFFF]
-    return f"exit code {code}"
-
-
-def _rebuild(reply: FailedReply) -> BaseException:
-    """The child's exception as the same class in the parent, or a SpecDeckError saying it."""
-    if reply.payload is not None:
-        try:
-            cls, message, attributes = pickle.loads(reply.payload)  # noqa: S301 - our own child
-            error = cls.__new__(cls)
-            Exception.__init__(error, message)
-            error.__dict__.update(attributes)
-            return error
-        except Exception:  # noqa: BLE001 - fall through to the plain message
-            pass
-    return SpecDeckError(f"{reply.kind}: {reply.message}")
-
-
-# --- the parent side ------------------------------------------------------------------------
-
-
-class CancelFlag:
-    """A cancel flag in shared memory, without a lock.
-
-    ``multiprocessing.Event`` guards its flag with a semaphore: a child killed while it
-    polls the event (thousands of times a second) dies holding that semaphore, and the
-    parent's next ``set()`` blocks forever. One byte that only the parent writes cannot be
-    left locked by a dead child.
-    """
-
-    def __init__(self) -> None:
-        self._byte = multiprocessing.get_context("spawn").RawValue(ctypes.c_byte, 0)
-
-    def set(self) -> None:
-        self._byte.value = 1
-
-    def clear(self) -> None:
-        self._byte.value = 0
-
-    def is_set(self) -> bool:
-        return bool(self._byte.value)
-
+__all__ = [
+    "CancelFlag",
+    "ChatTemplateHung",
+    "EngineCrashed",
+    "EngineHost",
+    "EngineNotRunning",
+    "LoadRequest",
+    "PairInfo",
+    "describe_exit",
+    "run_bench_in_child",
+]
 
 _live_hosts: weakref.WeakSet[EngineHost] = weakref.WeakSet()
 
@@ -530,7 +325,7 @@ class EngineHost:
         if isinstance(reply, DoneReply):
             return reply.value
         if isinstance(reply, FailedReply):
-            raise _rebuild(reply)
+            raise rebuild_error(reply)
         raise SpecDeckError(f"the engine process sent an unexpected {type(reply).__name__}")
 
     def _receive(self, seq: int, timeout_s: float | None = None) -> object:
@@ -572,212 +367,6 @@ class EngineHost:
                 return handle.read(LOG_TAIL_BYTES).decode("utf-8", errors="replace")
         except OSError:
             return ""
-
-
-# --- the child side ---------------------------------------------------------------------
-
-
-def _portable_failure(error: BaseException) -> FailedReply:
-    payload: bytes | None
-    try:
-        payload = pickle.dumps((type(error), str(error), dict(vars(error))))
-        pickle.loads(payload)  # noqa: S301 - proves the parent can rebuild it
-    except Exception:  # noqa: BLE001
-        payload = None
-    return FailedReply(type(error).__name__, str(error), traceback.format_exc(), payload)
-
-
-def _device_description(spec: ModelSpec) -> str:
-    import llama_cpp
-
-    threads = spec.threads()
-    if bool(llama_cpp.llama_supports_gpu_offload()) and spec.n_gpu_layers != 0:
-        layers = "all layers" if spec.n_gpu_layers < 0 else f"{spec.n_gpu_layers} layers"
-        return f"GPU ({layers}) + CPU {threads} threads"
-    return f"CPU · {threads} threads"
-
-
-class _ChildSession:
-    """Runs in the engine process: owns the Engine, answers one request at a time."""
-
-    def __init__(self, conn: Connection, cancel: Any) -> None:
-        self.conn = conn
-        self.cancel = cancel
-        self.engine: Any = None
-        self.target_name = ""
-
-    def reply(self, seq: int, message: object) -> None:
-        self.conn.send((seq, message))
-
-    def close_engine(self) -> None:
-        if self.engine is not None:
-            self.engine.close()
-            self.engine = None
-
-    def handle(self, seq: int, request: Request) -> None:
-        try:
-            value = self.dispatch(seq, request)
-        except BaseException as error:  # noqa: BLE001 - every failure goes back as a reply
-            if isinstance(error, KeyboardInterrupt | SystemExit):
-                raise
-            self.reply(seq, _portable_failure(error))
-        else:
-            self.reply(seq, DoneReply(value))
-
-    def dispatch(self, seq: int, request: Request) -> Any:
-        if isinstance(request, LoadRequest):
-            return self.load(seq, request)
-        if isinstance(request, BenchRequest):
-            return self.bench(seq, request)
-        engine = self.engine
-        if engine is None:
-            raise SpecDeckError(
-                "No model pair is loaded. Choose one with Change pair… or try the Demo pair."
-            )
-        if isinstance(request, ChatPromptRequest):
-            from app.core.chat import ChatTemplateError, Message
-
-            try:
-                return engine.tokenize_chat([Message(r, c) for r, c in request.messages])
-            except ChatTemplateError as error:
-                raise ChatTemplateError(f"broken chat template in {self.target_name}: "
-                                        f"{error}") from error
-        if isinstance(request, PlainChatRequest):
-            engine.formatter.use_plain()
-            return None
-        if isinstance(request, GenerateRequest):
-            return self.generate(seq, request)
-        if isinstance(request, CompareRequest):
-            from app.core.exactness import compare
-
-            return compare(request.prompt, request.speculative, request.baseline, engine)
-        raise SpecDeckError(f"unknown request {type(request).__name__}")
-
-    def load(self, seq: int, request: LoadRequest) -> PairInfo:
-        from app.core.engine import Engine
-        from app.core.load_hooks import observing_loads
-
-        self.close_engine()
-        last: dict[str, float] = {}
-
-        def progress(path: Path, fraction: float) -> bool:
-            key = str(path)
-            if fraction <= 0.0 or fraction >= 1.0 or fraction - last.get(key, 0.0) >= PROGRESS_STEP:
-                last[key] = fraction
-                self.reply(seq, LoadProgress(key, fraction))
-            return not self.cancel.is_set()
-
-        use_draft = request.draft if request.draft_source is DraftSource.MODEL else None
-        with observing_loads(progress):
-            engine = Engine(request.target, use_draft, draft_source=request.draft_source)
-        if request.plain_chat:
-            engine.formatter.use_plain()
-        self.engine = engine
-        self.target_name = Path(request.target.path).name
-        weights = engine.target.size_bytes + (engine.draft.size_bytes if engine.draft else 0)
-        return PairInfo(
-            request.target.path,
-            use_draft.path if use_draft else None,
-            engine.draft_source,
-            _device_description(request.target),
-            weights,
-            engine.n_ctx,
-            engine.target.repacking.describe(),
-            engine.formatter.plain,
-        )
-
-    def bench(self, seq: int, request: BenchRequest) -> dict[str, Any]:
-        from app.core.bench import run_bench
-        from app.core.load_hooks import observing_loads
-
-        self.close_engine()
-
-        def progress(path: Path, fraction: float) -> bool:
-            if fraction <= 0.0 or fraction >= 1.0:
-                self.reply(seq, LoadProgress(str(path), fraction))
-            return True
-
-        with observing_loads(progress):
-            return run_bench(
-                request.target, request.draft, list(request.prompts), request.settings,
-                source=request.source, on_row=lambda row: self.reply(seq, RowReply(row)),
-            )
-
-    def generate(self, seq: int, job: GenerateRequest) -> RunSummary:
-        engine = self.engine
-        request = job.request
-        wanted = [engine.spec_ctx, engine.draft_ctx] if request.speculative else [engine.base_ctx]
-        contexts = [c for c in wanted if c is not None]
-        for ctx in contexts:  # a long prefill stops on Stop too; removed at the first token
-            ctx.set_abort_check(self.cancel.is_set)
-        guarded = True
-        pending: list[Event] = []
-        last = time.perf_counter()
-        summary: RunSummary | None = None
-        try:
-            for event in engine.generate(request, self.cancel.is_set):
-                if isinstance(event, RunSummary):
-                    summary = event
-                    break
-                if guarded and isinstance(event, TokenEvent):
-                    guarded = False
-                    for ctx in contexts:
-                        ctx.set_abort_check(None)
-                if not job.stream:
-                    continue
-                pending.append(event)
-                now = time.perf_counter()
-                if now - last >= BATCH_SECONDS:
-                    self.reply(seq, EventsReply(tuple(pending)))
-                    pending = []
-                    last = now
-        except RuntimeError as error:
-            if not self.cancel.is_set():
-                raise
-            for ctx in contexts:  # an aborted decode leaves batches the mirror does not know
-                ctx.forget_unrecorded()
-            raise GenerationCancelled("stopped while reading the prompt") from error
-        finally:
-            if guarded:
-                for ctx in contexts:
-                    ctx.set_abort_check(None)
-        if pending:
-            self.reply(seq, EventsReply(tuple(pending)))
-        if summary is None:
-            raise SpecDeckError("the engine ended a run without a summary")
-        return summary
-
-
-def _redirect_stderr(log_path: str) -> None:
-    """Native messages (a GGML_ASSERT's text) go to a file the parent reads after a crash."""
-    try:
-        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
-        os.dup2(fd, 2)
-        os.close(fd)
-    except OSError:
-        pass
-
-
-def child_main(conn: Connection, cancel: Any, log_path: str) -> None:
-    """Entry point of the engine process."""
-    import faulthandler
-
-    os.environ.setdefault("GGML_NO_BACKTRACE", "1")  # no gdb attach on an abort
-    _redirect_stderr(log_path)
-    with contextlib.suppress(Exception):
-        faulthandler.enable(file=sys.__stderr__ or sys.stderr)
-    session = _ChildSession(conn, cancel)
-    try:
-        while True:
-            try:
-                seq, request = conn.recv()
-            except (EOFError, OSError):  # the parent is gone
-                break
-            if isinstance(request, CloseRequest):
-                break
-            session.handle(seq, request)
-    finally:
-        session.close_engine()
 
 
 def run_bench_in_child(

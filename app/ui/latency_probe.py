@@ -145,7 +145,7 @@ def measure_pipe_cost(events: list, per_batch: int = 20, rounds: int = 5) -> dic
     import multiprocessing
     import threading
 
-    from app.core.engine_host import EventsReply
+    from app.core.engine_protocol import EventsReply
     from app.core.events import TokenEvent
 
     tokens = max(1, sum(isinstance(e, TokenEvent) for e in events)) * rounds
