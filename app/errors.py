@@ -19,3 +19,7 @@ class ContextOverflowError(SpecDeckError):
         )
         self.needed = needed
         self.n_ctx = n_ctx
+
+
+class GenerationCancelled(SpecDeckError):
+    """A load or a prompt prefill was stopped on request."""

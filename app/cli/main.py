@@ -88,40 +88,43 @@ def _spec_config(args: argparse.Namespace) -> SpecConfig:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from app.engine.engine import Engine
+    """Stream one answer; the models run in an engine process, so a llama.cpp crash is an
+    error message naming the file, not a dead terminal."""
+    from app.engine.engine_host import EngineHost, LoadRequest
     from app.engine.events import GuardEvent, RunSummary, TextTail, TokenEvent
-    from app.engine.exactness import compare
 
     target, draft, source = _specs(args)
-    engine = Engine(target, draft, draft_source=source)
+    host = EngineHost()
     try:
-        prompt = engine.tokenize_chat([{"role": "user", "content": args.prompt}])
+        host.load(LoadRequest(target, draft, source))
+        prompt = host.tokenize_chat([{"role": "user", "content": args.prompt}])
         request = GenerationRequest(prompt, max_tokens=args.max_tokens, sampler=_sampler(args),
                                     spec=_spec_config(args), ignore_eos=args.ignore_eos)
         colour = sys.stdout.isatty() and not args.no_colour
         summary = None
-        for event in engine.generate(request):
-            if isinstance(event, TokenEvent):
-                code = COLOURS[event.kind.value] if colour else ""
-                sys.stdout.write(f"{code}{event.piece}{RESET if code else ''}")
-                sys.stdout.flush()
-            elif isinstance(event, TextTail):
-                sys.stdout.write(event.text)
-            elif isinstance(event, GuardEvent):
-                print(f"\n[guard] {event.message}", file=sys.stderr)
-            elif isinstance(event, RunSummary):
-                summary = event
+        for events in host.generate(request):
+            for event in events:
+                if isinstance(event, TokenEvent):
+                    code = COLOURS[event.kind.value] if colour else ""
+                    sys.stdout.write(f"{code}{event.piece}{RESET if code else ''}")
+                elif isinstance(event, TextTail):
+                    sys.stdout.write(event.text)
+                elif isinstance(event, GuardEvent):
+                    print(f"\n[guard] {event.message}", file=sys.stderr)
+                elif isinstance(event, RunSummary):
+                    summary = event
+            sys.stdout.flush()
         print()
         assert summary is not None
         _print_summary(summary)
         if args.compare:
-            base = [e for e in engine.generate(replace(request, speculative=False))
-                    if isinstance(e, RunSummary)][0]
+            base = [e for batch in host.generate(replace(request, speculative=False), stream=False)
+                    for e in batch if isinstance(e, RunSummary)][0]
             _print_summary(base)
-            check = compare(prompt, summary.token_ids, base.token_ids, engine)
+            check = host.compare(prompt, summary.token_ids, base.token_ids)
             print(f"speedup ×{summary.tok_s / base.tok_s:.2f} — {check.describe()}")
     finally:
-        engine.close()
+        host.close()
     return 0
 
 
@@ -157,8 +160,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
               f"ms/tok pauses {row['guard_pauses']} {verdict}",
               file=sys.stderr)
 
-    result = run_bench(target, draft, load_prompts(Path(args.prompts)), settings, source=source,
-                       on_row=show)
+    prompts = load_prompts(Path(args.prompts))
+    if args.in_process:
+        result = run_bench(target, draft, prompts, settings, source=source, on_row=show)
+    else:  # a llama.cpp crash becomes an error naming the file; timings are taken in the child
+        from app.engine.engine_host import run_bench_in_child
+
+        result = run_bench_in_child(target, draft, prompts, settings, source=source, on_row=show)
     Path(args.json).write_text(json.dumps(result, indent=2))
     print(json.dumps(result["aggregate"], indent=2))
     return 0
@@ -193,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="skip p(x)/q(x) per token (the window's hover details)")
     bench.add_argument("--reference", action="store_true",
                        help="also run llama.cpp's llama-speculative-simple (built on first use)")
+    bench.add_argument("--in-process", action="store_true",
+                       help="run the models in this process (a llama.cpp crash ends it)")
     bench.set_defaults(func=cmd_bench)
     try:
         from app.cli.hub import register

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import gguf
@@ -18,8 +18,9 @@ import llama_cpp
 import numpy as np
 
 from app.engine.config import KV_TYPES, ModelSpec
+from app.engine.load_hooks import current_load_observer
 from app.engine.repacking import repacking_enabled
-from app.errors import ContextOverflowError, ModelLoadError
+from app.errors import ContextOverflowError, GenerationCancelled, ModelLoadError
 from app.models.compat import VocabInfo
 from app.models.gguf_check import validate_gguf_file
 
@@ -69,7 +70,28 @@ class LlamaModel:
         params.use_mmap = True
         self.repacking = repacking_enabled(spec.repack)
         params.use_extra_bufts = self.repacking.enabled
+        observer = current_load_observer()
+        cancelled = False
+        progress = None
+        if observer is not None:
+            if not observer(path, 0.0):  # also tells the observer which file is loading now
+                raise GenerationCancelled(f"loading {path.name} was cancelled")
+
+            def report(fraction: float, _data: ctypes.c_void_p) -> bool:
+                nonlocal cancelled
+                try:
+                    keep_going = bool(observer(path, float(fraction)))
+                except Exception:  # noqa: BLE001 - a failing observer must not stop a load
+                    keep_going = True
+                cancelled = cancelled or not keep_going
+                return keep_going
+
+            progress = llama_cpp.llama_progress_callback(report)
+            params.progress_callback = progress
         ptr = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        del progress  # llama.cpp calls it only while loading
+        if not ptr and cancelled:
+            raise GenerationCancelled(f"loading {path.name} was cancelled")
         if not ptr:
             raise ModelLoadError(
                 f"llama.cpp could not load {path.name}: the file is not a model this llama.cpp "
@@ -205,6 +227,7 @@ class LlamaContext:
         self._n_vocab = model.n_vocab
         self._rows: np.ndarray | None = None  # output rows of the last decode
         self._n_outputs = 0
+        self._abort: object = None  # keeps the installed ctypes abort callback alive
 
     def close(self) -> None:
         if self.ptr:
@@ -263,6 +286,31 @@ class LlamaContext:
         if logits == "last":
             flags[n - 1] = 1
         self._batch.n_tokens = n
+
+    def set_abort_check(self, check: Callable[[], bool] | None) -> None:
+        """While ``check`` is set, ``llama_decode`` stops (code 2) once it returns True.
+
+        llama.cpp polls it between graph nodes, so a long prompt prefill can be stopped; a
+        Python callback per node costs about a microsecond, so install it only around
+        long decodes (see ``forget_unrecorded`` for the cache after an abort).
+        """
+        if check is None:
+            callback = llama_cpp.ggml_abort_callback()  # NULL: no callback
+        else:
+
+            def poll(_data: ctypes.c_void_p) -> bool:
+                try:
+                    return bool(check())
+                except Exception:  # noqa: BLE001 - never abort on a broken check
+                    return False
+
+            callback = llama_cpp.ggml_abort_callback(poll)
+        llama_cpp.llama_set_abort_callback(self.ptr, callback, None)
+        self._abort = callback if check is not None else None
+
+    def forget_unrecorded(self) -> None:
+        """Drop cache positions past ``tokens``: an aborted decode leaves its finished batches."""
+        llama_cpp.llama_memory_seq_rm(self.memory, 0, len(self.tokens), -1)
 
     def logits(self, i: int = -1) -> np.ndarray:
         """Logits of output row ``i`` (-1: the last). A view, valid until the next decode.

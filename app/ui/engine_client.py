@@ -2,11 +2,13 @@
 
 Everything the window asks of the engine goes through here. Replies to requests that are no
 longer current (a Stop followed by a new prompt, a pair change while loading) are dropped.
+The engine itself runs in a child process that the worker drives; cancelling reaches that
+process directly through the worker's shared cancel event, never through the event queue.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, QThread, Signal
+from PySide6.QtCore import QObject, QThread, QTimer, Signal
 
 from app.workers.engine_worker import (
     Busy,
@@ -19,6 +21,8 @@ from app.workers.engine_worker import (
     Verdict,
     WorkerError,
 )
+
+STOP_GRACE_MS = 10_000  # a Stop the engine process ignores this long ends the process
 
 
 class EngineClient(QObject):
@@ -54,6 +58,10 @@ class EngineClient(QObject):
         self._worker.verdict.connect(self._on_verdict)
         self._worker.done.connect(self._on_done)
         self._worker.error.connect(self._on_error)
+        self._stop_watchdog = QTimer(self)
+        self._stop_watchdog.setSingleShot(True)
+        self._stop_watchdog.setInterval(STOP_GRACE_MS)
+        self._stop_watchdog.timeout.connect(self._stop_ignored)
         self._thread.start()
 
     # --- state ---------------------------------------------------------------------------
@@ -76,7 +84,14 @@ class EngineClient(QObject):
         self._next_id += 1
         return self._next_id
 
+    @property
+    def engine_pid(self) -> int | None:
+        """The engine process, while one runs (for its memory figure)."""
+        return self._worker.engine_pid if self._thread is not None else None
+
     def load(self, request: LoadPair) -> int:
+        if self._loading:  # a newer pair supersedes the one still loading
+            self._worker.cancel_running(self._load_id)
         self._load_id = self._take_id()
         self._loading = True
         self._request_load.emit(self._load_id, request)
@@ -90,19 +105,39 @@ class EngineClient(QObject):
         return self._job_id
 
     def cancel(self) -> None:
-        """Ask the running answer to stop; the engine checks between speculative steps."""
+        """Ask the running answer to stop: between speculative steps, or inside a prefill."""
         if self._job is not None:
             self._job.cancel.set()
+            self._worker.cancel_running()
+            if not self._stop_watchdog.isActive():
+                self._stop_watchdog.start()
+
+    def _stop_ignored(self) -> None:
+        """Stop did not reach the engine (stuck in native code): end its process."""
+        if self._job is not None:
+            self._worker.kill_engine(
+                f"did not respond to Stop within {STOP_GRACE_MS // 1000} s, so SpecDeck ended it"
+            )
+
+    def cancel_load(self) -> None:
+        """Stop loading the pair (llama.cpp's progress callback asks to abort)."""
+        if self._loading:
+            self._worker.cancel_running(self._load_id)
 
     def shutdown(self, timeout_ms: int = 60_000) -> bool:
         """Cancel, let the worker close the engine, and wait for its thread to end."""
         if self._thread is None:
             return True
         self.cancel()
+        self._stop_watchdog.stop()
         self._job = None
         self._job_id = self._load_id = -1
         self._request_shutdown.emit()
-        finished = self._thread.wait(timeout_ms)
+        grace = min(timeout_ms, STOP_GRACE_MS)
+        finished = self._thread.wait(grace)
+        if not finished:  # the engine is stuck in native code: end it, then the thread ends
+            self._worker.kill_engine("did not stop when the window closed")
+            finished = self._thread.wait(max(timeout_ms - grace, 5_000))
         if finished:
             self._thread = None
         return finished
@@ -129,6 +164,7 @@ class EngineClient(QObject):
     def _on_done(self, message: JobDone) -> None:
         if message.request_id == self._job_id:
             self._job = None
+            self._stop_watchdog.stop()
             self.done.emit(message)
 
     def _on_error(self, message: WorkerError) -> None:

@@ -136,6 +136,118 @@ def measure_ui_latency(
     return result
 
 
+def measure_pipe_cost(events: list, per_batch: int = 20, rounds: int = 5) -> dict[str, float]:
+    """The pipe's own cost per token, free of the machine's load: recorded events go through
+    the engine process's batching (append, clock, pickle, send ``EventsReply`` every
+    ``per_batch`` events: about 15 ms at 700 tok/s) into a real pipe drained by a thread
+    that unpickles them, as the engine worker does. Upper bound: both ends share one GIL.
+    """
+    import multiprocessing
+    import threading
+
+    from app.engine.engine_protocol import EventsReply
+    from app.engine.events import TokenEvent
+
+    tokens = max(1, sum(isinstance(e, TokenEvent) for e in events)) * rounds
+    sender, receiver = multiprocessing.get_context("spawn").Pipe()
+    receiver_cpu: list[float] = []
+
+    def drain() -> None:
+        began = time.thread_time()
+        while receiver.recv() is not None:
+            pass
+        receiver_cpu.append(time.thread_time() - began)
+
+    thread = threading.Thread(target=drain)
+    thread.start()
+    began = time.perf_counter()
+    for _ in range(rounds):
+        pending: list = []
+        for count, event in enumerate(events, start=1):
+            pending.append(event)
+            time.perf_counter()
+            if count % per_batch == 0:
+                sender.send((1, EventsReply(tuple(pending))))
+                pending = []
+        sender.send((1, EventsReply(tuple(pending))))
+    child_ms = (time.perf_counter() - began) * 1000.0 / tokens
+    sender.send(None)
+    thread.join()
+    sender.close()
+    receiver.close()
+    return {
+        "pipe_child_ms_per_token": round(child_ms, 4),
+        "pipe_parent_cpu_ms_per_token": round(receiver_cpu[0] * 1000.0 / tokens, 4),
+    }
+
+
+def measure_boundary_cost(
+    target: str | Path,
+    draft: str | Path | None,
+    prompt: str,
+    max_tokens: int = 2000,
+    *,
+    threads: int = 1,
+    rounds: int = 5,
+) -> dict[str, float | int]:
+    """Per-token cost of the engine process boundary, in milliseconds.
+
+    The same greedy request runs ``rounds`` times in this process (``Engine.generate``
+    consumed directly) and through ``EngineHost`` (batched over the pipe), alternately.
+    Each run's cost outside ``llama_decode`` per token, ``(elapsed - decode) / tokens``, is
+    measured by the engine's own clock; the child's batching and pickling run between its
+    yields, so they are inside that figure. The parent's receive and unpickle cost is its
+    CPU time per token while the run streams. The best round of each is kept (a shared
+    machine only ever adds time).
+    """
+    from app.engine.chat_template import Message
+    from app.engine.config import DraftSource, GenerationRequest, ModelSpec
+    from app.engine.engine import Engine
+    from app.engine.engine_host import EngineHost, LoadRequest
+    from app.engine.events import RunSummary
+
+    target_spec = ModelSpec(str(target), n_ctx=max_tokens + 512, n_threads=threads)
+    draft_spec = ModelSpec(str(draft), n_ctx=max_tokens + 512, n_threads=threads) if draft else None
+    source = DraftSource.MODEL if draft else DraftSource.NGRAM
+
+    def outside_ms(summary: RunSummary) -> float:
+        return (summary.elapsed_s - summary.decode_s) * 1000.0 / max(summary.tokens, 1)
+
+    local = Engine(target_spec, draft_spec, draft_source=source)
+    host = EngineHost()
+    in_process: list[float] = []
+    boundary: list[float] = []
+    parent_cpu: list[float] = []
+    try:
+        host.load(LoadRequest(target_spec, draft_spec, source))
+        tokens = local.tokenize_chat([Message("user", prompt)])
+        request = GenerationRequest(tokens, max_tokens=max_tokens, ignore_eos=True)
+        recorded: list = []
+        for _ in range(rounds):
+            recorded = list(local.generate(request))
+            summary = recorded[-1]
+            assert isinstance(summary, RunSummary)
+            in_process.append(outside_ms(summary))
+            cpu = time.process_time()
+            remote = [e for b in host.generate(request) for e in b][-1]
+            assert isinstance(remote, RunSummary)
+            parent_cpu.append((time.process_time() - cpu) * 1000.0 / max(remote.tokens, 1))
+            boundary.append(outside_ms(remote))
+            if remote.token_ids != summary.token_ids:
+                raise RuntimeError("the engine process answered differently")
+    finally:
+        host.close()
+        local.close()
+    return {
+        "tokens": max_tokens,
+        "in_process_outside_decode_ms_per_token": round(min(in_process), 4),
+        "engine_process_outside_decode_ms_per_token": round(min(boundary), 4),
+        "added_in_child_ms_per_token": round(min(boundary) - min(in_process), 4),
+        "parent_cpu_ms_per_token": round(min(parent_cpu), 4),
+        **measure_pipe_cost(recorded[:-1]),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", required=True)
@@ -143,8 +255,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: every core)")
+    parser.add_argument("--boundary", action="store_true",
+                        help="measure the engine process boundary's cost per token instead")
     parser.add_argument("prompt", nargs="?", default="Write a long story about the sea.")
     args = parser.parse_args(argv)
+    if args.boundary:
+        cost = measure_boundary_cost(args.target, args.draft, args.prompt, args.max_tokens,
+                                     threads=args.threads or 1)
+        print(json.dumps(cost, indent=2))
+        return 0
     result = measure_ui_latency(
         args.target,
         args.draft,

@@ -11,7 +11,15 @@ from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QIcon, QShowEvent
-from PySide6.QtWidgets import QLabel, QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QLabel,
+    QMainWindow,
+    QPushButton,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.engine.config import DraftSource
 from app.store.conversations import ChatMessage, Conversation, ConversationStore
@@ -61,12 +69,15 @@ def app_icon() -> QIcon:
     return icon
 
 
-def process_rss() -> int | None:
+def process_rss(pid: int | None = None) -> int | None:
+    """Resident memory of this process, or of process ``pid`` (the engine process)."""
     try:
-        with open("/proc/self/statm", encoding="ascii") as statm:
+        with open(f"/proc/{pid or 'self'}/statm", encoding="ascii") as statm:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError, AttributeError):
         pass
+    if pid is not None:
+        return None
     try:
         import resource
 
@@ -105,6 +116,7 @@ class MainWindow(QMainWindow):
         self._verdict: Verdict | None = None
         self._shown_once = False
         self._layout_usable = True
+        self._engine_lost = False  # the engine process died; Reload pair brings it back
 
         self.pair_bar = PairBar()
         self.chat = ChatPanel(self.settings.colour_style, self.settings.baseline)
@@ -148,6 +160,7 @@ class MainWindow(QMainWindow):
             label.setObjectName(f"status_{label.text().split()[0].replace('/', '_')}")
             self.statusBar().addPermanentWidget(label)
 
+        self._add_engine_actions()
         self._wire()
         scan = self.store.scan()
         self.conversation = self._first_conversation([info.id for info in scan.conversations])
@@ -167,6 +180,23 @@ class MainWindow(QMainWindow):
             if first_run:
                 self._probe = HubProbe(self)
                 self._probe.finished.connect(self._first_start)
+
+    def _add_engine_actions(self) -> None:
+        """Reload pair (in the error banner, after the engine process died) and Cancel
+        (next to the load progress bar)."""
+        self.reload_button = QPushButton("Reload pair")
+        self.reload_button.setObjectName("reloadPair")
+        self.reload_button.hide()
+        self.reload_button.clicked.connect(self.reload_pair)
+        banner = self.chat.error_banner.layout()
+        banner.insertWidget(banner.count() - 1, self.reload_button)
+        self.cancel_load_button = QPushButton("Cancel")
+        self.cancel_load_button.setObjectName("cancelLoad")
+        self.cancel_load_button.setToolTip("Stop loading the models")
+        self.cancel_load_button.hide()
+        self.cancel_load_button.clicked.connect(self.client.cancel_load)
+        bar = self.pair_bar.layout()
+        bar.insertWidget(bar.indexOf(self.pair_bar.busy) + 1, self.cancel_load_button)
 
     def _wire(self) -> None:
         self.client.busy.connect(self._on_busy)
@@ -312,9 +342,34 @@ class MainWindow(QMainWindow):
         if target and current != (source, draft):
             self.load_pair(target, draft, source)
 
+    def reload_pair(self) -> None:
+        """Start the engine again with the pair it had before it died."""
+        pair = self.loaded
+        if pair is None:
+            self.change_pair()
+            return
+        self.reload_button.hide()
+        self.chat.error_banner.hide()
+        self.load_pair(pair.target_path, pair.draft_path, pair.draft_source)
+
     def _on_busy(self, message: Busy) -> None:
-        self.pair_bar.set_busy(message.text)
+        if not message.text:
+            self._set_loading(None)
+            return
+        self._set_loading(message.text, message.progress)
         self.statusBar().showMessage(message.text)
+
+    def _set_loading(self, text: str | None, progress: float | None = None) -> None:
+        """The pair bar's busy indicator: a percentage while llama.cpp reports one."""
+        self.pair_bar.set_busy(text)
+        bar = self.pair_bar.busy
+        if progress is None:
+            bar.setRange(0, 0)
+        else:
+            bar.setRange(0, 100)
+            bar.setValue(round(progress * 100))
+        bar.setTextVisible(progress is not None)
+        self.cancel_load_button.setVisible(text is not None and self.client.loading)
 
     def _on_loaded(self, message: PairLoaded) -> None:
         # Everything alive now (Qt wrappers, numpy buffers, the engine) lives for the session:
@@ -324,7 +379,9 @@ class MainWindow(QMainWindow):
         gc.freeze()
         self.loaded = message
         self._loaded_key = self.settings.load_key()
-        self.pair_bar.set_busy(None)
+        self._engine_lost = False
+        self.reload_button.hide()
+        self._set_loading(None)
         self.pair_bar.show_pair(message.target_path, message.draft_path, message.draft_source)
         changes: dict[str, object] = {
             "target_path": message.target_path,
@@ -341,6 +398,10 @@ class MainWindow(QMainWindow):
         if self.loaded is None:
             return
         rss = process_rss()
+        engine_pid = self.client.engine_pid
+        engine_rss = process_rss(engine_pid) if engine_pid else None
+        if rss is not None and engine_rss is not None:
+            rss += engine_rss  # the models live in the engine process
         self.pair_bar.show_resources(self.loaded.device, self.loaded.weights_bytes, rss)
         self.status["device"].setText(self.loaded.device)
         weights = human_bytes(self.loaded.weights_bytes)
@@ -349,7 +410,10 @@ class MainWindow(QMainWindow):
         )
 
     def _on_error(self, message: WorkerError) -> None:
-        self.pair_bar.set_busy(None)
+        if message.can_reload:
+            self._engine_lost = True
+        self._set_loading(None)
+        self.reload_button.setVisible(self._engine_lost and self.loaded is not None)
         self.chat.error_banner.show_text(f"<b>{message.title}.</b> {message.message}")
         self.statusBar().showMessage(f"{message.title}: {message.message}", 10000)
         self.failed.emit(message)
@@ -374,6 +438,12 @@ class MainWindow(QMainWindow):
             self.chat.error_banner.show_text(
                 "<b>No model pair loaded.</b> Click Demo pair (works offline) or Change pair…"
             )
+            return
+        if self._engine_lost and not self.client.loading:
+            self.chat.error_banner.show_text(
+                "<b>The engine is not running.</b> Click Reload pair; your message is kept."
+            )
+            self.reload_button.setVisible(self.loaded is not None)
             return
         self.settings_panel.flush_pending()
         self.chat.input.clear()
@@ -533,9 +603,10 @@ class MainWindow(QMainWindow):
             self.status["speed"].setText(speed)
             self.status["acceptance"].setText(f"acceptance {spec.acceptance_rate:.0%}")
         if done.cancelled:
-            self.statusBar().showMessage("Stopped.", 4000)
+            lost = self._engine_lost
+            self.statusBar().showMessage("The engine crashed." if lost else "Stopped.", 4000)
             if not self._verdict:
-                self.chat.verdict.setText("stopped — no verdict")
+                self.chat.verdict.setText(f"{'engine crashed' if lost else 'stopped'} — no verdict")
         self._update_resources()
         self.answer_finished.emit(done)
 

@@ -1,12 +1,15 @@
-"""The one long-lived worker that owns the ``Engine`` and runs it off the UI thread.
+"""The one long-lived worker that drives the engine process off the UI thread.
 
-``EngineWorker`` is a QObject moved to a QThread. Requests arrive through queued slots
-(``load_pair``, ``run_chat``, ``shutdown``); results leave through ``Signal(object)`` as frozen
-dataclasses tagged with the request id, so the UI can drop answers to requests it no
-longer cares about. Cancelling never goes through the event queue (the worker is busy
-inside ``generate()``): each job carries a ``threading.Event`` that the engine polls
-between speculative steps. The thread is never terminated; ``shutdown`` closes the engine
-and quits the thread's event loop.
+``EngineWorker`` is a QObject moved to a QThread. The ``Engine`` itself runs in a child
+process (``app.engine.engine_host``), so a llama.cpp abort or segfault ends that child, not the
+window: the worker reports it as a ``WorkerError`` that offers a reload. Requests arrive
+through queued slots (``load_pair``, ``run_chat``, ``shutdown``); results leave through
+``Signal(object)`` as frozen dataclasses tagged with the request id, so the UI can drop
+answers to requests it no longer cares about. Cancelling never goes through the event queue
+(the worker is busy waiting on the child): ``cancel_running`` sets the engine process's
+shared cancel event directly, which the child polls between speculative steps, inside long
+prefills and while loading. The thread is never terminated; ``shutdown`` closes the engine
+process and quits the thread's event loop.
 
 Timing rule: the baseline (target-only) run starts only after the speculative run has
 finished, on the same loaded weights, so each run's tokens/sec comes from its own compute.
@@ -14,6 +17,7 @@ finished, on the same loaded weights, so each run's tokens/sec comes from its ow
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import traceback
@@ -22,9 +26,23 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
+from app.engine.chat_template import ChatTemplateError
 from app.engine.config import DraftSource, ModelSpec
-from app.engine.events import Event, RunSummary, StopReason
-from app.errors import ContextOverflowError, ModelLoadError, SpecDeckError
+from app.engine.engine_host import (
+    CancelFlag,
+    ChatTemplateHung,
+    EngineCrashed,
+    EngineHost,
+    LoadRequest,
+    PairInfo,
+)
+from app.engine.events import Event, RunSummary, StopReason, TokenEvent
+from app.errors import (
+    ContextOverflowError,
+    GenerationCancelled,
+    ModelLoadError,
+    SpecDeckError,
+)
 from app.models.compat import IncompatiblePairError
 from app.store.settings import Settings
 
@@ -32,6 +50,7 @@ TIMING_RULE = (
     "Runs one after the other: the baseline starts when the speculative answer is done, "
     "so each tok/s comes from its own compute."
 )
+CRASH_DRILL_VAR = "SPECDECK_CRASH_DRILL_TOKENS"
 BATCH_SECONDS = 0.015  # events are handed to the UI thread at most ~65 times a second
 
 # --- requests (UI -> worker) ---------------------------------------------------------------
@@ -60,6 +79,7 @@ class ChatJob:
 class Busy:
     request_id: int
     text: str
+    progress: float | None = None  # 0..1 while a model loads
 
 
 @dataclass(frozen=True)
@@ -118,10 +138,15 @@ class WorkerError:
     title: str
     message: str
     detail: str = ""
+    can_reload: bool = False  # the engine process died; reloading the pair brings it back
 
 
 def describe_error(error: BaseException) -> tuple[str, str]:
     """A title and a message a person can act on."""
+    if isinstance(error, EngineCrashed):
+        return describe_crash(error)
+    if isinstance(error, GenerationCancelled):
+        return "Stopped", str(error)
     if isinstance(error, IncompatiblePairError):
         return "Incompatible pair", f"{error}. Pick a draft made from the same tokenizer."
     if isinstance(error, ContextOverflowError):
@@ -140,14 +165,28 @@ def describe_error(error: BaseException) -> tuple[str, str]:
     return "Unexpected error", f"{type(error).__name__}: {error}"
 
 
-def device_description(spec: ModelSpec) -> str:
-    import llama_cpp
+def describe_crash(crash: EngineCrashed) -> tuple[str, str]:
+    if crash.stage == "loading":
+        return "Model crashed llama.cpp", (
+            f"llama.cpp crashed while loading {crash.model} ({crash.how}). The file is damaged "
+            "or not supported by this llama.cpp build; choose another one with Change pair…"
+            + (f" llama.cpp said: {_said(crash)}" if _said(crash) else "")
+        )
+    stage = {
+        "prefill": "reading the prompt",
+        "generating": "generating the answer",
+        "idle": "idle",
+    }.get(crash.stage, crash.stage)
+    return "The engine crashed", (
+        f"The engine process died while {stage} with {crash.model}: {crash.how}. "
+        "The window, the conversation and your typed text are kept; click Reload pair "
+        "to start the engine again."
+    )
 
-    threads = spec.threads()
-    if bool(llama_cpp.llama_supports_gpu_offload()) and spec.n_gpu_layers != 0:
-        layers = "all layers" if spec.n_gpu_layers < 0 else f"{spec.n_gpu_layers} layers"
-        return f"GPU ({layers}) + CPU {threads} threads"
-    return f"CPU · {threads} threads"
+
+def _said(crash: EngineCrashed) -> str:
+    text = str(crash)
+    return text.split("llama.cpp said: ", 1)[1] if "llama.cpp said: " in text else ""
 
 
 class EngineWorker(QObject):
@@ -161,7 +200,37 @@ class EngineWorker(QObject):
 
     def __init__(self) -> None:
         super().__init__()
-        self._engine = None  # app.engine.engine.Engine, imported lazily in the worker thread
+        self._host: EngineHost | None = None  # created in the worker thread on first load
+        self._cancel = CancelFlag()  # shared with each engine process
+        self._cancelled_loads: set[int] = set()
+        self._kill_reason = ""  # why SpecDeck itself ended the engine process
+        # Crash drill for the frozen bundle's smoke test: SIGKILL the engine process after
+        # this many streamed tokens, so the window's survival is checked end to end.
+        drill = os.environ.get(CRASH_DRILL_VAR, "")
+        self._drill_tokens = int(drill) if drill.isdigit() else 0
+
+    # --- cancelling (any thread) -----------------------------------------------------------
+
+    def cancel_running(self, request_id: int | None = None) -> None:
+        """Stop the current load, prefill or answer; safe to call from the UI thread.
+
+        With ``request_id`` the cancel also holds for a load that has not started yet.
+        """
+        if request_id is not None:
+            self._cancelled_loads.add(request_id)
+        self._cancel.set()
+
+    def kill_engine(self, reason: str) -> None:
+        """End the engine process at once (any thread); the crash is reported with ``reason``."""
+        self._kill_reason = reason
+        host = self._host
+        if host is not None:
+            host.kill()
+
+    @property
+    def engine_pid(self) -> int | None:
+        host = self._host
+        return host.pid if host is not None else None
 
     # --- slots (run in the worker thread) ----------------------------------------------
 
@@ -192,18 +261,29 @@ class EngineWorker(QObject):
 
     def _report(self, request_id: int, error: BaseException) -> None:
         title, message = describe_error(error)
-        self.error.emit(WorkerError(request_id, title, message, traceback.format_exc()))
+        if isinstance(error, EngineCrashed) and self._kill_reason:
+            title, message = "The engine was stopped", (
+                f"The engine process {self._kill_reason}. The window, the conversation and "
+                "your typed text are kept; click Reload pair to start the engine again."
+            )
+            self._kill_reason = ""
+        detail = traceback.format_exc()
+        if isinstance(error, EngineCrashed) and error.log:
+            detail += "\n--- engine process stderr (last lines) ---\n" + error.log
+        crashed = isinstance(error, EngineCrashed) and error.stage != "loading"
+        self.error.emit(WorkerError(request_id, title, message, detail, can_reload=crashed))
 
     def _close_engine(self) -> None:
-        if self._engine is not None:
-            self._engine.close()
-            self._engine = None
+        if self._host is not None:
+            self._host.close()
+            self._host = None
 
     def _load(self, request_id: int, request: LoadPair) -> None:
         from dataclasses import replace
 
-        from app.engine.engine import Engine
-
+        self._cancel.clear()
+        if request_id in self._cancelled_loads:  # cancelled while it waited in the queue
+            self._cancel.set()
         target, draft = request.target, request.draft
         if request.demo:
             from app.models.shipped import demo_pair
@@ -217,43 +297,99 @@ class EngineWorker(QObject):
         for spec in (target, draft):
             if spec is not None and not Path(spec.path).is_file():
                 raise FileNotFoundError(f"no model file at {spec.path}")
-        self._close_engine()
         began = time.perf_counter()
-        self.busy.emit(Busy(request_id, f"Loading {Path(target.path).name}…"))
+        self.busy.emit(Busy(request_id, f"Loading {Path(target.path).name}…", 0.0))
         use_draft = draft if request.draft_source is DraftSource.MODEL else None
-        engine = Engine(target, use_draft, draft_source=request.draft_source)
-        self._engine = engine
-        weights = engine.target.size_bytes + (engine.draft.size_bytes if engine.draft else 0)
+        files = [target.path] + ([use_draft.path] if use_draft else [])
+        shown = [-1]
+
+        def progress(path: str, fraction: float) -> None:
+            # the whole pair as one bar: each file counts for its share of the files
+            index = files.index(path) if path in files else 0
+            percent = int(100 * (index + min(max(fraction, 0.0), 1.0)) / len(files))
+            if percent != shown[0]:
+                shown[0] = percent
+                text = f"Loading {Path(path).name}… {percent}%"
+                self.busy.emit(Busy(request_id, text, percent / 100.0))
+
+        host = self._host
+        if host is None or not host.alive:  # else the running process swaps its pair
+            self._close_engine()
+            host = self._host = EngineHost(self._cancel)
+        try:
+            info = host.load(
+                LoadRequest(target, use_draft, request.draft_source), on_progress=progress
+            )
+        except BaseException:
+            if not host.alive:  # a healthy process (a cancelled or refused load) is kept
+                self._close_engine()
+            raise
+        self._emit_loaded(request_id, info, time.perf_counter() - began)
+
+    def _emit_loaded(self, request_id: int, info: PairInfo, load_s: float) -> None:
         self.loaded.emit(
             PairLoaded(
                 request_id,
-                target.path,
-                use_draft.path if use_draft else None,
-                engine.draft_source,
-                device_description(target),
-                weights,
-                engine.n_ctx,
-                time.perf_counter() - began,
+                info.target_path,
+                info.draft_path,
+                info.draft_source,
+                info.device,
+                info.weights_bytes,
+                info.n_ctx,
+                load_s,
             )
         )
 
-    def _run(self, request_id: int, job: ChatJob) -> None:
-        from app.engine.exactness import compare
+    def _prompt(self, request_id: int, host: EngineHost, job: ChatJob) -> tuple[int, ...]:
+        """The rendered, tokenized chat; a broken template falls back to the plain format."""
+        try:
+            return host.tokenize_chat(list(job.messages))
+        except ChatTemplateError as error:
+            host.use_plain_chat()
+            reason = str(error)
+        except ChatTemplateHung as error:
+            reason = str(error)
+            self.busy.emit(Busy(request_id, "Restarting the engine with a plain chat format…"))
+            host.reset_cancel()
+            host.reload_plain()
+            if job.cancel.is_set():
+                host.cancel()
+            self.busy.emit(Busy(request_id, "", None))
+        self.error.emit(
+            WorkerError(
+                request_id,
+                "Broken chat template",
+                f"{reason[:400]}. SpecDeck uses a plain chat format for this pair instead; "
+                "answers may be less polished. Choose another model to use its own format.",
+            )
+        )
+        return host.tokenize_chat(list(job.messages))
 
-        engine = self._engine
-        if engine is None:
+    def _run(self, request_id: int, job: ChatJob) -> None:
+        host = self._host
+        if host is None:  # a dead engine process is reported as a crash by the host
             raise SpecDeckError(
                 "No model pair is loaded. Choose one with Change pair… or try the Demo pair."
             )
-        prompt = engine.tokenize_chat(list(job.messages))
-        spec = self._stream(request_id, "speculative", engine, job, prompt)
+        host.reset_cancel()
+        if job.cancel.is_set():  # Stop arrived before this job started
+            host.cancel()
+        prompt = self._prompt(request_id, host, job)
+        try:
+            spec = self._stream(request_id, "speculative", host, job, prompt)
+        except GenerationCancelled:
+            self.done.emit(JobDone(request_id, True, None, None, len(prompt)))
+            return
         base = None
         if job.baseline and not job.cancel.is_set():
-            base = self._stream(request_id, "baseline", engine, job, prompt)
+            try:
+                base = self._stream(request_id, "baseline", host, job, prompt)
+            except GenerationCancelled:
+                base = None
         cancelled = job.cancel.is_set() or spec.stop_reason is StopReason.CANCELLED
         if not cancelled:
             if base is not None and base.stop_reason is not StopReason.CANCELLED:
-                comparison = compare(prompt, spec.token_ids, base.token_ids, engine)
+                comparison = host.compare(prompt, spec.token_ids, base.token_ids)
                 self.verdict.emit(
                     Verdict(
                         request_id,
@@ -270,27 +406,23 @@ class EngineWorker(QObject):
         self.done.emit(JobDone(request_id, cancelled, spec, base, len(prompt)))
 
     def _stream(
-        self, request_id: int, run: str, engine, job: ChatJob, prompt: tuple[int, ...]
+        self, request_id: int, run: str, host: EngineHost, job: ChatJob, prompt: tuple[int, ...]
     ) -> RunSummary:
         request = job.settings.request(prompt, speculative=run == "speculative")
-        began = last = time.perf_counter()
-        pending: list[Event] = []
+        began = time.perf_counter()
         tokens = 0
         summary: RunSummary | None = None
-        for event in engine.generate(request, job.cancel.is_set):
-            pending.append(event)
-            if isinstance(event, RunSummary):
-                summary = event
-                continue
-            if hasattr(event, "token_id"):
-                tokens += 1
+        for events in host.generate(request):  # already batched by the engine process
+            for event in events:
+                if isinstance(event, RunSummary):
+                    summary = event
+                elif isinstance(event, TokenEvent):
+                    tokens += 1
             now = time.perf_counter()
-            if now - last >= BATCH_SECONDS:
-                self.batch.emit(EventBatch(request_id, run, tuple(pending), now - began, tokens))
-                pending = []
-                last = now
-        now = time.perf_counter()
-        self.batch.emit(EventBatch(request_id, run, tuple(pending), now - began, tokens))
+            self.batch.emit(EventBatch(request_id, run, events, now - began, tokens))
+            if self._drill_tokens and tokens >= self._drill_tokens:
+                self._drill_tokens = 0
+                host.kill()
         if summary is None:  # generate() always ends with a summary; be defensive anyway
             raise RuntimeError("the engine ended a run without a summary")
         return summary

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
+from app.errors import GenerationCancelled
 from app.models.catalog import Catalog, DraftCandidate, parse_family
 from app.models.compat import VocabInfo, first_mismatch
 from app.models.downloads import DownloadCancelled, Downloader, DownloadProgress, save_token
@@ -307,34 +308,45 @@ class HubWorker(QObject):
         return Downloaded(rid, tuple(paths))
 
     def _calibrate(self, rid: int, request: Calibrate) -> Calibrated | None:
+        """Load the pair in an engine process and time it: a llama.cpp crash on a freshly
+        downloaded file becomes a message, not the end of the app."""
         from app.engine.config import GenerationRequest, ModelSpec, SpecConfig
-        from app.engine.engine import Engine
+        from app.engine.engine_host import EngineHost, LoadRequest
         from app.engine.events import RunSummary
 
+        def check_cancel() -> None:
+            if request.cancel.is_set():
+                raise DownloadCancelled("calibration cancelled")
+
         began = time.perf_counter()
-        engine = Engine(ModelSpec(request.target_path, n_ctx=request.n_ctx),
-                        ModelSpec(request.draft_path, n_ctx=request.n_ctx))
+        host = EngineHost()
         try:
+            host.load(
+                LoadRequest(ModelSpec(request.target_path, n_ctx=request.n_ctx),
+                            ModelSpec(request.draft_path, n_ctx=request.n_ctx)),
+                on_progress=lambda _path, _fraction: host.cancel()
+                if request.cancel.is_set() else None,
+            )
             load_s = time.perf_counter() - began
-            prompt = engine.tokenize_chat([{"role": "user", "content": CALIBRATION_PROMPT}])
+            prompt = host.tokenize_chat([{"role": "user", "content": CALIBRATION_PROMPT}])
 
             def run(speculative: bool, draft_max: int) -> RunSummary:
+                check_cancel()
                 spec = SpecConfig(draft_max=draft_max, adaptive=False)
                 job = GenerationRequest(prompt, max_tokens=CALIBRATION_TOKENS, spec=spec,
                                         speculative=speculative)
-                last = None
-                for event in engine.generate(job, cancel=request.cancel.is_set):
-                    last = event
-                if request.cancel.is_set():
-                    raise DownloadCancelled("calibration cancelled")
+                last = [e for batch in host.generate(job, stream=False) for e in batch][-1]
+                check_cancel()
                 assert isinstance(last, RunSummary)
                 return last
 
             run(False, 1)  # warm-up: first decode pays one-off allocation costs
             baseline = run(False, 1)
             trials = [run(True, n) for n in CALIBRATION_DRAFT_LENGTHS]
+        except GenerationCancelled as exc:
+            raise DownloadCancelled("calibration cancelled") from exc
         finally:
-            engine.close()
+            host.close()
         best_index = max(range(len(trials)), key=lambda i: trials[i].tok_s)
         best = trials[best_index]
         speedup = best.tok_s / baseline.tok_s if baseline.tok_s > 0 else 0.0

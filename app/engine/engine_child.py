@@ -1,0 +1,234 @@
+"""The engine process itself: owns the ``Engine`` and answers one request at a time.
+
+Started by ``app.engine.engine_host.EngineHost`` with the "spawn" method; ``child_main`` is its
+entry point. Native messages (a ``GGML_ASSERT``'s text) go to a log file the parent reads
+after a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from app.engine.config import DraftSource, ModelSpec
+from app.engine.engine_protocol import (
+    BATCH_SECONDS,
+    PROGRESS_STEP,
+    BenchRequest,
+    CancelFlag,
+    ChatPromptRequest,
+    CloseRequest,
+    CompareRequest,
+    DoneReply,
+    EventsReply,
+    GenerateRequest,
+    LoadProgress,
+    LoadRequest,
+    PairInfo,
+    PlainChatRequest,
+    Request,
+    RowReply,
+    portable_failure,
+)
+from app.engine.events import Event, RunSummary, TokenEvent
+from app.errors import GenerationCancelled, SpecDeckError
+
+
+def _device_description(spec: ModelSpec) -> str:
+    import llama_cpp
+
+    threads = spec.threads()
+    if bool(llama_cpp.llama_supports_gpu_offload()) and spec.n_gpu_layers != 0:
+        layers = "all layers" if spec.n_gpu_layers < 0 else f"{spec.n_gpu_layers} layers"
+        return f"GPU ({layers}) + CPU {threads} threads"
+    return f"CPU · {threads} threads"
+
+
+class _ChildSession:
+    """Runs in the engine process: owns the Engine, answers one request at a time."""
+
+    def __init__(self, conn: Connection, cancel: Any) -> None:
+        self.conn = conn
+        self.cancel = cancel
+        self.engine: Any = None
+        self.target_name = ""
+
+    def reply(self, seq: int, message: object) -> None:
+        self.conn.send((seq, message))
+
+    def close_engine(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+
+    def handle(self, seq: int, request: Request) -> None:
+        try:
+            value = self.dispatch(seq, request)
+        except BaseException as error:  # noqa: BLE001 - every failure goes back as a reply
+            if isinstance(error, KeyboardInterrupt | SystemExit):
+                raise
+            self.reply(seq, portable_failure(error))
+        else:
+            self.reply(seq, DoneReply(value))
+
+    def dispatch(self, seq: int, request: Request) -> Any:
+        if isinstance(request, LoadRequest):
+            return self.load(seq, request)
+        if isinstance(request, BenchRequest):
+            return self.bench(seq, request)
+        engine = self.engine
+        if engine is None:
+            raise SpecDeckError(
+                "No model pair is loaded. Choose one with Change pair… or try the Demo pair."
+            )
+        if isinstance(request, ChatPromptRequest):
+            from app.engine.chat_template import ChatTemplateError, Message
+
+            try:
+                return engine.tokenize_chat([Message(r, c) for r, c in request.messages])
+            except ChatTemplateError as error:
+                raise ChatTemplateError(f"broken chat template in {self.target_name}: "
+                                        f"{error}") from error
+        if isinstance(request, PlainChatRequest):
+            engine.formatter.use_plain()
+            return None
+        if isinstance(request, GenerateRequest):
+            return self.generate(seq, request)
+        if isinstance(request, CompareRequest):
+            from app.engine.exactness import compare
+
+            return compare(request.prompt, request.speculative, request.baseline, engine)
+        raise SpecDeckError(f"unknown request {type(request).__name__}")
+
+    def load(self, seq: int, request: LoadRequest) -> PairInfo:
+        from app.engine.engine import Engine
+        from app.engine.load_hooks import observing_loads
+
+        self.close_engine()
+        last: dict[str, float] = {}
+
+        def progress(path: Path, fraction: float) -> bool:
+            key = str(path)
+            if fraction <= 0.0 or fraction >= 1.0 or fraction - last.get(key, 0.0) >= PROGRESS_STEP:
+                last[key] = fraction
+                self.reply(seq, LoadProgress(key, fraction))
+            return not self.cancel.is_set()
+
+        use_draft = request.draft if request.draft_source is DraftSource.MODEL else None
+        with observing_loads(progress):
+            engine = Engine(request.target, use_draft, draft_source=request.draft_source)
+        if request.plain_chat:
+            engine.formatter.use_plain()
+        self.engine = engine
+        self.target_name = Path(request.target.path).name
+        weights = engine.target.size_bytes + (engine.draft.size_bytes if engine.draft else 0)
+        return PairInfo(
+            request.target.path,
+            use_draft.path if use_draft else None,
+            engine.draft_source,
+            _device_description(request.target),
+            weights,
+            engine.n_ctx,
+            engine.target.repacking.describe(),
+            engine.formatter.plain,
+        )
+
+    def bench(self, seq: int, request: BenchRequest) -> dict[str, Any]:
+        from app.engine.bench import run_bench
+        from app.engine.load_hooks import observing_loads
+
+        self.close_engine()
+
+        def progress(path: Path, fraction: float) -> bool:
+            if fraction <= 0.0 or fraction >= 1.0:
+                self.reply(seq, LoadProgress(str(path), fraction))
+            return True
+
+        with observing_loads(progress):
+            return run_bench(
+                request.target, request.draft, list(request.prompts), request.settings,
+                source=request.source, on_row=lambda row: self.reply(seq, RowReply(row)),
+            )
+
+    def generate(self, seq: int, job: GenerateRequest) -> RunSummary:
+        engine = self.engine
+        request = job.request
+        wanted = [engine.spec_ctx, engine.draft_ctx] if request.speculative else [engine.base_ctx]
+        contexts = [c for c in wanted if c is not None]
+        for ctx in contexts:  # a long prefill stops on Stop too; removed at the first token
+            ctx.set_abort_check(self.cancel.is_set)
+        guarded = True
+        pending: list[Event] = []
+        last = time.perf_counter()
+        summary: RunSummary | None = None
+        try:
+            for event in engine.generate(request, self.cancel.is_set):
+                if isinstance(event, RunSummary):
+                    summary = event
+                    break
+                if guarded and isinstance(event, TokenEvent):
+                    guarded = False
+                    for ctx in contexts:
+                        ctx.set_abort_check(None)
+                if not job.stream:
+                    continue
+                pending.append(event)
+                now = time.perf_counter()
+                if now - last >= BATCH_SECONDS:
+                    self.reply(seq, EventsReply(tuple(pending)))
+                    pending = []
+                    last = now
+        except RuntimeError as error:
+            if not self.cancel.is_set():
+                raise
+            for ctx in contexts:  # an aborted decode leaves batches the mirror does not know
+                ctx.forget_unrecorded()
+            raise GenerationCancelled("stopped while reading the prompt") from error
+        finally:
+            if guarded:
+                for ctx in contexts:
+                    ctx.set_abort_check(None)
+        if pending:
+            self.reply(seq, EventsReply(tuple(pending)))
+        if summary is None:
+            raise SpecDeckError("the engine ended a run without a summary")
+        return summary
+
+
+def _redirect_stderr(log_path: str) -> None:
+    """Native messages (a GGML_ASSERT's text) go to a file the parent reads after a crash."""
+    try:
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+        os.dup2(fd, 2)
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def child_main(conn: Connection, cancel: CancelFlag, log_path: str) -> None:
+    """Entry point of the engine process."""
+    import faulthandler
+
+    os.environ.setdefault("GGML_NO_BACKTRACE", "1")  # no gdb attach on an abort
+    _redirect_stderr(log_path)
+    with contextlib.suppress(Exception):
+        faulthandler.enable(file=sys.__stderr__ or sys.stderr)
+    session = _ChildSession(conn, cancel)
+    try:
+        while True:
+            try:
+                seq, request = conn.recv()
+            except (EOFError, OSError):  # the parent is gone
+                break
+            if isinstance(request, CloseRequest):
+                break
+            session.handle(seq, request)
+    finally:
+        session.close_engine()
+
+

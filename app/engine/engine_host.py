@@ -1,0 +1,386 @@
+"""The engine in a child process: a native crash in llama.cpp ends the child, not the app.
+
+llama.cpp aborts the whole process on some inputs (``GGML_ASSERT``, segfaults, the OOM
+killer). ``EngineHost`` runs the ``Engine`` in a child started with the "spawn" method (the
+only safe one on macOS and Windows and in the frozen bundle) and talks to it over a pipe
+with the typed requests below. Events come back in batches of about ``BATCH_SECONDS``, so
+the boundary costs a few microseconds per token. Cancelling is a lock-free shared flag
+(``CancelFlag``): ``generate()`` polls it between speculative steps, llama.cpp's abort
+callback polls it inside long prefills, and model loads poll it through the progress
+callback.
+
+When the child dies the parent raises ``EngineCrashed``, which says which model, at which
+stage and how it died, in words. A chat template that renders for longer than
+``TEMPLATE_SECONDS`` is killed the same way and reported as ``ChatTemplateHung``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import multiprocessing
+import os
+import tempfile
+import time
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from app.engine.config import DraftSource, GenerationRequest, ModelSpec
+from app.engine.engine_child import child_main
+from app.engine.engine_protocol import (
+    CLOSE_SECONDS,
+    LOG_TAIL_BYTES,
+    TEMPLATE_SECONDS,
+    BenchRequest,
+    CancelFlag,
+    ChatPromptRequest,
+    ChatTemplateHung,
+    CloseRequest,
+    CompareRequest,
+    DoneReply,
+    EngineCrashed,
+    EngineNotRunning,
+    EventsReply,
+    FailedReply,
+    GenerateRequest,
+    LoadProgress,
+    LoadRequest,
+    PairInfo,
+    PlainChatRequest,
+    Request,
+    RowReply,
+    describe_exit,
+    rebuild_error,
+)
+from app.engine.events import Event, PrefillEvent, RunSummary, TokenEvent
+from app.errors import SpecDeckError
+
+__all__ = [
+    "CancelFlag",
+    "ChatTemplateHung",
+    "EngineCrashed",
+    "EngineHost",
+    "EngineNotRunning",
+    "LoadRequest",
+    "PairInfo",
+    "describe_exit",
+    "run_bench_in_child",
+]
+
+_live_hosts: weakref.WeakSet[EngineHost] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_forgotten_hosts() -> None:
+    # Registered after multiprocessing's own exit hook, so it runs first: that hook joins
+    # every non-daemonic child, and an engine process waiting for requests never ends.
+    for host in list(_live_hosts):
+        host.close(timeout_s=2.0)
+
+
+class EngineHost:
+    """Parent-side handle on one engine process. Not thread-safe, except ``cancel()``."""
+
+    def __init__(self, cancel: CancelFlag | None = None) -> None:
+        self._context = multiprocessing.get_context("spawn")
+        self._cancel = cancel if cancel is not None else CancelFlag()
+        self._process: Any = None
+        self._conn: Connection | None = None
+        self._log_path: Path | None = None
+        self._seq = 0
+        self._stage = "idle"
+        self._model = ""
+        self.info: PairInfo | None = None
+        self._loaded: LoadRequest | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.is_alive()
+
+    @property
+    def pid(self) -> int | None:
+        process = self._process  # read once: the worker thread may discard it meanwhile
+        try:
+            return process.pid if process is not None else None
+        except ValueError:  # closed in between
+            return None
+
+    def start(self) -> None:
+        if self.alive:
+            return
+        self._discard()
+        handle, log_name = tempfile.mkstemp(prefix="specdeck-engine-", suffix=".log")
+        os.close(handle)
+        self._log_path = Path(log_name)
+        parent_end, child_end = self._context.Pipe(duplex=True)
+        process = self._context.Process(
+            target=child_main, args=(child_end, self._cancel, log_name), name="specdeck-engine"
+        )
+        process.start()
+        child_end.close()  # so that the child's death reads as end-of-file here
+        self._process, self._conn = process, parent_end
+        _live_hosts.add(self)
+        self._stage, self._model = "idle", ""
+
+    def close(self, timeout_s: float = CLOSE_SECONDS) -> None:
+        """Ask the child to free its models and exit; kill it if it does not."""
+        if self._process is None:
+            return
+        self._cancel.set()
+        if self._conn is not None and self._process.is_alive():
+            with contextlib.suppress(OSError, ValueError):
+                self._conn.send((0, CloseRequest()))
+        self._process.join(timeout_s)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(5)
+        self._discard()
+
+    def kill(self) -> None:
+        """End the child at once (SIGKILL on POSIX)."""
+        if self._process is not None and self._process.is_alive():
+            self._process.kill()
+
+    def _discard(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        if self._process is not None:
+            self._process.join(5)
+            with contextlib.suppress(ValueError, AttributeError):
+                self._process.close()
+        if self._log_path is not None:
+            self._log_path.unlink(missing_ok=True)
+        self._process = self._conn = self._log_path = None
+        self.info = None
+
+    # --- cancelling ------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Stop the running load, prefill or answer (safe from any thread)."""
+        self._cancel.set()
+
+    def reset_cancel(self) -> None:
+        self._cancel.clear()
+
+    @property
+    def cancelled(self) -> bool:
+        return bool(self._cancel.is_set())
+
+    # --- requests --------------------------------------------------------------------------
+
+    def load(
+        self, request: LoadRequest, on_progress: Callable[[str, float], None] | None = None
+    ) -> PairInfo:
+        """Load a pair (restarting the child if it is gone); ``on_progress(file, 0..1)``."""
+        self.start()
+        self._stage, self._model = "loading", Path(request.target.path).name
+        seq = self._send(request)
+        while True:
+            reply = self._receive(seq)
+            if isinstance(reply, LoadProgress):
+                self._model = Path(reply.path).name
+                if on_progress is not None:
+                    on_progress(reply.path, reply.fraction)
+                continue
+            info = self._finish(reply)
+            assert isinstance(info, PairInfo)
+            self.info, self._loaded = info, request
+            self._stage = "idle"
+            return info
+
+    def reload_plain(self) -> PairInfo:
+        """Restart the child with the last pair and the plain chat format."""
+        if self._loaded is None:
+            raise EngineNotRunning("no pair was loaded")
+        self.close(timeout_s=2.0)
+        self.reset_cancel()  # close() cancels whatever ran; the reload must not be
+        return self.load(replace(self._loaded, plain_chat=True))
+
+    def use_plain_chat(self) -> None:
+        self._call(PlainChatRequest(), "idle")
+        if self.info is not None:
+            self.info = replace(self.info, plain_chat=True)
+        if self._loaded is not None:
+            self._loaded = replace(self._loaded, plain_chat=True)
+
+    def tokenize_chat(
+        self, messages: Sequence[dict[str, str]], timeout_s: float = TEMPLATE_SECONDS
+    ) -> tuple[int, ...]:
+        """Render with the model's template and tokenize; a hung template kills the child."""
+        typed = tuple((str(m["role"]), str(m["content"])) for m in messages)
+        try:
+            tokens = self._call(ChatPromptRequest(typed), "rendering the chat template",
+                                timeout_s=timeout_s)
+        except TimeoutError:
+            model = self._pair_name().split(" + ")[0]
+            self.kill()
+            self._process.join(5)
+            self._discard()
+            raise ChatTemplateHung(model, timeout_s) from None
+        return tuple(tokens)
+
+    def compare(
+        self, prompt: Sequence[int], speculative: Sequence[int], baseline: Sequence[int]
+    ) -> Any:
+        """``app.engine.exactness.compare`` on the child's engine (the margin needs the target)."""
+        request = CompareRequest(tuple(prompt), tuple(speculative), tuple(baseline))
+        return self._call(request, "comparing")
+
+    def generate(
+        self, request: GenerationRequest, *, stream: bool = True
+    ) -> Iterator[tuple[Event, ...]]:
+        """Batches of events; the last batch ends with the ``RunSummary``.
+
+        A Stop during the prefill raises ``GenerationCancelled``; abandoning the iterator
+        cancels the run and waits for the child to finish it.
+        """
+        seq = self._send(GenerateRequest(request, stream))
+        self._stage, self._model = "prefill", self._pair_name()
+        finished = False
+        try:
+            while True:
+                reply = self._receive(seq)
+                if isinstance(reply, EventsReply):
+                    if self._stage == "prefill" and any(
+                        isinstance(e, PrefillEvent | TokenEvent) for e in reply.events
+                    ):
+                        self._stage = "generating"
+                    yield reply.events
+                    continue
+                finished = True
+                summary = self._finish(reply)
+                assert isinstance(summary, RunSummary)
+                yield (summary,)
+                return
+        finally:
+            if not finished and self.alive:
+                self._cancel.set()
+                with contextlib.suppress(SpecDeckError, OSError):
+                    while not isinstance(self._receive(seq), DoneReply | FailedReply):
+                        pass
+            self._stage = "idle"
+
+    # --- plumbing --------------------------------------------------------------------------
+
+    def bench(
+        self, request: BenchRequest, on_row: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]:
+        self.start()
+        files = [request.target.path] + ([request.draft.path] if request.draft else [])
+        self._stage, self._model = "loading", Path(files[0]).name
+        seq = self._send(request)
+        while True:
+            reply = self._receive(seq)
+            if isinstance(reply, LoadProgress):
+                self._model = Path(reply.path).name
+                if reply.path == files[-1] and reply.fraction >= 1.0:
+                    self._stage, self._model = "benchmarking", " + ".join(
+                        Path(f).name for f in files
+                    )
+                continue
+            if isinstance(reply, RowReply):
+                if on_row is not None:
+                    on_row(reply.row)
+                continue
+            result = self._finish(reply)
+            assert isinstance(result, dict)
+            return result
+
+    def _pair_name(self) -> str:
+        info = self.info
+        if info is None:
+            return self._model or "the model"
+        names = [Path(info.target_path).name]
+        if info.draft_path:
+            names.append(Path(info.draft_path).name)
+        return " + ".join(names)
+
+    def _call(self, request: Request, stage: str, timeout_s: float | None = None) -> Any:
+        seq = self._send(request)
+        previous, self._stage, self._model = self._stage, stage, self._pair_name()
+        try:
+            return self._finish(self._receive(seq, timeout_s))
+        finally:
+            self._stage = previous
+
+    def _send(self, request: Request) -> int:
+        if self._conn is None or self._process is None:
+            raise EngineNotRunning("the engine process is not running: load the pair again")
+        if not self._process.is_alive():  # died while it waited for this request
+            self._crashed()
+        self._seq += 1
+        try:
+            self._conn.send((self._seq, request))
+        except (OSError, ValueError):
+            self._crashed()
+        return self._seq
+
+    def _finish(self, reply: object) -> Any:
+        if isinstance(reply, DoneReply):
+            return reply.value
+        if isinstance(reply, FailedReply):
+            raise rebuild_error(reply)
+        raise SpecDeckError(f"the engine process sent an unexpected {type(reply).__name__}")
+
+    def _receive(self, seq: int, timeout_s: float | None = None) -> object:
+        """The next reply to request ``seq``; replies to abandoned requests are dropped."""
+        assert self._conn is not None and self._process is not None
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = wait([self._conn, self._process.sentinel], left)
+            if not ready:
+                raise TimeoutError(f"no answer from the engine process within {timeout_s} s")
+            if self._conn in ready or self._conn.poll():
+                try:
+                    got, reply = self._conn.recv()
+                except (EOFError, OSError):
+                    self._crashed()
+                if got == seq:
+                    return reply
+                continue
+            self._crashed()  # the process ended and nothing is left to read
+
+    def _crashed(self) -> Any:
+        process = self._process
+        process.join(5)
+        code = process.exitcode
+        log = self._log_tail()
+        stage, model = self._stage, self._model or self._pair_name()
+        self._discard()
+        raise EngineCrashed(stage, model, describe_exit(code), code, log)
+
+    def _log_tail(self) -> str:
+        if self._log_path is None:
+            return ""
+        try:
+            with open(self._log_path, "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                size = handle.tell()
+                handle.seek(max(0, size - LOG_TAIL_BYTES))
+                return handle.read(LOG_TAIL_BYTES).decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
+
+def run_bench_in_child(
+    target: ModelSpec,
+    draft: ModelSpec | None,
+    prompts: Sequence[dict[str, str]],
+    settings: Any,
+    *,
+    source: DraftSource = DraftSource.MODEL,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """The benchmark in an engine process; a crash raises ``EngineCrashed`` naming the file."""
+    host = EngineHost()
+    try:
+        return host.bench(BenchRequest(target, draft, tuple(prompts), settings, source), on_row)
+    finally:
+        host.close()

@@ -1,0 +1,225 @@
+"""The engine process (app.engine.engine_host): real spawned children running real llama.cpp."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from app.engine.chat_template import ChatFormatter, ChatTemplateError, Message
+from app.engine.config import DraftSource, GenerationRequest, ModelSpec
+from app.engine.engine_host import (
+    EngineCrashed,
+    EngineHost,
+    LoadRequest,
+    describe_exit,
+)
+from app.engine.events import RunSummary, TokenEvent
+from app.engine.synthetic import TinyShape, write_tiny_llama
+from app.errors import ContextOverflowError, GenerationCancelled
+from tests.crash_ggufs import write_bert_tokenizer_llama
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _spec(path: Path, n_ctx: int = 1024) -> ModelSpec:
+    return ModelSpec(str(path), n_ctx=n_ctx, n_threads=1)
+
+
+@pytest.fixture
+def host():
+    engine_host = EngineHost()
+    yield engine_host
+    engine_host.close()
+
+
+def _drain(host: EngineHost, request: GenerationRequest) -> RunSummary:
+    summary = None
+    for batch in host.generate(request):
+        for event in batch:
+            if isinstance(event, RunSummary):
+                summary = event
+    assert summary is not None
+    return summary
+
+
+def test_exit_codes_in_words() -> None:
+    assert describe_exit(-signal.SIGSEGV) == "SIGSEGV (segmentation fault)"
+    assert describe_exit(-signal.SIGABRT) == "SIGABRT (llama.cpp assertion)"
+    assert describe_exit(-signal.SIGKILL) == "killed (out of memory?)"
+    assert describe_exit(3) in ("exit code 3", "abort (llama.cpp assertion)")
+    assert describe_exit(None) == "ended without an exit code"
+
+
+def test_answers_stream_in_batches_and_match_in_process_engine(host, tiny_pair) -> None:
+    from app.engine.engine import Engine
+
+    target, draft = tiny_pair
+    seen: list[tuple[str, float]] = []
+    info = host.load(LoadRequest(_spec(target), _spec(draft)),
+                     on_progress=lambda path, f: seen.append((Path(path).name, f)))
+    assert host.pid not in (None, os.getpid())
+    assert info.draft_path == str(draft) and info.weights_bytes > 0
+    for name in ("target.gguf", "draft.gguf"):  # real llama.cpp progress, 0 .. 1 per file
+        fractions = [f for n, f in seen if n == name]
+        assert fractions[0] == 0.0 and fractions[-1] == 1.0 and len(fractions) > 2
+        assert fractions == sorted(fractions)
+    prompt = host.tokenize_chat([{"role": "user", "content": "hello the model"}])
+    request = GenerationRequest(prompt, max_tokens=200, ignore_eos=True)
+    batches = list(host.generate(request))
+    events = [e for b in batches for e in b]
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    summary = events[-1]
+    assert isinstance(summary, RunSummary) and len(tokens) == summary.tokens == 200
+    assert len(batches) < len(tokens)  # batched, not one message per token
+
+    local = Engine(_spec(target), _spec(draft))
+    try:
+        assert local.tokenize_chat([Message("user", "hello the model")]) == prompt
+        expected = [e for e in local.generate(request) if isinstance(e, RunSummary)][0]
+    finally:
+        local.close()
+    assert summary.token_ids == expected.token_ids and summary.text == expected.text
+    comparison = host.compare(prompt, summary.token_ids, summary.token_ids)
+    assert comparison.identical
+
+    with pytest.raises(ContextOverflowError) as overflow:  # typed errors cross the pipe
+        _drain(host, GenerationRequest(tuple(range(3, 1100)), max_tokens=4))
+    assert overflow.value.n_ctx == 1024
+
+
+def test_cancel_stops_an_answer_within_one_step(host, tiny_pair) -> None:
+    host.load(LoadRequest(_spec(tiny_pair[0], 4096), _spec(tiny_pair[1], 4096)))
+    prompt = host.tokenize_chat([{"role": "user", "content": "hello"}])
+    stream = host.generate(GenerationRequest(prompt, max_tokens=3000, ignore_eos=True))
+    next(stream)
+    host.cancel()
+    events = [e for b in stream for e in b]
+    summary = events[-1]
+    assert isinstance(summary, RunSummary) and summary.stop_reason.value == "cancelled"
+    assert summary.tokens < 3000
+
+
+def test_loading_can_be_cancelled_and_the_host_stays_usable(host, tiny_pair) -> None:
+    def cancel_at_half(_path: str, fraction: float) -> None:
+        if fraction >= 0.4:
+            host.cancel()
+
+    with pytest.raises(GenerationCancelled, match=r"loading (target|draft)\.gguf was cancelled"):
+        host.load(LoadRequest(_spec(tiny_pair[0]), _spec(tiny_pair[1])), on_progress=cancel_at_half)
+    assert host.alive
+    host.reset_cancel()
+    host.load(LoadRequest(_spec(tiny_pair[0]), None, DraftSource.NGRAM))
+    prompt = host.tokenize_chat([{"role": "user", "content": "hello"}])
+    assert _drain(host, GenerationRequest(prompt, max_tokens=8)).tokens > 0
+
+
+def test_a_long_prefill_stops_on_cancel_and_the_cache_stays_consistent(host, tmp_path) -> None:
+    shape = TinyShape(n_embd=256, n_layer=4, n_head=4, n_head_kv=4, n_ff=1024, n_ctx=4096)
+    wide = write_tiny_llama(tmp_path / "wide.gguf", seed=3, shape=shape)
+    host.load(LoadRequest(_spec(wide, 4096), None, DraftSource.NGRAM))
+    short = host.tokenize_chat([{"role": "user", "content": "hello the model"}])
+    first = _drain(host, GenerationRequest(short, max_tokens=16, ignore_eos=True))
+    long_prompt = host.tokenize_chat([{"role": "user", "content": "the model " * 300}])
+    assert len(long_prompt) > 2500  # about 2.4 s of prefill on one thread
+
+    timer = threading.Timer(0.3, host.cancel)
+    began = time.perf_counter()
+    timer.start()
+    with pytest.raises(GenerationCancelled):
+        _drain(host, GenerationRequest(long_prompt, max_tokens=4))
+    assert time.perf_counter() - began < 1.5
+    host.reset_cancel()
+    again = _drain(host, GenerationRequest(short, max_tokens=16, ignore_eos=True))
+    assert again.token_ids == first.token_ids  # nothing from the aborted prefill lingers
+
+
+def test_broken_template_raises_a_typed_error_and_plain_format_works(host, tmp_path) -> None:
+    failing = write_tiny_llama(tmp_path / "raises.gguf", seed=1,
+                               chat_template="{{ raise_exception('no chat for you') }}")
+    host.load(LoadRequest(_spec(failing), None, DraftSource.NGRAM))
+    with pytest.raises(ChatTemplateError, match="broken chat template in raises.gguf"):
+        host.tokenize_chat([{"role": "user", "content": "hi"}])
+    host.use_plain_chat()
+    assert host.info is not None and host.info.plain_chat
+    assert len(host.tokenize_chat([{"role": "user", "content": "hi"}])) > 2
+
+    formatter = ChatFormatter("{% for %}", bos_text="<s>", eos_text="</s>")
+    with pytest.raises(ChatTemplateError, match="does not compile"):
+        formatter.render([Message("user", "hi")])
+    formatter.use_plain()
+    assert formatter.render([Message("user", "hi")]) == "user: hi\nassistant:"
+
+
+def test_killed_child_raises_engine_crashed_with_stage(host, tiny_pair) -> None:
+    host.load(LoadRequest(_spec(tiny_pair[0], 4096), _spec(tiny_pair[1], 4096)))
+    prompt = host.tokenize_chat([{"role": "user", "content": "hello"}])
+    stream = host.generate(GenerationRequest(prompt, max_tokens=3000, ignore_eos=True))
+    next(stream)
+    host.kill()
+    with pytest.raises(EngineCrashed) as crash:
+        for _ in stream:
+            pass
+    assert crash.value.stage == "generating" and "target.gguf + draft.gguf" in crash.value.model
+    assert not host.alive
+    host.load(LoadRequest(_spec(tiny_pair[0]), _spec(tiny_pair[1])))  # a fresh child
+    assert host.alive
+    host.kill()  # dies while idle: the next request says so, in words
+    deadline = time.monotonic() + 10
+    while host.alive and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(EngineCrashed) as idle:
+        host.tokenize_chat([{"role": "user", "content": "hello"}])
+    assert idle.value.stage == "idle" and idle.value.how == "killed (out of memory?)"
+
+
+def test_gguf_that_aborts_llama_cpp_is_reported_not_fatal(host, tmp_path) -> None:
+    bad = write_bert_tokenizer_llama(tmp_path / "bert-vocab.gguf")
+    with pytest.raises(EngineCrashed) as crash:
+        host.load(LoadRequest(_spec(bad), None, DraftSource.NGRAM))
+    assert crash.value.stage == "loading" and crash.value.model == "bert-vocab.gguf"
+    if os.name != "nt":
+        assert crash.value.how == "SIGABRT (llama.cpp assertion)"
+    assert "bert-vocab.gguf" in str(crash.value) and "died" in str(crash.value)
+    assert "not supported by this llama.cpp build" in str(crash.value)
+
+
+@pytest.mark.parametrize("command", ["generate", "bench"])
+def test_cli_reports_a_crashing_gguf_as_an_error_naming_it(command, tmp_path) -> None:
+    bad = write_bert_tokenizer_llama(tmp_path / "bert-vocab.gguf")
+    args = [sys.executable, "-m", "app", command, "--target", str(bad), "--ngram",
+            "--threads", "1"]
+    if command == "bench":
+        prompts = tmp_path / "p.jsonl"
+        prompts.write_text('{"id": "a", "prompt": "hi"}\n')
+        args += ["--prompts", str(prompts), "--json", str(tmp_path / "out.json")]
+    else:
+        args.append("hi")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    assert done.returncode == 2, done.stderr
+    said = "error: the engine process (llama.cpp) died while loading bert-vocab.gguf"
+    assert said in done.stderr
+    assert "Segmentation fault" not in done.stderr and "core dumped" not in done.stderr
+
+
+def test_the_pipe_costs_well_under_the_per_token_budget(tiny_pair) -> None:
+    from app.engine.engine import Engine
+    from app.ui.latency_probe import measure_pipe_cost
+
+    engine = Engine(_spec(tiny_pair[0], 2048), _spec(tiny_pair[1], 2048))
+    try:
+        prompt = engine.tokenize_chat([Message("user", "hello the model")])
+        events = list(engine.generate(GenerationRequest(prompt, max_tokens=1000,
+                                                        ignore_eos=True)))[:-1]
+    finally:
+        engine.close()
+    cost = measure_pipe_cost(events, rounds=3)
+    # budget: 0.05 ms per token for the whole boundary (measured ~0.007 + ~0.002 here)
+    assert cost["pipe_child_ms_per_token"] + cost["pipe_parent_cpu_ms_per_token"] < 0.05, cost
