@@ -19,8 +19,8 @@ from app.core.catalog import Catalog, CatalogModel, CatalogPair  # noqa: E402
 from app.core.fit import Hardware  # noqa: E402
 from app.core.library import Library  # noqa: E402
 from app.ui.wizard import PairWizard  # noqa: E402
-from tests.ggufs import write_gguf  # noqa: E402
 from app.workers.hub_worker import Calibrated  # noqa: E402
+from tests.ggufs import write_gguf  # noqa: E402
 from tests.hub_server import FakeHub, FakeRepo  # noqa: E402
 
 pytest_plugins = ["tests.conftest_hub"]

@@ -250,6 +250,7 @@ class TargetPage(Page):
         self.tabs.currentChanged.connect(lambda *_: self.completeChanged.emit())
         self.local: list[LocalModel] = []
         self._extra: list[str] = []
+        self._want: str | None = None  # a browsed file, selected once it is read
         self._shown_offline = False
         wizard.online_changed.connect(self._online_changed)
 
@@ -323,7 +324,7 @@ class TargetPage(Page):
         self.local = [m for m in reply.models]
         self.local_list.clear()
         hardware = self.state.hardware
-        want = getattr(self, "_want", None)
+        want = self._want
         for model in self.local:
             fit = ""
             if hardware is not None:
@@ -505,7 +506,7 @@ class DraftPage(Page):
         self.table.itemSelectionChanged.connect(self._selection_changed)
         self.quant = QComboBox()
         self.quant.setToolTip("Smaller is faster; below 4 bits a draft agrees less often")
-        self.quant.currentIndexChanged.connect(self.completeChanged)
+        self.quant.currentIndexChanged.connect(self._quant_changed)
         self.repo = QLineEdit()
         self.repo.setPlaceholderText("owner/Name-GGUF of a draft on the Hub")
         self.repo.returnPressed.connect(self._check_repo)
@@ -532,6 +533,8 @@ class DraftPage(Page):
         self.options: list[DraftOption] = []
         self.local: list[LocalModel] = []
         self._extra: list[str] = []
+        self._want: str | None = None
+        self._typed = ""
         self._hub_done = False
         self._hub_message = ""
 
@@ -549,6 +552,10 @@ class DraftPage(Page):
         online = self.state.online is not False
         self.repo.setEnabled(hub_target and online)
         self.check_repo.setEnabled(hub_target and online)
+        self.repo.setPlaceholderText(
+            "owner/Name-GGUF of a draft on the Hub" if hub_target and online else
+            "Offline: Hub repositories cannot be checked now" if not online else
+            "The target is a local file: browse to a draft file instead")
         if hub_target and online:
             group = self.state.target_group
             assert group is not None and self.state.target_repo is not None
@@ -606,7 +613,7 @@ class DraftPage(Page):
         if isinstance(reply, LocalScanned):
             self.local = [m for m in reply.models if m.facts.n_layer > 0]
             self._fill()
-            want = getattr(self, "_want", None)
+            want = self._want
             for row, model in enumerate(self.local):
                 if want is not None and model.path == want:
                     self.table.selectRow(len(self.options) + row)
@@ -724,6 +731,13 @@ class DraftPage(Page):
         self.quant.blockSignals(False)
         if row >= 0 and self.ngram.isChecked():
             self.ngram.setChecked(False)
+        self.completeChanged.emit()
+
+    def _quant_changed(self) -> None:
+        group, row = self.selected_group(), self.table.currentRow()
+        if group is not None and 0 <= row < len(self.options):
+            self.table.item(row, 1).setText(group.quant)
+            self.table.item(row, 2).setText(human_bytes(group.size))
         self.completeChanged.emit()
 
     def _ngram_toggled(self, on: bool) -> None:
