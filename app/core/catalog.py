@@ -164,7 +164,7 @@ def parse_family(repo: str) -> tuple[str, float | None]:
     """Guess (family, billions of parameters) from a repo name like Qwen2.5-7B-Instruct-GGUF."""
     name = repo.rsplit("/", 1)[-1]
     name = re.sub(r"[-_]gguf$", "", name, flags=re.IGNORECASE)
-    name = re.sub(r"^(google|meta)[-_]", "", name, flags=re.IGNORECASE)
+    name = re.sub(r"^(google|meta|qwen|huggingfacetb)[-_]", "", name, flags=re.IGNORECASE)
     match = _SIZE_RE.search(name)
     if match is None:
         return name.lower(), None

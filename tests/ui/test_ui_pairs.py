@@ -84,3 +84,23 @@ def test_saved_pair_loads_with_its_settings(make_window, qtbot, isolated: Path, 
     assert window.pair_kv_type == "f32"
     assert window.pair_bar.pair_name.text() == "Coding pair"
     assert Library().active == "Coding pair"
+
+
+def test_demo_tooltip_names_the_pair_it_loads(qtbot, isolated: Path) -> None:  # type: ignore[no-untyped-def]
+    import pytest
+
+    from app.core.gguf_header import model_facts, read_local_header
+    from app.core.modelcache import ModelUnavailableError, demo_pair
+
+    try:
+        target, draft = demo_pair()
+    except ModelUnavailableError as exc:
+        pytest.skip(f"demo pair not available: {exc}")
+    bar = PairBar()
+    qtbot.addWidget(bar)
+    tip = bar.demo.toolTip()
+    facts = [model_facts(read_local_header(p)) for p in (target, draft)]
+    assert "Qwen2.5-Coder-0.5B" in tip and facts[0].name.startswith("Qwen2.5 Coder 0.5B")
+    assert f"{facts[0].quantization} target" in tip
+    assert f"own {facts[1].quantization} quantization" in tip
+    assert "SmolLM2" not in tip
