@@ -156,3 +156,32 @@ def test_curated_targets_show_fit_smallest_sensible_first(qtbot, tmp_path: Path,
         assert "does not fit on this computer" in texts[2]
     finally:
         wizard.reject()
+
+
+def test_slower_calibration_is_called_slower_and_needs_consent(  # type: ignore[no-untyped-def]
+        qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.workers.hub_worker import Calibrated
+
+    monkeypatch.setenv("SPECDECK_DATA_DIR", str(tmp_path / "specdeck"))
+    wizard = PairWizard(Library(), Catalog((), ()), hardware=HARDWARE,
+                        models_root=tmp_path / "models", offline=True)
+    qtbot.addWidget(wizard)
+    wizard.show()
+    try:
+        page = wizard.page_verify
+        page._done_steps = ["Loading both models", "Target alone: 64 tokens"]
+        # The measured numbers of the screenshot: a draft bigger than its target.
+        page.on_result(Calibrated(0, 0.81, 4.1, 7.9, 0.52, 8, 3.2, ((4, 4.0), (8, 4.1))))
+        text = page.status.text()
+        assert "×0.52 — 48 % slower" in text and "barely" not in text
+        assert "not sure" in text and "within 2%" in text  # 4.0 vs 4.1 tok/s
+        assert not page.activate.isChecked() and not wizard.state.activate
+        assert not page.use_ngram.isHidden() and "Alternatives" in text
+        page.activate.setChecked(True)  # the person consents
+        assert wizard.state.activate
+        page.on_result(Calibrated(0, 0.9, 12.0, 8.0, 1.5, 4, 1.0, ((4, 12.0), (8, 9.0))))
+        assert "50 % faster" in page.status.text() and "clearly the faster one" in \
+            page.status.text()
+        assert page.activate.isChecked() and page.use_ngram.isHidden()
+    finally:
+        wizard.reject()

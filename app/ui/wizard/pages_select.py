@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -26,6 +27,7 @@ from PySide6.QtWidgets import (
 from app.core.downloads import has_stored_token, human_bytes
 from app.core.fit import (
     KV_BYTES_PER_ELEMENT,
+    FitLabel,
     assess,
     best_fit,
     draft_speed_rank,
@@ -79,6 +81,8 @@ class OfflineNote(QWidget):
         super().__init__()
         self.owner = wizard
         self.label = status_label()
+        # A wrapped label inside a nested layout gets one line's height unless told otherwise.
+        self.label.setMinimumHeight(2 * self.label.fontMetrics().lineSpacing() + 4)
         self.retry = QPushButton("Retry")
         self.retry.clicked.connect(wizard.probe_hub)
         row = QHBoxLayout(self)
@@ -99,7 +103,7 @@ class OfflineNote(QWidget):
         self.setVisible(state.online is False)
         self.label.setText(note_html(
             f"Offline: the Hugging Face Hub cannot be reached ({state.offline_reason}). "
-            "Models on this computer still work; Retry when the network is back."))
+            "Models on this computer still work."))
 
 if TYPE_CHECKING:
     from app.ui.wizard.wizard import PairWizard
@@ -313,9 +317,14 @@ class TargetPage(Page):
         if not isinstance(reply, SearchResults):
             return
         for hit in reply.hits:
-            lock = "  🔒 gated: needs an access token" if hit.gated else ""
+            # Words, not only a lock glyph: not every system font has the emoji.
+            lock = "   🔒 gated: accept its license and save an access token" if hit.gated else ""
             item = QListWidgetItem(f"{hit.repo_id}   ↓ {hit.downloads:,}{lock}")
             item.setData(Qt.ItemDataRole.UserRole, hit.repo_id)
+            if hit.gated:
+                item.setForeground(QColor(FIT_COLOURS[FitLabel.TIGHT]))
+                item.setToolTip("A gated repository: accept its license on the Hugging Face "
+                                "website, then save an access token on the first page")
             self.results.addItem(item)
         self.search_status.setText(f"{len(reply.hits)} GGUF repositories, most downloaded first"
                                    if reply.hits else "Nothing found; try fewer words.")
