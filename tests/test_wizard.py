@@ -163,6 +163,7 @@ def test_wizard_to_saved_active_pair(qtbot, tiny_hub: FakeHub, tmp_path: Path) -
     finally:
         wizard.accept()
     assert not wizard.client._thread.isRunning()
+    assert wizard.client.worker._engine is None  # the calibration's models are freed
     reloaded = Library()
     assert reloaded.active == "Tiny pair"
     profile = reloaded.profiles["Tiny pair"]

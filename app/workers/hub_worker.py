@@ -655,7 +655,6 @@ class HubClient(QObject):
     progress = Signal(object)
     failed = Signal(object)
     _submit = Signal(int, object)
-    _close = Signal()
 
     def __init__(self, models_root: Path, *, endpoint: str | None = None,
                  token: Token = None, offline: bool = False,
@@ -669,7 +668,6 @@ class HubClient(QObject):
         self.worker.moveToThread(self._thread)
         self._thread.finished.connect(self.worker.deleteLater)
         self._submit.connect(self.worker.handle)
-        self._close.connect(self.worker.close_engine)
         self.worker.result.connect(self.result)
         self.worker.progress.connect(self.progress)
         self.worker.failed.connect(self.failed)
@@ -688,6 +686,7 @@ class HubClient(QObject):
         for cancel in self._cancels:
             cancel.set()
         if self._thread.isRunning():
-            self._close.emit()
             self._thread.quit()
             self._thread.wait(timeout_ms)
+        if not self._thread.isRunning():  # the worker's thread is gone: free its models here
+            self.worker.close_engine()
