@@ -616,8 +616,10 @@ class HubWorker(QObject):
             for index, n in enumerate(CALIBRATION_DRAFT_LENGTHS):
                 step(4 + index, f"With the draft, {n} tokens per draft")
                 trials.append(run(True, n))
+        except DownloadCancelled:
+            raise  # a cancelled run leaves the engine usable: Back and Next reuse it
         except BaseException:
-            self.close_engine()  # a half-run engine is not reused
+            self.close_engine()  # after a failure the engine is not trusted again
             raise
         best_index = max(range(len(trials)), key=lambda i: trials[i].tok_s)
         best = trials[best_index]
