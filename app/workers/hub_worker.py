@@ -276,6 +276,7 @@ class Calibrated:
     draft_max: int
     load_s: float
     trials: tuple[tuple[int, float], ...] = ()  # (draft length, tok/s) of each trial
+    noise: float = 0.0  # how much two runs of the target alone differed (0.05: 5 %)
 
     @property
     def slower(self) -> bool:
@@ -291,7 +292,8 @@ class Calibrated:
 
     @property
     def length_sure(self) -> bool:
-        return self.length_margin >= DRAFT_LENGTH_SURE_MARGIN
+        """Whether the chosen length beat the other by more than the run-to-run noise."""
+        return self.length_margin >= max(DRAFT_LENGTH_SURE_MARGIN, 2 * self.noise)
 
 
 @dataclass(frozen=True)
@@ -575,7 +577,7 @@ class HubWorker(QObject):
         from app.core.engine import Engine
         from app.core.events import RunSummary
 
-        total = 3 + len(CALIBRATION_DRAFT_LENGTHS)
+        total = 4 + len(CALIBRATION_DRAFT_LENGTHS)
 
         def step(index: int, text: str) -> None:
             if request.cancel.is_set():
@@ -611,10 +613,12 @@ class HubWorker(QObject):
             step(2, "Warming up (the first answer pays one-off costs)")
             run(False, 1)
             step(3, f"Target alone: {CALIBRATION_TOKENS} tokens")
-            baseline = run(False, 1)
+            first = run(False, 1)
+            step(4, "Target alone again (how much two runs differ)")
+            second = run(False, 1)
             trials = []
             for index, n in enumerate(CALIBRATION_DRAFT_LENGTHS):
-                step(4 + index, f"With the draft, {n} tokens per draft")
+                step(5 + index, f"With the draft, {n} tokens per draft")
                 trials.append(run(True, n))
         except DownloadCancelled:
             raise  # a cancelled run leaves the engine usable: Back and Next reuse it
@@ -623,11 +627,13 @@ class HubWorker(QObject):
             raise
         best_index = max(range(len(trials)), key=lambda i: trials[i].tok_s)
         best = trials[best_index]
-        speedup = best.tok_s / baseline.tok_s if baseline.tok_s > 0 else 0.0
-        return Calibrated(rid, best.acceptance_rate, best.tok_s, baseline.tok_s, speedup,
+        base_tok_s = (first.tok_s + second.tok_s) / 2
+        noise = abs(first.tok_s - second.tok_s) / max(first.tok_s, second.tok_s, 1e-9)
+        speedup = best.tok_s / base_tok_s if base_tok_s > 0 else 0.0
+        return Calibrated(rid, best.acceptance_rate, best.tok_s, base_tok_s, speedup,
                           CALIBRATION_DRAFT_LENGTHS[best_index], load_s,
                           tuple((n, t.tok_s) for n, t in zip(CALIBRATION_DRAFT_LENGTHS, trials,
-                                                             strict=True)))
+                                                             strict=True)), noise)
 
 
 def _probe_reason(exc: BaseException) -> str:

@@ -338,7 +338,7 @@ class VerifyPage(Page):
         self.activate.setVisible(False)
         self.cancel_button.setVisible(True)
         self.cancel_button.setEnabled(True)
-        self.bar.setRange(0, 3 + len(CALIBRATION_DRAFT_LENGTHS))
+        self.bar.setRange(0, 4 + len(CALIBRATION_DRAFT_LENGTHS))
         self.bar.setValue(0)
         self.bar.setVisible(True)
         self.steps.setText("")
@@ -382,10 +382,11 @@ class VerifyPage(Page):
             verdict = (f"×{reply.speedup:.2f} — {percent:.0f} % slower with the draft on this "
                        "computer.")
         trials = ", ".join(f"{n} tokens: {t:.1f} tok/s" for n, t in reply.trials)
-        sure = ("clearly the faster one" if reply.length_sure else
-                f"not sure: the lengths ran within {reply.length_margin:.0%} of each other, "
-                "which one run cannot tell apart; the adaptive draft length settles it while "
-                "you chat")
+        noise = f"two runs of the target alone differed by {reply.noise:.0%}"
+        sure = (f"clearly the faster one ({noise})" if reply.length_sure else
+                f"not sure: the lengths ran within {reply.length_margin:.0%} of each other "
+                f"and {noise}, so one run each cannot tell them apart; the adaptive draft "
+                "length settles it while you chat")
         lines = [
             f"<b>Speed:</b> {reply.spec_tok_s:.1f} tok/s with the draft, "
             f"{reply.base_tok_s:.1f} tok/s target alone: <b>{escape(verdict)}</b>",
