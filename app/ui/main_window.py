@@ -25,7 +25,7 @@ from app.ui.conversation_list import ConversationList
 from app.ui.engine_client import EngineClient
 from app.ui.first_run import HubProbe
 from app.ui.pair_bar import PairBar, human_bytes
-from app.ui.pair_chooser import PairChoice, choose_pair
+from app.ui.pair_chooser import PairChoice, active_pair_kv_type, choose_pair
 from app.ui.settings_panel import SettingsPanel
 from app.workers.engine_worker import (
     Busy,
@@ -154,6 +154,7 @@ class MainWindow(QMainWindow):
         self.resize(1560, 960)
         self._restore_layout()
         if autoload and is_existing_file(self.settings.target_path):
+            self.pair_kv_type = active_pair_kv_type(self.settings.target_path)
             self.load_pair(
                 self.settings.target_path,
                 self.settings.draft_path or None,

@@ -92,6 +92,19 @@ def active_pair_name(target_path: str | None) -> str | None:
     return profile.name if same else None
 
 
+def active_pair_kv_type(target_path: str) -> str:
+    """The KV cache type to reload ``target_path`` with: the active saved pair's when that
+    pair's target it is (the other settings persist in the window's own settings)."""
+    name = active_pair_name(target_path)
+    if name is None:
+        return "f16"
+    try:
+        profile = Library().profiles.get(name)
+    except LibraryError:
+        return "f16"
+    return pair_settings(profile).kv_type if profile is not None else "f16"
+
+
 def _from_wizard(parent: QWidget) -> PairChoice | None | bool:
     """The wizard's choice, ``None`` when cancelled, ``False`` when there is no wizard."""
     try:

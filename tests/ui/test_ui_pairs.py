@@ -84,6 +84,11 @@ def test_saved_pair_loads_with_its_settings(make_window, qtbot, isolated: Path, 
     assert window.pair_kv_type == "f32"
     assert window.pair_bar.pair_name.text() == "Coding pair"
     assert Library().active == "Coding pair"
+    window.close()
+    # A restart reloads the pair with all its settings, the KV cache type included.
+    again = make_window()
+    assert again.pair_kv_type == "f32" and again.settings.n_ctx == 1024
+    qtbot.waitUntil(lambda: again.loaded is not None, timeout=60_000)
 
 
 def test_demo_tooltip_names_the_pair_it_loads(qtbot, isolated: Path) -> None:  # type: ignore[no-untyped-def]
