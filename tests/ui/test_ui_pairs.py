@@ -8,6 +8,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QMenu
 
+from app.core.config import DraftSource
 from app.core.library import Library, Profile
 from app.ui.pair_bar import PairBar
 from app.ui.pair_chooser import SavedPairsDialog, choice_for_profile
@@ -44,7 +45,7 @@ def test_change_pair_menu_lists_saved_pairs(qtbot, isolated: Path,  # type: igno
 
     # The active pair's name is shown when its target is the loaded model.
     target = library.models[library.profiles["Chat pair"].target].path
-    bar.show_pair(target, None, bar.source.itemData(1))
+    bar.show_pair(target, None, DraftSource.NGRAM)
     assert bar.pair_name.text() == "Chat pair"
 
     dialog = SavedPairsDialog(Library(), bar)
@@ -58,7 +59,7 @@ def test_change_pair_menu_lists_saved_pairs(qtbot, isolated: Path,  # type: igno
     assert sorted(reloaded.profiles) == ["Evening chat"] and reloaded.active == "Evening chat"
     bar.fill_menu()
     assert menu_texts(bar.menu)[0] == "Evening chat"
-    bar.show_pair(target, None, bar.source.itemData(1))
+    bar.show_pair(target, None, DraftSource.NGRAM)
     assert bar.pair_name.text() == "Evening chat"
 
 
