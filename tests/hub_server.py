@@ -189,12 +189,20 @@ class _Handler(BaseHTTPRequestHandler):
         hits = [r for r in self.hub.repos.values() if text in r.repo_id.lower()]
         if query.get("sort", [""])[0] == "downloads":
             hits.sort(key=lambda r: r.downloads, reverse=True)
-        self._json([
-            {"id": r.repo_id, "_id": r.repo_id, "modelId": r.repo_id, "downloads": r.downloads,
-             "likes": r.likes, "gated": "manual" if r.token else False, "private": False,
-             "tags": ["gguf"], "library_name": "gguf"}
-            for r in hits[:limit]
-        ])
+        # Like the Hub: "gated" only when asked for with expand[]=gated, and then only the
+        # expanded properties (and the id) come back.
+        expand = query.get("expand[]", [])
+        entries = []
+        for r in hits[:limit]:
+            full = {"id": r.repo_id, "_id": r.repo_id, "modelId": r.repo_id,
+                    "downloads": r.downloads, "likes": r.likes,
+                    "gated": "manual" if r.token else False, "private": False,
+                    "tags": ["gguf"], "library_name": "gguf"}
+            if expand:
+                entries.append({k: v for k, v in full.items() if k in (*expand, "id", "_id")})
+            else:
+                entries.append({k: v for k, v in full.items() if k != "gated"})
+        self._json(entries)
 
     def _whoami(self) -> None:
         auth = self.headers.get("Authorization", "")

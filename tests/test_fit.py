@@ -108,3 +108,39 @@ def test_detect_hardware_runs_here() -> None:
     hw = detect_hardware()
     assert hw.ram_total > 0 and 0 < hw.ram_free <= hw.ram_total
     assert hw.backend in ("CUDA", "Metal", "CPU")
+
+
+def test_context_beyond_the_trained_length_does_not_fit() -> None:
+    from dataclasses import replace
+
+    trained = replace(facts(), context_length=32_768)
+    roomy = Hardware("CPU", (), 512 * GIB, 512 * GIB, 8)
+    within = assess(estimate_pair(trained, 4 * GIB, None, 0, 32_768), roomy)
+    assert within.label is FitLabel.FITS
+    beyond = assess(estimate_pair(trained, 4 * GIB, None, 0, 262_144), roomy)
+    assert beyond.label is FitLabel.NO_FIT
+    assert "262,144" in beyond.message and "32,768" in beyond.message
+    # The shorter of the two trained lengths bounds a pair.
+    draft = replace(facts(n_layer=4), context_length=8_192)
+    pair = assess(estimate_pair(trained, 4 * GIB, draft, GIB, 16_384), roomy)
+    assert pair.label is FitLabel.NO_FIT and "8,192" in pair.message
+
+
+def test_every_known_quantization_has_a_place_in_both_orders() -> None:
+    import re
+
+    from app.models.fit import DRAFT_SPEED_ORDER, QUALITY_ORDER, draft_speed_rank, quality_rank
+    from app.models.hub import quant_from_filename
+
+    names = ["Q4_1", "Q5_1", "Q4_0", "Q8_0", "Q6_K", "Q2_K", "IQ1_S", "IQ1_M", "IQ2_XXS",
+             "IQ3_XXS", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4", "Q3_K_XL", "Q4_K_L",
+             "Q5_K_S", "Q6_K_L", "BF16", "F16", "F32"]
+    for name in names:
+        assert quant_from_filename(f"model-{name}.gguf") == name
+        assert quality_rank(name) < len(QUALITY_ORDER), name
+        assert draft_speed_rank(name) < len(DRAFT_SPEED_ORDER), name
+    assert sorted(QUALITY_ORDER) == sorted(DRAFT_SPEED_ORDER)
+    assert all(re.fullmatch(r"[A-Z0-9_]+", q) for q in QUALITY_ORDER)
+    # A draft prefers the cheapest 4-bit file, then more bits; below 4 bits only after that.
+    assert draft_speed_rank("Q4_1") < draft_speed_rank("Q8_0") < draft_speed_rank("Q2_K") \
+        < draft_speed_rank("F16")

@@ -83,11 +83,16 @@ def test_catalog_is_consistent() -> None:
         assert target.family == draft.family and draft.params_b < target.params_b
     assert {m.family for m in catalog.targets()} >= {"qwen2.5", "qwen3", "llama3", "gemma3",
                                                      "smollm2"}
+    # Each entry says where its repository and file names were confirmed.
+    assert all(m.confirmed and "http" in m.confirmed for m in catalog.models)
+    # Smallest first: the pair most likely to run well on a small machine leads.
+    sizes = [m.params_b for m in catalog.targets()]
+    assert sizes == sorted(sizes) and sizes[0] < 2
 
 
 def test_draft_ranking() -> None:
     catalog = Catalog.load()
-    ranked = catalog.draft_candidates("Qwen/Qwen3-8B-GGUF",
+    ranked = catalog.draft_candidates("bartowski/Qwen_Qwen3-8B-GGUF",
                                       hub_repos=["someone/Qwen3-1.7B-GGUF", "x/Qwen3-4B-GGUF",
                                                  "x/Llama-3.2-1B-GGUF"])
     assert ranked[0].repo == "Qwen/Qwen3-0.6B-GGUF" and ranked[0].source == "catalog pair"
@@ -95,7 +100,8 @@ def test_draft_ranking() -> None:
     assert "someone/Qwen3-1.7B-GGUF" in rest and "x/Llama-3.2-1B-GGUF" not in rest
     assert "x/Qwen3-4B-GGUF" not in rest  # half the target: too big to pay off
     unknown = catalog.draft_candidates("u/Qwen2.5-Coder-14B-Instruct-GGUF")
-    assert unknown[0].repo.startswith("Qwen/Qwen2.5") and unknown[0].source == "same family"
+    assert unknown[0].repo.startswith("lmstudio-community/Qwen2.5-Coder")
+    assert unknown[0].source == "same family"
 
 
 def test_parse_family() -> None:

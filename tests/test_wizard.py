@@ -16,9 +16,10 @@ from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtWidgets import QWizardPage  # noqa: E402
 
 from app.models.catalog import Catalog, CatalogModel, CatalogPair  # noqa: E402
-from app.models.fit import Hardware  # noqa: E402
+from app.models.hardware import Hardware  # noqa: E402
 from app.models.library import Library  # noqa: E402
 from app.ui.wizard import PairWizard  # noqa: E402
+from app.workers.hub_worker import Calibrated  # noqa: E402
 from tests.ggufs import write_gguf  # noqa: E402
 from tests.hub_server import FakeHub, FakeRepo  # noqa: E402
 
@@ -125,10 +126,35 @@ def test_wizard_to_saved_active_pair(qtbot, tiny_hub: FakeHub, tmp_path: Path) -
         wizard.next()
 
         page = wizard.page_verify
+        calibrated: list[object] = []
+        cancelled: list[int] = []
+        wizard.client.result.connect(
+            lambda r: calibrated.append(r) if isinstance(r, Calibrated) else None)
+        wizard.client.failed.connect(lambda f: cancelled.append(f.request_id)
+                                     if f.cancelled else None)
+        # Back during the calibration and Next again: the first run is cancelled, not repeated.
+        qtbot.waitUntil(lambda: "step" in page.steps.text(), timeout=30_000)
+        assert page.cancel_button.isVisible()
+        first = next(iter(page._pending))
+        wizard.back()
+        assert wizard.currentPage() is wizard.page_download
+        wizard.next()
         qtbot.waitUntil(lambda: page.isComplete() or page.retry.isVisible(), timeout=120_000)
         assert page.isComplete(), page.status.text()
+        qtbot.waitUntil(lambda: first in cancelled, timeout=10_000)
+        assert len(calibrated) == 1 and calibrated[0].request_id != first
         cal = wizard.state.calibration
         assert cal is not None and 0.0 <= cal.acceptance <= 1.0 and cal.draft_max in (4, 8)
+        assert len(cal.trials) == 2
+        assert "✓ Target alone" in page.steps.text()
+        text = page.status.text()
+        assert ("not sure" in text) == (not cal.length_sure)
+        if cal.speedup < 1:  # honest: slower is "slower", and needs consent to become active
+            assert "slower" in text and "barely" not in text
+            assert page.use_ngram.isVisible() and not page.activate.isChecked()
+            page.activate.setChecked(True)  # the person consents
+        else:
+            assert page.activate.isChecked()
         shoot(page, "7_verify")
         with qtbot.waitSignal(wizard.profile_saved, timeout=5_000) as saved:
             wizard.next()
@@ -137,10 +163,12 @@ def test_wizard_to_saved_active_pair(qtbot, tiny_hub: FakeHub, tmp_path: Path) -
     finally:
         wizard.accept()
     assert not wizard.client._thread.isRunning()
+    assert wizard.client.worker._engine is None  # the calibration's models are freed
     reloaded = Library()
     assert reloaded.active == "Tiny pair"
     profile = reloaded.profiles["Tiny pair"]
     assert profile.n_ctx == 512 and profile.draft is not None
+    assert profile.draft_max == cal.draft_max
     target_spec, draft_spec = reloaded.model_specs(profile)
     assert Path(target_spec.path).name == "tiny-1b-Q8_0.gguf" and draft_spec is not None
 

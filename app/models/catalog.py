@@ -10,6 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.models.fit import MARGIN_FIXED, FitLabel, gib
+from app.models.hardware import Hardware
+
 CATALOG_ENV = "SPECDECK_CATALOG"
 # A draft around 1/15 of the target's size is the usual sweet spot: much cheaper to run,
 # yet similar enough to agree often. Candidates are ranked by distance from that ratio.
@@ -31,6 +34,8 @@ class CatalogModel:
     quant: str
     notes: str = ""
     draft_only: bool = False
+    # Where the repo and its file names were confirmed (a URL or a search reference) and when.
+    confirmed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -87,8 +92,18 @@ class Catalog:
         return next((m for m in self.models if m.repo.lower() == repo.lower()), None)
 
     def targets(self) -> list[CatalogModel]:
+        """Targets of the curated pairs, smallest first: the pair most likely to run well."""
         paired = {p.target for p in self.pairs}
-        return [m for m in self.models if m.id in paired]
+        return sorted((m for m in self.models if m.id in paired), key=lambda m: m.params_b)
+
+    def targets_for(self, hardware: Hardware | None) -> list[tuple[CatalogModel, FitGuess | None]]:
+        """Targets with a rough memory fit on ``hardware`` (from parameters and bits per
+        weight; the quantization page measures the real files): those that fit first,
+        smallest first."""
+        rows = [(m, guess_fit(m, hardware) if hardware is not None else None)
+                for m in self.targets()]
+        order = {FitLabel.FITS: 0, FitLabel.TIGHT: 1, FitLabel.NO_FIT: 2}
+        return sorted(rows, key=lambda r: (order[r[1].label] if r[1] else 0, r[0].params_b))
 
     def draft_candidates(self, target_repo: str,
                          hub_repos: Iterable[str] = ()) -> list[DraftCandidate]:
@@ -122,11 +137,35 @@ class Catalog:
         return found
 
 
+# Bits per weight of common quantizations, for a size guess before any file is listed.
+BITS_PER_WEIGHT = {"Q8_0": 8.5, "Q6_K": 6.6, "Q5_K_M": 5.7, "Q4_K_M": 4.9, "Q4_0": 4.5,
+                   "Q4_1": 5.0, "Q3_K_M": 3.9, "Q2_K": 3.0, "F16": 16.0, "BF16": 16.0,
+                   "F32": 32.0}
+
+
+@dataclass(frozen=True)
+class FitGuess:
+    label: FitLabel
+    needed: int  # bytes, weights and a working margin
+    message: str
+
+
+def guess_fit(model: CatalogModel, hardware: Hardware) -> FitGuess:
+    bits = BITS_PER_WEIGHT.get(model.quant.upper(), 8.5)
+    weights = int(model.params_b * 1e9 * bits / 8)
+    needed = int(weights * 1.15) + MARGIN_FIXED  # KV cache and compute at a few k tokens
+    pool = hardware.gpu_free if hardware.uses_gpu else hardware.ram_free
+    label = (FitLabel.FITS if needed * 1.1 <= pool else
+             FitLabel.TIGHT if needed <= pool else FitLabel.NO_FIT)
+    return FitGuess(label, needed, f"about {gib(needed)} at {model.quant}, "
+                                   f"{gib(pool)} free")
+
+
 def parse_family(repo: str) -> tuple[str, float | None]:
     """Guess (family, billions of parameters) from a repo name like Qwen2.5-7B-Instruct-GGUF."""
     name = repo.rsplit("/", 1)[-1]
     name = re.sub(r"[-_]gguf$", "", name, flags=re.IGNORECASE)
-    name = re.sub(r"^(google|meta)[-_]", "", name, flags=re.IGNORECASE)
+    name = re.sub(r"^(google|meta|qwen|huggingfacetb)[-_]", "", name, flags=re.IGNORECASE)
     match = _SIZE_RE.search(name)
     if match is None:
         return name.lower(), None

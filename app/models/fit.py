@@ -30,10 +30,21 @@ N_UBATCH = 512
 MARGIN_FRACTION = 0.05
 MARGIN_FIXED = 300 * MIB  # backend context, scratch and fragmentation per process
 # Order used to pick "the best quantization that fits": better quality first. F32/F16/BF16
-# are left last: they rarely pay off against Q8_0 for local decoding speed.
-QUALITY_ORDER = ("Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q5_0", "Q4_K_M", "Q4_K_S", "IQ4_XS",
-                 "IQ4_NL", "Q4_0", "Q3_K_L", "Q3_K_M", "IQ3_M", "Q3_K_S", "IQ3_XS", "Q2_K",
-                 "IQ2_M", "IQ2_XS", "BF16", "F16", "F32")
+# are left last: they rarely pay off against Q8_0 for local decoding speed. Every name the
+# Hub's file names use (see hub._QUANT_RE) has a place.
+QUALITY_ORDER = ("Q8_0", "Q8_K", "Q6_K_XL", "Q6_K_L", "Q6_K", "Q5_K_XL", "Q5_K_L", "Q5_K_M",
+                 "Q5_1", "Q5_K_S", "Q5_0", "Q4_K_XL", "Q4_K_L", "Q4_K_M", "Q4_1", "MXFP4_MOE",
+                 "MXFP4", "Q4_K_S", "IQ4_NL", "IQ4_XS", "Q4_0", "Q3_K_XL", "Q3_K_L", "Q3_K_M",
+                 "IQ3_M", "IQ3_S", "Q3_K_S", "IQ3_XS", "IQ3_XXS", "Q2_K_XL", "Q2_K_L", "Q2_K",
+                 "Q2_K_S", "IQ2_M", "IQ2_S", "IQ2_XS", "IQ2_XXS", "TQ2_0", "IQ1_M", "IQ1_S",
+                 "TQ1_0", "BF16", "F16", "F32")
+# A draft is there to be cheap, yet below 4 bits it agrees with the target much less often:
+# the smallest 4-bit file is the sensible default, then 5, 6 and 8 bits, then fewer bits,
+# then the unquantized files.
+_FOUR_BIT_AND_UP = QUALITY_ORDER[: QUALITY_ORDER.index("Q4_0") + 1]
+DRAFT_SPEED_ORDER = (tuple(reversed(_FOUR_BIT_AND_UP))
+                     + QUALITY_ORDER[QUALITY_ORDER.index("Q3_K_XL"):QUALITY_ORDER.index("BF16")]
+                     + ("BF16", "F16", "F32"))
 
 
 class FitLabel(str, Enum):
@@ -70,6 +81,8 @@ def model_memory(facts: ModelFacts, weights: int, n_ctx: int, kv_type: str = "f1
 class PairEstimate:
     target: ModelMemory
     draft: ModelMemory | None
+    n_ctx: int = 0
+    trained_ctx: int = 0  # the shorter trained context of the two models (0: unknown)
 
     @property
     def needed(self) -> int:
@@ -86,9 +99,12 @@ class PairEstimate:
 
 def estimate_pair(target: ModelFacts, target_bytes: int, draft: ModelFacts | None,
                   draft_bytes: int, n_ctx: int, kv_type: str = "f16") -> PairEstimate:
+    trained = [f.context_length for f in (target, draft) if f is not None and
+               f.context_length > 0]
     return PairEstimate(
         model_memory(target, target_bytes, n_ctx, kv_type),
         model_memory(draft, draft_bytes, n_ctx, kv_type) if draft is not None else None,
+        n_ctx, min(trained, default=0),
     )
 
 
@@ -119,6 +135,9 @@ def assess(estimate: PairEstimate, hardware: Hardware) -> FitResult:
     if hardware.uses_gpu and pool > 0:
         shares = tuple((g, needed * g.free // pool) for g in hardware.gpus)
     summary = f"needs {gib(needed)} + {gib(estimate.margin)} margin, {gib(pool)} free in {where}"
+    beyond = trained_context_note(estimate.n_ctx, estimate.trained_ctx)
+    if beyond is not None:
+        return FitResult(FitLabel.NO_FIT, estimate, pool, where, f"{beyond}; {summary}", shares)
     if padded <= pool:
         return FitResult(FitLabel.FITS, estimate, pool, where, summary, shares)
     if needed <= pool:
@@ -137,6 +156,23 @@ def quality_rank(quant: str) -> int:
         return QUALITY_ORDER.index(quant.upper())
     except ValueError:
         return len(QUALITY_ORDER)
+
+
+def draft_speed_rank(quant: str) -> int:
+    """0 for the quantization a draft should use first (see ``DRAFT_SPEED_ORDER``); ties
+    between equally ranked files are broken by size."""
+    try:
+        return DRAFT_SPEED_ORDER.index(quant.upper())
+    except ValueError:
+        return len(DRAFT_SPEED_ORDER)
+
+
+def trained_context_note(n_ctx: int, trained: int) -> str | None:
+    """Why ``n_ctx`` is refused for a model trained on ``trained`` tokens; None when it is not."""
+    if trained > 0 and n_ctx > trained:
+        return (f"{n_ctx:,} tokens of context is beyond the {trained:,} the model was trained "
+                f"on; it would answer badly past that. Use {trained:,} or less")
+    return None
 
 
 def best_fit(options: Sequence[tuple[str, FitResult]], preferred: str | None = None) -> str | None:

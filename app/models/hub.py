@@ -187,10 +187,12 @@ def search_models(
     from huggingface_hub.utils import build_hf_headers
 
     what = f"searching the Hub for {query!r}"
-    params = {"filter": "gguf", "sort": "downloads", "direction": "-1",
-              "limit": str(max(1, min(limit, 1000)))}
+    params: list[tuple[str, str]] = [("filter", "gguf"), ("sort", "downloads"),
+                                     ("direction", "-1"), ("limit", str(max(1, min(limit, 1000))))]
     if query:
-        params["search"] = query
+        params.append(("search", query))
+    # The Hub leaves "gated" out of search results unless it is asked for by name.
+    params += [("expand[]", name) for name in ("downloads", "likes", "gated")]
     url = f"{endpoint_or_default(endpoint)}/api/models?{urlencode(params)}"
     watch = (limits or TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S)).watch(what)
     with hub_errors(what):

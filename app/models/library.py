@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
@@ -348,6 +348,22 @@ class Library:
             self.active = None
         if save:
             self.save()
+
+    def rename_profile(self, old: str, new: str) -> Profile:
+        """Rename a saved pair, keeping its place as the active one."""
+        if old not in self.profiles:
+            raise LibraryError(f"there is no pair named {old!r}")
+        if not new.strip():
+            raise LibraryError("a pair needs a name")
+        if new != old and new in self.profiles:
+            raise LibraryError(f"there is already a pair named {new!r}; choose another name")
+        renamed = replace(self.profiles[old], name=new)
+        self.profiles = {(new if k == old else k): (renamed if k == old else v)
+                         for k, v in self.profiles.items()}
+        if self.active == old:
+            self.active = new
+        self.save()
+        return renamed
 
     def set_active(self, name: str) -> None:
         if name not in self.profiles:

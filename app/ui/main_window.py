@@ -7,6 +7,7 @@ import html
 import os
 import stat
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
@@ -32,7 +33,7 @@ from app.ui.conversation_list import ConversationList
 from app.ui.engine_client import EngineClient
 from app.ui.first_run import HubProbe
 from app.ui.pair_bar import PairBar, human_bytes
-from app.ui.pair_chooser import choose_pair
+from app.ui.pair_chooser import PairChoice, active_pair_kv_type, choose_pair
 from app.ui.settings_panel import SettingsPanel
 from app.workers.engine_worker import (
     Busy,
@@ -112,6 +113,7 @@ class MainWindow(QMainWindow):
         self.save_retry.timeout.connect(self.retry_saves)
         self.client = EngineClient(self)
         self.loaded: PairLoaded | None = None
+        self.pair_kv_type = "f16"  # the KV cache type of the chosen saved pair
         self._loaded_key: tuple[object, ...] | None = None
         self._verdict: Verdict | None = None
         self._shown_once = False
@@ -170,6 +172,7 @@ class MainWindow(QMainWindow):
         self.resize(1560, 960)
         self._restore_layout()
         if autoload and is_existing_file(self.settings.target_path):
+            self.pair_kv_type = active_pair_kv_type(self.settings.target_path)
             self.load_pair(
                 self.settings.target_path,
                 self.settings.draft_path or None,
@@ -207,6 +210,7 @@ class MainWindow(QMainWindow):
         self.client.error.connect(self._on_error)
         self.pair_bar.change_requested.connect(self.change_pair)
         self.pair_bar.files_requested.connect(lambda: self.change_pair(files=True))
+        self.pair_bar.saved_pair_requested.connect(lambda name: self.change_pair(saved=name))
         self.pair_bar.demo_requested.connect(self.load_demo)
         self.pair_bar.source_changed.connect(self._source_changed)
         self.chat.send_requested.connect(self.send)
@@ -288,10 +292,12 @@ class MainWindow(QMainWindow):
 
     def load_pair(self, target: str, draft: str | None, source: DraftSource) -> int:
         s = self.settings
-        draft_spec = s.draft_spec(draft) if draft else None
+        kv = self.pair_kv_type
+        draft_spec = replace(s.draft_spec(draft), kv_type=kv) if draft else None
         self.pair_bar.set_busy("Loading models…")
         self.pair_bar.show_pair(target, draft, source)
-        return self.client.load(LoadPair(s.target_spec(target), draft_spec, source))
+        return self.client.load(LoadPair(replace(s.target_spec(target), kv_type=kv), draft_spec,
+                                         source))
 
     def load_demo(self) -> int:
         s = self.settings
@@ -299,15 +305,26 @@ class MainWindow(QMainWindow):
         spec = s.target_spec("")
         return self.client.load(LoadPair(spec, s.draft_spec(""), DraftSource.MODEL, demo=True))
 
-    def change_pair(self, files: bool = False) -> None:
+    def change_pair(self, files: bool = False, saved: str | None = None) -> None:
         start = str(Path(self.settings.target_path).parent) if self.settings.target_path else ""
         try:
-            choice = choose_pair(self, start, files=files)
+            choice = choose_pair(self, start, files=files, saved=saved)
         except Exception as error:  # noqa: BLE001 - a broken wizard must not take the app down
             self.chat.error_banner.show_text(f"<b>Could not choose a pair.</b> {error}")
             return
         if choice is not None:
-            self.load_pair(choice.target_path, choice.draft_path, choice.draft_source)
+            self.apply_pair_choice(choice)
+
+    def apply_pair_choice(self, choice: PairChoice) -> None:
+        """Load a chosen pair with the settings it was saved with (context size, KV cache
+        type, draft length); a pair of plain files keeps the window's settings."""
+        self.pair_kv_type = choice.settings.kv_type if choice.settings else "f16"
+        if choice.settings is not None:
+            changes = choice.settings.settings_changes()
+            # The new pair loads with these below: the old one is not reloaded for them.
+            self._loaded_key = replace(self.settings, **changes).load_key()  # type: ignore[arg-type]
+            self.settings_panel.update_settings(**changes)
+        self.load_pair(choice.target_path, choice.draft_path, choice.draft_source)
 
     def _first_start(self, hub_reachable: bool) -> None:
         """No pair yet: the wizard when the Hub answers, else the offline demo pair."""

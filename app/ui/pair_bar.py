@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
@@ -17,6 +17,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.config import DraftSource
+from app.models.library import Library, LibraryError
+from app.ui.pair_chooser import SavedPairsDialog, active_pair_name
+
+PAIR_NAME_WIDTH = 160  # px; the full name is in the tooltip
 
 
 def human_bytes(n: int) -> str:
@@ -32,6 +36,7 @@ class PairBar(QFrame):
     change_requested = Signal()  # the pair wizard
     files_requested = Signal()  # local GGUF files
     demo_requested = Signal()
+    saved_pair_requested = Signal(str)  # the name of a saved pair
     source_changed = Signal(object)  # DraftSource
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -45,6 +50,8 @@ class PairBar(QFrame):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(8, 4, 8, 4)
         layout.setSpacing(6)
+        self.pair_name = self._pair(layout, "Pair")
+        self.pair_name.setMaximumWidth(PAIR_NAME_WIDTH)
         self.target = self._pair(layout, "Target")
         self.draft = self._pair(layout, "Draft")
         self.source = QComboBox()
@@ -76,18 +83,57 @@ class PairBar(QFrame):
         self.change = QPushButton("Change pair…")
         self.change.setObjectName("changePair")
         self.change.setToolTip("Pick a pair with the wizard, or open local GGUF files")
-        menu = QMenu(self.change)
-        menu.addAction("Pair wizard…", self.change_requested.emit)
-        menu.addAction("Local GGUF files…", self.files_requested.emit)
-        self.change.setMenu(menu)
+        self.menu = QMenu(self.change)
+        self.menu.aboutToShow.connect(self.fill_menu)
+        self.change.setMenu(self.menu)
+        self.fill_menu()
         self.demo = QPushButton("Demo pair")
+        # What modelcache.demo_pair() really loads.
         self.demo.setToolTip(
-            "SmolLM2-135M-Instruct F16 target with its Q4_1 draft — works offline once cached"
+            "Qwen2.5-Coder-0.5B-Instruct: F32 target drafted by its own Q2_K quantization — "
+            "works offline once cached"
         )
         self.demo.clicked.connect(self.demo_requested)
         layout.addWidget(self.change)
         layout.addWidget(self.demo)
         self.show_pair(None, None, DraftSource.MODEL)
+
+    def fill_menu(self) -> None:
+        """Saved pairs by name (the active one checked), then the other ways to choose."""
+        self.menu.clear()
+        try:
+            library: Library | None = Library()
+        except LibraryError:
+            library = None
+        if library is not None and library.profiles:
+            self.menu.addSection("Saved pairs")
+            for name in sorted(library.profiles, key=str.lower):
+                action = self.menu.addAction(name)
+                action.setCheckable(True)
+                action.setChecked(name == library.active)
+                action.triggered.connect(
+                    lambda _checked=False, n=name: self.saved_pair_requested.emit(n))
+            self.menu.addAction("Rename or delete saved pairs…", self.manage_pairs)
+            self.menu.addSeparator()
+        self.menu.addAction("Pair wizard…", self.change_requested.emit)
+        self.menu.addAction("Local GGUF files…", self.files_requested.emit)
+
+    def manage_pairs(self) -> None:
+        try:
+            library = Library()
+        except LibraryError as exc:
+            self.status.setText(str(exc))
+            return
+        SavedPairsDialog(library, self).exec()
+        self.show_pair_name(active_pair_name(self.target.toolTip() or None))
+
+    def show_pair_name(self, name: str | None) -> None:
+        shown = name or "—"
+        metrics = self.pair_name.fontMetrics()
+        self.pair_name.setText(metrics.elidedText(shown, Qt.TextElideMode.ElideRight,
+                                                  PAIR_NAME_WIDTH))
+        self.pair_name.setToolTip(f"Saved pair “{name}”" if name else
+                                  "Not a saved pair (files chosen directly)")
 
     def _pair(self, layout: QHBoxLayout, key: str) -> QLabel:
         label = QLabel(key)
@@ -103,6 +149,7 @@ class PairBar(QFrame):
     def show_pair(self, target: str | None, draft: str | None, source: DraftSource) -> None:
         self.target.setText(Path(target).name if target else "none loaded")
         self.target.setToolTip(target or "")
+        self.show_pair_name(active_pair_name(target))
         if source is DraftSource.NGRAM:
             self.draft.setText("n-gram (prompt lookup)")
             self.draft.setToolTip("")

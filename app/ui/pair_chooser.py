@@ -1,7 +1,7 @@
-"""How "Change pair…" asks for a pair: the pair wizard when it exists, else file pickers.
+"""How "Change pair…" asks for a pair: a saved pair, the pair wizard, or file pickers.
 
-Swapping in the wizard means changing only ``choose_pair``: it must return a
-``PairChoice`` (or ``None`` when the person cancels).
+Everything ends in a ``PairChoice``; a saved pair (and so the wizard's) also brings the
+``PairSettings`` it was saved with, which the window applies before it loads the pair.
 """
 
 from __future__ import annotations
@@ -9,11 +9,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QMessageBox,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
-from app.engine.config import DraftSource
+from app.engine.config import KV_TYPES, DraftSource
+from app.models.library import Library, LibraryError, Profile
 
 GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
+MAX_PAIR_NAME = 120
+
+
+@dataclass(frozen=True)
+class PairSettings:
+    """What a saved pair brings besides its files: the wizard's choices and calibration."""
+
+    name: str
+    n_ctx: int
+    kv_type: str
+    draft_max: int
+
+    def settings_changes(self) -> dict[str, object]:
+        """Fields of ``Settings`` to change before the pair loads."""
+        return {"n_ctx": self.n_ctx, "draft_max": self.draft_max}
 
 
 @dataclass(frozen=True)
@@ -21,6 +50,59 @@ class PairChoice:
     target_path: str
     draft_path: str | None  # None: n-gram drafting
     draft_source: DraftSource
+    settings: PairSettings | None = None  # None: keep the window's own settings
+
+
+def pair_settings(profile: Profile) -> PairSettings:
+    """A profile's settings, each checked: a hand-edited library must not break a load."""
+    n_ctx = profile.n_ctx if 256 <= profile.n_ctx <= 1 << 20 else 4096
+    kv_type = profile.kv_type if profile.kv_type in KV_TYPES else "f16"
+    draft_max = profile.draft_max if 1 <= profile.draft_max <= 64 else 8
+    return PairSettings(profile.name, n_ctx, kv_type, draft_max)
+
+
+def choice_for_profile(library: Library, name: str) -> PairChoice:
+    """The saved pair ``name``, made active; raises ``LibraryError`` when it cannot load."""
+    profile = library.profiles.get(name)
+    if profile is None:
+        raise LibraryError(f"there is no saved pair named {name!r}")
+    target, draft = library.model_specs(profile)
+    library.set_active(name)
+    source = DraftSource.MODEL if draft is not None else DraftSource.NGRAM
+    return PairChoice(target.path, draft.path if draft is not None else None, source,
+                      pair_settings(profile))
+
+
+def active_pair_name(target_path: str | None) -> str | None:
+    """The active saved pair's name when ``target_path`` is its target, else None."""
+    if not target_path:
+        return None
+    try:
+        library = Library()
+    except LibraryError:
+        return None
+    profile = library.active_profile()
+    model = library.models.get(profile.target) if profile is not None else None
+    if profile is None or model is None:
+        return None
+    try:
+        same = Path(model.path).resolve() == Path(target_path).resolve()
+    except (OSError, RuntimeError):
+        return None
+    return profile.name if same else None
+
+
+def active_pair_kv_type(target_path: str) -> str:
+    """The KV cache type to reload ``target_path`` with: the active saved pair's when that
+    pair's target it is (the other settings persist in the window's own settings)."""
+    name = active_pair_name(target_path)
+    if name is None:
+        return "f16"
+    try:
+        profile = Library().profiles.get(name)
+    except LibraryError:
+        return "f16"
+    return pair_settings(profile).kv_type if profile is not None else "f16"
 
 
 def _from_wizard(parent: QWidget) -> PairChoice | None | bool:
@@ -33,12 +115,11 @@ def _from_wizard(parent: QWidget) -> PairChoice | None | bool:
     saved: list[str] = []
     wizard.profile_saved.connect(saved.append)
     wizard.exec()
-    if not saved:
-        return None
     library = wizard.library
-    target, draft = library.model_specs(library.profiles[saved[-1]])
-    source = DraftSource.MODEL if draft is not None else DraftSource.NGRAM
-    return PairChoice(target.path, draft.path if draft is not None else None, source)
+    # A pair saved without being made active (the person kept the current one) does not load.
+    if not saved or library.active != saved[-1]:
+        return None
+    return choice_for_profile(library, saved[-1])
 
 
 def _from_files(parent: QWidget, start: str) -> PairChoice | None:
@@ -63,9 +144,94 @@ def _from_files(parent: QWidget, start: str) -> PairChoice | None:
     return PairChoice(target, draft, DraftSource.MODEL)
 
 
-def choose_pair(parent: QWidget, start_dir: str = "", *, files: bool = False) -> PairChoice | None:
-    """Ask for a pair: the wizard, or file pickers when ``files`` or when there is no wizard."""
+def choose_pair(parent: QWidget, start_dir: str = "", *, files: bool = False,
+                saved: str | None = None) -> PairChoice | None:
+    """Ask for a pair: the saved pair ``saved``, the wizard, or file pickers when ``files``
+    or when there is no wizard."""
+    if saved is not None:
+        return choice_for_profile(Library(), saved)
     choice = False if files else _from_wizard(parent)
     if choice is False:
         return _from_files(parent, start_dir)
     return choice or None
+
+
+class SavedPairsDialog(QDialog):
+    """Rename and delete saved pairs (the models stay in the library)."""
+
+    def __init__(self, library: Library, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Saved pairs")
+        self.library = library
+        self.list = QListWidget()
+        self.list.currentItemChanged.connect(lambda *_: self._enable())
+        self.message = QLabel()
+        self.message.setWordWrap(True)
+        self.rename_button = QPushButton("Rename…")
+        self.rename_button.clicked.connect(self._ask_rename)
+        self.delete_button = QPushButton("Delete")
+        self.delete_button.clicked.connect(self._ask_delete)
+        close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        close.rejected.connect(self.reject)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.rename_button)
+        buttons.addWidget(self.delete_button)
+        buttons.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.list)
+        layout.addWidget(self.message)
+        layout.addLayout(buttons)
+        layout.addWidget(close)
+        self.refresh()
+
+    def refresh(self, select: str | None = None) -> None:
+        self.list.clear()
+        for name in sorted(self.library.profiles, key=str.lower):
+            active = " (active)" if name == self.library.active else ""
+            item = QListWidgetItem(f"{name}{active}")
+            item.setData(256, name)
+            self.list.addItem(item)
+            if name == select:
+                self.list.setCurrentItem(item)
+        self._enable()
+
+    def selected(self) -> str | None:
+        item = self.list.currentItem()
+        return item.data(256) if item is not None else None
+
+    def _enable(self) -> None:
+        on = self.selected() is not None
+        self.rename_button.setEnabled(on)
+        self.delete_button.setEnabled(on)
+
+    def _ask_rename(self) -> None:
+        old = self.selected()
+        if old is None:
+            return
+        new, ok = QInputDialog.getText(self, "Rename pair", "New name", text=old)
+        if ok:
+            self.rename(old, new)
+
+    def rename(self, old: str, new: str) -> bool:
+        try:
+            self.library.rename_profile(old, new.strip()[:MAX_PAIR_NAME])
+        except LibraryError as exc:
+            self.message.setText(str(exc))
+            return False
+        self.message.setText("")
+        self.refresh(select=new.strip()[:MAX_PAIR_NAME])
+        return True
+
+    def _ask_delete(self) -> None:
+        name = self.selected()
+        if name is None:
+            return
+        answer = QMessageBox.question(self, "Delete pair",
+                                      f"Delete the saved pair “{name}”? Its models stay in "
+                                      "the library.")
+        if answer == QMessageBox.StandardButton.Yes:
+            self.delete(name)
+
+    def delete(self, name: str) -> None:
+        self.library.delete_profile(name)
+        self.refresh()

@@ -10,9 +10,11 @@ exception becomes a ``HubFailure`` with a message a person can act on. Long jobs
 from __future__ import annotations
 
 import itertools
+import socket
 import threading
 import time
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,11 +23,24 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 from app.errors import GenerationCancelled
 from app.models.catalog import Catalog, DraftCandidate, parse_family
 from app.models.compat import VocabInfo, first_mismatch
-from app.models.downloads import DownloadCancelled, Downloader, DownloadProgress, save_token
-from app.models.fit import quality_rank
-from app.models.gguf_header import GGUFFormatError, ModelFacts, model_facts, vocab_info
+from app.models.downloads import (
+    DownloadCancelled,
+    Downloader,
+    DownloadProgress,
+    HashMismatchError,
+    save_token,
+)
+from app.models.fit import draft_speed_rank
+from app.models.gguf_header import (
+    GGUFFormatError,
+    ModelFacts,
+    model_facts,
+    read_local_header,
+    vocab_info,
+)
 from app.models.hardware import Hardware, detect_hardware
 from app.models.hub import (
+    SPLIT_RE,
     HubError,
     ModelHit,
     QuantGroup,
@@ -34,7 +49,14 @@ from app.models.hub import (
     read_remote_header,
     search_models,
 )
-from app.models.hub_http import DEFAULT_HEADER_DEADLINE_S, TransferCancelled, TransferLimits
+from app.models.hub_http import (
+    DEFAULT_HEADER_DEADLINE_S,
+    TransferCancelled,
+    TransferLimits,
+    TransferStalled,
+    TransferTimedOut,
+)
+from app.models.library import split_parts
 
 CALIBRATION_PROMPT = (
     "Write a Python function that returns the n-th Fibonacci number, "
@@ -43,6 +65,14 @@ CALIBRATION_PROMPT = (
 CALIBRATION_TOKENS = 64
 CALIBRATION_DRAFT_LENGTHS = (4, 8)
 MAX_DRAFT_CANDIDATES = 6
+# Offline must be known within 3 s: one small request, cut at this deadline.
+PROBE_DEADLINE_S = 2.5
+MAX_LOCAL_FILES = 200  # GGUF files read from the models folder and the library
+# A smaller quantization of the target itself drafts only when it is at most this fraction
+# of the target's file: a draft must be much cheaper than the model it drafts for.
+SAME_MODEL_DRAFT_RATIO = 0.5
+# Two draft lengths whose speeds differ by less than this are a toss-up on one run each.
+DRAFT_LENGTH_SURE_MARGIN = 0.10
 
 # --- requests -----------------------------------------------------------------------------
 
@@ -58,8 +88,35 @@ class SaveToken:
 
 
 @dataclass(frozen=True)
+class ProbeHub:
+    """Is the Hub reachable? Answered within ``PROBE_DEADLINE_S``."""
+
+
+@dataclass(frozen=True)
 class Search:
     query: str
+    cancel: threading.Event = field(default_factory=threading.Event, compare=False)
+
+
+@dataclass(frozen=True)
+class ScanLocal:
+    """GGUF models on this computer: the library's and the models folder's, plus ``extra``
+    files the person browsed to; each checked against ``target_vocab`` when given."""
+
+    library_paths: tuple[str, ...]
+    extra: tuple[str, ...] = ()
+    target_path: str | None = None
+    target_vocab: VocabInfo | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class CheckDraftRepo:
+    """A draft repository the person typed, checked against the target's vocabulary."""
+
+    repo_id: str
+    target_repo: str
+    target_file: str
+    cancel: threading.Event = field(default_factory=threading.Event, compare=False)
 
 
 @dataclass(frozen=True)
@@ -113,6 +170,38 @@ class TokenSaved:
 
 
 @dataclass(frozen=True)
+class HubProbed:
+    request_id: int
+    online: bool
+    reason: str  # why it is offline; empty when online
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """A GGUF on this computer, read from its header."""
+
+    path: str
+    parts: tuple[str, ...]
+    size: int
+    facts: ModelFacts
+    vocab: VocabInfo = field(repr=False, compare=False)
+    in_library: bool = False
+    mismatch: str | None = None  # against ScanLocal.target_vocab; None: compatible or unchecked
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name
+
+
+@dataclass(frozen=True)
+class LocalScanned:
+    request_id: int
+    models: tuple[LocalModel, ...]
+    unreadable: tuple[tuple[str, str], ...]  # (path, why) for files that are not usable
+
+
+@dataclass(frozen=True)
 class SearchResults:
     request_id: int
     query: str
@@ -135,6 +224,7 @@ class DraftOption:
     facts: ModelFacts | None
     mismatch: str | None  # None: compatible
     error: str | None = None  # the candidate could not be checked
+    groups: tuple[QuantGroup, ...] = ()  # every quantization the person may choose instead
 
     @property
     def compatible(self) -> bool:
@@ -169,6 +259,16 @@ class Downloaded:
 
 
 @dataclass(frozen=True)
+class CalibrationStep:
+    """Progress of a calibration: step ``index`` of ``total`` has started."""
+
+    request_id: int
+    index: int
+    total: int
+    text: str
+
+
+@dataclass(frozen=True)
 class Calibrated:
     request_id: int
     acceptance: float
@@ -177,6 +277,25 @@ class Calibrated:
     speedup: float
     draft_max: int
     load_s: float
+    trials: tuple[tuple[int, float], ...] = ()  # (draft length, tok/s) of each trial
+    noise: float = 0.0  # how much two runs of the target alone differed (0.05: 5 %)
+
+    @property
+    def slower(self) -> bool:
+        return self.speedup < 1.0
+
+    @property
+    def length_margin(self) -> float:
+        """How much faster the chosen draft length ran than the runner-up (0.08: 8 %)."""
+        speeds = sorted((s for _n, s in self.trials), reverse=True)
+        if len(speeds) < 2 or speeds[0] <= 0:
+            return 1.0
+        return (speeds[0] - speeds[1]) / speeds[0]
+
+    @property
+    def length_sure(self) -> bool:
+        """Whether the chosen length beat the other by more than the run-to-run noise."""
+        return self.length_margin >= max(DRAFT_LENGTH_SURE_MARGIN, 2 * self.noise)
 
 
 @dataclass(frozen=True)
@@ -185,17 +304,73 @@ class HubFailure:
     message: str
     cancelled: bool = False
     detail: str = ""
+    unreachable: bool = False  # the Hub could not be reached at all (offline)
+    corrupt: bool = False  # a download failed its sha256 check
 
 
-def choose_draft_group(groups: list[QuantGroup], preferred: str | None) -> QuantGroup | None:
-    """A draft is small, so prefer its recommended or best quantization over the smallest."""
+def choose_draft_group(groups: Sequence[QuantGroup],
+                       preferred: str | None = None) -> QuantGroup | None:
+    """A draft is there to be fast: the smallest sensible quantization (4 bits and up, see
+    ``fit.draft_speed_rank``), unless the catalog recommends one that is no larger."""
     if not groups:
         return None
+    best = min(groups, key=lambda g: (draft_speed_rank(g.quant), g.size))
     if preferred:
         for group in groups:
-            if group.quant.upper() == preferred.upper():
+            if group.quant.upper() == preferred.upper() and group.size <= best.size:
                 return group
-    return min(groups, key=lambda g: quality_rank(g.quant))
+    return best
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` means the Hub could not be reached (no network, refused, silent)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, TransferTimedOut | TransferStalled | ConnectionError
+                      | TimeoutError | socket.gaierror):
+            return True
+        module = type(current).__module__
+        if module.startswith("httpx") and type(current).__name__ in (
+                "ConnectError", "ConnectTimeout", "ReadTimeout", "PoolTimeout", "NetworkError",
+                "RemoteProtocolError", "ReadError"):
+            return True
+        if type(current).__name__ == "OfflineModeIsEnabled":
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def local_gguf_files(folder: Path, limit: int = MAX_LOCAL_FILES) -> list[Path]:
+    """Complete GGUF models under ``folder`` (first parts only; partial downloads left out)."""
+    found: list[Path] = []
+    if not folder.is_dir():
+        return found
+    for path in sorted(folder.rglob("*.gguf")):
+        if len(found) >= limit:
+            break
+        match = SPLIT_RE.search(path.name)
+        if match is not None and int(match.group(1)) != 1:
+            continue
+        if path.is_file() and not path.is_symlink():
+            found.append(path)
+    return found
+
+
+def read_local_model(path: Path, target_vocab: VocabInfo | None = None, *,
+                     in_library: bool = False) -> LocalModel:
+    """A local GGUF's facts; raises ``GGUFFormatError`` or ``OSError`` when unusable."""
+    parts = split_parts(path)
+    missing = [p.name for p in parts if not p.is_file()]
+    if missing:
+        raise GGUFFormatError(f"a split model; missing {', '.join(missing)}")
+    header = read_local_header(path)
+    vocab = vocab_info(header)
+    mismatch = first_mismatch(target_vocab, vocab) if target_vocab is not None else None
+    return LocalModel(str(path), tuple(str(p) for p in parts),
+                      sum(p.stat().st_size for p in parts), model_facts(header), vocab,
+                      in_library, mismatch)
 
 
 class HubWorker(QObject):
@@ -210,6 +385,10 @@ class HubWorker(QObject):
         self.endpoint = endpoint
         self.token = token
         self.offline = offline
+        # The calibration engine stays loaded between calibrations of the same pair, so
+        # Back and Next on the Verify page do not load both models again.
+        self._engine: object | None = None
+        self._engine_key: tuple[str, str, int] | None = None
 
     @Slot(int, object)
     def handle(self, request_id: int, request: object) -> None:
@@ -218,21 +397,37 @@ class HubWorker(QObject):
         except (DownloadCancelled, TransferCancelled) as exc:
             self.failed.emit(HubFailure(request_id, str(exc), cancelled=True))
         except Exception as exc:  # noqa: BLE001 - every failure becomes a message
-            self.failed.emit(HubFailure(request_id, _message(exc), detail=traceback.format_exc()))
+            self.failed.emit(HubFailure(request_id, _message(exc), detail=traceback.format_exc(),
+                                        unreachable=is_unreachable(exc),
+                                        corrupt=isinstance(exc, HashMismatchError)))
         else:
             if reply is not None:
                 self.result.emit(reply)
 
+    @Slot()
+    def close_engine(self) -> None:
+        engine, self._engine, self._engine_key = self._engine, None, None
+        if engine is not None:
+            engine.close()  # type: ignore[attr-defined]
+
     def _dispatch(self, rid: int, request: object) -> object:
         if isinstance(request, DetectHardware):
             return HardwareFound(rid, detect_hardware())
+        if isinstance(request, ProbeHub):
+            return self._probe(rid)
+        if isinstance(request, ScanLocal):
+            return self._scan_local(rid, request)
         if isinstance(request, SaveToken):
             save_token(request.token)
             self.token = None  # from now on the stored token is used
             return TokenSaved(rid)
         if isinstance(request, Search):
-            hits = search_models(request.query, endpoint=self.endpoint, token=self.token)
+            hits = search_models(request.query, endpoint=self.endpoint, token=self.token,
+                                 limits=TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S,
+                                                       cancel=request.cancel))
             return SearchResults(rid, request.query, tuple(hits))
+        if isinstance(request, CheckDraftRepo):
+            return self._check_typed_draft(rid, request)
         if isinstance(request, InspectRepo):
             return self._inspect(rid, request.repo_id, TransferLimits(
                 deadline_s=DEFAULT_HEADER_DEADLINE_S, cancel=request.cancel))
@@ -243,6 +438,52 @@ class HubWorker(QObject):
         if isinstance(request, Calibrate):
             return self._calibrate(rid, request)
         raise TypeError(f"unknown request {type(request).__name__}")
+
+    def _probe(self, rid: int) -> HubProbed:
+        began = time.monotonic()
+        if self.offline:
+            return HubProbed(rid, False, "offline mode is on", 0.0)
+        limits = TransferLimits(stall_timeout_s=PROBE_DEADLINE_S, deadline_s=PROBE_DEADLINE_S)
+        try:
+            search_models("", limit=1, endpoint=self.endpoint, token=self.token, limits=limits)
+        except HubError as exc:
+            if is_unreachable(exc):
+                return HubProbed(rid, False, _probe_reason(exc), time.monotonic() - began)
+        # Any answer, even an error status, means the Hub is reachable.
+        return HubProbed(rid, True, "", time.monotonic() - began)
+
+    def _scan_local(self, rid: int, request: ScanLocal) -> LocalScanned:
+        library = {str(Path(p).resolve()) for p in request.library_paths}
+        paths: dict[str, Path] = {}
+        for raw in (*request.extra, *request.library_paths,
+                    *map(str, local_gguf_files(self.models_root))):
+            path = Path(raw)
+            key = str(path.resolve())
+            if key not in paths and len(paths) < MAX_LOCAL_FILES:
+                paths[key] = path
+        models, unreadable = [], []
+        for key, path in paths.items():
+            if request.target_path and key == str(Path(request.target_path).resolve()):
+                continue
+            try:
+                models.append(read_local_model(path, request.target_vocab,
+                                               in_library=key in library))
+            except (GGUFFormatError, OSError) as exc:
+                unreadable.append((str(path), str(exc)))
+        models.sort(key=lambda m: (m.mismatch is not None, m.size))
+        return LocalScanned(rid, tuple(models), tuple(unreadable))
+
+    def _check_typed_draft(self, rid: int, request: CheckDraftRepo) -> DraftChecked:
+        limits = TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S, cancel=request.cancel)
+        target = vocab_info(read_remote_header(request.target_repo, request.target_file,
+                                               endpoint=self.endpoint, token=self.token,
+                                               limits=limits))
+        family, size = parse_family(request.repo_id)
+        candidate = DraftCandidate(request.repo_id, None, size, "typed by you")
+        option = self._check_draft(candidate, target, limits)
+        if option.error is not None:
+            raise HubError(f"{request.repo_id}: {option.error}")
+        return DraftChecked(rid, option)
 
     def _inspect(self, rid: int, repo_id: str, limits: TransferLimits) -> RepoInspected:
         groups = list_gguf_files(repo_id, endpoint=self.endpoint, token=self.token,
@@ -273,8 +514,34 @@ class HubWorker(QObject):
             option = self._check_draft(candidate, target, limits())
             options.append(option)
             self.progress.emit(DraftChecked(rid, option))
+        same = self._same_model_draft(request, limits())
+        if same is not None:
+            options.append(same)
+            self.progress.emit(DraftChecked(rid, same))
         options.sort(key=lambda o: not o.compatible)  # stable: keeps the ranking otherwise
         return DraftsDone(rid, tuple(options))
+
+    def _same_model_draft(self, request: FindDrafts, limits: TransferLimits) -> DraftOption | None:
+        """A much smaller quantization of the target itself: the same vocabulary by
+        construction, so it always drafts (the demo pair is F32 drafted by Q2_K)."""
+        groups = list_gguf_files(request.target_repo, endpoint=self.endpoint, token=self.token,
+                                 limits=limits)
+        target = next((g for g in groups if g.first.path == request.target_file), None)
+        if target is None:
+            return None
+        smaller = tuple(g for g in groups if g.size <= target.size * SAME_MODEL_DRAFT_RATIO)
+        group = choose_draft_group(smaller)
+        if group is None:
+            return None
+        header = read_remote_header(request.target_repo, group.first.path,
+                                    endpoint=self.endpoint, token=self.token, limits=limits)
+        _family, size = parse_family(request.target_repo)
+        candidate = DraftCandidate(request.target_repo, group.quant, size,
+                                   "same model, smaller quantization",
+                                   "The target's own weights at fewer bits: it agrees with "
+                                   "the target very often, but costs more per token than a "
+                                   "smaller model.")
+        return DraftOption(candidate, group, model_facts(header), None, groups=smaller)
 
     def _check_draft(self, candidate: DraftCandidate, target: VocabInfo,
                      limits: TransferLimits) -> DraftOption:
@@ -288,7 +555,7 @@ class HubWorker(QObject):
                                         endpoint=self.endpoint, token=self.token,
                                         limits=limits)
             return DraftOption(candidate, group, model_facts(header),
-                               first_mismatch(target, vocab_info(header)))
+                               first_mismatch(target, vocab_info(header)), groups=tuple(groups))
         except TransferCancelled:
             raise
         except (HubError, GGUFFormatError) as exc:
@@ -309,7 +576,8 @@ class HubWorker(QObject):
 
     def _calibrate(self, rid: int, request: Calibrate) -> Calibrated | None:
         """Load the pair in an engine process and time it: a llama.cpp crash on a freshly
-        downloaded file becomes a message, not the end of the app."""
+        downloaded file becomes a message, not the end of the app. A cancelled run keeps the
+        process and its models, so Back and Next reuse them."""
         from app.engine.config import GenerationRequest, ModelSpec, SpecConfig
         from app.engine.engine_host import EngineHost, LoadRequest
         from app.engine.events import RunSummary
@@ -318,15 +586,29 @@ class HubWorker(QObject):
             if request.cancel.is_set():
                 raise DownloadCancelled("calibration cancelled")
 
+        total = 4 + len(CALIBRATION_DRAFT_LENGTHS)
+
+        def step(index: int, text: str) -> None:
+            check_cancel()
+            self.progress.emit(CalibrationStep(rid, index, total, text))
+
+        step(1, "Loading both models")
         began = time.perf_counter()
-        host = EngineHost()
+        key = (request.target_path, request.draft_path, request.n_ctx)
         try:
-            host.load(
-                LoadRequest(ModelSpec(request.target_path, n_ctx=request.n_ctx),
-                            ModelSpec(request.draft_path, n_ctx=request.n_ctx)),
-                on_progress=lambda _path, _fraction: host.cancel()
-                if request.cancel.is_set() else None,
-            )
+            if self._engine_key != key:
+                self.close_engine()
+                host = EngineHost()
+                self._engine = host
+                host.load(
+                    LoadRequest(ModelSpec(request.target_path, n_ctx=request.n_ctx),
+                                ModelSpec(request.draft_path, n_ctx=request.n_ctx)),
+                    on_progress=lambda _path, _fraction: host.cancel()
+                    if request.cancel.is_set() else None,
+                )
+                self._engine_key = key
+            host = self._engine
+            assert isinstance(host, EngineHost)
             load_s = time.perf_counter() - began
             prompt = host.tokenize_chat([{"role": "user", "content": CALIBRATION_PROMPT}])
 
@@ -340,18 +622,41 @@ class HubWorker(QObject):
                 assert isinstance(last, RunSummary)
                 return last
 
-            run(False, 1)  # warm-up: first decode pays one-off allocation costs
-            baseline = run(False, 1)
-            trials = [run(True, n) for n in CALIBRATION_DRAFT_LENGTHS]
-        except GenerationCancelled as exc:
+            step(2, "Warming up (the first answer pays one-off costs)")
+            run(False, 1)
+            step(3, f"Target alone: {CALIBRATION_TOKENS} tokens")
+            first = run(False, 1)
+            step(4, "Target alone again (how much two runs differ)")
+            second = run(False, 1)
+            trials = []
+            for index, n in enumerate(CALIBRATION_DRAFT_LENGTHS):
+                step(5 + index, f"With the draft, {n} tokens per draft")
+                trials.append(run(True, n))
+        except (DownloadCancelled, GenerationCancelled) as exc:
+            if self._engine_key != key:  # cancelled while loading: nothing worth keeping
+                self.close_engine()
             raise DownloadCancelled("calibration cancelled") from exc
-        finally:
-            host.close()
+        except BaseException:
+            self.close_engine()  # after a failure (or a crash) the engine is not trusted again
+            raise
         best_index = max(range(len(trials)), key=lambda i: trials[i].tok_s)
         best = trials[best_index]
-        speedup = best.tok_s / baseline.tok_s if baseline.tok_s > 0 else 0.0
-        return Calibrated(rid, best.acceptance_rate, best.tok_s, baseline.tok_s, speedup,
-                          CALIBRATION_DRAFT_LENGTHS[best_index], load_s)
+        base_tok_s = (first.tok_s + second.tok_s) / 2
+        noise = abs(first.tok_s - second.tok_s) / max(first.tok_s, second.tok_s, 1e-9)
+        speedup = best.tok_s / base_tok_s if base_tok_s > 0 else 0.0
+        return Calibrated(rid, best.acceptance_rate, best.tok_s, base_tok_s, speedup,
+                          CALIBRATION_DRAFT_LENGTHS[best_index], load_s,
+                          tuple((n, t.tok_s) for n, t in zip(CALIBRATION_DRAFT_LENGTHS, trials,
+                                                             strict=True)), noise)
+
+
+def _probe_reason(exc: BaseException) -> str:
+    text = str(exc)
+    if "cannot reach" in text or "Connect" in text or "refused" in text.lower():
+        return "the connection was refused or the network is down"
+    if "did not deliver" in text or "stalled" in text:
+        return f"it did not answer within {PROBE_DEADLINE_S:g} s"
+    return text
 
 
 def _message(exc: BaseException) -> str:
@@ -399,9 +704,11 @@ class HubClient(QObject):
         return request_id
 
     def shutdown(self, timeout_ms: int = 30_000) -> None:
-        """Stop running jobs, quit the thread's event loop and wait for it."""
+        """Stop running jobs, free the calibration engine, quit the thread and wait for it."""
         for cancel in self._cancels:
             cancel.set()
         if self._thread.isRunning():
             self._thread.quit()
             self._thread.wait(timeout_ms)
+        if not self._thread.isRunning():  # the worker's thread is gone: free its models here
+            self.worker.close_engine()

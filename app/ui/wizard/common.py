@@ -10,9 +10,11 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QTableWidget, QTableWidgetItem, QWizardPage
 
 from app.models.catalog import CatalogModel
-from app.models.fit import FitLabel, Hardware
+from app.models.fit import FitLabel
+from app.models.gguf_header import ModelFacts
+from app.models.hardware import Hardware
 from app.models.hub import QuantGroup
-from app.workers.hub_worker import Calibrated, DraftOption, HubFailure, RepoInspected
+from app.workers.hub_worker import Calibrated, DraftOption, HubFailure, LocalModel, RepoInspected
 
 if TYPE_CHECKING:
     from app.ui.wizard.wizard import PairWizard
@@ -34,6 +36,58 @@ class WizardState:
     target_model_id: str | None = None
     draft_model_id: str | None = None
     calibration: Calibrated | None = None
+    online: bool | None = None  # None: not probed yet; cached for the wizard's session
+    offline_reason: str = ""
+    target_local: LocalModel | None = None  # a target on this computer instead of the Hub
+    draft_local: LocalModel | None = None
+    draft_ngram: bool = False  # no draft model: prompt-lookup drafting
+    activate: bool = True  # make the saved pair the active one
+    context_note: str = ""  # said when the context size was lowered to the trained length
+
+    @property
+    def target_facts(self) -> ModelFacts | None:
+        if self.target_local is not None:
+            return self.target_local.facts
+        return self.inspected.facts if self.inspected is not None else None
+
+    @property
+    def target_size(self) -> int:
+        if self.target_local is not None:
+            return self.target_local.size
+        return self.target_group.size if self.target_group is not None else 0
+
+    @property
+    def target_name(self) -> str:
+        if self.target_local is not None:
+            return self.target_local.path
+        group = self.target_group.label if self.target_group else ""
+        return f"{self.target_repo} · {group}"
+
+    @property
+    def draft_facts(self) -> ModelFacts | None:
+        if self.draft_ngram:
+            return None
+        if self.draft_local is not None:
+            return self.draft_local.facts
+        return self.draft.facts if self.draft is not None else None
+
+    @property
+    def draft_size(self) -> int:
+        if self.draft_ngram:
+            return 0
+        if self.draft_local is not None:
+            return self.draft_local.size
+        return self.draft.group.size if self.draft is not None and self.draft.group else 0
+
+    @property
+    def draft_name(self) -> str:
+        if self.draft_ngram:
+            return "n-gram drafting (prompt lookup, no draft model)"
+        if self.draft_local is not None:
+            return self.draft_local.path
+        if self.draft is not None and self.draft.group is not None:
+            return f"{self.draft.candidate.repo} · {self.draft.group.label}"
+        return "—"
 
 
 class Page(QWizardPage):
@@ -105,6 +159,14 @@ class Page(QWizardPage):
     def on_failure(self, failure: HubFailure) -> None:
         pass
 
+    def failure_text(self, failure: HubFailure) -> str:
+        """A failed request's message; an unreachable Hub is said once, by the wizard."""
+        if failure.unreachable:
+            self.owner.mark_offline("a request to the Hub got no answer")
+            return error_html("The Hugging Face Hub cannot be reached, so this needs a "
+                              "network. Use “Models on this computer”, or Retry.")
+        return error_html(failure.message)
+
 
 def status_label() -> QLabel:
     label = QLabel()
@@ -112,6 +174,10 @@ def status_label() -> QLabel:
     label.setTextInteractionFlags(label.textInteractionFlags()
                                   | label.textInteractionFlags().TextSelectableByMouse)
     return label
+
+
+def note_html(message: str) -> str:
+    return f"<span style='color:#b26a00'>{escape(message)}</span>"
 
 
 def error_html(message: str) -> str:

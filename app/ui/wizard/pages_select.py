@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
+    QFileDialog,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
@@ -21,9 +25,29 @@ from PySide6.QtWidgets import (
 )
 
 from app.models.downloads import has_stored_token, human_bytes
-from app.models.fit import KV_BYTES_PER_ELEMENT, assess, best_fit, estimate_pair, gib
-from app.ui.wizard.common import FIT_COLOURS, Page, cell, error_html, make_table, status_label
+from app.models.fit import (
+    KV_BYTES_PER_ELEMENT,
+    FitLabel,
+    assess,
+    best_fit,
+    draft_speed_rank,
+    estimate_pair,
+    gib,
+)
+from app.models.hub import QuantGroup, unsafe_repo_id_reason
+from app.ui.wizard.common import (
+    FIT_COLOURS,
+    Page,
+    cell,
+    error_html,
+    escape,
+    make_table,
+    note_html,
+    status_label,
+)
+from app.ui.wizard.words import mismatch_in_words
 from app.workers.hub_worker import (
+    CheckDraftRepo,
     DetectHardware,
     DraftChecked,
     DraftOption,
@@ -32,12 +56,54 @@ from app.workers.hub_worker import (
     HardwareFound,
     HubFailure,
     InspectRepo,
+    LocalModel,
+    LocalScanned,
     RepoInspected,
     SaveToken,
+    ScanLocal,
     Search,
     SearchResults,
     TokenSaved,
 )
+
+GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
+
+
+def browse_gguf(parent: QWidget, title: str) -> str | None:
+    path, _ = QFileDialog.getOpenFileName(parent, title, "", GGUF_FILTER)
+    return path or None
+
+
+class OfflineNote(QWidget):
+    """“The Hub cannot be reached” with a Retry, shown while the wizard is offline."""
+
+    def __init__(self, wizard: PairWizard) -> None:
+        super().__init__()
+        self.owner = wizard
+        self.label = status_label()
+        # A wrapped label inside a nested layout gets one line's height unless told otherwise.
+        self.label.setMinimumHeight(2 * self.label.fontMetrics().lineSpacing() + 4)
+        self.retry = QPushButton("Retry")
+        self.retry.clicked.connect(wizard.probe_hub)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.label, 1)
+        row.addWidget(self.retry)
+        wizard.online_changed.connect(self.refresh)
+        self.refresh()
+
+    def refresh(self) -> None:
+        state = self.owner.state
+        if state.online is None and self.owner.probing:
+            self.label.setText("Checking whether the Hugging Face Hub can be reached…")
+            self.retry.setEnabled(False)
+            self.setVisible(True)
+            return
+        self.retry.setEnabled(True)
+        self.setVisible(state.online is False)
+        self.label.setText(note_html(
+            f"Offline: the Hugging Face Hub cannot be reached ({state.offline_reason}). "
+            "Models on this computer still work."))
 
 if TYPE_CHECKING:
     from app.ui.wizard.wizard import PairWizard
@@ -48,6 +114,7 @@ class HardwarePage(Page):
         super().__init__(wizard, "Your hardware",
                          "SpecDeck sizes the pair for the memory this machine has free.")
         self.devices = status_label()
+        self.offline = OfflineNote(wizard)
         self.ctx = QSpinBox()
         self.ctx.setRange(512, 262_144)
         self.ctx.setSingleStep(1024)
@@ -74,6 +141,7 @@ class HardwarePage(Page):
         box_layout.addLayout(token_row)
         box_layout.addWidget(self.token_status)
         layout = QVBoxLayout(self)
+        layout.addWidget(self.offline)
         layout.addWidget(self.devices)
         layout.addLayout(settings)
         layout.addWidget(box)
@@ -82,6 +150,8 @@ class HardwarePage(Page):
 
     def initializePage(self) -> None:  # noqa: N802 - Qt name
         self._show_token_status()
+        if self.state.online is None and not self.owner.probing:
+            self.owner.probe_hub()
         if self.state.hardware is None:
             self.devices.setText("Detecting devices…")
             self.submit(DetectHardware())
@@ -130,7 +200,7 @@ class HardwarePage(Page):
         if self.state.hardware is None:
             self.devices.setText(error_html(failure.message))
         else:
-            self.token_status.setText(error_html(failure.message))
+            self.token_status.setText(self.failure_text(failure))
 
     def isComplete(self) -> bool:  # noqa: N802 - Qt name
         return self.state.hardware is not None
@@ -144,16 +214,13 @@ class HardwarePage(Page):
 class TargetPage(Page):
     def __init__(self, wizard: PairWizard) -> None:
         super().__init__(wizard, "Target model",
-                         "The model whose answers you want. Pick a curated pair or search "
-                         "the Hugging Face Hub for GGUF models.")
+                         "The model whose answers you want: a curated pair, a search of the "
+                         "Hugging Face Hub, or a GGUF already on this computer.")
+        self.offline = OfflineNote(wizard)
         self.tabs = QTabWidget()
         self.catalog_list = QListWidget()
-        for entry in wizard.catalog.targets():
-            item = QListWidgetItem(f"{entry.repo}  ·  {entry.params_b:g}B\n{entry.notes}")
-            item.setData(Qt.ItemDataRole.UserRole, entry.repo)
-            self.catalog_list.addItem(item)
         self.query = QLineEdit()
-        self.query.setPlaceholderText("e.g. qwen2.5 7b instruct")
+        self.query.setPlaceholderText("e.g. qwen3 gguf")
         self.query.returnPressed.connect(self._search)
         self.search_button = QPushButton("Search")
         self.search_button.clicked.connect(self._search)
@@ -167,51 +234,178 @@ class TargetPage(Page):
         search_layout.addLayout(row)
         search_layout.addWidget(self.search_status)
         search_layout.addWidget(self.results)
+        self.local_list = QListWidget()
+        self.local_status = status_label()
+        self.browse = QPushButton("Browse for a target…")
+        self.browse.clicked.connect(self._browse)
+        local_tab = QWidget()
+        local_layout = QVBoxLayout(local_tab)
+        local_layout.addWidget(self.local_status)
+        local_layout.addWidget(self.local_list)
+        local_layout.addWidget(self.browse, 0, Qt.AlignmentFlag.AlignLeft)
         self.tabs.addTab(self.catalog_list, "Curated pairs")
         self.tabs.addTab(search_tab, "Search the Hub")
+        self.local_tab = self.tabs.addTab(local_tab, "Models on this computer")
         layout = QVBoxLayout(self)
+        layout.addWidget(self.offline)
         layout.addWidget(self.tabs)
-        for widget in (self.catalog_list, self.results):
+        for widget in (self.catalog_list, self.results, self.local_list):
             widget.currentItemChanged.connect(lambda *_: self.completeChanged.emit())
         self.tabs.currentChanged.connect(lambda *_: self.completeChanged.emit())
+        self.local: list[LocalModel] = []
+        self._extra: list[str] = []
+        self._want: str | None = None  # a browsed file, selected once it is read
+        self._shown_offline = False
+        wizard.online_changed.connect(self._online_changed)
+
+    def initializePage(self) -> None:  # noqa: N802 - Qt name
+        self._fill_catalog()
+        self._scan()
+        if self.state.online is False and not self._shown_offline:
+            self._shown_offline = True
+            self.tabs.setCurrentIndex(self.local_tab)
+        self._online_changed()
+
+    def _fill_catalog(self) -> None:
+        self.catalog_list.clear()
+        hardware = self.state.hardware
+        for entry, fit in self.owner.catalog.targets_for(hardware):
+            where = f"≈ {gib(fit.needed)} at {entry.quant}" if fit else ""
+            label = f" — {fit.label.value} on this computer" if fit else ""
+            item = QListWidgetItem(f"{entry.repo}  ·  {entry.params_b:g}B  {where}{label}\n"
+                                   f"{entry.notes}")
+            item.setData(Qt.ItemDataRole.UserRole, entry.repo)
+            if fit is not None:
+                item.setToolTip(f"{fit.label.value}: {fit.message}")
+            self.catalog_list.addItem(item)
+
+    def _online_changed(self) -> None:
+        offline = self.state.online is False
+        self.search_button.setEnabled(not offline)
+        if offline and not self._shown_offline and self.owner.currentPage() is self:
+            self._shown_offline = True
+            self.tabs.setCurrentIndex(self.local_tab)
+        self.completeChanged.emit()
+
+    def _scan(self) -> None:
+        self.local_status.setText("Reading the GGUF models on this computer…")
+        paths = tuple(m.path for m in self.owner.library.models.values() if m.available)
+        self.submit(ScanLocal(paths, tuple(self._extra)))
+
+    def _browse(self) -> None:
+        path = browse_gguf(self, "Target model (GGUF)")
+        if path:
+            self.add_local_file(path)
+
+    def add_local_file(self, path: str) -> None:
+        if path not in self._extra:
+            self._extra.append(path)
+        self._want = path
+        self._scan()
 
     def _search(self) -> None:
         query = self.query.text().strip()
         self.forget_requests()
-        self.search_status.setText(f"Searching for “{query}”…")
+        self.search_status.setText(f"Searching for “{escape(query)}”…")
         self.results.clear()
         self.submit(Search(query))
 
     def on_result(self, reply: object) -> None:
+        if isinstance(reply, LocalScanned):
+            self._fill_local(reply)
+            return
         if not isinstance(reply, SearchResults):
             return
         for hit in reply.hits:
-            lock = "  🔒 gated" if hit.gated else ""
+            # Words, not only a lock glyph: not every system font has the emoji.
+            lock = "   🔒 gated: accept its license and save an access token" if hit.gated else ""
             item = QListWidgetItem(f"{hit.repo_id}   ↓ {hit.downloads:,}{lock}")
             item.setData(Qt.ItemDataRole.UserRole, hit.repo_id)
+            if hit.gated:
+                item.setForeground(QColor(FIT_COLOURS[FitLabel.TIGHT]))
+                item.setToolTip("A gated repository: accept its license on the Hugging Face "
+                                "website, then save an access token on the first page")
             self.results.addItem(item)
         self.search_status.setText(f"{len(reply.hits)} GGUF repositories, most downloaded first"
                                    if reply.hits else "Nothing found; try fewer words.")
 
+    def _fill_local(self, reply: LocalScanned) -> None:
+        self.local = [m for m in reply.models]
+        self.local_list.clear()
+        hardware = self.state.hardware
+        want = self._want
+        for model in self.local:
+            fit = ""
+            if hardware is not None:
+                trained = model.facts.context_length
+                n_ctx = min(self.state.n_ctx, trained) if trained > 0 else self.state.n_ctx
+                est = estimate_pair(model.facts, model.size, None, 0, n_ctx,
+                                    self.state.kv_type)
+                fit = f" — {assess(est, hardware).label.value}"
+            where = "in your library" if model.in_library else model.path
+            f = model.facts
+            item = QListWidgetItem(f"{model.name}  ·  {human_bytes(model.size)}{fit}\n"
+                                   f"{f.architecture}, {f.n_layer} layers, trained context "
+                                   f"{f.context_length:,} · {where}")
+            item.setToolTip(model.path)
+            self.local_list.addItem(item)
+            if want is not None and model.path == want:
+                self.local_list.setCurrentItem(item)
+        problems = [f"{escape(p)}: {escape(why)}" for p, why in reply.unreadable
+                    if want is None or p == want]
+        text = (f"{len(self.local)} GGUF model(s) on this computer" if self.local else
+                "No GGUF models on this computer yet: browse to a file.")
+        if problems:
+            text += "<br>" + error_html("Not usable: ") + "<br>".join(problems[:3])
+        self.local_status.setText(text)
+
     def on_failure(self, failure: HubFailure) -> None:
-        self.search_status.setText(error_html(failure.message))
+        self.search_status.setText(self.failure_text(failure))
+
+    def selected_local(self) -> LocalModel | None:
+        if self.tabs.currentIndex() != self.local_tab:
+            return None
+        row = self.local_list.currentRow()
+        return self.local[row] if 0 <= row < len(self.local) else None
 
     def selected_repo(self) -> str | None:
+        if self.tabs.currentIndex() == self.local_tab:
+            return None
         source = self.catalog_list if self.tabs.currentIndex() == 0 else self.results
         item = source.currentItem()
         return item.data(Qt.ItemDataRole.UserRole) if item is not None else None
 
     def isComplete(self) -> bool:  # noqa: N802 - Qt name
-        return self.selected_repo() is not None
+        if self.selected_local() is not None:
+            return True
+        return self.selected_repo() is not None and self.state.online is not False
 
     def validatePage(self) -> bool:  # noqa: N802 - Qt name
+        local = self.selected_local()
+        if local is not None:
+            if local != self.state.target_local:
+                self.state.draft = None
+                self.state.draft_local = None
+            self.state.target_local = local
+            self.state.context_note = cap_context(self.owner, local.facts.context_length)
+            self.state.target_repo = None
+            self.state.target_entry = None
+            self.state.inspected = None
+            self.state.target_group = None
+            return True
         repo = self.selected_repo()
         if repo != self.state.target_repo:
             self.state.inspected = None
             self.state.target_group = None
+        self.state.target_local = None
         self.state.target_repo = repo
         self.state.target_entry = self.owner.catalog.by_repo(repo) if repo else None
         return repo is not None
+
+    def nextId(self) -> int:  # noqa: N802 - Qt name
+        if self.selected_local() is not None:
+            return self.owner.id_draft
+        return self.owner.id_quant
 
 
 class QuantPage(Page):
@@ -220,14 +414,19 @@ class QuantPage(Page):
                          "Smaller files run faster and fit more easily; larger ones are more "
                          "accurate. The best quantization that fits is preselected.")
         self.status = status_label()
+        self.retry = QPushButton("Retry")
+        self.retry.clicked.connect(self.initializePage)
+        self.retry.setVisible(False)
         self.table = make_table(["Quantization", "File", "Size", "Memory (target)", "Fit"])
         self.table.itemSelectionChanged.connect(self.completeChanged)
         layout = QVBoxLayout(self)
         layout.addWidget(self.status)
+        layout.addWidget(self.retry, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.table)
 
     def initializePage(self) -> None:  # noqa: N802 - Qt name
         self.forget_requests()
+        self.retry.setVisible(False)
         self.table.setRowCount(0)
         if self.state.inspected is not None and self.state.inspected.repo_id == \
                 self.state.target_repo:
@@ -242,16 +441,20 @@ class QuantPage(Page):
             self._fill()
 
     def on_failure(self, failure: HubFailure) -> None:
-        self.status.setText(error_html(failure.message))
+        self.retry.setVisible(True)
+        self.status.setText(self.failure_text(failure))
 
     def _fill(self) -> None:
         inspected, hw = self.state.inspected, self.state.hardware
         assert inspected is not None and hw is not None
         f = inspected.facts
+        capped = cap_context(self.owner, f.context_length)
+        self.state.context_note = capped
         self.status.setText(
             f"<b>{inspected.repo_id}</b>: {f.architecture}, {f.n_layer} layers, "
             f"trained context {f.context_length:,} tokens. Memory is for the target alone at "
-            f"{self.state.n_ctx:,} tokens of context; a draft adds a little (see Review).")
+            f"{self.state.n_ctx:,} tokens of context; a draft adds a little (see Review)."
+            + (f"<br>{capped}" if capped else ""))
         options = []
         self.table.setRowCount(len(inspected.groups))
         for row, group in enumerate(inspected.groups):
@@ -284,28 +487,131 @@ class QuantPage(Page):
         return True
 
 
+def cap_context(wizard: PairWizard, trained: int) -> str:
+    """Lower the wizard's context size to the model's trained length; says so when it did."""
+    state = wizard.state
+    if trained <= 0 or state.n_ctx <= trained:
+        return ""
+    asked, state.n_ctx = state.n_ctx, trained
+    wizard.page_hardware.ctx.setValue(trained)
+    return (f"Context size lowered from {asked:,} to {trained:,} tokens: the model was "
+            "trained on no more, and answers badly past that.")
+
+
 class DraftPage(Page):
+    """Drafts from the Hub (other repos, or a smaller quantization of the target), a repo the
+    person types, GGUFs on this computer, or no draft model at all (n-gram drafting)."""
+
     def __init__(self, wizard: PairWizard) -> None:
         super().__init__(wizard, "Draft model",
                          "A small model with the same vocabulary proposes tokens for the "
                          "target to check. Candidates are checked by their GGUF headers "
                          "before anything is downloaded.")
         self.status = status_label()
+        self.retry = QPushButton("Retry")
+        self.retry.clicked.connect(self.initializePage)
+        self.retry.setVisible(False)
         self.table = make_table(["Draft", "Quantization", "Size", "Why", "Compatibility"])
-        self.table.itemSelectionChanged.connect(self.completeChanged)
-        self.options: list[DraftOption] = []
+        self.table.itemSelectionChanged.connect(self._selection_changed)
+        self.quant = QComboBox()
+        self.quant.setToolTip("Smaller is faster; below 4 bits a draft agrees less often")
+        self.quant.currentIndexChanged.connect(self._quant_changed)
+        self.repo = QLineEdit()
+        self.repo.setPlaceholderText("owner/Name-GGUF of a draft on the Hub")
+        self.repo.returnPressed.connect(self._check_repo)
+        self.check_repo = QPushButton("Check")
+        self.check_repo.clicked.connect(self._check_repo)
+        self.browse = QPushButton("Browse for a draft…")
+        self.browse.clicked.connect(self._browse)
+        self.ngram = QCheckBox("Continue with n-gram drafting (no draft model: drafts come "
+                               "from repeats of the conversation so far)")
+        self.ngram.toggled.connect(self._ngram_toggled)
+        quant_row = QFormLayout()
+        quant_row.addRow("Draft quantization", self.quant)
+        repo_row = QHBoxLayout()
+        repo_row.addWidget(self.repo, 1)
+        repo_row.addWidget(self.check_repo)
+        repo_row.addWidget(self.browse)
         layout = QVBoxLayout(self)
         layout.addWidget(self.status)
-        layout.addWidget(self.table)
+        layout.addWidget(self.retry, 0, Qt.AlignmentFlag.AlignLeft)
+        layout.addWidget(self.table, 1)
+        layout.addLayout(quant_row)
+        layout.addLayout(repo_row)
+        layout.addWidget(self.ngram)
+        self.options: list[DraftOption] = []
+        self.local: list[LocalModel] = []
+        self._extra: list[str] = []
+        self._want: str | None = None
+        self._typed = ""
+        self._hub_done = False
+        self._hub_message = ""
+
+    # --- requests ---------------------------------------------------------------------
 
     def initializePage(self) -> None:  # noqa: N802 - Qt name
         self.forget_requests()
-        self.options = []
+        self.options, self.local = [], []
+        self._hub_done = False
+        self._hub_message = ""
+        self.retry.setVisible(False)
         self.table.setRowCount(0)
+        self.ngram.setChecked(self.state.draft_ngram)
+        hub_target = self.state.target_local is None
+        online = self.state.online is not False
+        self.repo.setEnabled(hub_target and online)
+        self.check_repo.setEnabled(hub_target and online)
+        self.repo.setPlaceholderText(
+            "owner/Name-GGUF of a draft on the Hub" if hub_target and online else
+            "Offline: Hub repositories cannot be checked now" if not online else
+            "The target is a local file: browse to a draft file instead")
+        if hub_target and online:
+            group = self.state.target_group
+            assert group is not None and self.state.target_repo is not None
+            self.status.setText("Looking for drafts and checking their vocabularies…")
+            self.submit(FindDrafts(self.state.target_repo, group.first.path, self.owner.catalog))
+        else:
+            self._hub_done = True
+            self._hub_message = ("" if not hub_target else
+                                 "Offline: only drafts on this computer can be checked.")
+        self._scan()
+
+    def _target_vocab(self) -> object:
+        if self.state.target_local is not None:
+            return self.state.target_local.vocab
+        return self.state.inspected.vocab if self.state.inspected is not None else None
+
+    def _scan(self) -> None:
+        paths = tuple(m.path for m in self.owner.library.models.values() if m.available)
+        target = self.state.target_local.path if self.state.target_local else None
+        self.submit(ScanLocal(paths, tuple(self._extra), target,
+                              self._target_vocab()))  # type: ignore[arg-type]
+
+    def _browse(self) -> None:
+        path = browse_gguf(self, "Draft model (GGUF)")
+        if path:
+            self.add_local_file(path)
+
+    def add_local_file(self, path: str) -> None:
+        if path not in self._extra:
+            self._extra.append(path)
+        self._want = path
+        self._scan()
+
+    def _check_repo(self) -> None:
+        repo = self.repo.text().strip()
+        reason = unsafe_repo_id_reason(repo) if repo else "is empty"
+        if reason is not None or "/" not in repo:
+            self.status.setText(error_html(f"“{repo}” is not a repository name like "
+                                           "owner/Name-GGUF"))
+            return
         group = self.state.target_group
         assert group is not None and self.state.target_repo is not None
-        self.status.setText("Looking for drafts and checking their vocabularies…")
-        self.submit(FindDrafts(self.state.target_repo, group.first.path, self.owner.catalog))
+        self.status.setText(f"Checking {escape(repo)}…")
+        self._typed = repo
+        self.submit(CheckDraftRepo(repo, self.state.target_repo, group.first.path))
+
+    # --- replies ----------------------------------------------------------------------
 
     def on_progress(self, reply: object) -> None:
         if isinstance(reply, DraftChecked):
@@ -313,48 +619,162 @@ class DraftPage(Page):
             self._fill()
 
     def on_result(self, reply: object) -> None:
+        if isinstance(reply, LocalScanned):
+            self.local = [m for m in reply.models if m.facts.n_layer > 0]
+            self._fill()
+            want = self._want
+            for row, model in enumerate(self.local):
+                if want is not None and model.path == want:
+                    self.table.selectRow(len(self.options) + row)
+            bad = [why for p, why in reply.unreadable if p == want]
+            if bad:
+                self.status.setText(error_html(f"{want}: {bad[0]}"))
+            else:
+                self._summarise()
+            return
+        if isinstance(reply, DraftChecked):  # a typed repository
+            typed = reply.option.candidate.repo
+            self.options = [o for o in self.options if o.candidate.repo != typed]
+            self.options.insert(0, reply.option)
+            self._fill()
+            if reply.option.compatible:
+                self.table.selectRow(0)
+                self.status.setText(f"{escape(reply.option.candidate.repo)} is compatible.")
+            else:
+                self.status.setText(error_html(
+                    f"{reply.option.candidate.repo} cannot draft for this target: "
+                    f"{mismatch_in_words(reply.option.mismatch or '')}"))
+            return
         if not isinstance(reply, DraftsDone):
             return
         self.options = list(reply.options)
+        self._hub_done = True
         self._fill()
-        good = sum(o.compatible for o in self.options)
-        self.status.setText(
-            f"{good} compatible draft(s), best first." if good else error_html(
-                "No compatible draft was found for this target. Go back and pick another "
-                "target, or a curated pair."))
-        for row, option in enumerate(self.options):
-            if option.compatible:
-                self.table.selectRow(row)
-                break
+        self._summarise()
+        self._select_first()
 
     def on_failure(self, failure: HubFailure) -> None:
-        self.status.setText(error_html(failure.message))
+        self._hub_done = True
+        self.retry.setVisible(True)
+        self.status.setText(self.failure_text(failure))
+
+    def _summarise(self) -> None:
+        if not self._hub_done:
+            return
+        good = sum(o.compatible for o in self.options) + sum(
+            m.mismatch is None for m in self.local)
+        if good:
+            text = f"{good} compatible draft(s), fastest sensible choice first."
+            self.status.setText(escape(text + (" " + self._hub_message
+                                               if self._hub_message else "")))
+        else:
+            self.status.setText(note_html(
+                "No compatible draft model was found. " + self._hub_message +
+                " Type a draft repository, browse to a file on this computer, or continue "
+                "with n-gram drafting, which needs no draft model."))
+        self._select_first()
+
+    def _select_first(self) -> None:
+        if self.table.selectedItems() or self.ngram.isChecked():
+            return
+        for row in range(self.table.rowCount()):
+            if self._row_compatible(row):
+                self.table.selectRow(row)
+                return
+
+    def _row_compatible(self, row: int) -> bool:
+        if row < len(self.options):
+            return self.options[row].compatible
+        index = row - len(self.options)
+        return 0 <= index < len(self.local) and self.local[index].mismatch is None
 
     def _fill(self) -> None:
-        self.table.setRowCount(len(self.options))
-        for row, option in enumerate(self.options):
+        self.table.blockSignals(True)
+        self.table.setRowCount(len(self.options) + len(self.local))
+        rows: list[tuple[list[str], bool, str, str]] = []
+        for option in self.options:
             group = option.group
             verdict = "compatible" if option.compatible else (
-                f"incompatible: {option.mismatch}" if option.mismatch else
+                f"incompatible: {mismatch_in_words(option.mismatch)}" if option.mismatch else
                 f"not checked: {option.error}")
-            colour = "#2e7d32" if option.compatible else "#c62828"
-            items = [cell(option.candidate.repo, tooltip=option.candidate.notes),
-                     cell(group.quant if group else "–"),
-                     cell(human_bytes(group.size) if group else "–"),
-                     cell(option.candidate.source),
-                     cell(verdict, colour=colour, tooltip=verdict)]
-            for column, item in enumerate(items):
-                if not option.compatible:
+            rows.append(([option.candidate.repo, group.quant if group else "–",
+                          human_bytes(group.size) if group else "–", option.candidate.source,
+                          verdict], option.compatible, option.candidate.notes,
+                         option.mismatch or ""))
+        for model in self.local:
+            verdict = "compatible" if model.mismatch is None else \
+                f"incompatible: {mismatch_in_words(model.mismatch)}"
+            rows.append(([model.name, model.facts.quantization, human_bytes(model.size),
+                          "on this computer", verdict], model.mismatch is None, model.path,
+                         model.mismatch or ""))
+        for row, (texts, compatible, tooltip, detail) in enumerate(rows):
+            colour = "#2e7d32" if compatible else "#c62828"
+            for column, text in enumerate(texts):
+                tip = tooltip if column == 0 else (
+                    f"{text}\n({detail})" if column == 4 and detail else text)
+                item = cell(text, colour=colour if column == 4 else None, tooltip=tip)
+                if not compatible:
                     item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsSelectable
                                   & ~Qt.ItemFlag.ItemIsEnabled)
                 self.table.setItem(row, column, item)
+        self.table.blockSignals(False)
         self.table.resizeColumnsToContents()
+        self._selection_changed()
+
+    def _selection_changed(self) -> None:
+        row = self.table.currentRow() if self.table.selectedItems() else -1
+        self.quant.blockSignals(True)
+        self.quant.clear()
+        if 0 <= row < len(self.options) and self.options[row].compatible:
+            option = self.options[row]
+            groups = sorted(option.groups or (option.group,),  # type: ignore[arg-type]
+                            key=lambda g: (draft_speed_rank(g.quant), g.size))
+            for group in groups:
+                self.quant.addItem(f"{group.quant} · {human_bytes(group.size)}", group)
+            chosen = option.group
+            if self.state.draft is not None and self.state.draft.candidate == option.candidate:
+                chosen = self.state.draft.group
+            index = next((i for i, g in enumerate(groups) if g == chosen), 0)
+            self.quant.setCurrentIndex(index)
+        self.quant.setEnabled(self.quant.count() > 1)
+        self.quant.blockSignals(False)
+        if row >= 0 and self.ngram.isChecked():
+            self.ngram.setChecked(False)
+        self.completeChanged.emit()
+
+    def _quant_changed(self) -> None:
+        group, row = self.selected_group(), self.table.currentRow()
+        if group is not None and 0 <= row < len(self.options):
+            self.table.item(row, 1).setText(group.quant)
+            self.table.item(row, 2).setText(human_bytes(group.size))
+        self.completeChanged.emit()
+
+    def _ngram_toggled(self, on: bool) -> None:
+        if on:
+            self.table.clearSelection()
+        self.completeChanged.emit()
+
+    def selected_group(self) -> QuantGroup | None:
+        data = self.quant.currentData()
+        return data if isinstance(data, QuantGroup) else None
 
     def isComplete(self) -> bool:  # noqa: N802 - Qt name
+        if self.ngram.isChecked():
+            return True
         row = self.table.currentRow()
-        return not self.busy and 0 <= row < len(self.options) and self.options[row].compatible \
-            and bool(self.table.selectedItems())
+        return bool(self.table.selectedItems()) and self._row_compatible(row)
 
     def validatePage(self) -> bool:  # noqa: N802 - Qt name
-        self.state.draft = self.options[self.table.currentRow()]
+        s = self.state
+        s.draft, s.draft_local, s.draft_ngram = None, None, self.ngram.isChecked()
+        if s.draft_ngram:
+            return True
+        row = self.table.currentRow()
+        if row < len(self.options):
+            option = self.options[row]
+            group = self.selected_group() or option.group
+            s.draft = replace(option, group=group)
+        else:
+            s.draft_local = self.local[row - len(self.options)]
         return True
+

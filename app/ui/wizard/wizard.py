@@ -1,4 +1,8 @@
-"""``PairWizard``: choose, download and verify a draft/target pair in a few clicks."""
+"""``PairWizard``: choose, download and verify a draft/target pair in a few clicks.
+
+Offline it says so once (one short probe, cached for the wizard's session) and works with
+the models on this computer: the library, downloaded files and files the person browses to.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +12,18 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QWidget, QWizard
 
 from app.models.catalog import Catalog
-from app.models.fit import Hardware
+from app.models.hardware import Hardware
 from app.models.hub import Token
 from app.models.library import Library, models_dir
 from app.ui.wizard.common import WizardState
 from app.ui.wizard.pages_run import DownloadPage, FinishPage, ReviewPage, VerifyPage
 from app.ui.wizard.pages_select import DraftPage, HardwarePage, QuantPage, TargetPage
-from app.workers.hub_worker import HubClient
+from app.workers.hub_worker import HubClient, HubProbed, ProbeHub
 
 
 class PairWizard(QWizard):
     profile_saved = Signal(str)
+    online_changed = Signal()
 
     def __init__(
         self,
@@ -44,6 +49,8 @@ class PairWizard(QWizard):
         self.state = WizardState(hardware=hardware)
         self.client = HubClient(self.models_root, endpoint=endpoint, token=token,
                                 offline=offline, parent=self)
+        self._probe_id: int | None = None
+        self.client.result.connect(self._on_probe)
         self.page_hardware = HardwarePage(self)
         self.page_target = TargetPage(self)
         self.page_quant = QuantPage(self)
@@ -52,10 +59,40 @@ class PairWizard(QWizard):
         self.page_download = DownloadPage(self)
         self.page_verify = VerifyPage(self)
         self.page_finish = FinishPage(self)
-        for page in (self.page_hardware, self.page_target, self.page_quant, self.page_draft,
-                     self.page_review, self.page_download, self.page_verify, self.page_finish):
-            self.addPage(page)
+        (self.id_hardware, self.id_target, self.id_quant, self.id_draft, self.id_review,
+         self.id_download, self.id_verify, self.id_finish) = (
+            self.addPage(page) for page in (
+                self.page_hardware, self.page_target, self.page_quant, self.page_draft,
+                self.page_review, self.page_download, self.page_verify, self.page_finish))
         self._closed = False
+
+    # --- online or not ----------------------------------------------------------------
+
+    @property
+    def probing(self) -> bool:
+        return self._probe_id is not None
+
+    def probe_hub(self) -> None:
+        """Ask, once, whether the Hub answers (within 3 s); Retry asks again."""
+        self.state.online = None
+        self._probe_id = self.client.submit(ProbeHub())
+        self.online_changed.emit()
+
+    def _on_probe(self, reply: object) -> None:
+        if isinstance(reply, HubProbed) and reply.request_id == self._probe_id:
+            self._probe_id = None
+            self.state.online = reply.online
+            self.state.offline_reason = reply.reason
+            self.online_changed.emit()
+
+    def mark_offline(self, reason: str) -> None:
+        """A Hub request found no network: remember it for the rest of the session."""
+        if self.state.online is not False:
+            self.state.online = False
+            self.state.offline_reason = reason
+            self.online_changed.emit()
+
+    # --- lifetime ---------------------------------------------------------------------
 
     def done(self, result: int) -> None:
         self.shutdown()
