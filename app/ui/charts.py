@@ -1,9 +1,11 @@
 """Live charts of one answer (pyqtgraph), redrawn at about 20 Hz from fixed-size buffers.
 
-Acceptance per verification step with its rolling mean and the break-even line; tokens/sec
-over time for the speculative and the baseline run; a histogram of accepted lengths; the
-draft length chosen for each step. Every chart exports as PNG; the run statistics export
-as CSV or JSON.
+Acceptance (drafted tokens accepted ÷ drafted, the one figure the window, the status bar and
+the exports use) per verification step and for the run so far; the collapse guard's recent
+agreement with its break-even line; tokens/sec over time for the speculative and the
+baseline run; a histogram of accepted lengths; the draft length chosen for each step. Lines
+break where no step drafted (speculation paused). Every chart exports as a PNG at least
+1200 px wide; the run statistics export as CSV or JSON.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import QRectF, QTimer, Signal
+from PySide6.QtGui import QColor, QImage, QPainter
 from PySide6.QtWidgets import (
     QFileDialog,
     QGraphicsItem,
     QHBoxLayout,
-    QLabel,
+    QMenu,
     QPushButton,
     QVBoxLayout,
     QWidget,
@@ -29,7 +32,9 @@ from app.ui.stats_export import AnswerStats, to_csv, to_json
 from app.workers.engine_worker import EventBatch
 
 REDRAW_MS = 50
-INITIAL_LIMITS = {"acceptance": (10.0, 1.05), "tok_s": (10.0, 50.0), "draft_length": (10.0, 10.0)}
+INITIAL_LIMITS = {"acceptance": (10.0, 1.05), "tok_s": (10.0, 1.0), "draft_length": (10.0, 10.0)}
+EXPORT_WIDTH = 1600  # px: charts are exported for reports, not at their on-screen size
+MIN_PLOT_HEIGHT = 80
 CAPACITY = 4096
 MAX_LEN = 64
 
@@ -62,7 +67,7 @@ def _plot(title: str, left: str, bottom: str) -> pg.PlotWidget:
     widget.setLabel("left", left)
     widget.setLabel("bottom", bottom)
     widget.showGrid(x=False, y=True, alpha=0.2)
-    widget.setMinimumHeight(150)
+    widget.setMinimumHeight(MIN_PLOT_HEIGHT)
     widget.setMenuEnabled(False)
     for name in ("left", "bottom", "top", "right"):
         # axes (with their grid lines) are re-rendered only when a range changes
@@ -71,6 +76,13 @@ def _plot(title: str, left: str, bottom: str) -> pg.PlotWidget:
     widget.setXRange(0, 10, padding=0)
     widget.setYRange(0, 1.05, padding=0)
     return widget
+
+
+def gaps_broken(x: np.ndarray) -> np.ndarray:
+    """pyqtgraph ``connect`` array: join consecutive steps only, so paused stretches stay empty."""
+    if len(x) < 2:
+        return np.ones(len(x), dtype=bool)
+    return np.append(np.diff(x) <= 1.0, True)
 
 
 def _grow(limit: float, current: float = 10.0) -> float:
@@ -93,7 +105,9 @@ class ChartsPanel(QWidget):
         pg.setConfigOptions(background="w", foreground="#333333", antialias=False)
         super().__init__(parent)
         self.stats = AnswerStats()
-        self.acceptance = Ring(width=3)  # step, accepted/drafted, rolling mean
+        self.acceptance = Ring(width=4)  # step, accepted/drafted, run so far, guard agreement
+        self._accepted = 0
+        self._drafted = 0
         self.draft_len = Ring(width=2)  # step, drafted
         self.speed = {"speculative": Ring(width=2), "baseline": Ring(width=2)}
         self.hist = np.zeros(MAX_LEN + 1)
@@ -104,20 +118,32 @@ class ChartsPanel(QWidget):
         self._timer.setInterval(REDRAW_MS)
         self._timer.timeout.connect(self._tick)
 
-        self.accept_plot = _plot("Acceptance per step", "accepted / drafted", "step")
+        self.accept_plot = _plot("Acceptance (accepted ÷ drafted)", "acceptance", "step")
         self.accept_plot.setYRange(0, 1.05)
+        self.accept_plot.addLegend(offset=(-10, -10), labelTextSize="8pt")
         self.accept_dots = self.accept_plot.plot(
-            pen=None, symbol="o", symbolSize=5, symbolBrush=SPEC_PEN, symbolPen=None
+            pen=None,
+            symbol="o",
+            symbolSize=5,
+            symbolBrush=SPEC_PEN,
+            symbolPen=None,
+            name="per step",
         )
-        self.accept_mean = self.accept_plot.plot(pen=pg.mkPen(OKABE_ITO["blue"], width=2))
+        self.accept_mean = self.accept_plot.plot(
+            pen=pg.mkPen(OKABE_ITO["blue"], width=2), name="run so far"
+        )
+        self.agreement = self.accept_plot.plot(
+            pen=pg.mkPen(OKABE_ITO["vermillion"], width=1, style=pg.QtCore.Qt.PenStyle.DotLine),
+            name="guard: recent agreement",
+        )
         self.break_line = pg.InfiniteLine(
             angle=0,
             pen=pg.mkPen(OKABE_ITO["vermillion"], width=1.5, style=pg.QtCore.Qt.PenStyle.DashLine),
             label="break-even",
-            labelOpts={
-                "position": 0.5,
+            labelOpts={  # under the line at the left end, away from the dots near 1.0
+                "position": 0.02,
                 "color": OKABE_ITO["vermillion"],
-                "anchors": [(0.5, 0.0), (0.5, 0.0)],
+                "anchors": [(0.0, -0.1), (0.0, -0.1)],
             },
         )
         self.break_line.setVisible(False)
@@ -149,6 +175,7 @@ class ChartsPanel(QWidget):
             pen=pg.mkPen(OKABE_ITO["orange"], width=2), stepMode=None
         )
 
+        self.setMinimumWidth(200)  # narrower plots say nothing: hide the dock instead
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         self.plots = {
@@ -157,28 +184,27 @@ class ChartsPanel(QWidget):
             "accepted_lengths": self.hist_plot,
             "draft_length": self.len_plot,
         }
-        png_row = QHBoxLayout()
-        png_row.addWidget(QLabel("PNG:"))
         short = {
-            "acceptance": "Acceptance",
-            "tok_s": "Tok/s",
-            "accepted_lengths": "Lengths",
-            "draft_length": "Draft length",
+            "acceptance": "Acceptance chart",
+            "tok_s": "Tokens/sec chart",
+            "accepted_lengths": "Accepted lengths chart",
+            "draft_length": "Draft length chart",
         }
+        export_menu = QMenu(self)
         for name, plot in self.plots.items():
             layout.addWidget(plot, 1)
-            button = QPushButton(short[name] + "…")
-            button.setToolTip(f"Save the {plot.plotItem.titleLabel.text} chart as a PNG image")
-            button.clicked.connect(lambda _=False, n=name: self._export_png_dialog(n))
-            png_row.addWidget(button)
-        png_row.addStretch(1)
-        layout.addLayout(png_row)
+            action = export_menu.addAction(f"{short[name]} as PNG…")
+            action.triggered.connect(lambda _=False, n=name: self._export_png_dialog(n))
+        export_menu.addSeparator()
+        for label, suffix in (("Statistics as CSV…", "csv"), ("Statistics as JSON…", "json")):
+            action = export_menu.addAction(label)
+            action.triggered.connect(lambda _=False, s=suffix: self._export_stats_dialog(s))
+        self.export_button = QPushButton("Export…")
+        self.export_button.setObjectName("chartsExport")
+        self.export_button.setToolTip("Save a chart as a PNG image, or the run statistics")
+        self.export_button.setMenu(export_menu)
         export_row = QHBoxLayout()
-        export_row.addWidget(QLabel("Run statistics:"))
-        for label, suffix in (("Export CSV…", "csv"), ("Export JSON…", "json")):
-            button = QPushButton(label)
-            button.clicked.connect(lambda _=False, s=suffix: self._export_stats_dialog(s))
-            export_row.addWidget(button)
+        export_row.addWidget(self.export_button)
         export_row.addStretch(1)
         layout.addLayout(export_row)
         self.reset()
@@ -188,6 +214,7 @@ class ChartsPanel(QWidget):
     def reset(self) -> None:
         self.stats.clear()
         self.acceptance.clear()
+        self._accepted = self._drafted = 0
         self.draft_len.clear()
         for ring in self.speed.values():
             ring.clear()
@@ -220,7 +247,10 @@ class ChartsPanel(QWidget):
     def _step(self, event: StepEvent) -> None:
         self.stats.steps.append(event)
         rate = event.accepted / event.drafted if event.drafted else 0.0
-        self.acceptance.append(event.step, rate, event.rolling_acceptance)
+        self._accepted += event.accepted
+        self._drafted += event.drafted
+        so_far = self._accepted / self._drafted if self._drafted else 0.0
+        self.acceptance.append(event.step, rate, so_far, event.rolling_acceptance)
         self.draft_len.append(event.step, event.drafted)
         self.hist[min(event.accepted, MAX_LEN)] += 1
         self.break_even = event.break_even
@@ -259,12 +289,14 @@ class ChartsPanel(QWidget):
         self._grew_this_tick = False
         if "acceptance" in dirty:
             acc = self.acceptance.view()
+            connect = gaps_broken(acc[:, 0])
             self.accept_dots.setData(acc[:, 0], acc[:, 1], skipFiniteCheck=True)
-            self.accept_mean.setData(acc[:, 0], acc[:, 2], skipFiniteCheck=True)
+            self.accept_mean.setData(acc[:, 0], acc[:, 2], connect=connect, skipFiniteCheck=True)
+            self.agreement.setData(acc[:, 0], acc[:, 3], connect=connect, skipFiniteCheck=True)
             self._fit("acceptance", float(acc[-1, 0]) if len(acc) else 0.0)
             if self.break_even is not None and 0.0 < self.break_even <= 1.0:
                 self.break_line.setValue(self.break_even)
-                self.break_line.label.setFormat(f"break-even {self.break_even:.0%}")
+                self.break_line.label.setFormat(f"break-even agreement {self.break_even:.1%}")
                 self.break_line.setVisible(True)
             else:
                 self.break_line.setVisible(False)
@@ -284,7 +316,12 @@ class ChartsPanel(QWidget):
             self.hist_plot.setYRange(0, _grow(float(self.hist.max()), 5.0), padding=0.02)
         if "draft_length" in dirty:
             lengths = self.draft_len.view()
-            self.len_curve.setData(lengths[:, 0], lengths[:, 1], skipFiniteCheck=True)
+            self.len_curve.setData(
+                lengths[:, 0],
+                lengths[:, 1],
+                connect=gaps_broken(lengths[:, 0]),
+                skipFiniteCheck=True,
+            )
             top = float(lengths[:, 1].max()) if len(lengths) else 1.0
             self._fit("draft_length", float(lengths[-1, 0]) if len(lengths) else 0.0, top + 1)
 
@@ -293,7 +330,16 @@ class ChartsPanel(QWidget):
     def export_png(self, name: str, path: Path) -> Path:
         self._dirty = set(self.plots)
         self._redraw()
-        if not self.plots[name].grab().save(str(path), "PNG"):
+        plot = self.plots[name]
+        # rendered at EXPORT_WIDTH with the on-screen aspect ratio, not grabbed at screen size
+        height = max(int(EXPORT_WIDTH * plot.height() / max(plot.width(), 1)), EXPORT_WIDTH // 2)
+        image = QImage(EXPORT_WIDTH, height, QImage.Format.Format_ARGB32)
+        image.fill(QColor("white"))
+        painter = QPainter(image)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        plot.scene().render(painter, QRectF(image.rect()), plot.plotItem.sceneBoundingRect())
+        painter.end()
+        if not image.save(str(path), "PNG"):
             raise OSError(f"could not write {path}")
         self.exported.emit(str(path))
         return path

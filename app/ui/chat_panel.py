@@ -21,7 +21,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.config import SpecConfig
 from app.core.events import GuardEvent, RunSummary
+from app.ui.answer_verdict import guard_text
 from app.ui.chat_input import ChatInput
 from app.ui.palette import STYLE_LABELS, STYLES, legend_html
 from app.ui.token_view import TokenView
@@ -94,6 +96,9 @@ class ChatPanel(QWidget):
         self._flush_timer.setInterval(FLUSH_MS)
         self._flush_timer.timeout.connect(self.flush)
         self._generating = False
+        self._has_messages = False
+        self._last_answer = ""
+        self._refusal = ""
 
         self.legend = QLabel(legend_html(style))
         self.legend.setObjectName("legend")
@@ -117,6 +122,7 @@ class ChatPanel(QWidget):
         self.verdict.setObjectName("verdict")
         self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.verdict.setStyleSheet("font-weight: bold; padding: 2px 0;")
+        self.verdict.setWordWrap(True)  # the verdict wraps; it never widens the window
         self.style_box = QComboBox()
         self.style_box.setObjectName("colourStyle")
         for key in STYLES:
@@ -129,10 +135,14 @@ class ChatPanel(QWidget):
         self.baseline_box.setToolTip("Also answer with the target alone, to compare speed and text")
         self.baseline_box.setChecked(baseline)
         self.baseline_box.toggled.connect(self._baseline_picked)
-        verdict_row = QHBoxLayout()
-        verdict_row.addWidget(self.verdict, 1)
-        verdict_row.addWidget(self.style_box)
-        verdict_row.addWidget(self.baseline_box)
+        verdict_row = QVBoxLayout()  # the verdict gets the full width to wrap in
+        verdict_row.setSpacing(2)
+        verdict_row.addWidget(self.verdict)
+        options = QHBoxLayout()
+        options.addStretch(1)
+        options.addWidget(self.style_box)
+        options.addWidget(self.baseline_box)
+        verdict_row.addLayout(options)
 
         self.input = ChatInput()
         self.input.submitted.connect(self.send_requested)
@@ -193,8 +203,7 @@ class ChatPanel(QWidget):
         name = "Speculative" if batch.run == "speculative" else "Baseline — target only"
         for event in batch.events:
             if isinstance(event, GuardEvent):
-                prefix = "Speculation paused: " if event.paused else "Speculation resumed: "
-                self.guard_banner.show_text(prefix + event.message)
+                self.guard_banner.show_text(guard_text(event, SpecConfig()))
             elif isinstance(event, RunSummary):  # final figure: generation time, no prefill
                 header.setText(
                     f"<b>{name}</b> · {event.tokens} tokens · {event.tok_s:.1f} tok/s"
@@ -218,16 +227,41 @@ class ChatPanel(QWidget):
     def set_generating(self, generating: bool) -> None:
         self._generating = generating
         self.send.setText("Stop" if generating else "Send")
-        self.send.setToolTip("Stop the answer (within one speculative step)" if generating else "")
-        self.regenerate.setEnabled(not generating)
+        self._update_buttons()
         self.new_chat.setEnabled(not generating)
         if not generating:
             self.flush()
             self._flush_timer.stop()
 
+    def set_conversation_state(self, has_messages: bool, last_answer: str) -> None:
+        """Regenerate needs a question, Copy an answer: both are off in an empty chat."""
+        self._has_messages, self._last_answer = has_messages, last_answer
+        self._update_buttons()
+
+    def set_refusal(self, reason: str) -> None:
+        """A refused settings value blocks Send (not Stop) and says why."""
+        self._refusal = reason
+        self._update_buttons()
+
+    def _update_buttons(self) -> None:
+        idle = not self._generating
+        self.send.setEnabled(self._generating or not self._refusal)
+        if self._generating:
+            self.send.setToolTip("Stop the answer (within one speculative step)")
+        else:
+            refused = f"Fix the settings first — {self._refusal}" if self._refusal else ""
+            self.send.setToolTip(refused)
+        self.regenerate.setEnabled(idle and self._has_messages)
+        self.copy.setEnabled(idle and bool(self._last_answer or self.spec_view.text()))
+
+    def baseline_not_run(self, reason: str) -> None:
+        self.base_view.clear_tokens(reason)
+        self.base_header.setText("<b>Baseline — target only</b> · not run")
+
     def show_verdict(self, text: str, divergence: int | None) -> None:
         self.flush()
         self.verdict.setText(text)
+        self.verdict.setToolTip(text)
         self.spec_view.mark_divergence(divergence)
         self.base_view.mark_divergence(divergence)
 
@@ -243,7 +277,7 @@ class ChatPanel(QWidget):
             self.input.submit()
 
     def copy_answer(self) -> None:
-        text = self.spec_view.text()
+        text = self.spec_view.text() or self._last_answer
         if text:
             QGuiApplication.clipboard().setText(text)
 

@@ -1,4 +1,4 @@
-"""The main window: pair bar, chat | settings | charts splitters, status bar."""
+"""The main window: pair bar, the chat, settings and charts docks, status bar."""
 
 from __future__ import annotations
 
@@ -7,16 +7,26 @@ import os
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, Signal
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QIcon, QShowEvent
-from PySide6.QtWidgets import QLabel, QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QMainWindow,
+    QSplitter,
+    QTabWidget,
+    QToolBar,
+    QWidget,
+)
 
 from app.core.config import DraftSource
 from app.core.conversations import ChatMessage, Conversation, ConversationStore
+from app.core.exactness import Judgement, acceptance_text
 from app.core.settings import Settings, SettingsStore
+from app.ui.answer_verdict import judge_answer
 from app.ui.charts import ChartsPanel
 from app.ui.chat_panel import ChatPanel
 from app.ui.conversation_list import ConversationList
+from app.ui.elided_label import ElidedLabel
 from app.ui.engine_client import EngineClient
 from app.ui.first_run import HubProbe
 from app.ui.pair_bar import PairBar, human_bytes
@@ -82,7 +92,8 @@ class MainWindow(QMainWindow):
         self.client = EngineClient(self)
         self.loaded: PairLoaded | None = None
         self._loaded_key: tuple[object, ...] | None = None
-        self._verdict: Verdict | None = None
+        self._verdict: Judgement | None = None
+        self._answer_settings: Settings = self.settings  # the settings the answer ran with
         self._shown_once = False
 
         self.pair_bar = PairBar()
@@ -93,23 +104,16 @@ class MainWindow(QMainWindow):
         self.side = QTabWidget()
         self.side.addTab(self.settings_panel, "Settings")
         self.side.addTab(self.conversations, "Conversations")
-        self.splitter = QSplitter(Qt.Orientation.Horizontal)
-        self.splitter.setObjectName("mainSplitter")
-        for widget in (self.chat, self.side, self.charts):
-            self.splitter.addWidget(widget)
-        self.splitter.setStretchFactor(0, 5)
-        self.splitter.setStretchFactor(1, 2)
-        self.splitter.setStretchFactor(2, 3)
-        self.splitter.setSizes([760, 300, 480])
-        central = QWidget()
-        column = QVBoxLayout(central)
-        column.setContentsMargins(0, 0, 0, 0)
-        column.setSpacing(0)
-        column.addWidget(self.pair_bar)
-        column.addWidget(self.splitter, 1)
-        self.setCentralWidget(central)
+        self.setCentralWidget(self.chat)
+        self.setDockNestingEnabled(True)
+        self.pair_toolbar = self._pair_toolbar()
+        self.settings_dock = self._dock("settingsDock", "Settings", self.side)
+        self.charts_dock = self._dock("chartsDock", "Charts", self.charts)
+        self.splitDockWidget(self.settings_dock, self.charts_dock, Qt.Orientation.Horizontal)
+        for action in (self.settings_dock.toggleViewAction(), self.charts_dock.toggleViewAction()):
+            self.pair_toolbar.addAction(action)
         self.status = {
-            name: QLabel(text)
+            name: ElidedLabel(text, mode=Qt.TextElideMode.ElideRight)
             for name, text in (
                 ("device", "device —"),
                 ("speed", "tok/s —"),
@@ -139,6 +143,28 @@ class MainWindow(QMainWindow):
                 self._probe = HubProbe(self)
                 self._probe.finished.connect(self._first_start)
 
+    def _pair_toolbar(self) -> QToolBar:
+        bar = QToolBar("Model pair", self)
+        bar.setObjectName("pairToolbar")
+        bar.setMovable(False)
+        bar.setFloatable(False)
+        bar.addWidget(self.pair_bar)
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, bar)
+        return bar
+
+    def _dock(self, name: str, title: str, widget: QWidget) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(name)
+        dock.setWidget(widget)
+        dock.setFeatures(
+            QDockWidget.DockWidgetFeature.DockWidgetClosable
+            | QDockWidget.DockWidgetFeature.DockWidgetMovable
+            | QDockWidget.DockWidgetFeature.DockWidgetFloatable
+        )
+        dock.toggleViewAction().setToolTip(f"Show or hide the {title.lower()} panel")
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
+        return dock
+
     def _wire(self) -> None:
         self.client.busy.connect(self._on_busy)
         self.client.loaded.connect(self._on_loaded)
@@ -158,6 +184,7 @@ class MainWindow(QMainWindow):
         self.chat.style_changed.connect(lambda style: update(colour_style=style))
         self.chat.baseline_toggled.connect(lambda on: update(baseline=on))
         self.settings_panel.changed.connect(self._settings_changed)
+        self.settings_panel.refusal_changed.connect(self.chat.set_refusal)
         self.conversations.open_requested.connect(self.open_conversation)
         self.conversations.deleted.connect(self._conversation_deleted)
 
@@ -168,13 +195,15 @@ class MainWindow(QMainWindow):
         return QSettings(str(path), QSettings.Format.IniFormat)
 
     def _splitters(self) -> dict[str, QSplitter]:
-        return {"main": self.splitter, "chat": self.chat.split, "answer": self.chat.panes}
+        return {"chat": self.chat.split, "answer": self.chat.panes}
 
     def _restore_layout(self) -> None:
         state = self._qsettings()
         geometry = state.value("geometry")
         if isinstance(geometry, QByteArray):
             self.restoreGeometry(geometry)
+        docks = state.value("windowState")
+        self._docks_restored = isinstance(docks, QByteArray) and self.restoreState(docks)
         tab = state.value("sideTab")
         if tab is not None:
             self.side.setCurrentIndex(int(tab))
@@ -192,10 +221,19 @@ class MainWindow(QMainWindow):
         if not self._shown_once:
             self._shown_once = True
             self._restore_splitters()
+            if not self._docks_restored:  # once the layout has its final size
+                QTimer.singleShot(0, self, self.share_width)
+
+    def share_width(self) -> None:
+        """First-run layout: the chat keeps half the width, settings and charts share the rest."""
+        width = self.width()
+        docks = [self.settings_dock, self.charts_dock]
+        self.resizeDocks(docks, [int(width * 0.22), int(width * 0.28)], Qt.Orientation.Horizontal)
 
     def _save_layout(self) -> None:
         state = self._qsettings()
         state.setValue("geometry", self.saveGeometry())
+        state.setValue("windowState", self.saveState())
         for name, splitter in self._splitters().items():
             state.setValue(f"splitter/{name}", splitter.saveState())
         state.setValue("sideTab", self.side.currentIndex())
@@ -204,6 +242,7 @@ class MainWindow(QMainWindow):
     # --- pair ------------------------------------------------------------------------------
 
     def load_pair(self, target: str, draft: str | None, source: DraftSource) -> int:
+        source = DraftSource(source)
         s = self.settings
         draft_spec = s.draft_spec(draft) if draft else None
         self.pair_bar.set_busy("Loading models…")
@@ -265,7 +304,7 @@ class MainWindow(QMainWindow):
         self.pair_bar.show_pair(message.target_path, message.draft_path, message.draft_source)
         changes: dict[str, object] = {
             "target_path": message.target_path,
-            "draft_source": message.draft_source.value,
+            "draft_source": DraftSource(message.draft_source).value,
         }
         if message.draft_path:
             changes["draft_path"] = message.draft_path
@@ -313,6 +352,10 @@ class MainWindow(QMainWindow):
             )
             return
         self.settings_panel.flush_pending()
+        refused = self.settings_panel.refusal()
+        if refused:
+            self.chat.error_banner.show_text(f"<b>Not sent.</b> {refused}")
+            return
         self.chat.input.clear()
         self.conversation = self.conversation.with_message(ChatMessage("user", text))
         self.store.save(self.conversation)  # acknowledged: it survives a crash from here on
@@ -325,6 +368,7 @@ class MainWindow(QMainWindow):
             messages.append({"role": "system", "content": self.settings.system_prompt})
         messages += [m.as_prompt() for m in self.conversation.messages if m.role != "system"]
         self._verdict = None
+        self._answer_settings = self.settings
         self.chat.transcript.show_messages(self.conversation.messages, pending=True)
         self.chat.begin_answer(self.settings.baseline)
         self.charts.reset()
@@ -369,7 +413,10 @@ class MainWindow(QMainWindow):
             self.new_chat()
 
     def _show_conversation(self) -> None:
-        self.chat.transcript.show_messages(self.conversation.messages)
+        messages = self.conversation.messages
+        answers = [m.content for m in messages if m.role == "assistant"]
+        self.chat.set_conversation_state(bool(messages), answers[-1] if answers else "")
+        self.chat.transcript.show_messages(messages)
         self.conversations.refresh(self.conversation.id)
 
     def _on_batch(self, batch: EventBatch) -> None:
@@ -380,10 +427,12 @@ class MainWindow(QMainWindow):
             self.status["speed"].setText(f"{batch.run} {rate:.1f} tok/s")
 
     def _on_verdict(self, verdict: Verdict) -> None:
-        self._verdict = verdict
-        divergence = verdict.first_divergence if verdict.identical is False else None
-        self.chat.show_verdict(verdict.describe(), divergence)
-        self.charts.stats.verdict = verdict.describe()
+        judgement = judge_answer(self.charts.stats, verdict.comparison, self._answer_settings)
+        if judgement is None:
+            return
+        self._verdict = judgement
+        self.chat.show_verdict(judgement.text, judgement.divergence)
+        self.charts.stats.verdict = judgement.text
 
     def _on_done(self, done: JobDone) -> None:
         self.chat.set_generating(False)
@@ -398,7 +447,7 @@ class MainWindow(QMainWindow):
             if base is not None:
                 stats["base_tok_s"] = round(base.tok_s, 2)
             if self._verdict is not None:
-                stats["verdict"] = self._verdict.describe()
+                stats["verdict"] = self._verdict.text
             if done.cancelled:
                 stats["stopped"] = True
             self.conversation = self.conversation.with_message(
@@ -411,11 +460,13 @@ class MainWindow(QMainWindow):
             if base is not None:
                 speed += f" · base {base.tok_s:.1f} tok/s"
             self.status["speed"].setText(speed)
-            self.status["acceptance"].setText(f"acceptance {spec.acceptance_rate:.0%}")
+            self.status["acceptance"].setText(acceptance_text(spec))
         if done.cancelled:
             self.statusBar().showMessage("Stopped.", 4000)
             if not self._verdict:
                 self.chat.verdict.setText("stopped — no verdict")
+            if self._answer_settings.baseline and base is None:
+                self.chat.baseline_not_run("Not run: the answer was stopped before the baseline.")
         self._update_resources()
         self.answer_finished.emit(done)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.config import DraftSource
+from app.ui.elided_label import ElidedLabel
 
 
 def human_bytes(n: int) -> str:
@@ -56,7 +57,8 @@ class PairBar(QFrame):
             "conversation so far; no second model needed)"
         )
         self.source.currentIndexChanged.connect(
-            lambda _i: self.source_changed.emit(self.source.currentData())
+            # item data comes back as a plain str: make it a DraftSource again
+            lambda _i: self.source_changed.emit(DraftSource(self.source.currentData()))
         )
         layout.addWidget(self.source)
         layout.addSpacing(8)
@@ -70,7 +72,7 @@ class PairBar(QFrame):
         self.busy.setTextVisible(False)
         self.busy.hide()
         layout.addWidget(self.busy)
-        self.status = QLabel("")
+        self.status = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
         self.status.setObjectName("pairStatus")
         layout.addWidget(self.status)
         self.change = QPushButton("Change pair…")
@@ -82,19 +84,19 @@ class PairBar(QFrame):
         self.change.setMenu(menu)
         self.demo = QPushButton("Demo pair")
         self.demo.setToolTip(
-            "SmolLM2-135M-Instruct F16 target with its Q4_1 draft — works offline once cached"
+            "Qwen2.5-Coder-0.5B-Instruct: F32 target with its Q2_K requantization as draft "
+            "— works offline once cached"
         )
         self.demo.clicked.connect(self.demo_requested)
         layout.addWidget(self.change)
         layout.addWidget(self.demo)
         self.show_pair(None, None, DraftSource.MODEL)
 
-    def _pair(self, layout: QHBoxLayout, key: str) -> QLabel:
+    def _pair(self, layout: QHBoxLayout, key: str) -> ElidedLabel:
         label = QLabel(key)
         label.setProperty("role", "key")
-        value = QLabel("—")
+        value = ElidedLabel("—", tooltip=False)
         value.setObjectName(f"pair{key}")
-        value.setTextInteractionFlags(value.textInteractionFlags())
         layout.addWidget(label)
         layout.addWidget(value)
         layout.addSpacing(8)
@@ -115,10 +117,12 @@ class PairBar(QFrame):
 
     def show_resources(self, device: str, weights_bytes: int, rss_bytes: int | None) -> None:
         self.device.setText(device)
+        self.device.setToolTip(device)
         text = f"weights {human_bytes(weights_bytes)}"
         if rss_bytes:
             text += f" · process {human_bytes(rss_bytes)}"
         self.memory.setText(text)
+        self.memory.setToolTip(text)
 
     def set_busy(self, text: str | None) -> None:
         """Show the busy indicator with ``text``; ``None`` hides it."""

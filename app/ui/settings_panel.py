@@ -84,6 +84,7 @@ class FieldEdit(QWidget):
         self.reason.setText(reason or "")
         self.reason.setVisible(bool(reason))
         self.edit.setStyleSheet(INVALID_STYLE if reason else "")
+        self._panel.refusal_changed.emit(self._panel.refusal())
 
     def _check(self, text: str) -> Settings | None:
         try:
@@ -101,6 +102,7 @@ class FieldEdit(QWidget):
 
 class SettingsPanel(QScrollArea):
     changed = Signal(object)  # Settings
+    refusal_changed = Signal(str)  # "" when every field holds an accepted value
 
     SAMPLING = ("temperature", "top_k", "top_p", "min_p", "seed", "max_tokens")
     MODELS = ("target_gpu_layers", "draft_gpu_layers", "n_ctx", "n_threads", "weight_repacking")
@@ -176,7 +178,16 @@ class SettingsPanel(QScrollArea):
         models = self._group("Models (reload on change)", self.MODELS)
         column.addWidget(models)
         column.addStretch(1)
+        for box in (self.draft_mode, self.rule):  # long item texts must not widen the panel
+            box.setSizeAdjustPolicy(
+                QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+            )
+            box.setMinimumContentsLength(8)
         self.setWidget(body)
+        # no horizontal scrolling, so never narrower than the form itself
+        self.setMinimumWidth(
+            body.minimumSizeHint().width() + self.verticalScrollBar().sizeHint().width()
+        )
         self.set_settings(settings)
 
     def _group(self, title: str, names: tuple[str, ...]) -> QGroupBox:
@@ -221,6 +232,13 @@ class SettingsPanel(QScrollArea):
     def errors(self) -> dict[str, str]:
         return {name: e for name, f in self.fields.items() if (e := f.error())}
 
+    def refusal(self) -> str:
+        """Why an answer cannot start with the settings as typed ("" when it can)."""
+        reasons = [f"{self.LABELS[name]}: {error}" for name, error in self.errors().items()]
+        if not self.prompt_reason.isHidden():
+            reasons.append(f"System prompt: {self.prompt_reason.text()}")
+        return "; ".join(reasons)
+
     def _apply(self, settings: Settings) -> None:
         if settings != self._settings:
             self._settings = settings
@@ -236,8 +254,10 @@ class SettingsPanel(QScrollArea):
         except Invalid as refused:
             self.prompt_reason.setText(f"Refused: {refused}")
             self.prompt_reason.show()
+            self.refusal_changed.emit(self.refusal())
             return
         self.prompt_reason.hide()
+        self.refusal_changed.emit(self.refusal())
         self._apply(updated)
 
     def flush_pending(self) -> None:
