@@ -10,6 +10,13 @@ from enum import Enum
 from typing import Any
 
 from app.core.events import RunSummary, StepEvent
+from app.core.exactness import tokens_per_pass
+
+DEFINITIONS = {
+    "acceptance_rate": "drafted tokens accepted ÷ drafted tokens (the window's acceptance)",
+    "tokens_per_pass": "tokens per target forward pass, the bonus/resampled token included",
+    "rolling_acceptance": "the collapse guard's recent agreement: accepted ÷ judged draft tokens",
+}
 
 STEP_COLUMNS = (
     "step",
@@ -50,6 +57,7 @@ def summary_dict(summary: RunSummary) -> dict[str, Any]:
     data = asdict(summary)
     data.pop("token_ids", None)
     data.pop("text", None)
+    data["tokens_per_pass"] = tokens_per_pass(summary)
     return {k: _plain(v) for k, v in data.items()}
 
 
@@ -65,6 +73,7 @@ def to_csv(stats: AnswerStats) -> str:
 def to_json(stats: AnswerStats) -> str:
     data = {
         "verdict": stats.verdict,
+        "definitions": DEFINITIONS,
         "runs": {mode: summary_dict(s) for mode, s in stats.summaries.items()},
         "guard": list(stats.guard_messages),
         "steps": [{name: _plain(getattr(s, name)) for name in STEP_COLUMNS} for s in stats.steps],

@@ -40,9 +40,9 @@ def conversation_markdown(messages: Sequence[ChatMessage], pending: bool = False
         header = f"**{NAMES.get(message.role, message.role)}**"
         if message.role == "assistant":
             header += _meta(message)
-        parts.append(f"{header}\n\n{message.content.strip() or '_(empty answer)_'}")
+        parts.append(f"{header}\n\n{message.content.strip() or '*(empty answer)*'}")
     if pending:
-        parts.append("**Assistant**\n\n_answering… (streaming in the panes below)_")
+        parts.append("**Assistant**\n\n*answering… (streaming in the panes below)*")
     return "\n\n---\n\n".join(parts)
 
 
