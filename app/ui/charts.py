@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 from app.core.events import GuardEvent, RunSummary, StepEvent
 from app.ui.palette import BASE_PEN, OKABE_ITO, SPEC_PEN
 from app.ui.stats_export import AnswerStats, to_csv, to_json
+from app.ui.theme import CHART
 from app.workers.engine_worker import EventBatch
 
 REDRAW_MS = 50
@@ -208,6 +209,22 @@ class ChartsPanel(QWidget):
         export_row.addStretch(1)
         layout.addLayout(export_row)
         self.reset()
+
+    def set_dark(self, dark: bool) -> None:
+        background, foreground = CHART[dark]
+        for plot in self.plots.values():
+            plot.setBackground(background)
+            for name in ("left", "bottom"):
+                axis = plot.getAxis(name)
+                axis.setPen(foreground)
+                axis.setTextPen(foreground)
+            item = plot.plotItem
+            item.titleLabel.setText(item.titleLabel.text, color=foreground)
+            legend = item.legend
+            if legend is not None:
+                legend.setLabelTextColor(foreground)
+                for _sample, label in legend.items:
+                    label.setText(label.text, color=foreground)
 
     # --- data ----------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from app.core.events import GuardEvent, RunSummary
 from app.ui.answer_verdict import guard_text
 from app.ui.chat_input import ChatInput
 from app.ui.palette import STYLE_LABELS, STYLES, legend_html
+from app.ui.theme import BANNERS
 from app.ui.token_view import TokenView
 from app.ui.transcript import Transcript
 from app.workers.engine_worker import TIMING_RULE, EventBatch
@@ -39,7 +40,7 @@ class Banner(QFrame):
     def __init__(self, name: str, colours: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName(name)
-        self.setStyleSheet(f"#{name} {{ {colours} border-radius: 4px; }}")
+        self.set_colours(colours)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(8, 4, 4, 4)
         self.label = QLabel()
@@ -52,6 +53,9 @@ class Banner(QFrame):
         layout.addWidget(self.label, 1)
         layout.addWidget(close)
         self.hide()
+
+    def set_colours(self, colours: str) -> None:
+        self.setStyleSheet(f"#{self.objectName()} {{ {colours} border-radius: 4px; }}")
 
     def show_text(self, text: str) -> None:
         self.label.setText(text)
@@ -90,8 +94,9 @@ class ChatPanel(QWidget):
         self.base_view = TokenView(style="off")
         self.base_view.setObjectName("baseView")
         self.transcript = Transcript()
-        self.error_banner = Banner("errorBanner", "background: #FDEBE1; color: #7A2E00;")
-        self.guard_banner = Banner("guardBanner", "background: #FFF6CC; color: #4D4000;")
+        self.error_banner = Banner("errorBanner", BANNERS[False]["error"])
+        self.guard_banner = Banner("guardBanner", BANNERS[False]["guard"])
+        self._dark = False
         self._flush_timer = QTimer(self)
         self._flush_timer.setInterval(FLUSH_MS)
         self._flush_timer.timeout.connect(self.flush)
@@ -265,6 +270,15 @@ class ChatPanel(QWidget):
         self.spec_view.mark_divergence(divergence)
         self.base_view.mark_divergence(divergence)
 
+    def set_dark(self, dark: bool) -> None:
+        self._dark = dark
+        self.spec_view.set_dark(dark)
+        self.base_view.set_dark(dark)
+        self.legend.setText(legend_html(str(self.style_box.currentData()), dark))
+        self.error_banner.set_colours(BANNERS[dark]["error"])
+        self.guard_banner.set_colours(BANNERS[dark]["guard"])
+        self.transcript.set_dark(dark)
+
     def stop_timers(self) -> None:
         self._flush_timer.stop()
 
@@ -284,7 +298,7 @@ class ChatPanel(QWidget):
     def _style_picked(self, _index: int) -> None:
         style = str(self.style_box.currentData())
         self.spec_view.set_style(style)
-        self.legend.setText(legend_html(style))
+        self.legend.setText(legend_html(style, self._dark))
         self.style_changed.emit(style)
 
     def _baseline_picked(self, on: bool) -> None:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QCloseEvent, QIcon, QShowEvent
+from PySide6.QtGui import QCloseEvent, QGuiApplication, QIcon, QShowEvent
 from PySide6.QtWidgets import (
     QDockWidget,
     QMainWindow,
@@ -32,6 +32,8 @@ from app.ui.first_run import HubProbe
 from app.ui.pair_bar import PairBar, human_bytes
 from app.ui.pair_chooser import choose_pair
 from app.ui.settings_panel import SettingsPanel
+from app.ui.theme import CHOICES as THEME_CHOICES
+from app.ui.theme import apply_palette, is_dark
 from app.workers.engine_worker import (
     Busy,
     ChatJob,
@@ -43,6 +45,7 @@ from app.workers.engine_worker import (
     WorkerError,
 )
 
+NARROW_WINDOW = 1280  # px: below this the settings and charts docks start as tabs
 ICON_DIR = Path(__file__).resolve().parents[2] / "resources" / "icons"
 
 
@@ -131,6 +134,7 @@ class MainWindow(QMainWindow):
         self._show_conversation()
         self.resize(1560, 960)
         self._restore_layout()
+        self._follow_theme()
         if autoload and self.settings.target_path and Path(self.settings.target_path).is_file():
             self.load_pair(
                 self.settings.target_path,
@@ -164,6 +168,38 @@ class MainWindow(QMainWindow):
         dock.toggleViewAction().setToolTip(f"Show or hide the {title.lower()} panel")
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
         return dock
+
+    # --- theme -----------------------------------------------------------------------------
+
+    def _follow_theme(self) -> None:
+        choice = str(self._qsettings().value("theme", "system"))
+        self.theme_choice = choice if choice in THEME_CHOICES else "system"
+        self.settings_panel.show_theme(self.theme_choice)
+        self.settings_panel.theme_changed.connect(self.set_theme)
+        hints = QGuiApplication.styleHints()
+        if hints is not None:
+            hints.colorSchemeChanged.connect(self._scheme_changed)
+        self.apply_theme()
+
+    def _scheme_changed(self, _scheme: object) -> None:
+        if self.theme_choice == "system":
+            self.apply_theme()
+
+    def set_theme(self, choice: str) -> None:
+        self.theme_choice = choice if choice in THEME_CHOICES else "system"
+        state = self._qsettings()
+        state.setValue("theme", self.theme_choice)
+        state.sync()
+        self.apply_theme()
+
+    def apply_theme(self) -> None:
+        self.dark = is_dark(self.theme_choice)
+        apply_palette(self.dark)
+        for widget in self.findChildren(QWidget):  # style sheets keep the palette they saw
+            if widget.styleSheet():
+                widget.setStyleSheet(widget.styleSheet())
+        self.chat.set_dark(self.dark)
+        self.charts.set_dark(self.dark)
 
     def _wire(self) -> None:
         self.client.busy.connect(self._on_busy)
@@ -225,8 +261,16 @@ class MainWindow(QMainWindow):
                 QTimer.singleShot(0, self, self.share_width)
 
     def share_width(self) -> None:
-        """First-run layout: the chat keeps half the width, settings and charts share the rest."""
+        """First-run layout: the chat keeps half the width, settings and charts share the rest.
+
+        On a narrow screen the two docks share one column as tabs instead of squeezing.
+        """
         width = self.width()
+        if width < NARROW_WINDOW:
+            self.tabifyDockWidget(self.settings_dock, self.charts_dock)
+            self.settings_dock.raise_()
+            self.resizeDocks([self.settings_dock], [int(width * 0.42)], Qt.Orientation.Horizontal)
+            return
         docks = [self.settings_dock, self.charts_dock]
         self.resizeDocks(docks, [int(width * 0.22), int(width * 0.28)], Qt.Orientation.Horizontal)
 

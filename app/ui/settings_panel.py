@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from app.core.config import AcceptRule
 from app.core.settings import Invalid, Settings, with_field
+from app.ui.theme import CHOICE_LABELS, CHOICES
 
 INVALID_STYLE = "QLineEdit { border: 1px solid #D55E00; background: #FDEBE1; }"
 
@@ -103,6 +104,7 @@ class FieldEdit(QWidget):
 class SettingsPanel(QScrollArea):
     changed = Signal(object)  # Settings
     refusal_changed = Signal(str)  # "" when every field holds an accepted value
+    theme_changed = Signal(str)  # one of theme.CHOICES
 
     SAMPLING = ("temperature", "top_k", "top_p", "min_p", "seed", "max_tokens")
     MODELS = ("target_gpu_layers", "draft_gpu_layers", "n_ctx", "n_threads", "weight_repacking")
@@ -177,6 +179,19 @@ class SettingsPanel(QScrollArea):
 
         models = self._group("Models (reload on change)", self.MODELS)
         column.addWidget(models)
+        look = self._group("Appearance", ())
+        self.theme = QComboBox()
+        self.theme.setObjectName("theme")
+        for key in CHOICES:
+            self.theme.addItem(CHOICE_LABELS[key], key)
+        self.theme.setToolTip("Light or dark; by default the system's colour scheme")
+        self.theme.currentIndexChanged.connect(
+            lambda _i: self.theme_changed.emit(str(self.theme.currentData()))
+        )
+        look_form = look.layout()
+        assert isinstance(look_form, QFormLayout)
+        look_form.addRow("Theme", self.theme)
+        column.addWidget(look)
         column.addStretch(1)
         for box in (self.draft_mode, self.rule):  # long item texts must not widen the panel
             box.setSizeAdjustPolicy(
@@ -224,6 +239,11 @@ class SettingsPanel(QScrollArea):
         self.rule.blockSignals(True)
         self.rule.setCurrentIndex(max(self.rule.findData(settings.rule), 0))
         self.rule.blockSignals(False)
+
+    def show_theme(self, choice: str) -> None:
+        self.theme.blockSignals(True)
+        self.theme.setCurrentIndex(max(self.theme.findData(choice), 0))
+        self.theme.blockSignals(False)
 
     def update_settings(self, **changes: object) -> None:
         """Change fields that other widgets own (pair, view options) and announce it."""

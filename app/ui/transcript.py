@@ -8,8 +8,8 @@ from PySide6.QtGui import QColor, QFontDatabase, QTextBlockFormat, QTextCursor, 
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from app.core.conversations import ChatMessage
+from app.ui.theme import CODE_BACKGROUND
 
-CODE_BACKGROUND = "#F3F4F6"
 WELCOME = (
     "### New chat\n\n"
     "Ask something. The **speculative** answer streams below with every token coloured by "
@@ -51,8 +51,16 @@ class Transcript(QTextBrowser):
         super().__init__(parent)
         self.setObjectName("transcript")
         self.setOpenExternalLinks(True)
+        self._dark = False
+        self._shown: tuple[Sequence[ChatMessage], bool] = ((), False)
+
+    def set_dark(self, dark: bool) -> None:
+        if dark != self._dark:
+            self._dark = dark
+            self.show_messages(*self._shown)
 
     def show_messages(self, messages: Sequence[ChatMessage], pending: bool = False) -> None:
+        self._shown = (messages, pending)
         text = conversation_markdown(messages, pending)
         self.setMarkdown(text or WELCOME)
         self._tint_code_blocks()
@@ -67,7 +75,7 @@ class Transcript(QTextBrowser):
             fmt = block.blockFormat()
             if fmt.hasProperty(QTextFormat.Property.BlockCodeFence) or fmt.nonBreakableLines():
                 tinted = QTextBlockFormat(fmt)
-                tinted.setBackground(QColor(CODE_BACKGROUND))
+                tinted.setBackground(QColor(CODE_BACKGROUND[self._dark]))
                 tinted.setLeftMargin(8)
                 cursor.setPosition(block.position())
                 cursor.setBlockFormat(tinted)

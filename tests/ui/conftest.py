@@ -134,6 +134,9 @@ def make_window(isolated: Path, qtbot) -> Iterator[Callable[..., object]]:  # no
         if window.isVisible() or window.client.running:
             window.close()
         window.deleteLater()
+    app = QApplication.instance()
+    if isinstance(app, QApplication):  # a dark theme chosen in one test stays in that test
+        app.setPalette(app.style().standardPalette())
 
 
 def load(window, qtbot, target: Path, draft: Path | None, timeout: int = 60_000):  # noqa: ANN001, ANN201

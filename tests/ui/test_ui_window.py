@@ -15,7 +15,7 @@ from PySide6.QtGui import QColor, QTextCursor
 from app.core.config import DraftSource
 from app.core.events import StopReason, TokenKind
 from app.core.settings import Settings, SettingsStore
-from app.ui.palette import KIND_COLOURS
+from app.ui.palette import KIND_COLOURS, text_colour
 from app.ui.token_view import token_tooltip
 from tests.ui.conftest import ask, load
 
@@ -45,7 +45,7 @@ def test_answer_is_coloured_compared_and_charted(make_window, qtbot, tiny_pair, 
     assert kinds & {TokenKind.ACCEPTED, TokenKind.BONUS, TokenKind.RESAMPLED}
     coloured = 0
     for index, event in enumerate(spec.events):
-        colour = KIND_COLOURS[event.kind]
+        colour = text_colour(event.kind)
         start, end = spec.token_span(index) or (0, 0)
         if colour is None or not event.piece.strip() or end <= start:
             continue
@@ -85,7 +85,7 @@ def test_answer_is_coloured_compared_and_charted(make_window, qtbot, tiny_pair, 
     assert cursor.charFormat().fontUnderline()
     window.chat.style_box.setCurrentIndex(window.chat.style_box.findData("off"))
     assert _foreground_at(spec, spec.token_span(first)[0]) != QColor(
-        KIND_COLOURS[spec.events[first].kind]
+        text_colour(spec.events[first].kind)
     )
     assert SettingsStore().load().colour_style == "off"
 

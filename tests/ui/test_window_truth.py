@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PySide6.QtCore import QObject, QSize, Qt, Signal
-from PySide6.QtGui import QImage, QTextCursor
+from PySide6.QtGui import QColor, QImage, QPalette, QTextCursor
 
 from app.core.config import DraftSource
 from app.core.events import RunSummary, StepEvent, StopReason, TokenKind
@@ -258,3 +258,57 @@ def test_screenshots_at_1024_and_1920(make_window, qtbot, tmp_path: Path) -> Non
         assert window.size() == QSize(width, height)
         image = window.grab()
         assert (image.width(), image.height()) == (width, height)
+
+
+# --- 3 (colours) and 6. theme ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_token_colours_meet_wcag_contrast(make_window, qtbot, tiny_pair, theme: str) -> None:
+    from app.ui.palette import WCAG_AA, contrast_ratio, text_colour
+
+    window = make_window(FAST)
+    window.set_theme(theme)
+    assert window.dark is (theme == "dark")
+    load(window, qtbot, *tiny_pair)
+    ask(window, qtbot, "hello the model")
+    spec = window.chat.spec_view
+    background = spec.palette().color(spec.viewport().backgroundRole())
+    checked = set()
+    for index, event in enumerate(spec.events):
+        colour = text_colour(event.kind, window.dark)
+        start, end = spec.token_span(index) or (0, 0)
+        if colour is None or not event.piece.strip() or end <= start:
+            continue
+        cursor = QTextCursor(spec.document())
+        cursor.setPosition(start + 1)
+        painted = cursor.charFormat().foreground().color()
+        assert painted.name().lower() == colour.lower()
+        assert contrast_ratio(painted, background) >= WCAG_AA, (event.kind, colour, background)
+        checked.add(event.kind)
+    assert checked
+    for kind in (TokenKind.ACCEPTED, TokenKind.RESAMPLED, TokenKind.BONUS):  # every kind
+        assert contrast_ratio(QColor(text_colour(kind, window.dark)), background) >= WCAG_AA
+
+
+def test_theme_follows_the_system_and_can_be_overridden(make_window, qtbot) -> None:
+    from app.ui.theme import system_is_dark
+
+    window = make_window()
+    qtbot.wait(10)  # palette changes reach the widgets through the event loop
+    assert window.theme_choice == "system" and window.dark is system_is_dark()
+    base = window.chat.spec_view.palette().color(QPalette.ColorRole.Base)
+    window.settings_panel.theme.setCurrentIndex(window.settings_panel.theme.findData("dark"))
+    assert window.dark
+    qtbot.wait(10)
+    dark_base = window.chat.spec_view.palette().color(QPalette.ColorRole.Base)
+    assert dark_base.lightness() < 80 and dark_base != base
+    chart_background = window.charts.speed_plot.backgroundBrush().color()
+    assert chart_background.lightness() < 80
+    window.close()
+    again = make_window()  # the override is remembered
+    assert again.theme_choice == "dark" and again.dark
+    again.set_theme("light")
+    assert not again.dark
+    qtbot.wait(10)
+    assert again.chat.spec_view.palette().color(QPalette.ColorRole.Base).lightness() > 200
