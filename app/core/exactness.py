@@ -119,6 +119,11 @@ class Judgement:
         return f"{self.speed} — {self.exactness}" if self.exactness else self.speed
 
 
+def rate(tok_s: float) -> str:
+    """Tokens/sec with three significant figures, so slow runs are not all "0.8"."""
+    return f"{tok_s:.1f}" if tok_s >= 10 else f"{tok_s:.2f}"
+
+
 def tokens_per_pass(summary: RunSummary) -> float:
     """Mean tokens per target pass, the bonus/resampled token included (vLLM's figure)."""
     per_token = summary.target_passes_per_token
@@ -130,15 +135,16 @@ def acceptance_text(summary: RunSummary) -> str:
     if not summary.drafted:
         return "acceptance — (nothing drafted)"
     return (
-        f"acceptance {summary.acceptance_rate:.0%} ({summary.accepted}/{summary.drafted} drafted)"
+        f"acceptance {summary.acceptance_rate * 100:.0f} %"
+        f" ({summary.accepted}/{summary.drafted} drafted)"
         f" · {tokens_per_pass(summary):.2f} tokens/pass"
     )
 
 
 def speed_text(spec: RunSummary, base: RunSummary | None, costs: StepCosts) -> str:
     if base is None:
-        return f"baseline not run — speculative {spec.tok_s:.1f} tok/s"
-    both = f"speculative {spec.tok_s:.1f} tok/s, target-only {base.tok_s:.1f} tok/s"
+        return f"baseline not run — speculative {rate(spec.tok_s)} tok/s"
+    both = f"speculative {rate(spec.tok_s)} tok/s, target-only {rate(base.tok_s)} tok/s"
     if spec.drafted == 0:
         return (
             f"nothing was drafted, so both runs were target-only ({both}): "
@@ -147,8 +153,8 @@ def speed_text(spec: RunSummary, base: RunSummary | None, costs: StepCosts) -> s
     shorter, longer = sorted((spec.tokens, base.tokens))
     if longer == 0 or shorter < COMPARABLE_LENGTH * longer or base.tok_s <= 0:
         return (
-            f"speculative {spec.tok_s:.1f} tok/s ({spec.tokens} tokens), target-only "
-            f"{base.tok_s:.1f} tok/s ({base.tokens} tokens): lengths too different to compare"
+            f"speculative {rate(spec.tok_s)} tok/s ({spec.tokens} tokens), target-only "
+            f"{rate(base.tok_s)} tok/s ({base.tokens} tokens): lengths too different to compare"
         )
     ratio = spec.tok_s / base.tok_s
     if ratio >= 1.0:

@@ -1,12 +1,18 @@
-"""The verdict of the answer on screen, judged by ``exactness.judge`` from what was streamed."""
+"""The verdict of the answer on screen (judged by ``exactness.judge``), the guard banner's
+words, and what a saved answer keeps beside its text."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 from app.core.config import AcceptRule, SpecConfig
-from app.core.events import GuardEvent, RunSummary
-from app.core.exactness import Comparison, Judgement, judge, percent_pair
+from app.core.events import GuardEvent, RunSummary, TextTail, TokenEvent
+from app.core.exactness import Comparison, Judgement, judge, percent_pair, tokens_per_pass
 from app.core.settings import Settings
 from app.ui.stats_export import AnswerStats
+from app.ui.transcript import kinds_of
+from app.workers.engine_worker import PairLoaded
 
 
 def position_keyed(summary: RunSummary) -> bool:
@@ -46,3 +52,30 @@ def guard_text(event: GuardEvent, spec: SpecConfig) -> str:
         f"<b>Drafting resumed</b> at step {event.step}: probing the draft again after "
         f"{spec.probe_every} target-only tokens."
     )
+
+
+def answer_details(
+    spec: RunSummary,
+    stream: Sequence[TokenEvent | TextTail],
+    settings: Settings,
+    pair: PairLoaded | None,
+) -> dict[str, object]:
+    """What a saved answer keeps beside its text: figures, token kinds, the pair, the settings."""
+    details: dict[str, object] = {
+        "accepted": spec.accepted,
+        "drafted": spec.drafted,
+        "tokens_per_pass": round(tokens_per_pass(spec), 3),
+        "kinds": kinds_of(stream),
+        "settings": {
+            "temperature": settings.temperature,
+            "rule": settings.rule,
+            "draft_max": settings.draft_max,
+            "draft_adaptive": settings.draft_adaptive,
+            "seed": settings.seed,
+            "max_tokens": settings.max_tokens,
+        },
+    }
+    if pair is not None:
+        draft = Path(pair.draft_path).name if pair.draft_path else "n-gram drafting"
+        details["pair"] = f"{Path(pair.target_path).name} + {draft}"
+    return details

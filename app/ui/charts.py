@@ -121,7 +121,8 @@ class ChartsPanel(QWidget):
 
         self.accept_plot = _plot("Acceptance (accepted ÷ drafted)", "acceptance", "step")
         self.accept_plot.setYRange(0, 1.05)
-        self.accept_plot.addLegend(offset=(-10, -10), labelTextSize="8pt")
+        legend = self.accept_plot.addLegend(offset=(-4, -4), labelTextSize="8pt")
+        legend.setColumnCount(3)  # one row along the bottom, clear of the dots near 1.0
         self.accept_dots = self.accept_plot.plot(
             pen=None,
             symbol="o",
@@ -151,7 +152,7 @@ class ChartsPanel(QWidget):
         self.accept_plot.addItem(self.break_line)
 
         self.speed_plot = _plot("Tokens/sec over time", "tok/s", "seconds into the run")
-        self.speed_plot.addLegend(offset=(-10, 10))
+        self.speed_plot.addLegend(offset=(-4, -4), labelTextSize="8pt").setColumnCount(2)
         self.speed_curves = {
             "speculative": self.speed_plot.plot(
                 pen=pg.mkPen(SPEC_PEN, width=2), name="speculative"
@@ -313,7 +314,8 @@ class ChartsPanel(QWidget):
             self._fit("acceptance", float(acc[-1, 0]) if len(acc) else 0.0)
             if self.break_even is not None and 0.0 < self.break_even <= 1.0:
                 self.break_line.setValue(self.break_even)
-                self.break_line.label.setFormat(f"break-even agreement {self.break_even:.1%}")
+                label = f"break-even agreement {self.break_even * 100:.1f} %"
+                self.break_line.label.setFormat(label)
                 self.break_line.setVisible(True)
             else:
                 self.break_line.setVisible(False)

@@ -94,6 +94,7 @@ class ChatPanel(QWidget):
         self.base_view = TokenView(style="off")
         self.base_view.setObjectName("baseView")
         self.transcript = Transcript()
+        self.transcript.set_style(style)
         self.error_banner = Banner("errorBanner", BANNERS[False]["error"])
         self.guard_banner = Banner("guardBanner", BANNERS[False]["guard"])
         self._dark = False
@@ -143,7 +144,17 @@ class ChatPanel(QWidget):
         verdict_row = QVBoxLayout()  # the verdict gets the full width to wrap in
         verdict_row.setSpacing(2)
         verdict_row.addWidget(self.verdict)
+        self.compare = QToolButton()
+        self.compare.setObjectName("compareToggle")
+        self.compare.setCheckable(True)
+        self.compare.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.compare.setAutoRaise(True)
+        self.compare.setText("Compare")
+        self.compare.setToolTip("The token stream of the answer beside the target-only answer")
+        self.compare.toggled.connect(self._compare_toggled)
+        self._auto_opened = False
         options = QHBoxLayout()
+        options.addWidget(self.compare)
         options.addStretch(1)
         options.addWidget(self.style_box)
         options.addWidget(self.baseline_box)
@@ -169,29 +180,51 @@ class ChatPanel(QWidget):
         input_row.addWidget(self.input, 1)
         input_row.addLayout(buttons)
 
-        answer = QWidget()
-        answer_layout = QVBoxLayout(answer)
+        self.answer_box = QWidget()  # the comparison under the answer, collapsible
+        answer_layout = QVBoxLayout(self.answer_box)
         answer_layout.setContentsMargins(0, 0, 0, 0)
-        answer_layout.addWidget(self.guard_banner)
         answer_layout.addWidget(self.panes, 1)
-        answer_layout.addLayout(verdict_row)
         self.split = QSplitter(Qt.Orientation.Vertical)
         self.split.setObjectName("chatSplitter")
         self.split.addWidget(self.transcript)
-        self.split.addWidget(answer)
-        self.split.setStretchFactor(0, 2)
-        self.split.setStretchFactor(1, 3)
+        self.split.addWidget(self.answer_box)
+        self.split.setStretchFactor(0, 3)
+        self.split.setStretchFactor(1, 2)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.error_banner)
         layout.addWidget(self.split, 1)
+        layout.addWidget(self.guard_banner)
+        layout.addLayout(verdict_row)
         layout.addLayout(input_row)
         self.base_box.setVisible(baseline)
+        self.set_comparison_open(False)
         self.set_generating(False)
 
     # --- streaming -----------------------------------------------------------------------
 
+    def set_comparison_open(self, shown: bool, *, auto: bool = False) -> None:
+        self.compare.blockSignals(True)
+        self.compare.setChecked(shown)
+        self.compare.blockSignals(False)
+        self._compare_toggled(shown)
+        self._auto_opened = auto and shown
+
+    def _compare_toggled(self, shown: bool) -> None:
+        self._auto_opened = False
+        self.compare.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
+        self.answer_box.setVisible(shown)
+
+    def answer_done(self, diverged: bool) -> None:
+        """The answer now lives in the chat: fold the comparison away unless it has news."""
+        if diverged:
+            self.set_comparison_open(True)
+        elif self._auto_opened:
+            self.set_comparison_open(False)
+
     def begin_answer(self, baseline: bool) -> None:
+        if not self.compare.isChecked():
+            self.set_comparison_open(True, auto=True)
         self.spec_view.clear_tokens("waiting for the first token…")
         self.base_view.clear_tokens("runs after the speculative answer" if baseline else "")
         self.base_box.setVisible(baseline)
@@ -298,6 +331,7 @@ class ChatPanel(QWidget):
     def _style_picked(self, _index: int) -> None:
         style = str(self.style_box.currentData())
         self.spec_view.set_style(style)
+        self.transcript.set_style(style)
         self.legend.setText(legend_html(style, self._dark))
         self.style_changed.emit(style)
 

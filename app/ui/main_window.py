@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
@@ -20,9 +21,10 @@ from PySide6.QtWidgets import (
 
 from app.core.config import DraftSource
 from app.core.conversations import ChatMessage, Conversation, ConversationStore
+from app.core.events import TextTail, TokenEvent
 from app.core.exactness import Judgement, acceptance_text
 from app.core.settings import Settings, SettingsStore
-from app.ui.answer_verdict import judge_answer
+from app.ui.answer_verdict import answer_details, judge_answer
 from app.ui.charts import ChartsPanel
 from app.ui.chat_panel import ChatPanel
 from app.ui.conversation_list import ConversationList
@@ -456,11 +458,11 @@ class MainWindow(QMainWindow):
         if conversation_id == self.conversation.id and not self.client.generating:
             self.new_chat()
 
-    def _show_conversation(self) -> None:
+    def _show_conversation(self, last_events: Sequence[TokenEvent | TextTail] = ()) -> None:
         messages = self.conversation.messages
         answers = [m.content for m in messages if m.role == "assistant"]
         self.chat.set_conversation_state(bool(messages), answers[-1] if answers else "")
-        self.chat.transcript.show_messages(messages)
+        self.chat.transcript.show_messages(messages, last_events=last_events)
         self.conversations.refresh(self.conversation.id)
 
     def _on_batch(self, batch: EventBatch) -> None:
@@ -494,11 +496,14 @@ class MainWindow(QMainWindow):
                 stats["verdict"] = self._verdict.text
             if done.cancelled:
                 stats["stopped"] = True
+            stream = self.chat.spec_view.stream()
+            stats.update(answer_details(spec, stream, self._answer_settings, self.loaded))
             self.conversation = self.conversation.with_message(
                 ChatMessage("assistant", spec.text, stats=stats)
             )
             self.store.save(self.conversation)
-        self._show_conversation()
+        self._show_conversation(self.chat.spec_view.stream())
+        self.chat.answer_done(self._verdict is not None and self._verdict.divergence is not None)
         if spec is not None:
             speed = f"spec {spec.tok_s:.1f} tok/s"
             if base is not None:

@@ -76,6 +76,11 @@ class TokenView(QPlainTextEdit):
     def text(self) -> str:
         return self.toPlainText()
 
+    def stream(self) -> list[TokenEvent | TextTail]:
+        """Every painted token, then the released tail: the answer's text in order."""
+        events: list[TokenEvent | TextTail] = list(self._events)
+        return [*events, TextTail(self._tail)] if self._tail else events
+
     def clear_tokens(self, placeholder: str = "") -> None:
         self._events.clear()
         self._starts.clear()

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PySide6.QtCore import QObject, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QImage, QPalette, QTextCursor
+from PySide6.QtGui import QColor, QImage, QPalette, QTextCursor, QTextFormat
 
 from app.core.config import DraftSource
 from app.core.events import RunSummary, StepEvent, StopReason, TokenKind
@@ -123,7 +123,7 @@ def test_one_acceptance_figure_in_status_chart_and_export(
     load(window, qtbot, *tiny_pair)
     spec = ask(window, qtbot, "hello the model").speculative
     assert spec.drafted > 0
-    figure = f"{spec.acceptance_rate:.0%}"
+    figure = f"{spec.acceptance_rate * 100:.0f} %"
     status = window.status["acceptance"].text()
     assert status.startswith(f"acceptance {figure}") and f"{spec.accepted}/{spec.drafted}" in status
     assert f"{tokens_per_pass(spec):.2f} tokens/pass" in status
@@ -312,3 +312,70 @@ def test_theme_follows_the_system_and_can_be_overridden(make_window, qtbot) -> N
     assert not again.dark
     qtbot.wait(10)
     assert again.chat.spec_view.palette().color(QPalette.ColorRole.Base).lightness() > 200
+
+
+# --- 3. one answer, in the chat, coloured -----------------------------------------------------
+
+
+def _transcript_colours(transcript) -> set[str]:  # noqa: ANN001
+    found = set()
+    block = transcript.document().begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            if fragment.charFormat().hasProperty(QTextFormat.Property.ForegroundBrush):
+                found.add(fragment.charFormat().foreground().color().name().lower())
+            it += 1
+        block = block.next()
+    return found
+
+
+def test_the_answer_is_the_coloured_chat_message(make_window, qtbot, tiny_pair) -> None:
+    from app.ui.palette import text_colour
+
+    window = make_window(replace(FAST, max_tokens=24))
+    load(window, qtbot, *tiny_pair)
+    done = ask(window, qtbot, "hello the model")
+    spec = done.speculative
+    transcript = window.chat.transcript
+    text = transcript.toPlainText()
+    assert "answering" not in text
+    assert spec.text.split()[0] in text
+    message = window.conversation.messages[-1]
+    assert f"{spec.tokens} tokens" in text and f"accepted {spec.accepted}/{spec.drafted}" in text
+    assert "cut off at Max tokens" in text  # 24 tokens: the answer was cut, and says so
+    assert message.stats["kinds"] and message.stats["pair"] == "target.gguf + draft.gguf"
+    expected = {
+        text_colour(e.kind).lower()
+        for e in window.chat.spec_view.events
+        if text_colour(e.kind) and e.piece.strip()
+    }
+    assert expected and expected <= _transcript_colours(transcript)
+    # the token detail from the stream is on hover in the chat too
+    position = next(p for p in range(len(text)) if transcript.kind_at(p) is not None)
+    kind, token = transcript.kind_at(position)
+    assert token is not None and token.kind is kind
+    # the comparison folds away once the answer is in the chat (it opens on a divergence)
+    if window.chat.spec_view.divergence is None:
+        assert window.chat.answer_box.isHidden() and not window.chat.compare.isChecked()
+    qtbot.mouseClick(window.chat.compare, Qt.MouseButton.LeftButton)
+    assert window.chat.answer_box.isVisible() and window.chat.spec_view.events
+    window.close()
+
+    again = make_window()  # reopened: the colours come back from the stored token kinds
+    assert again.conversation.messages[-1].stats["kinds"] == message.stats["kinds"]
+    assert expected <= _transcript_colours(again.chat.transcript)
+
+
+def test_line_breaks_are_kept_and_code_stays_code(make_window) -> None:
+    from app.core.conversations import ChatMessage
+
+    window = make_window()
+    poem = "Roses are red\nviolets are blue\n\n```python\nx = 1\ny = 2\n```"
+    window.chat.transcript.show_messages(
+        [ChatMessage("user", "a poem"), ChatMessage("assistant", poem)]
+    )
+    text = window.chat.transcript.toPlainText()
+    assert "Roses are red\u2028violets are blue" in text or "red\nviolets" in text
+    assert "x = 1\ny = 2" in text and "```" not in text
