@@ -127,7 +127,7 @@ class ChatPanel(QWidget):
         self.verdict = QLabel("")
         self.verdict.setObjectName("verdict")
         self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.verdict.setStyleSheet("font-weight: bold; padding: 2px 0;")
+        self.verdict.setStyleSheet("padding: 2px 0;")
         self.verdict.setWordWrap(True)  # the verdict wraps; it never widens the window
         self.style_box = QComboBox()
         self.style_box.setObjectName("colourStyle")

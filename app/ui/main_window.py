@@ -189,6 +189,7 @@ class MainWindow(QMainWindow):
 
     def set_theme(self, choice: str) -> None:
         self.theme_choice = choice if choice in THEME_CHOICES else "system"
+        self.settings_panel.show_theme(self.theme_choice)
         state = self._qsettings()
         state.setValue("theme", self.theme_choice)
         state.sync()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
@@ -18,6 +19,8 @@ from PySide6.QtWidgets import (
 
 from app.core.config import DraftSource
 from app.ui.elided_label import ElidedLabel
+
+WIDE_BAR = 1200  # px: narrower bars leave device and memory to the status bar
 
 
 def human_bytes(n: int) -> str:
@@ -64,6 +67,9 @@ class PairBar(QFrame):
         layout.addSpacing(8)
         self.device = self._pair(layout, "Device")
         self.memory = self._pair(layout, "Memory")
+        self._resource_keys = [
+            w for w in self.findChildren(QLabel) if w.text() in ("Device", "Memory")
+        ]
         layout.addStretch(1)
         self.busy = QProgressBar()
         self.busy.setObjectName("loadProgress")
@@ -91,6 +97,13 @@ class PairBar(QFrame):
         layout.addWidget(self.change)
         layout.addWidget(self.demo)
         self.show_pair(None, None, DraftSource.MODEL)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        # device and memory are in the status bar too: on a narrow window the names need the room
+        wide = event.size().width() >= WIDE_BAR
+        for widget in (self.device, self.memory, *self._resource_keys):
+            widget.setVisible(wide)
 
     def _pair(self, layout: QHBoxLayout, key: str) -> ElidedLabel:
         label = QLabel(key)
