@@ -98,11 +98,11 @@ class StepCosts:
         per_step = (self.draft_ms + self.verify_ms + self.other_ms) / self.steps
         made = (self.accepted + self.steps) / self.steps  # accepted drafts + the target's own
         text = (
-            f"a step cost {draft:.0f} ms drafting + {verify:.0f} ms verifying for "
+            f"a step spent {draft:.0f} ms drafting + {verify:.0f} ms verifying for "
             f"{made:.2f} tokens ({per_step / made:.0f} ms a token)"
         )
         if baseline_tok_s > 0:
-            text += f" against {1000.0 / baseline_tok_s:.0f} ms a token target-only"
+            text += f" vs {1000.0 / baseline_tok_s:.0f} ms target-only"
         return text
 
 
@@ -144,7 +144,7 @@ def acceptance_text(summary: RunSummary) -> str:
 def speed_text(spec: RunSummary, base: RunSummary | None, costs: StepCosts) -> str:
     if base is None:
         return f"baseline not run — speculative {rate(spec.tok_s)} tok/s"
-    both = f"speculative {rate(spec.tok_s)} tok/s, target-only {rate(base.tok_s)} tok/s"
+    both = f"{rate(spec.tok_s)} vs {rate(base.tok_s)} tok/s target-only"
     if spec.drafted == 0:
         return (
             f"nothing was drafted, so both runs were target-only ({both}): "

@@ -16,7 +16,7 @@ from app.workers.engine_worker import PairLoaded
 
 
 def position_keyed(summary: RunSummary) -> bool:
-    # RunSummary gains this flag with position-keyed sampling; absent means it was not used
+    # RunSummary.position_keyed (on main since e3e8266); absent before the merge: not used
     return bool(getattr(summary, "position_keyed", False))
 
 

@@ -53,9 +53,9 @@ def test_speed_claims() -> None:
     same = Comparison(True, None, None, 96)
     steps = [StepEvent(i, 2, 2, 12.0, 40.0, 3.0, 2, 1.0, 0.9) for i in range(30)]
     slower = judge(SPEC, BASE, same, steps=steps, **GREEDY).text
-    assert slower.startswith("0.70× — 30 % slower (speculative 29.1 tok/s, target-only 41.6")
+    assert slower.startswith("0.70× — 30 % slower (29.1 vs 41.6 tok/s target-only)")
     assert "12 ms drafting + 40 ms verifying for 3.00 tokens" in slower
-    assert "against 24 ms a token target-only" in slower
+    assert "(18 ms a token) vs 24 ms target-only" in slower
 
     faster = judge(summary("speculative", 96, 50.0, 60, 50), BASE, same, **GREEDY).text
     assert faster.startswith("1.20× faster")
