@@ -10,6 +10,7 @@ break where no step drafted (speculation paused). Every chart exports as a PNG a
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +80,15 @@ def _plot(title: str, left: str, bottom: str) -> pg.PlotWidget:
     return widget
 
 
+def _legend_below(plot: pg.PlotWidget, *curves: pg.PlotDataItem) -> pg.LegendItem:
+    """A one-row legend under the plot's axis, so it never covers the data."""
+    legend = pg.LegendItem(colCount=len(curves), labelTextSize="8pt")
+    plot.plotItem.layout.addItem(legend, 4, 1)
+    for curve in curves:
+        legend.addItem(curve, curve.name())
+    return legend
+
+
 def gaps_broken(x: np.ndarray) -> np.ndarray:
     """pyqtgraph ``connect`` array: join consecutive steps only, so paused stretches stay empty."""
     if len(x) < 2:
@@ -97,6 +107,17 @@ def _grow(limit: float, current: float = 10.0) -> float:
             if nice >= limit:
                 break
     return nice
+
+
+def _grow_fine(limit: float, current: float = 1.0) -> float:
+    """Like ``_grow`` with finer steps (1, 1.5, 2, 3, 4, 5, 6, 8 × 10^k)."""
+    if limit <= current:
+        return current
+    scale = 10.0 ** math.floor(math.log10(limit))
+    for step in (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0):
+        if step * scale >= limit:
+            return step * scale
+    return 10.0 * scale
 
 
 class ChartsPanel(QWidget):
@@ -121,8 +142,6 @@ class ChartsPanel(QWidget):
 
         self.accept_plot = _plot("Acceptance (accepted ÷ drafted)", "acceptance", "step")
         self.accept_plot.setYRange(0, 1.05)
-        legend = self.accept_plot.addLegend(offset=(-4, -4), labelTextSize="8pt")
-        legend.setColumnCount(3)  # one row along the bottom, clear of the dots near 1.0
         self.accept_dots = self.accept_plot.plot(
             pen=None,
             symbol="o",
@@ -150,9 +169,11 @@ class ChartsPanel(QWidget):
         )
         self.break_line.setVisible(False)
         self.accept_plot.addItem(self.break_line)
+        self.legends = [
+            _legend_below(self.accept_plot, self.accept_dots, self.accept_mean, self.agreement)
+        ]
 
         self.speed_plot = _plot("Tokens/sec over time", "tok/s", "seconds into the run")
-        self.speed_plot.addLegend(offset=(-4, -4), labelTextSize="8pt").setColumnCount(2)
         self.speed_curves = {
             "speculative": self.speed_plot.plot(
                 pen=pg.mkPen(SPEC_PEN, width=2), name="speculative"
@@ -162,6 +183,7 @@ class ChartsPanel(QWidget):
                 name="baseline",
             ),
         }
+        self.legends.append(_legend_below(self.speed_plot, *self.speed_curves.values()))
 
         self.hist_plot = _plot("Accepted length per step", "steps", "draft tokens accepted")
         self.hist_bars = pg.BarGraphItem(
@@ -221,11 +243,10 @@ class ChartsPanel(QWidget):
                 axis.setTextPen(foreground)
             item = plot.plotItem
             item.titleLabel.setText(item.titleLabel.text, color=foreground)
-            legend = item.legend
-            if legend is not None:
-                legend.setLabelTextColor(foreground)
-                for _sample, label in legend.items:
-                    label.setText(label.text, color=foreground)
+        for legend in self.legends:
+            legend.setLabelTextColor(foreground)
+            for _sample, label in legend.items:
+                label.setText(label.text, color=foreground)
 
     # --- data ----------------------------------------------------------------------------
 
@@ -291,7 +312,8 @@ class ChartsPanel(QWidget):
         changes its ranges per redraw; another one that needs to waits for the next tick.
         """
         x_limit, y_limit = self._limits.get(name, (10.0, 1.05))
-        grown = (_grow(x_max, x_limit), _grow(y_max, y_limit) if y_max is not None else y_limit)
+        grow_y = _grow_fine if name == "tok_s" else _grow  # rates sit anywhere: fit them
+        grown = (_grow(x_max, x_limit), grow_y(y_max, y_limit) if y_max is not None else y_limit)
         if grown != (x_limit, y_limit) or name not in self._limits:
             if self._grew_this_tick and name in self._limits:
                 self._dirty.add(name)
@@ -327,7 +349,7 @@ class ChartsPanel(QWidget):
                 if len(data):
                     peak_t = max(peak_t, float(data[:, 0].max()))
                     peak_v = max(peak_v, float(data[:, 1].max()))
-            self._fit("tok_s", peak_t, peak_v)
+            self._fit("tok_s", peak_t, peak_v * 1.1)  # headroom above the fastest stretch
         if "accepted_lengths" in dirty:
             used = max(int(np.max(np.nonzero(self.hist)[0])) + 2 if self.hist.any() else 9, 9)
             self.hist_bars.setOpts(x=np.arange(used), height=self.hist[:used])

@@ -15,7 +15,8 @@ from app.core.exactness import tokens_per_pass
 DEFINITIONS = {
     "acceptance_rate": "drafted tokens accepted ÷ drafted tokens (the window's acceptance)",
     "tokens_per_pass": "tokens per target forward pass, the bonus/resampled token included",
-    "rolling_acceptance": "the collapse guard's recent agreement: accepted ÷ judged draft tokens",
+    "recent_agreement": "the collapse guard's recent agreement: accepted ÷ judged draft tokens",
+    "break_even": "the agreement below which drafting costs more than it saves",
 }
 
 STEP_COLUMNS = (
@@ -26,9 +27,14 @@ STEP_COLUMNS = (
     "verify_ms",
     "other_ms",
     "next_draft_len",
-    "rolling_acceptance",
+    "recent_agreement",
     "break_even",
 )
+FIELD_OF = {"recent_agreement": "rolling_acceptance"}  # column name -> StepEvent field
+
+
+def _column(step: StepEvent, name: str) -> Any:
+    return _plain(getattr(step, FIELD_OF.get(name, name)))
 
 
 @dataclass
@@ -66,7 +72,7 @@ def to_csv(stats: AnswerStats) -> str:
     writer = csv.writer(out)
     writer.writerow(STEP_COLUMNS)
     for step in stats.steps:
-        writer.writerow([_plain(getattr(step, name)) for name in STEP_COLUMNS])
+        writer.writerow([_column(step, name) for name in STEP_COLUMNS])
     return out.getvalue()
 
 
@@ -76,6 +82,6 @@ def to_json(stats: AnswerStats) -> str:
         "definitions": DEFINITIONS,
         "runs": {mode: summary_dict(s) for mode, s in stats.summaries.items()},
         "guard": list(stats.guard_messages),
-        "steps": [{name: _plain(getattr(s, name)) for name in STEP_COLUMNS} for s in stats.steps],
+        "steps": [{name: _column(s, name) for name in STEP_COLUMNS} for s in stats.steps],
     }
     return json.dumps(data, indent=2) + "\n"

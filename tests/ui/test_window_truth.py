@@ -134,6 +134,8 @@ def test_one_acceptance_figure_in_status_chart_and_export(
     assert data["runs"]["speculative"]["acceptance_rate"] == pytest.approx(
         spec.acceptance_rate, abs=1e-6
     )
+    assert "acceptance_rate" in data["definitions"]
+    assert all("recent_agreement" in step for step in data["steps"])  # the guard's figure
     assert data["runs"]["speculative"]["tokens_per_pass"] == pytest.approx(
         tokens_per_pass(spec), abs=1e-4
     )
