@@ -81,8 +81,8 @@ def _plot(title: str, left: str, bottom: str) -> pg.PlotWidget:
 
 
 def _legend_below(plot: pg.PlotWidget, *curves: pg.PlotDataItem) -> pg.LegendItem:
-    """A one-row legend under the plot's axis, so it never covers the data."""
-    legend = pg.LegendItem(colCount=len(curves), labelTextSize="8pt")
+    """A legend under the plot's axis (two keys a row), so it never covers the data."""
+    legend = pg.LegendItem(colCount=min(len(curves), 2), labelTextSize="8pt")
     plot.plotItem.layout.addItem(legend, 4, 1)
     for curve in curves:
         legend.addItem(curve, curve.name())
@@ -155,22 +155,20 @@ class ChartsPanel(QWidget):
         )
         self.agreement = self.accept_plot.plot(
             pen=pg.mkPen(OKABE_ITO["vermillion"], width=1, style=pg.QtCore.Qt.PenStyle.DotLine),
-            name="guard: recent agreement",
+            name="guard agreement",
         )
-        self.break_line = pg.InfiniteLine(
-            angle=0,
-            pen=pg.mkPen(OKABE_ITO["vermillion"], width=1.5, style=pg.QtCore.Qt.PenStyle.DashLine),
-            label="break-even",
-            labelOpts={  # under the line at the left end, away from the dots near 1.0
-                "position": 0.02,
-                "color": OKABE_ITO["vermillion"],
-                "anchors": [(0.0, -0.1), (0.0, -0.1)],
-            },
+        break_pen = pg.mkPen(
+            OKABE_ITO["vermillion"], width=1.5, style=pg.QtCore.Qt.PenStyle.DashLine
         )
+        self.break_line = pg.InfiniteLine(angle=0, pen=break_pen)
         self.break_line.setVisible(False)
         self.accept_plot.addItem(self.break_line)
+        # the break-even figure is named in the legend, so no label ever sits on the data
+        self.break_key = self.accept_plot.plot(pen=break_pen, name="break-even")
         self.legends = [
-            _legend_below(self.accept_plot, self.accept_dots, self.accept_mean, self.agreement)
+            _legend_below(
+                self.accept_plot, self.accept_dots, self.accept_mean, self.agreement, self.break_key
+            )
         ]
 
         self.speed_plot = _plot("Tokens/sec over time", "tok/s", "seconds into the run")
@@ -336,9 +334,10 @@ class ChartsPanel(QWidget):
             self._fit("acceptance", float(acc[-1, 0]) if len(acc) else 0.0)
             if self.break_even is not None and 0.0 < self.break_even <= 1.0:
                 self.break_line.setValue(self.break_even)
-                label = f"break-even agreement {self.break_even * 100:.1f} %"
-                self.break_line.label.setFormat(label)
                 self.break_line.setVisible(True)
+                label = self.legends[0].getLabel(self.break_key)
+                if label is not None:
+                    label.setText(f"break-even {self.break_even * 100:.1f} %")
             else:
                 self.break_line.setVisible(False)
         if "tok_s" in dirty:

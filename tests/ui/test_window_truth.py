@@ -197,6 +197,11 @@ def test_charts_fit_the_data_and_break_at_pauses(make_window, qtbot, tmp_path) -
     connect = charts.accept_mean.opts["connect"]
     assert list(x) == [0, 1, 2, 10, 11]
     assert list(np.asarray(connect)[:4]) == [True, True, False, True]  # no line over 2..10
+    # keys and the break-even figure sit in legends under the axes, never on the data
+    assert "break-even 50.0 %" in charts.legends[0].getLabel(charts.break_key).text
+    for legend, plot in zip(charts.legends, (charts.accept_plot, charts.speed_plot), strict=True):
+        view = plot.plotItem.vb.sceneBoundingRect()
+        assert legend.sceneBoundingRect().top() >= view.bottom()
     png = charts.export_png("tok_s", tmp_path / "tok_s.png")
     assert QImage(str(png)).width() >= 1200
 
