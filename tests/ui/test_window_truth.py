@@ -386,3 +386,14 @@ def test_line_breaks_are_kept_and_code_stays_code(make_window) -> None:
     text = window.chat.transcript.toPlainText()
     assert "Roses are red\u2028violets are blue" in text or "red\nviolets" in text
     assert "x = 1\ny = 2" in text and "```" not in text
+
+
+def test_markdown_export_names_the_pair_and_settings(make_window, qtbot, tiny_pair, isolated):  # noqa: ANN001, ANN201
+    from app.core.conversations import to_markdown
+
+    window = make_window(replace(FAST, max_tokens=8, temperature=0.5, seed=3))
+    load(window, qtbot, *tiny_pair)
+    ask(window, qtbot, "hello the model")
+    text = to_markdown(window.conversation)
+    assert "> target.gguf + draft.gguf" in text
+    assert "temperature 0.5" in text and "rule rejection" in text and "seed 3" in text
