@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QTimer, Signal
-from PySide6.QtGui import QColor, QImage, QPainter
+from PySide6.QtGui import QColor, QImage, QPainter, QResizeEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QGraphicsItem,
@@ -37,6 +37,7 @@ REDRAW_MS = 50
 INITIAL_LIMITS = {"acceptance": (10.0, 1.05), "tok_s": (10.0, 1.0), "draft_length": (10.0, 10.0)}
 EXPORT_WIDTH = 1600  # px: charts are exported for reports, not at their on-screen size
 MIN_PLOT_HEIGHT = 80
+LEGEND_MIN_HEIGHT = 200  # px: shorter plots keep their keys in the tooltip
 CAPACITY = 4096
 MAX_LEN = 64
 
@@ -87,6 +88,10 @@ def _legend_below(plot: pg.PlotWidget, *curves: pg.PlotDataItem) -> pg.LegendIte
     for curve in curves:
         legend.addItem(curve, curve.name())
     return legend
+
+
+def _keys(legend: pg.LegendItem) -> str:
+    return " · ".join(label.text for _sample, label in legend.items)
 
 
 def gaps_broken(x: np.ndarray) -> np.ndarray:
@@ -150,8 +155,13 @@ class ChartsPanel(QWidget):
             symbolPen=None,
             name="per step",
         )
-        self.accept_mean = self.accept_plot.plot(
-            pen=pg.mkPen(OKABE_ITO["blue"], width=2), name="run so far"
+        self.accept_mean = self.accept_plot.plot(  # small marks: a lone step still shows
+            pen=pg.mkPen(OKABE_ITO["blue"], width=2),
+            symbol="s",
+            symbolSize=3,
+            symbolBrush=OKABE_ITO["blue"],
+            symbolPen=None,
+            name="run so far",
         )
         self.agreement = self.accept_plot.plot(
             pen=pg.mkPen(OKABE_ITO["vermillion"], width=1, style=pg.QtCore.Qt.PenStyle.DotLine),
@@ -182,6 +192,7 @@ class ChartsPanel(QWidget):
             ),
         }
         self.legends.append(_legend_below(self.speed_plot, *self.speed_curves.values()))
+        self._legend_shown = [True, True]
 
         self.hist_plot = _plot("Accepted length per step", "steps", "draft tokens accepted")
         self.hist_bars = pg.BarGraphItem(
@@ -194,7 +205,11 @@ class ChartsPanel(QWidget):
 
         self.len_plot = _plot("Draft length", "tokens drafted", "step")
         self.len_curve = self.len_plot.plot(
-            pen=pg.mkPen(OKABE_ITO["orange"], width=2), stepMode=None
+            pen=pg.mkPen(OKABE_ITO["orange"], width=2),
+            symbol="s",
+            symbolSize=3,
+            symbolBrush=OKABE_ITO["orange"],
+            symbolPen=None,
         )
 
         self.setMinimumWidth(200)  # narrower plots say nothing: hide the dock instead
@@ -230,6 +245,28 @@ class ChartsPanel(QWidget):
         export_row.addStretch(1)
         layout.addLayout(export_row)
         self.reset()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self.place_legends()
+
+    def place_legends(self) -> None:
+        """Legends under short plots would leave no room for the data: there the keys move
+        into the plot's tooltip instead."""
+        for index, plot in enumerate((self.accept_plot, self.speed_plot)):
+            legend = self.legends[index]
+            wanted = plot.height() >= LEGEND_MIN_HEIGHT
+            if wanted == self._legend_shown[index]:
+                continue
+            self._legend_shown[index] = wanted
+            layout = plot.plotItem.layout
+            if wanted:
+                layout.addItem(legend, 4, 1)
+                legend.show()
+            else:
+                layout.removeItem(legend)
+                legend.hide()
+            plot.setToolTip("" if wanted else _keys(legend))
 
     def set_dark(self, dark: bool) -> None:
         background, foreground = CHART[dark]
@@ -338,6 +375,8 @@ class ChartsPanel(QWidget):
                 label = self.legends[0].getLabel(self.break_key)
                 if label is not None:
                     label.setText(f"break-even {self.break_even * 100:.1f} %")
+                if not self._legend_shown[0]:
+                    self.accept_plot.setToolTip(_keys(self.legends[0]))
             else:
                 self.break_line.setVisible(False)
         if "tok_s" in dirty:

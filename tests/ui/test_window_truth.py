@@ -197,11 +197,29 @@ def test_charts_fit_the_data_and_break_at_pauses(make_window, qtbot, tmp_path) -
     connect = charts.accept_mean.opts["connect"]
     assert list(x) == [0, 1, 2, 10, 11]
     assert list(np.asarray(connect)[:4]) == [True, True, False, True]  # no line over 2..10
-    # keys and the break-even figure sit in legends under the axes, never on the data
+    # keys and the break-even figure sit in legends under the axes, never on the data;
+    # under a plot too short for them they move into its tooltip
     assert "break-even 50.0 %" in charts.legends[0].getLabel(charts.break_key).text
-    for legend, plot in zip(charts.legends, (charts.accept_plot, charts.speed_plot), strict=True):
-        view = plot.plotItem.vb.sceneBoundingRect()
-        assert legend.sceneBoundingRect().top() >= view.bottom()
+    for height in (900, 400):
+        window.charts_dock.setFloating(True)
+        window.charts_dock.resize(500, height)
+        qtbot.wait(50)
+        charts._redraw()
+        plots = (charts.accept_plot, charts.speed_plot)
+        for legend, plot, shown in zip(charts.legends, plots, charts._legend_shown, strict=True):
+            assert shown is (plot.height() >= 200)
+            if shown:
+                assert (
+                    legend.sceneBoundingRect().top()
+                    >= plot.plotItem.vb.sceneBoundingRect().bottom()
+                )
+            else:
+                assert (
+                    "run so far" in charts.accept_plot.toolTip() or "speculative" in plot.toolTip()
+                )
+        assert any(charts._legend_shown) == (height == 900)
+    assert "break-even 50.0 %" in charts.accept_plot.toolTip()
+    window.charts_dock.setFloating(False)
     png = charts.export_png("tok_s", tmp_path / "tok_s.png")
     assert QImage(str(png)).width() >= 1200
 
