@@ -12,6 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from app.engine.config import AcceptRule
+from app.engine.events import RunSummary, StepEvent
+
 if TYPE_CHECKING:
     from app.engine.engine import Engine
 
@@ -57,3 +60,151 @@ def compare(
         return Comparison(True, None, None, compared)
     _, _, margin = engine.target_margin([*prompt, *baseline[:index]])
     return Comparison(False, index, margin, compared)
+
+
+# --- the verdict the window shows (one text, built here, shown and exported everywhere) ------
+
+COMPARABLE_LENGTH = 0.5  # speeds are compared only when the shorter answer is ≥ half the longer
+
+
+@dataclass(frozen=True)
+class StepCosts:
+    """Measured cost of the speculative run's verification steps (from its StepEvents)."""
+
+    steps: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    draft_ms: float = 0.0
+    verify_ms: float = 0.0
+    other_ms: float = 0.0
+
+    @classmethod
+    def of(cls, steps: Sequence[StepEvent]) -> StepCosts:
+        return cls(
+            len(steps),
+            sum(s.drafted for s in steps),
+            sum(s.accepted for s in steps),
+            sum(s.draft_ms for s in steps),
+            sum(s.verify_ms for s in steps),
+            sum(s.other_ms for s in steps),
+        )
+
+    def reason(self, baseline_tok_s: float) -> str:
+        """Why speculation was slower, in measured milliseconds."""
+        if not self.steps:
+            return ""
+        draft = self.draft_ms / self.steps
+        verify = self.verify_ms / self.steps
+        per_step = (self.draft_ms + self.verify_ms + self.other_ms) / self.steps
+        made = (self.accepted + self.steps) / self.steps  # accepted drafts + the target's own
+        text = (
+            f"a step spent {draft:.0f} ms drafting + {verify:.0f} ms verifying for "
+            f"{made:.2f} tokens ({per_step / made:.0f} ms a token)"
+        )
+        if baseline_tok_s > 0:
+            text += f" vs {1000.0 / baseline_tok_s:.0f} ms target-only"
+        return text
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What one answer's two runs say: speed, exactness, and which token to mark."""
+
+    speed: str
+    exactness: str
+    divergence: int | None  # marked in both panes only where identity is expected
+
+    @property
+    def text(self) -> str:
+        return f"{self.speed} — {self.exactness}" if self.exactness else self.speed
+
+
+def rate(tok_s: float) -> str:
+    """Tokens/sec with three significant figures, so slow runs are not all "0.8"."""
+    return f"{tok_s:.1f}" if tok_s >= 10 else f"{tok_s:.2f}"
+
+
+def tokens_per_pass(summary: RunSummary) -> float:
+    """Mean tokens per target pass, the bonus/resampled token included (vLLM's figure)."""
+    per_token = summary.target_passes_per_token
+    return 1.0 / per_token if per_token > 0 else 0.0
+
+
+def acceptance_text(summary: RunSummary) -> str:
+    """The one acceptance figure: drafted tokens accepted ÷ drafted."""
+    if not summary.drafted:
+        return "acceptance — (nothing drafted)"
+    return (
+        f"acceptance {summary.acceptance_rate * 100:.0f} %"
+        f" ({summary.accepted}/{summary.drafted} drafted)"
+        f" · {tokens_per_pass(summary):.2f} tokens/pass"
+    )
+
+
+def speed_text(spec: RunSummary, base: RunSummary | None, costs: StepCosts) -> str:
+    if base is None:
+        return f"baseline not run — speculative {rate(spec.tok_s)} tok/s"
+    both = f"{rate(spec.tok_s)} vs {rate(base.tok_s)} tok/s target-only"
+    if spec.drafted == 0:
+        return (
+            f"nothing was drafted, so both runs were target-only ({both}): "
+            "the difference is noise, not a speedup"
+        )
+    shorter, longer = sorted((spec.tokens, base.tokens))
+    if longer == 0 or shorter < COMPARABLE_LENGTH * longer or base.tok_s <= 0:
+        return (
+            f"speculative {rate(spec.tok_s)} tok/s ({spec.tokens} tokens), target-only "
+            f"{rate(base.tok_s)} tok/s ({base.tokens} tokens): lengths too different to compare"
+        )
+    ratio = spec.tok_s / base.tok_s
+    if ratio >= 1.0:
+        return f"{ratio:.2f}× faster ({both})"
+    reason = costs.reason(base.tok_s)
+    slower = f"{ratio:.2f}× — {(1.0 - ratio) * 100:.0f} % slower ({both})"
+    return f"{slower}: {reason}" if reason else slower
+
+
+def judge(
+    spec: RunSummary,
+    base: RunSummary | None,
+    comparison: Comparison | None,
+    *,
+    temperature: float,
+    rule: AcceptRule,
+    position_keyed: bool = False,
+    steps: Sequence[StepEvent] = (),
+) -> Judgement:
+    """The verdict of one answer, from the engine's own summaries and comparison.
+
+    Token identity is expected at temperature 0, and when sampling with sample-and-match
+    driven by position-keyed randomness (both runs draw the same number at each position).
+    Rejection sampling, and sample-and-match without position-keyed randomness, reproduce
+    the target's distribution but not its draws: there the texts differ by design.
+    """
+    speed = speed_text(spec, base, StepCosts.of(steps))
+    if base is None or comparison is None:
+        return Judgement(speed, "", None)
+    if temperature <= 0.0 or (rule is AcceptRule.MATCH and position_keyed):
+        if comparison.identical:
+            same = "identical to target-only"
+            if temperature > 0.0:
+                same += " (position-keyed sampling, same seed)"
+            return Judgement(speed, same, None)
+        return Judgement(speed, comparison.describe(), comparison.first_divergence)
+    how = "rejection sampling" if rule is AcceptRule.REJECTION else "sample-and-match"
+    design = (
+        f"at temperature {temperature:g} {how} draws different samples than the target-only "
+        "run: texts differ by design; exactness is checked by distribution, not by identity"
+    )
+    if comparison.identical:
+        return Judgement(speed, "same text by chance — " + design, None)
+    return Judgement(speed, design, None)
+
+
+def percent_pair(a: float, b: float) -> tuple[str, str]:
+    """Two fractions as percentages with just enough decimals to tell them apart."""
+    for decimals in range(0, 4):
+        first, second = f"{a * 100:.{decimals}f} %", f"{b * 100:.{decimals}f} %"
+        if first != second or a == b:
+            return first, second
+    return first, second

@@ -294,7 +294,19 @@ def to_markdown(conversation: Conversation) -> str:
         verdict = message.stats.get("verdict")
         if verdict:
             lines += [f"> {verdict}", ""]
+        written_by = _written_by(message.stats)
+        if written_by:
+            lines += [f"> {written_by}", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _written_by(stats: dict[str, Any]) -> str:
+    """The pair and the settings that wrote an answer, as one line."""
+    bits = [str(stats["pair"])] if isinstance(stats.get("pair"), str) else []
+    settings = stats.get("settings")
+    if isinstance(settings, dict):
+        bits += [f"{key} {value}" for key, value in settings.items() if value is not None]
+    return " · ".join(bits)
 
 
 def to_json_text(conversation: Conversation) -> str:

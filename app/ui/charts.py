@@ -1,23 +1,27 @@
 """Live charts of one answer (pyqtgraph), redrawn at about 20 Hz from fixed-size buffers.
 
-Acceptance per verification step with its rolling mean and the break-even line; tokens/sec
-over time for the speculative and the baseline run; a histogram of accepted lengths; the
-draft length chosen for each step. Every chart exports as PNG; the run statistics export
-as CSV or JSON.
+Acceptance (drafted tokens accepted ÷ drafted, the one figure the window, the status bar and
+the exports use) per verification step and for the run so far; the collapse guard's recent
+agreement with its break-even line; tokens/sec over time for the speculative and the
+baseline run; a histogram of accepted lengths; the draft length chosen for each step. Lines
+break where no step drafted (speculation paused). Every chart exports as a PNG at least
+1200 px wide; the run statistics export as CSV or JSON.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import QRectF, QTimer, Signal
+from PySide6.QtGui import QColor, QImage, QPainter, QResizeEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QGraphicsItem,
     QHBoxLayout,
-    QLabel,
+    QMenu,
     QPushButton,
     QVBoxLayout,
     QWidget,
@@ -26,10 +30,14 @@ from PySide6.QtWidgets import (
 from app.engine.events import GuardEvent, RunSummary, StepEvent
 from app.ui.palette import BASE_PEN, OKABE_ITO, SPEC_PEN
 from app.ui.stats_export import AnswerStats, to_csv, to_json
+from app.ui.theme import CHART
 from app.workers.engine_worker import EventBatch
 
 REDRAW_MS = 50
-INITIAL_LIMITS = {"acceptance": (10.0, 1.05), "tok_s": (10.0, 50.0), "draft_length": (10.0, 10.0)}
+INITIAL_LIMITS = {"acceptance": (10.0, 1.05), "tok_s": (10.0, 1.0), "draft_length": (10.0, 10.0)}
+EXPORT_WIDTH = 1600  # px: charts are exported for reports, not at their on-screen size
+MIN_PLOT_HEIGHT = 80
+LEGEND_MIN_HEIGHT = 200  # px: shorter plots keep their keys in the tooltip
 CAPACITY = 4096
 MAX_LEN = 64
 
@@ -62,7 +70,7 @@ def _plot(title: str, left: str, bottom: str) -> pg.PlotWidget:
     widget.setLabel("left", left)
     widget.setLabel("bottom", bottom)
     widget.showGrid(x=False, y=True, alpha=0.2)
-    widget.setMinimumHeight(150)
+    widget.setMinimumHeight(MIN_PLOT_HEIGHT)
     widget.setMenuEnabled(False)
     for name in ("left", "bottom", "top", "right"):
         # axes (with their grid lines) are re-rendered only when a range changes
@@ -71,6 +79,26 @@ def _plot(title: str, left: str, bottom: str) -> pg.PlotWidget:
     widget.setXRange(0, 10, padding=0)
     widget.setYRange(0, 1.05, padding=0)
     return widget
+
+
+def _legend_below(plot: pg.PlotWidget, *curves: pg.PlotDataItem) -> pg.LegendItem:
+    """A legend under the plot's axis (two keys a row), so it never covers the data."""
+    legend = pg.LegendItem(colCount=min(len(curves), 2), labelTextSize="8pt")
+    plot.plotItem.layout.addItem(legend, 4, 1)
+    for curve in curves:
+        legend.addItem(curve, curve.name())
+    return legend
+
+
+def _keys(legend: pg.LegendItem) -> str:
+    return " · ".join(label.text for _sample, label in legend.items)
+
+
+def gaps_broken(x: np.ndarray) -> np.ndarray:
+    """pyqtgraph ``connect`` array: join consecutive steps only, so paused stretches stay empty."""
+    if len(x) < 2:
+        return np.ones(len(x), dtype=bool)
+    return np.append(np.diff(x) <= 1.0, True)
 
 
 def _grow(limit: float, current: float = 10.0) -> float:
@@ -86,6 +114,17 @@ def _grow(limit: float, current: float = 10.0) -> float:
     return nice
 
 
+def _grow_fine(limit: float, current: float = 1.0) -> float:
+    """Like ``_grow`` with finer steps (1, 1.5, 2, 3, 4, 5, 6, 8 × 10^k)."""
+    if limit <= current:
+        return current
+    scale = 10.0 ** math.floor(math.log10(limit))
+    for step in (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0):
+        if step * scale >= limit:
+            return step * scale
+    return 10.0 * scale
+
+
 class ChartsPanel(QWidget):
     exported = Signal(str)  # path of a written file
 
@@ -93,7 +132,9 @@ class ChartsPanel(QWidget):
         pg.setConfigOptions(background="w", foreground="#333333", antialias=False)
         super().__init__(parent)
         self.stats = AnswerStats()
-        self.acceptance = Ring(width=3)  # step, accepted/drafted, rolling mean
+        self.acceptance = Ring(width=4)  # step, accepted/drafted, run so far, guard agreement
+        self._accepted = 0
+        self._drafted = 0
         self.draft_len = Ring(width=2)  # step, drafted
         self.speed = {"speculative": Ring(width=2), "baseline": Ring(width=2)}
         self.hist = np.zeros(MAX_LEN + 1)
@@ -104,27 +145,43 @@ class ChartsPanel(QWidget):
         self._timer.setInterval(REDRAW_MS)
         self._timer.timeout.connect(self._tick)
 
-        self.accept_plot = _plot("Acceptance per step", "accepted / drafted", "step")
+        self.accept_plot = _plot("Acceptance (accepted ÷ drafted)", "acceptance", "step")
         self.accept_plot.setYRange(0, 1.05)
         self.accept_dots = self.accept_plot.plot(
-            pen=None, symbol="o", symbolSize=5, symbolBrush=SPEC_PEN, symbolPen=None
+            pen=None,
+            symbol="o",
+            symbolSize=5,
+            symbolBrush=SPEC_PEN,
+            symbolPen=None,
+            name="per step",
         )
-        self.accept_mean = self.accept_plot.plot(pen=pg.mkPen(OKABE_ITO["blue"], width=2))
-        self.break_line = pg.InfiniteLine(
-            angle=0,
-            pen=pg.mkPen(OKABE_ITO["vermillion"], width=1.5, style=pg.QtCore.Qt.PenStyle.DashLine),
-            label="break-even",
-            labelOpts={
-                "position": 0.5,
-                "color": OKABE_ITO["vermillion"],
-                "anchors": [(0.5, 0.0), (0.5, 0.0)],
-            },
+        self.accept_mean = self.accept_plot.plot(  # small marks: a lone step still shows
+            pen=pg.mkPen(OKABE_ITO["blue"], width=2),
+            symbol="s",
+            symbolSize=3,
+            symbolBrush=OKABE_ITO["blue"],
+            symbolPen=None,
+            name="run so far",
         )
+        self.agreement = self.accept_plot.plot(
+            pen=pg.mkPen(OKABE_ITO["vermillion"], width=1, style=pg.QtCore.Qt.PenStyle.DotLine),
+            name="guard agreement",
+        )
+        break_pen = pg.mkPen(
+            OKABE_ITO["vermillion"], width=1.5, style=pg.QtCore.Qt.PenStyle.DashLine
+        )
+        self.break_line = pg.InfiniteLine(angle=0, pen=break_pen)
         self.break_line.setVisible(False)
         self.accept_plot.addItem(self.break_line)
+        # the break-even figure is named in the legend, so no label ever sits on the data
+        self.break_key = self.accept_plot.plot(pen=break_pen, name="break-even")
+        self.legends = [
+            _legend_below(
+                self.accept_plot, self.accept_dots, self.accept_mean, self.agreement, self.break_key
+            )
+        ]
 
         self.speed_plot = _plot("Tokens/sec over time", "tok/s", "seconds into the run")
-        self.speed_plot.addLegend(offset=(-10, 10))
         self.speed_curves = {
             "speculative": self.speed_plot.plot(
                 pen=pg.mkPen(SPEC_PEN, width=2), name="speculative"
@@ -134,6 +191,8 @@ class ChartsPanel(QWidget):
                 name="baseline",
             ),
         }
+        self.legends.append(_legend_below(self.speed_plot, *self.speed_curves.values()))
+        self._legend_shown = [True, True]
 
         self.hist_plot = _plot("Accepted length per step", "steps", "draft tokens accepted")
         self.hist_bars = pg.BarGraphItem(
@@ -146,9 +205,14 @@ class ChartsPanel(QWidget):
 
         self.len_plot = _plot("Draft length", "tokens drafted", "step")
         self.len_curve = self.len_plot.plot(
-            pen=pg.mkPen(OKABE_ITO["orange"], width=2), stepMode=None
+            pen=pg.mkPen(OKABE_ITO["orange"], width=2),
+            symbol="s",
+            symbolSize=3,
+            symbolBrush=OKABE_ITO["orange"],
+            symbolPen=None,
         )
 
+        self.setMinimumWidth(200)  # narrower plots say nothing: hide the dock instead
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         self.plots = {
@@ -157,37 +221,74 @@ class ChartsPanel(QWidget):
             "accepted_lengths": self.hist_plot,
             "draft_length": self.len_plot,
         }
-        png_row = QHBoxLayout()
-        png_row.addWidget(QLabel("PNG:"))
         short = {
-            "acceptance": "Acceptance",
-            "tok_s": "Tok/s",
-            "accepted_lengths": "Lengths",
-            "draft_length": "Draft length",
+            "acceptance": "Acceptance chart",
+            "tok_s": "Tokens/sec chart",
+            "accepted_lengths": "Accepted lengths chart",
+            "draft_length": "Draft length chart",
         }
+        export_menu = QMenu(self)
         for name, plot in self.plots.items():
             layout.addWidget(plot, 1)
-            button = QPushButton(short[name] + "…")
-            button.setToolTip(f"Save the {plot.plotItem.titleLabel.text} chart as a PNG image")
-            button.clicked.connect(lambda _=False, n=name: self._export_png_dialog(n))
-            png_row.addWidget(button)
-        png_row.addStretch(1)
-        layout.addLayout(png_row)
+            action = export_menu.addAction(f"{short[name]} as PNG…")
+            action.triggered.connect(lambda _=False, n=name: self._export_png_dialog(n))
+        export_menu.addSeparator()
+        for label, suffix in (("Statistics as CSV…", "csv"), ("Statistics as JSON…", "json")):
+            action = export_menu.addAction(label)
+            action.triggered.connect(lambda _=False, s=suffix: self._export_stats_dialog(s))
+        self.export_button = QPushButton("Export…")
+        self.export_button.setObjectName("chartsExport")
+        self.export_button.setToolTip("Save a chart as a PNG image, or the run statistics")
+        self.export_button.setMenu(export_menu)
         export_row = QHBoxLayout()
-        export_row.addWidget(QLabel("Run statistics:"))
-        for label, suffix in (("Export CSV…", "csv"), ("Export JSON…", "json")):
-            button = QPushButton(label)
-            button.clicked.connect(lambda _=False, s=suffix: self._export_stats_dialog(s))
-            export_row.addWidget(button)
+        export_row.addWidget(self.export_button)
         export_row.addStretch(1)
         layout.addLayout(export_row)
         self.reset()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self.place_legends()
+
+    def place_legends(self) -> None:
+        """Legends under short plots would leave no room for the data: there the keys move
+        into the plot's tooltip instead."""
+        for index, plot in enumerate((self.accept_plot, self.speed_plot)):
+            legend = self.legends[index]
+            wanted = plot.height() >= LEGEND_MIN_HEIGHT
+            if wanted == self._legend_shown[index]:
+                continue
+            self._legend_shown[index] = wanted
+            layout = plot.plotItem.layout
+            if wanted:
+                layout.addItem(legend, 4, 1)
+                legend.show()
+            else:
+                layout.removeItem(legend)
+                legend.hide()
+            plot.setToolTip("" if wanted else _keys(legend))
+
+    def set_dark(self, dark: bool) -> None:
+        background, foreground = CHART[dark]
+        for plot in self.plots.values():
+            plot.setBackground(background)
+            for name in ("left", "bottom"):
+                axis = plot.getAxis(name)
+                axis.setPen(foreground)
+                axis.setTextPen(foreground)
+            item = plot.plotItem
+            item.titleLabel.setText(item.titleLabel.text, color=foreground)
+        for legend in self.legends:
+            legend.setLabelTextColor(foreground)
+            for _sample, label in legend.items:
+                label.setText(label.text, color=foreground)
 
     # --- data ----------------------------------------------------------------------------
 
     def reset(self) -> None:
         self.stats.clear()
         self.acceptance.clear()
+        self._accepted = self._drafted = 0
         self.draft_len.clear()
         for ring in self.speed.values():
             ring.clear()
@@ -220,7 +321,10 @@ class ChartsPanel(QWidget):
     def _step(self, event: StepEvent) -> None:
         self.stats.steps.append(event)
         rate = event.accepted / event.drafted if event.drafted else 0.0
-        self.acceptance.append(event.step, rate, event.rolling_acceptance)
+        self._accepted += event.accepted
+        self._drafted += event.drafted
+        so_far = self._accepted / self._drafted if self._drafted else 0.0
+        self.acceptance.append(event.step, rate, so_far, event.rolling_acceptance)
         self.draft_len.append(event.step, event.drafted)
         self.hist[min(event.accepted, MAX_LEN)] += 1
         self.break_even = event.break_even
@@ -243,7 +347,8 @@ class ChartsPanel(QWidget):
         changes its ranges per redraw; another one that needs to waits for the next tick.
         """
         x_limit, y_limit = self._limits.get(name, (10.0, 1.05))
-        grown = (_grow(x_max, x_limit), _grow(y_max, y_limit) if y_max is not None else y_limit)
+        grow_y = _grow_fine if name == "tok_s" else _grow  # rates sit anywhere: fit them
+        grown = (_grow(x_max, x_limit), grow_y(y_max, y_limit) if y_max is not None else y_limit)
         if grown != (x_limit, y_limit) or name not in self._limits:
             if self._grew_this_tick and name in self._limits:
                 self._dirty.add(name)
@@ -259,13 +364,19 @@ class ChartsPanel(QWidget):
         self._grew_this_tick = False
         if "acceptance" in dirty:
             acc = self.acceptance.view()
+            connect = gaps_broken(acc[:, 0])
             self.accept_dots.setData(acc[:, 0], acc[:, 1], skipFiniteCheck=True)
-            self.accept_mean.setData(acc[:, 0], acc[:, 2], skipFiniteCheck=True)
+            self.accept_mean.setData(acc[:, 0], acc[:, 2], connect=connect, skipFiniteCheck=True)
+            self.agreement.setData(acc[:, 0], acc[:, 3], connect=connect, skipFiniteCheck=True)
             self._fit("acceptance", float(acc[-1, 0]) if len(acc) else 0.0)
             if self.break_even is not None and 0.0 < self.break_even <= 1.0:
                 self.break_line.setValue(self.break_even)
-                self.break_line.label.setFormat(f"break-even {self.break_even:.0%}")
                 self.break_line.setVisible(True)
+                label = self.legends[0].getLabel(self.break_key)
+                if label is not None:
+                    label.setText(f"break-even {self.break_even * 100:.1f} %")
+                if not self._legend_shown[0]:
+                    self.accept_plot.setToolTip(_keys(self.legends[0]))
             else:
                 self.break_line.setVisible(False)
         if "tok_s" in dirty:
@@ -276,7 +387,7 @@ class ChartsPanel(QWidget):
                 if len(data):
                     peak_t = max(peak_t, float(data[:, 0].max()))
                     peak_v = max(peak_v, float(data[:, 1].max()))
-            self._fit("tok_s", peak_t, peak_v)
+            self._fit("tok_s", peak_t, peak_v * 1.1)  # headroom above the fastest stretch
         if "accepted_lengths" in dirty:
             used = max(int(np.max(np.nonzero(self.hist)[0])) + 2 if self.hist.any() else 9, 9)
             self.hist_bars.setOpts(x=np.arange(used), height=self.hist[:used])
@@ -284,7 +395,12 @@ class ChartsPanel(QWidget):
             self.hist_plot.setYRange(0, _grow(float(self.hist.max()), 5.0), padding=0.02)
         if "draft_length" in dirty:
             lengths = self.draft_len.view()
-            self.len_curve.setData(lengths[:, 0], lengths[:, 1], skipFiniteCheck=True)
+            self.len_curve.setData(
+                lengths[:, 0],
+                lengths[:, 1],
+                connect=gaps_broken(lengths[:, 0]),
+                skipFiniteCheck=True,
+            )
             top = float(lengths[:, 1].max()) if len(lengths) else 1.0
             self._fit("draft_length", float(lengths[-1, 0]) if len(lengths) else 0.0, top + 1)
 
@@ -293,7 +409,16 @@ class ChartsPanel(QWidget):
     def export_png(self, name: str, path: Path) -> Path:
         self._dirty = set(self.plots)
         self._redraw()
-        if not self.plots[name].grab().save(str(path), "PNG"):
+        plot = self.plots[name]
+        # rendered at EXPORT_WIDTH with the on-screen aspect ratio, not grabbed at screen size
+        height = max(int(EXPORT_WIDTH * plot.height() / max(plot.width(), 1)), EXPORT_WIDTH // 2)
+        image = QImage(EXPORT_WIDTH, height, QImage.Format.Format_ARGB32)
+        image.fill(QColor("white"))
+        painter = QPainter(image)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        plot.scene().render(painter, QRectF(image.rect()), plot.plotItem.sceneBoundingRect())
+        painter.end()
+        if not image.save(str(path), "PNG"):
             raise OSError(f"could not write {path}")
         self.exported.emit(str(path))
         return path

@@ -21,9 +21,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.engine.config import SpecConfig
 from app.engine.events import GuardEvent, RunSummary
+from app.ui.answer_verdict import guard_text
 from app.ui.chat_input import ChatInput
 from app.ui.palette import STYLE_LABELS, STYLES, legend_html
+from app.ui.theme import BANNERS
 from app.ui.token_view import TokenView
 from app.ui.transcript import Transcript
 from app.workers.engine_worker import TIMING_RULE, EventBatch
@@ -37,7 +40,7 @@ class Banner(QFrame):
     def __init__(self, name: str, colours: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName(name)
-        self.setStyleSheet(f"#{name} {{ {colours} border-radius: 4px; }}")
+        self.set_colours(colours)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(8, 4, 4, 4)
         self.label = QLabel()
@@ -50,6 +53,9 @@ class Banner(QFrame):
         layout.addWidget(self.label, 1)
         layout.addWidget(close)
         self.hide()
+
+    def set_colours(self, colours: str) -> None:
+        self.setStyleSheet(f"#{self.objectName()} {{ {colours} border-radius: 4px; }}")
 
     def show_text(self, text: str) -> None:
         self.label.setText(text)
@@ -88,8 +94,10 @@ class ChatPanel(QWidget):
         self.base_view = TokenView(style="off")
         self.base_view.setObjectName("baseView")
         self.transcript = Transcript()
-        self.error_banner = Banner("errorBanner", "background: #FDEBE1; color: #7A2E00;")
-        self.guard_banner = Banner("guardBanner", "background: #FFF6CC; color: #4D4000;")
+        self.transcript.set_style(style)
+        self.error_banner = Banner("errorBanner", BANNERS[False]["error"])
+        self.guard_banner = Banner("guardBanner", BANNERS[False]["guard"])
+        self._dark = False
         # Stored-state banners outlive an answer: begin_answer leaves them as they are.
         self.save_banner = Banner("saveBanner", "background: #FBE3E4; color: #7A0010;")
         self.notes_banner = Banner("notesBanner", "background: #E8F0FB; color: #0B3A6E;")
@@ -97,6 +105,9 @@ class ChatPanel(QWidget):
         self._flush_timer.setInterval(FLUSH_MS)
         self._flush_timer.timeout.connect(self.flush)
         self._generating = False
+        self._has_messages = False
+        self._last_answer = ""
+        self._refusal = ""
 
         self.legend = QLabel(legend_html(style))
         self.legend.setObjectName("legend")
@@ -119,7 +130,8 @@ class ChatPanel(QWidget):
         self.verdict = QLabel("")
         self.verdict.setObjectName("verdict")
         self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.verdict.setStyleSheet("font-weight: bold; padding: 2px 0;")
+        self.verdict.setStyleSheet("padding: 2px 0;")
+        self.verdict.setWordWrap(True)  # the verdict wraps; it never widens the window
         self.style_box = QComboBox()
         self.style_box.setObjectName("colourStyle")
         for key in STYLES:
@@ -132,10 +144,24 @@ class ChatPanel(QWidget):
         self.baseline_box.setToolTip("Also answer with the target alone, to compare speed and text")
         self.baseline_box.setChecked(baseline)
         self.baseline_box.toggled.connect(self._baseline_picked)
-        verdict_row = QHBoxLayout()
-        verdict_row.addWidget(self.verdict, 1)
-        verdict_row.addWidget(self.style_box)
-        verdict_row.addWidget(self.baseline_box)
+        verdict_row = QVBoxLayout()  # the verdict gets the full width to wrap in
+        verdict_row.setSpacing(2)
+        verdict_row.addWidget(self.verdict)
+        self.compare = QToolButton()
+        self.compare.setObjectName("compareToggle")
+        self.compare.setCheckable(True)
+        self.compare.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.compare.setAutoRaise(True)
+        self.compare.setText("Compare")
+        self.compare.setToolTip("The token stream of the answer beside the target-only answer")
+        self.compare.toggled.connect(self._compare_toggled)
+        self._auto_opened = False
+        options = QHBoxLayout()
+        options.addWidget(self.compare)
+        options.addStretch(1)
+        options.addWidget(self.style_box)
+        options.addWidget(self.baseline_box)
+        verdict_row.addLayout(options)
 
         self.input = ChatInput()
         self.input.submitted.connect(self.send_requested)
@@ -157,31 +183,53 @@ class ChatPanel(QWidget):
         input_row.addWidget(self.input, 1)
         input_row.addLayout(buttons)
 
-        answer = QWidget()
-        answer_layout = QVBoxLayout(answer)
+        self.answer_box = QWidget()  # the comparison under the answer, collapsible
+        answer_layout = QVBoxLayout(self.answer_box)
         answer_layout.setContentsMargins(0, 0, 0, 0)
-        answer_layout.addWidget(self.guard_banner)
         answer_layout.addWidget(self.panes, 1)
-        answer_layout.addLayout(verdict_row)
         self.split = QSplitter(Qt.Orientation.Vertical)
         self.split.setObjectName("chatSplitter")
         self.split.addWidget(self.transcript)
-        self.split.addWidget(answer)
-        self.split.setStretchFactor(0, 2)
-        self.split.setStretchFactor(1, 3)
+        self.split.addWidget(self.answer_box)
+        self.split.setStretchFactor(0, 3)
+        self.split.setStretchFactor(1, 2)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.save_banner)
         layout.addWidget(self.notes_banner)
         layout.addWidget(self.error_banner)
         layout.addWidget(self.split, 1)
+        layout.addWidget(self.guard_banner)
+        layout.addLayout(verdict_row)
         layout.addLayout(input_row)
         self.base_box.setVisible(baseline)
+        self.set_comparison_open(False)
         self.set_generating(False)
 
     # --- streaming -----------------------------------------------------------------------
 
+    def set_comparison_open(self, shown: bool, *, auto: bool = False) -> None:
+        self.compare.blockSignals(True)
+        self.compare.setChecked(shown)
+        self.compare.blockSignals(False)
+        self._compare_toggled(shown)
+        self._auto_opened = auto and shown
+
+    def _compare_toggled(self, shown: bool) -> None:
+        self._auto_opened = False
+        self.compare.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
+        self.answer_box.setVisible(shown)
+
+    def answer_done(self, diverged: bool) -> None:
+        """The answer now lives in the chat: fold the comparison away unless it has news."""
+        if diverged:
+            self.set_comparison_open(True)
+        elif self._auto_opened:
+            self.set_comparison_open(False)
+
     def begin_answer(self, baseline: bool) -> None:
+        if not self.compare.isChecked():
+            self.set_comparison_open(True, auto=True)
         self.spec_view.clear_tokens("waiting for the first token…")
         self.base_view.clear_tokens("runs after the speculative answer" if baseline else "")
         self.base_box.setVisible(baseline)
@@ -198,8 +246,7 @@ class ChatPanel(QWidget):
         name = "Speculative" if batch.run == "speculative" else "Baseline — target only"
         for event in batch.events:
             if isinstance(event, GuardEvent):
-                prefix = "Speculation paused: " if event.paused else "Speculation resumed: "
-                self.guard_banner.show_text(prefix + event.message)
+                self.guard_banner.show_text(guard_text(event, SpecConfig()))
             elif isinstance(event, RunSummary):  # final figure: generation time, no prefill
                 header.setText(
                     f"<b>{name}</b> · {event.tokens} tokens · {event.tok_s:.1f} tok/s"
@@ -223,18 +270,52 @@ class ChatPanel(QWidget):
     def set_generating(self, generating: bool) -> None:
         self._generating = generating
         self.send.setText("Stop" if generating else "Send")
-        self.send.setToolTip("Stop the answer (within one speculative step)" if generating else "")
-        self.regenerate.setEnabled(not generating)
+        self._update_buttons()
         self.new_chat.setEnabled(not generating)
         if not generating:
             self.flush()
             self._flush_timer.stop()
 
+    def set_conversation_state(self, has_messages: bool, last_answer: str) -> None:
+        """Regenerate needs a question, Copy an answer: both are off in an empty chat."""
+        self._has_messages, self._last_answer = has_messages, last_answer
+        self._update_buttons()
+
+    def set_refusal(self, reason: str) -> None:
+        """A refused settings value blocks Send (not Stop) and says why."""
+        self._refusal = reason
+        self._update_buttons()
+
+    def _update_buttons(self) -> None:
+        idle = not self._generating
+        self.send.setEnabled(self._generating or not self._refusal)
+        if self._generating:
+            self.send.setToolTip("Stop the answer (within one speculative step)")
+        else:
+            refused = f"Fix the settings first — {self._refusal}" if self._refusal else ""
+            self.send.setToolTip(refused)
+        self.regenerate.setEnabled(idle and self._has_messages)
+        self.copy.setEnabled(idle and bool(self._last_answer or self.spec_view.text()))
+
+    def baseline_not_run(self, reason: str) -> None:
+        self.base_view.clear_tokens(reason)
+        self.base_header.setText("<b>Baseline — target only</b> · not run")
+
     def show_verdict(self, text: str, divergence: int | None) -> None:
         self.flush()
         self.verdict.setText(text)
+        self.verdict.setToolTip(text)
         self.spec_view.mark_divergence(divergence)
         self.base_view.mark_divergence(divergence)
+
+    def set_dark(self, dark: bool) -> None:
+        self._dark = dark
+        self.spec_view.set_dark(dark)
+        self.base_view.set_dark(dark)
+        self.legend.setText(legend_html(str(self.style_box.currentData()), dark))
+        self.error_banner.set_colours(BANNERS[dark]["error"])
+        self.guard_banner.set_colours(BANNERS[dark]["guard"])
+        self.transcript.set_dark(dark)
 
     def stop_timers(self) -> None:
         self._flush_timer.stop()
@@ -248,14 +329,15 @@ class ChatPanel(QWidget):
             self.input.submit()
 
     def copy_answer(self) -> None:
-        text = self.spec_view.text()
+        text = self.spec_view.text() or self._last_answer
         if text:
             QGuiApplication.clipboard().setText(text)
 
     def _style_picked(self, _index: int) -> None:
         style = str(self.style_box.currentData())
         self.spec_view.set_style(style)
-        self.legend.setText(legend_html(style))
+        self.transcript.set_style(style)
+        self.legend.setText(legend_html(style, self._dark))
         self.style_changed.emit(style)
 
     def _baseline_picked(self, on: bool) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QFileDialog,
-    QHBoxLayout,
+    QGridLayout,
     QListWidget,
     QListWidgetItem,
     QMessageBox,
@@ -48,9 +48,9 @@ class ConversationList(QWidget):
         self.export_json.clicked.connect(
             lambda: self._with_selected(lambda i: self._export(i, "json"))
         )
-        row = QHBoxLayout()
-        for button in (self.open, self.delete, self.export_md, self.export_json):
-            row.addWidget(button)
+        row = QGridLayout()  # two by two: the sidebar stays narrow
+        for index, button in enumerate((self.open, self.delete, self.export_md, self.export_json)):
+            row.addWidget(button, index // 2, index % 2)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.list, 1)

@@ -1,4 +1,4 @@
-"""The main window: pair bar, chat | settings | charts splitters, status bar."""
+"""The main window: pair bar, the chat, settings and charts docks, status bar."""
 
 from __future__ import annotations
 
@@ -7,34 +7,42 @@ import html
 import os
 import stat
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QCloseEvent, QIcon, QShowEvent
+from PySide6.QtGui import QCloseEvent, QGuiApplication, QIcon, QShowEvent
 from PySide6.QtWidgets import (
-    QLabel,
+    QDockWidget,
     QMainWindow,
     QPushButton,
+    QScrollArea,
     QSplitter,
     QTabWidget,
-    QVBoxLayout,
+    QToolBar,
     QWidget,
 )
 
 from app.engine.config import DraftSource
+from app.engine.events import TextTail, TokenEvent
+from app.engine.exactness import Judgement, acceptance_text
 from app.store.conversations import ChatMessage, Conversation, ConversationStore
 from app.store.fileio import move_aside
 from app.store.pending_saves import PendingSaves, SaveFailure
 from app.store.settings import Settings, SettingsStore
+from app.ui.answer_verdict import answer_details, judge_answer
 from app.ui.charts import ChartsPanel
 from app.ui.chat_panel import ChatPanel
 from app.ui.conversation_list import ConversationList
+from app.ui.elided_label import ElidedLabel
 from app.ui.engine_client import EngineClient
 from app.ui.first_run import HubProbe
 from app.ui.pair_bar import PairBar, human_bytes
 from app.ui.pair_chooser import PairChoice, active_pair_kv_type, choose_pair
 from app.ui.settings_panel import SettingsPanel
+from app.ui.theme import CHOICES as THEME_CHOICES
+from app.ui.theme import apply_palette, is_dark
 from app.workers.engine_worker import (
     Busy,
     ChatJob,
@@ -46,6 +54,7 @@ from app.workers.engine_worker import (
     WorkerError,
 )
 
+NARROW_WINDOW = 1280  # px: below this the settings and charts docks start as tabs
 ICON_DIR = Path(__file__).resolve().parents[2] / "resources" / "icons"
 LAYOUT_FILE = "window.ini"
 LAYOUT_LIMIT = 1 << 20  # bytes; a real one is under 2 KB
@@ -115,7 +124,8 @@ class MainWindow(QMainWindow):
         self.loaded: PairLoaded | None = None
         self.pair_kv_type = "f16"  # the KV cache type of the chosen saved pair
         self._loaded_key: tuple[object, ...] | None = None
-        self._verdict: Verdict | None = None
+        self._verdict: Judgement | None = None
+        self._answer_settings: Settings = self.settings  # the settings the answer ran with
         self._shown_once = False
         self._layout_usable = True
         self._engine_lost = False  # the engine process died; Reload pair brings it back
@@ -132,25 +142,23 @@ class MainWindow(QMainWindow):
         from app.ui.lab_tab import LabTab  # the Lab: wired in this block and _apply_lab only
 
         self.lab = LabTab(self.settings)
-        self.side.addTab(self.lab, "Lab")
+        # scrolled, so the Lab's plots and tables never set the window's minimum size
+        lab_scroll = QScrollArea()
+        lab_scroll.setObjectName("labScroll")
+        lab_scroll.setWidgetResizable(True)
+        lab_scroll.setWidget(self.lab)
+        self.side.addTab(lab_scroll, "Lab")
         self.lab.apply_requested.connect(self._apply_lab)
-        self.splitter = QSplitter(Qt.Orientation.Horizontal)
-        self.splitter.setObjectName("mainSplitter")
-        for widget in (self.chat, self.side, self.charts):
-            self.splitter.addWidget(widget)
-        self.splitter.setStretchFactor(0, 5)
-        self.splitter.setStretchFactor(1, 2)
-        self.splitter.setStretchFactor(2, 3)
-        self.splitter.setSizes([760, 300, 480])
-        central = QWidget()
-        column = QVBoxLayout(central)
-        column.setContentsMargins(0, 0, 0, 0)
-        column.setSpacing(0)
-        column.addWidget(self.pair_bar)
-        column.addWidget(self.splitter, 1)
-        self.setCentralWidget(central)
+        self.setCentralWidget(self.chat)
+        self.setDockNestingEnabled(True)
+        self.pair_toolbar = self._pair_toolbar()
+        self.settings_dock = self._dock("settingsDock", "Settings", self.side)
+        self.charts_dock = self._dock("chartsDock", "Charts", self.charts)
+        self.splitDockWidget(self.settings_dock, self.charts_dock, Qt.Orientation.Horizontal)
+        for action in (self.settings_dock.toggleViewAction(), self.charts_dock.toggleViewAction()):
+            self.pair_toolbar.addAction(action)
         self.status = {
-            name: QLabel(text)
+            name: ElidedLabel(text, mode=Qt.TextElideMode.ElideRight)
             for name, text in (
                 ("device", "device —"),
                 ("speed", "tok/s —"),
@@ -171,6 +179,7 @@ class MainWindow(QMainWindow):
         self.show_notes([*self.settings_store.notes, *scan.notes, *layout_notes])
         self.resize(1560, 960)
         self._restore_layout()
+        self._follow_theme()
         if autoload and is_existing_file(self.settings.target_path):
             self.pair_kv_type = active_pair_kv_type(self.settings.target_path)
             self.load_pair(
@@ -201,6 +210,61 @@ class MainWindow(QMainWindow):
         bar = self.pair_bar.layout()
         bar.insertWidget(bar.indexOf(self.pair_bar.busy) + 1, self.cancel_load_button)
 
+    def _pair_toolbar(self) -> QToolBar:
+        bar = QToolBar("Model pair", self)
+        bar.setObjectName("pairToolbar")
+        bar.setMovable(False)
+        bar.setFloatable(False)
+        bar.addWidget(self.pair_bar)
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, bar)
+        return bar
+
+    def _dock(self, name: str, title: str, widget: QWidget) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(name)
+        dock.setWidget(widget)
+        dock.setFeatures(
+            QDockWidget.DockWidgetFeature.DockWidgetClosable
+            | QDockWidget.DockWidgetFeature.DockWidgetMovable
+            | QDockWidget.DockWidgetFeature.DockWidgetFloatable
+        )
+        dock.toggleViewAction().setToolTip(f"Show or hide the {title.lower()} panel")
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
+        return dock
+
+    # --- theme -----------------------------------------------------------------------------
+
+    def _follow_theme(self) -> None:
+        choice = str(self._qsettings().value("theme", "system"))
+        self.theme_choice = choice if choice in THEME_CHOICES else "system"
+        self.settings_panel.show_theme(self.theme_choice)
+        self.settings_panel.theme_changed.connect(self.set_theme)
+        hints = QGuiApplication.styleHints()
+        if hints is not None:
+            hints.colorSchemeChanged.connect(self._scheme_changed)
+        self.apply_theme()
+
+    def _scheme_changed(self, _scheme: object) -> None:
+        if self.theme_choice == "system":
+            self.apply_theme()
+
+    def set_theme(self, choice: str) -> None:
+        self.theme_choice = choice if choice in THEME_CHOICES else "system"
+        self.settings_panel.show_theme(self.theme_choice)
+        state = self._qsettings()
+        state.setValue("theme", self.theme_choice)
+        state.sync()
+        self.apply_theme()
+
+    def apply_theme(self) -> None:
+        self.dark = is_dark(self.theme_choice)
+        apply_palette(self.dark)
+        for widget in self.findChildren(QWidget):  # style sheets keep the palette they saw
+            if widget.styleSheet():
+                widget.setStyleSheet(widget.styleSheet())
+        self.chat.set_dark(self.dark)
+        self.charts.set_dark(self.dark)
+
     def _wire(self) -> None:
         self.client.busy.connect(self._on_busy)
         self.client.loaded.connect(self._on_loaded)
@@ -221,6 +285,7 @@ class MainWindow(QMainWindow):
         self.chat.style_changed.connect(lambda style: update(colour_style=style))
         self.chat.baseline_toggled.connect(lambda on: update(baseline=on))
         self.settings_panel.changed.connect(self._settings_changed)
+        self.settings_panel.refusal_changed.connect(self.chat.set_refusal)
         self.conversations.open_requested.connect(self.open_conversation)
         self.conversations.deleted.connect(self._conversation_deleted)
         self.conversations.failed.connect(self._conversation_action_failed)
@@ -249,7 +314,7 @@ class MainWindow(QMainWindow):
         return [f"the window layout file {path} is not a small regular file; it was {where}"]
 
     def _splitters(self) -> dict[str, QSplitter]:
-        return {"main": self.splitter, "chat": self.chat.split, "answer": self.chat.panes}
+        return {"chat": self.chat.split, "answer": self.chat.panes}
 
     def _restore_layout(self) -> None:
         if not self._layout_usable:
@@ -258,6 +323,8 @@ class MainWindow(QMainWindow):
         geometry = state.value("geometry")
         if isinstance(geometry, QByteArray):
             self.restoreGeometry(geometry)
+        docks = state.value("windowState")
+        self._docks_restored = isinstance(docks, QByteArray) and self.restoreState(docks)
         tab = state.value("sideTab")
         if isinstance(tab, int | str) and str(tab).isdigit():  # window.ini is stored state too
             self.side.setCurrentIndex(int(tab))
@@ -277,12 +344,29 @@ class MainWindow(QMainWindow):
         if not self._shown_once:
             self._shown_once = True
             self._restore_splitters()
+            if not self._docks_restored:  # once the layout has its final size
+                QTimer.singleShot(0, self, self.share_width)
+
+    def share_width(self) -> None:
+        """First-run layout: the chat keeps half the width, settings and charts share the rest.
+
+        On a narrow screen the two docks share one column as tabs instead of squeezing.
+        """
+        width = self.width()
+        if width < NARROW_WINDOW:
+            self.tabifyDockWidget(self.settings_dock, self.charts_dock)
+            self.settings_dock.raise_()
+            self.resizeDocks([self.settings_dock], [int(width * 0.42)], Qt.Orientation.Horizontal)
+            return
+        docks = [self.settings_dock, self.charts_dock]
+        self.resizeDocks(docks, [int(width * 0.22), int(width * 0.28)], Qt.Orientation.Horizontal)
 
     def _save_layout(self) -> None:
         if not self._layout_usable:
             return
         state = self._qsettings()
         state.setValue("geometry", self.saveGeometry())
+        state.setValue("windowState", self.saveState())
         for name, splitter in self._splitters().items():
             state.setValue(f"splitter/{name}", splitter.saveState())
         state.setValue("sideTab", self.side.currentIndex())
@@ -291,6 +375,7 @@ class MainWindow(QMainWindow):
     # --- pair ------------------------------------------------------------------------------
 
     def load_pair(self, target: str, draft: str | None, source: DraftSource) -> int:
+        source = DraftSource(source)
         s = self.settings
         kv = self.pair_kv_type
         draft_spec = replace(s.draft_spec(draft), kv_type=kv) if draft else None
@@ -402,7 +487,7 @@ class MainWindow(QMainWindow):
         self.pair_bar.show_pair(message.target_path, message.draft_path, message.draft_source)
         changes: dict[str, object] = {
             "target_path": message.target_path,
-            "draft_source": message.draft_source.value,
+            "draft_source": DraftSource(message.draft_source).value,
         }
         if message.draft_path:
             changes["draft_path"] = message.draft_path
@@ -463,6 +548,10 @@ class MainWindow(QMainWindow):
             self.reload_button.setVisible(self.loaded is not None)
             return
         self.settings_panel.flush_pending()
+        refused = self.settings_panel.refusal()
+        if refused:
+            self.chat.error_banner.show_text(f"<b>Not sent.</b> {refused}")
+            return
         self.chat.input.clear()
         self.conversation = self.conversation.with_message(ChatMessage("user", text))
         # Acknowledged: on disk it survives a crash; when it cannot be written it stays in
@@ -477,6 +566,7 @@ class MainWindow(QMainWindow):
             messages.append({"role": "system", "content": self.settings.system_prompt})
         messages += [m.as_prompt() for m in self.conversation.messages if m.role != "system"]
         self._verdict = None
+        self._answer_settings = self.settings
         self.chat.transcript.show_messages(self.conversation.messages, pending=True)
         self.chat.begin_answer(self.settings.baseline)
         self.charts.reset()
@@ -575,8 +665,11 @@ class MainWindow(QMainWindow):
         if not self.save_retry.isActive():
             self.save_retry.start()
 
-    def _show_conversation(self) -> None:
-        self.chat.transcript.show_messages(self.conversation.messages)
+    def _show_conversation(self, last_events: Sequence[TokenEvent | TextTail] = ()) -> None:
+        messages = self.conversation.messages
+        answers = [m.content for m in messages if m.role == "assistant"]
+        self.chat.set_conversation_state(bool(messages), answers[-1] if answers else "")
+        self.chat.transcript.show_messages(messages, last_events=last_events)
         self.conversations.refresh(self.conversation.id)
 
     def _on_batch(self, batch: EventBatch) -> None:
@@ -587,10 +680,12 @@ class MainWindow(QMainWindow):
             self.status["speed"].setText(f"{batch.run} {rate:.1f} tok/s")
 
     def _on_verdict(self, verdict: Verdict) -> None:
-        self._verdict = verdict
-        divergence = verdict.first_divergence if verdict.identical is False else None
-        self.chat.show_verdict(verdict.describe(), divergence)
-        self.charts.stats.verdict = verdict.describe()
+        judgement = judge_answer(self.charts.stats, verdict.comparison, self._answer_settings)
+        if judgement is None:
+            return
+        self._verdict = judgement
+        self.chat.show_verdict(judgement.text, judgement.divergence)
+        self.charts.stats.verdict = judgement.text
 
     def _on_done(self, done: JobDone) -> None:
         self.chat.set_generating(False)
@@ -605,25 +700,30 @@ class MainWindow(QMainWindow):
             if base is not None:
                 stats["base_tok_s"] = round(base.tok_s, 2)
             if self._verdict is not None:
-                stats["verdict"] = self._verdict.describe()
+                stats["verdict"] = self._verdict.text
             if done.cancelled:
                 stats["stopped"] = True
+            stream = self.chat.spec_view.stream()
+            stats.update(answer_details(spec, stream, self._answer_settings, self.loaded))
             self.conversation = self.conversation.with_message(
                 ChatMessage("assistant", spec.text, stats=stats)
             )
             self._save_conversation()
-        self._show_conversation()
+        self._show_conversation(self.chat.spec_view.stream())
+        self.chat.answer_done(self._verdict is not None and self._verdict.divergence is not None)
         if spec is not None:
             speed = f"spec {spec.tok_s:.1f} tok/s"
             if base is not None:
                 speed += f" · base {base.tok_s:.1f} tok/s"
             self.status["speed"].setText(speed)
-            self.status["acceptance"].setText(f"acceptance {spec.acceptance_rate:.0%}")
+            self.status["acceptance"].setText(acceptance_text(spec))
         if done.cancelled:
             lost = self._engine_lost
             self.statusBar().showMessage("The engine crashed." if lost else "Stopped.", 4000)
             if not self._verdict:
                 self.chat.verdict.setText(f"{'engine crashed' if lost else 'stopped'} — no verdict")
+            if self._answer_settings.baseline and base is None:
+                self.chat.baseline_not_run("Not run: the answer was stopped before the baseline.")
         self._update_resources()
         self.answer_finished.emit(done)
 

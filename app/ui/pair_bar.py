@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
@@ -18,9 +19,11 @@ from PySide6.QtWidgets import (
 
 from app.engine.config import DraftSource
 from app.models.library import Library, LibraryError
+from app.ui.elided_label import ElidedLabel
 from app.ui.pair_chooser import SavedPairsDialog, active_pair_name
 
 PAIR_NAME_WIDTH = 160  # px; the full name is in the tooltip
+WIDE_BAR = 1200  # px: narrower bars leave device and memory to the status bar
 
 
 def human_bytes(n: int) -> str:
@@ -63,12 +66,16 @@ class PairBar(QFrame):
             "conversation so far; no second model needed)"
         )
         self.source.currentIndexChanged.connect(
-            lambda _i: self.source_changed.emit(self.source.currentData())
+            # item data comes back as a plain str: make it a DraftSource again
+            lambda _i: self.source_changed.emit(DraftSource(self.source.currentData()))
         )
         layout.addWidget(self.source)
         layout.addSpacing(8)
         self.device = self._pair(layout, "Device")
         self.memory = self._pair(layout, "Memory")
+        self._resource_keys = [
+            w for w in self.findChildren(QLabel) if w.text() in ("Device", "Memory")
+        ]
         layout.addStretch(1)
         self.busy = QProgressBar()
         self.busy.setObjectName("loadProgress")
@@ -77,7 +84,7 @@ class PairBar(QFrame):
         self.busy.setTextVisible(False)
         self.busy.hide()
         layout.addWidget(self.busy)
-        self.status = QLabel("")
+        self.status = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
         self.status.setObjectName("pairStatus")
         layout.addWidget(self.status)
         self.change = QPushButton("Change pair…")
@@ -128,19 +135,22 @@ class PairBar(QFrame):
         self.show_pair_name(active_pair_name(self.target.toolTip() or None))
 
     def show_pair_name(self, name: str | None) -> None:
-        shown = name or "—"
-        metrics = self.pair_name.fontMetrics()
-        self.pair_name.setText(metrics.elidedText(shown, Qt.TextElideMode.ElideRight,
-                                                  PAIR_NAME_WIDTH))
+        self.pair_name.setText(name or "—")  # an ElidedLabel: it elides to the room it has
         self.pair_name.setToolTip(f"Saved pair “{name}”" if name else
                                   "Not a saved pair (files chosen directly)")
 
-    def _pair(self, layout: QHBoxLayout, key: str) -> QLabel:
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        # device and memory are in the status bar too: on a narrow window the names need the room
+        wide = event.size().width() >= WIDE_BAR
+        for widget in (self.device, self.memory, *self._resource_keys):
+            widget.setVisible(wide)
+
+    def _pair(self, layout: QHBoxLayout, key: str) -> ElidedLabel:
         label = QLabel(key)
         label.setProperty("role", "key")
-        value = QLabel("—")
+        value = ElidedLabel("—", tooltip=False)
         value.setObjectName(f"pair{key}")
-        value.setTextInteractionFlags(value.textInteractionFlags())
         layout.addWidget(label)
         layout.addWidget(value)
         layout.addSpacing(8)
@@ -162,10 +172,12 @@ class PairBar(QFrame):
 
     def show_resources(self, device: str, weights_bytes: int, rss_bytes: int | None) -> None:
         self.device.setText(device)
+        self.device.setToolTip(device)
         text = f"weights {human_bytes(weights_bytes)}"
         if rss_bytes:
             text += f" · process {human_bytes(rss_bytes)}"
         self.memory.setText(text)
+        self.memory.setToolTip(text)
 
     def set_busy(self, text: str | None) -> None:
         """Show the busy indicator with ``text``; ``None`` hides it."""

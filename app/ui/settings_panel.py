@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from app.engine.config import AcceptRule
 from app.store.settings import Invalid, Settings, with_field
+from app.ui.theme import CHOICE_LABELS, CHOICES
 
 INVALID_STYLE = "QLineEdit { border: 1px solid #D55E00; background: #FDEBE1; }"
 
@@ -84,6 +85,7 @@ class FieldEdit(QWidget):
         self.reason.setText(reason or "")
         self.reason.setVisible(bool(reason))
         self.edit.setStyleSheet(INVALID_STYLE if reason else "")
+        self._panel.refusal_changed.emit(self._panel.refusal())
 
     def _check(self, text: str) -> Settings | None:
         try:
@@ -101,6 +103,8 @@ class FieldEdit(QWidget):
 
 class SettingsPanel(QScrollArea):
     changed = Signal(object)  # Settings
+    refusal_changed = Signal(str)  # "" when every field holds an accepted value
+    theme_changed = Signal(str)  # one of theme.CHOICES
 
     SAMPLING = ("temperature", "top_k", "top_p", "min_p", "seed", "max_tokens")
     MODELS = ("target_gpu_layers", "draft_gpu_layers", "n_ctx", "n_threads", "weight_repacking")
@@ -175,8 +179,30 @@ class SettingsPanel(QScrollArea):
 
         models = self._group("Models (reload on change)", self.MODELS)
         column.addWidget(models)
+        look = self._group("Appearance", ())
+        self.theme = QComboBox()
+        self.theme.setObjectName("theme")
+        for key in CHOICES:
+            self.theme.addItem(CHOICE_LABELS[key], key)
+        self.theme.setToolTip("Light or dark; by default the system's colour scheme")
+        self.theme.currentIndexChanged.connect(
+            lambda _i: self.theme_changed.emit(str(self.theme.currentData()))
+        )
+        look_form = look.layout()
+        assert isinstance(look_form, QFormLayout)
+        look_form.addRow("Theme", self.theme)
+        column.addWidget(look)
         column.addStretch(1)
+        for box in (self.draft_mode, self.rule):  # long item texts must not widen the panel
+            box.setSizeAdjustPolicy(
+                QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+            )
+            box.setMinimumContentsLength(8)
         self.setWidget(body)
+        # no horizontal scrolling, so never narrower than the form itself
+        self.setMinimumWidth(
+            body.minimumSizeHint().width() + self.verticalScrollBar().sizeHint().width()
+        )
         self.set_settings(settings)
 
     def _group(self, title: str, names: tuple[str, ...]) -> QGroupBox:
@@ -214,12 +240,24 @@ class SettingsPanel(QScrollArea):
         self.rule.setCurrentIndex(max(self.rule.findData(settings.rule), 0))
         self.rule.blockSignals(False)
 
+    def show_theme(self, choice: str) -> None:
+        self.theme.blockSignals(True)
+        self.theme.setCurrentIndex(max(self.theme.findData(choice), 0))
+        self.theme.blockSignals(False)
+
     def update_settings(self, **changes: object) -> None:
         """Change fields that other widgets own (pair, view options) and announce it."""
         self._apply(replace(self._settings, **changes))  # type: ignore[arg-type]
 
     def errors(self) -> dict[str, str]:
         return {name: e for name, f in self.fields.items() if (e := f.error())}
+
+    def refusal(self) -> str:
+        """Why an answer cannot start with the settings as typed ("" when it can)."""
+        reasons = [f"{self.LABELS[name]}: {error}" for name, error in self.errors().items()]
+        if not self.prompt_reason.isHidden():
+            reasons.append(f"System prompt: {self.prompt_reason.text()}")
+        return "; ".join(reasons)
 
     def _apply(self, settings: Settings) -> None:
         if settings != self._settings:
@@ -236,8 +274,10 @@ class SettingsPanel(QScrollArea):
         except Invalid as refused:
             self.prompt_reason.setText(f"Refused: {refused}")
             self.prompt_reason.show()
+            self.refusal_changed.emit(self.refusal())
             return
         self.prompt_reason.hide()
+        self.refusal_changed.emit(self.refusal())
         self._apply(updated)
 
     def flush_pending(self) -> None:

@@ -10,6 +10,14 @@ from enum import Enum
 from typing import Any
 
 from app.engine.events import RunSummary, StepEvent
+from app.engine.exactness import tokens_per_pass
+
+DEFINITIONS = {
+    "acceptance_rate": "drafted tokens accepted ÷ drafted tokens (the window's acceptance)",
+    "tokens_per_pass": "tokens per target forward pass, the bonus/resampled token included",
+    "recent_agreement": "the collapse guard's recent agreement: accepted ÷ judged draft tokens",
+    "break_even": "the agreement below which drafting costs more than it saves",
+}
 
 STEP_COLUMNS = (
     "step",
@@ -19,9 +27,14 @@ STEP_COLUMNS = (
     "verify_ms",
     "other_ms",
     "next_draft_len",
-    "rolling_acceptance",
+    "recent_agreement",
     "break_even",
 )
+FIELD_OF = {"recent_agreement": "rolling_acceptance"}  # column name -> StepEvent field
+
+
+def _column(step: StepEvent, name: str) -> Any:
+    return _plain(getattr(step, FIELD_OF.get(name, name)))
 
 
 @dataclass
@@ -50,6 +63,7 @@ def summary_dict(summary: RunSummary) -> dict[str, Any]:
     data = asdict(summary)
     data.pop("token_ids", None)
     data.pop("text", None)
+    data["tokens_per_pass"] = tokens_per_pass(summary)
     return {k: _plain(v) for k, v in data.items()}
 
 
@@ -58,15 +72,16 @@ def to_csv(stats: AnswerStats) -> str:
     writer = csv.writer(out)
     writer.writerow(STEP_COLUMNS)
     for step in stats.steps:
-        writer.writerow([_plain(getattr(step, name)) for name in STEP_COLUMNS])
+        writer.writerow([_column(step, name) for name in STEP_COLUMNS])
     return out.getvalue()
 
 
 def to_json(stats: AnswerStats) -> str:
     data = {
         "verdict": stats.verdict,
+        "definitions": DEFINITIONS,
         "runs": {mode: summary_dict(s) for mode, s in stats.summaries.items()},
         "guard": list(stats.guard_messages),
-        "steps": [{name: _plain(getattr(s, name)) for name in STEP_COLUMNS} for s in stats.steps],
+        "steps": [{name: _column(s, name) for name in STEP_COLUMNS} for s in stats.steps],
     }
     return json.dumps(data, indent=2) + "\n"

@@ -52,6 +52,7 @@ class TokenView(QPlainTextEdit):
         self.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.viewport().setMouseTracking(True)
         self._style = style
+        self._dark = False
         self._events: list[TokenEvent] = []
         self._starts: list[int] = []
         self._tail = ""
@@ -74,6 +75,11 @@ class TokenView(QPlainTextEdit):
 
     def text(self) -> str:
         return self.toPlainText()
+
+    def stream(self) -> list[TokenEvent | TextTail]:
+        """Every painted token, then the released tail: the answer's text in order."""
+        events: list[TokenEvent | TextTail] = list(self._events)
+        return [*events, TextTail(self._tail)] if self._tail else events
 
     def clear_tokens(self, placeholder: str = "") -> None:
         self._events.clear()
@@ -114,7 +120,7 @@ class TokenView(QPlainTextEdit):
         def emit() -> None:
             if run_text:
                 kind = run_kind or TokenKind.TARGET
-                cursor.insertText("".join(run_text), kind_format(kind, self._style))
+                cursor.insertText("".join(run_text), kind_format(kind, self._style, self._dark))
                 run_text.clear()
 
         for event in events:
@@ -140,12 +146,22 @@ class TokenView(QPlainTextEdit):
         if style == self._style:
             return
         self._style = style
+        self._repaint()
+
+    def set_dark(self, dark: bool) -> None:
+        """Repaint with the text colours meant for a dark (or light) background."""
+        if dark == self._dark:
+            return
+        self._dark = dark
+        self._repaint()
+
+    def _repaint(self) -> None:
         events: list[TokenEvent | TextTail] = list(self._events)
         if self._tail:
             events.append(TextTail(self._tail))
         divergence = self._divergence
         pending = self._pending
-        self.clear_tokens()
+        self.clear_tokens(self.placeholderText())
         self._pending = pending
         self._paint(events)
         if divergence is not None:

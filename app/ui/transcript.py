@@ -1,50 +1,157 @@
-"""The conversation so far, rendered from Markdown (code blocks on a tinted background)."""
+"""The conversation: every message rendered from Markdown, answers coloured by token kind.
+
+Each message is inserted on its own, so its place in the document is known. An assistant
+message that carries its token kinds (``stats["kinds"]``, run lengths over the characters of
+its text) is coloured after rendering: the Markdown source is aligned with the rendered
+text (markup characters have no counterpart), and every rendered character takes the kind
+of the source character it came from. Hovering a coloured character names its kind; for
+the answer just streamed the full token detail is shown. Line breaks inside paragraphs are
+kept (poems and lists do not run together), except inside code blocks, which keep theirs.
+"""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
 
-from PySide6.QtCore import QByteArray, QUrl
-from PySide6.QtGui import QColor, QFontDatabase, QTextBlockFormat, QTextCursor, QTextFormat
-from PySide6.QtWidgets import QTextBrowser, QWidget
+from PySide6.QtCore import QByteArray, QEvent, QUrl
+from PySide6.QtGui import (
+    QColor,
+    QFontDatabase,
+    QHelpEvent,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+    QTextFormat,
+)
+from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
+from app.engine.events import TextTail, TokenEvent, TokenKind
 from app.store.conversations import ChatMessage
+from app.ui.palette import KIND_LABELS, kind_format
+from app.ui.theme import CODE_BACKGROUND
+from app.ui.token_view import token_tooltip
 
-CODE_BACKGROUND = "#F3F4F6"
 WELCOME = (
     "### New chat\n\n"
-    "Ask something. The **speculative** answer streams below with every token coloured by "
-    "how it was produced (hover a token for details); the **baseline** pane answers the same "
-    "prompt with the target alone, so you can compare speed and text.\n\n"
+    "Ask something. The answer appears here, every token coloured by how it was produced "
+    "(hover a token for details). Under it, the token stream and the **target-only** "
+    "answer to the same prompt compare speed and text.\n\n"
     "Enter sends, Shift+Enter adds a line."
 )
 NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
+KIND_CODES = {
+    TokenKind.ACCEPTED: "a",
+    TokenKind.RESAMPLED: "r",
+    TokenKind.BONUS: "b",
+    TokenKind.TARGET: "t",
+}
+CODE_KINDS = {code: kind for kind, code in KIND_CODES.items()}
+STOP_WORDS = {
+    "eog": "finished",
+    "max_tokens": "cut off at Max tokens",
+    "stop_string": "stop string",
+    "cancelled": "stopped",
+    "context_full": "context full",
+}
 
 
-def _meta(message: ChatMessage) -> str:
-    stats = message.stats
+def kinds_of(events: Sequence[TokenEvent | TextTail]) -> list[list[object]]:
+    """Run-length token kinds over the characters of an answer: [[code, characters], ...]."""
+    runs: list[list[object]] = []
+    for event in events:
+        code = KIND_CODES[event.kind] if isinstance(event, TokenEvent) else "t"
+        text = event.piece if isinstance(event, TokenEvent) else event.text
+        if not text:
+            continue
+        if runs and runs[-1][0] == code:
+            runs[-1][1] = int(runs[-1][1]) + len(text)  # type: ignore[call-overload]
+        else:
+            runs.append([code, len(text)])
+    return runs
+
+
+def char_kinds(runs: object, length: int) -> list[TokenKind] | None:
+    """Per-character kinds from stored runs; None when they do not fit the text."""
+    if not isinstance(runs, list):
+        return None
+    kinds: list[TokenKind] = []
+    for run in runs:
+        if not (isinstance(run, list) and len(run) == 2 and run[0] in CODE_KINDS):
+            return None
+        count = run[1]
+        if not isinstance(count, int) or count < 0 or len(kinds) + count > length:
+            return None
+        kinds += [CODE_KINDS[run[0]]] * count
+    return kinds if len(kinds) == length else None
+
+
+def keep_line_breaks(markdown: str) -> str:
+    """Hard line breaks for single newlines outside code fences (Markdown joins them)."""
+    lines = markdown.split("\n")
+    fenced = False
+    out = []
+    for index, line in enumerate(lines):
+        stripped = line.lstrip()
+        if stripped.startswith(("```", "~~~")):
+            fenced = not fenced
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        joins = line.strip() and following.strip() and not fenced
+        if joins and not stripped.startswith(("```", "~~~")) and not line.endswith("  "):
+            line += "  "
+        out.append(line)
+    return "\n".join(out)
+
+
+def align(source: str, rendered: str) -> list[int]:
+    """For each source character, the index of the rendered character it became (-1: markup)."""
+    mapping = [-1] * len(source)
+    j = 0
+    for i, char in enumerate(source):
+        if j >= len(rendered):
+            break
+        shown = rendered[j]
+        if char == shown or (char.isspace() and shown.isspace()):
+            mapping[i] = j
+            j += 1
+    return mapping
+
+
+def stats_line(stats: dict[str, object]) -> str:
     bits = []
-    if "spec_tok_s" in stats:
+    if isinstance(stats.get("tokens"), int):
+        bits.append(f"{stats['tokens']} tokens")
+    if isinstance(stats.get("spec_tok_s"), int | float):
         bits.append(f"{stats['spec_tok_s']:.1f} tok/s")
-    if stats.get("verdict"):
-        bits.append(str(stats["verdict"]))
+    drafted, accepted = stats.get("drafted"), stats.get("accepted")
+    if isinstance(drafted, int) and isinstance(accepted, int):
+        bits.append(f"accepted {accepted}/{drafted} drafted" if drafted else "nothing drafted")
+    stop = stats.get("stop_reason")
     if stats.get("stopped"):
         bits.append("stopped")
-    return f" · {' · '.join(bits)}" if bits else ""
+    elif isinstance(stop, str):
+        bits.append(STOP_WORDS.get(stop, stop))
+    pair = stats.get("pair")
+    if isinstance(pair, str) and pair:
+        bits.append(pair)
+    return " · ".join(bits)
 
 
-def conversation_markdown(messages: Sequence[ChatMessage], pending: bool = False) -> str:
-    parts = []
-    for message in messages:
-        if message.role == "system":
-            continue
-        header = f"**{NAMES.get(message.role, message.role)}**"
-        if message.role == "assistant":
-            header += _meta(message)
-        parts.append(f"{header}\n\n{message.content.strip() or '_(empty answer)_'}")
-    if pending:
-        parts.append("**Assistant**\n\n_answering… (streaming in the panes below)_")
-    return "\n\n---\n\n".join(parts)
+def _plain_block(cursor: QTextCursor) -> None:
+    """A new paragraph that inherits nothing (not the code fence, not the rule above it)."""
+    cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+
+
+@dataclass
+class _Coloured:
+    """Where one coloured answer sits in the document, and what each character was."""
+
+    start: int  # document position of the rendered body
+    positions: list[int]  # document position of each coloured rendered character
+    kinds: list[TokenKind]
+    tokens: list[TokenEvent | None]
 
 
 class Transcript(QTextBrowser):
@@ -52,6 +159,15 @@ class Transcript(QTextBrowser):
         super().__init__(parent)
         self.setObjectName("transcript")
         self.setOpenExternalLinks(True)
+        self.viewport().setMouseTracking(True)
+        self._dark = False
+        self._style = "colour"
+        self._shown: tuple[Sequence[ChatMessage], bool, Sequence[TokenEvent | TextTail]] = (
+            (),
+            False,
+            (),
+        )
+        self._coloured: list[_Coloured] = []
 
     def loadResource(self, kind: int, name: QUrl | str) -> object:  # noqa: N802 - Qt override
         """Nothing is loaded for the text shown here: messages come from files and models, and
@@ -59,12 +175,136 @@ class Transcript(QTextBrowser):
         An empty (but valid) answer, since on a null one QTextDocument reads the file itself."""
         return QByteArray()
 
-    def show_messages(self, messages: Sequence[ChatMessage], pending: bool = False) -> None:
-        text = conversation_markdown(messages, pending)
-        self.setMarkdown(text or WELCOME)
+    def set_dark(self, dark: bool) -> None:
+        if dark != self._dark:
+            self._dark = dark
+            self.show_messages(*self._shown)
+
+    def set_style(self, style: str) -> None:
+        if style != self._style:
+            self._style = style
+            self.show_messages(*self._shown)
+
+    def show_messages(
+        self,
+        messages: Sequence[ChatMessage],
+        pending: bool = False,
+        last_events: Sequence[TokenEvent | TextTail] = (),
+    ) -> None:
+        """Render the conversation; ``last_events`` give the last answer's token detail."""
+        self._shown = (messages, pending, last_events)
+        self._coloured = []
+        self.clear()
+        visible = [m for m in messages if m.role != "system"]
+        if not visible and not pending:
+            self.setMarkdown(WELCOME)
+        cursor = QTextCursor(self.document())
+        for index, message in enumerate(visible):
+            if index:
+                self._rule(cursor)
+            cursor.insertMarkdown(f"**{NAMES.get(message.role, message.role)}**")
+            _plain_block(cursor)
+            start = cursor.position()
+            body = message.content.strip("\n") or "*(empty answer)*"
+            cursor.insertMarkdown(keep_line_breaks(body))
+            if message.role == "assistant":
+                last = index == len(visible) - 1
+                self._colour(message, start, cursor.position(), last_events if last else ())
+                line = stats_line(message.stats)
+                if message.stats.get("stop_reason") == "max_tokens":
+                    line += " — raise Max tokens and Regenerate for the rest"
+                if line:
+                    _plain_block(cursor)
+                    cursor.insertHtml(f"<span style='font-size: small;'>{escape(line)}</span>")
+        if pending:
+            if visible:
+                self._rule(cursor)
+            cursor.insertMarkdown("**Assistant**")
+            _plain_block(cursor)
+            cursor.insertMarkdown("*answering… (the token stream is below)*")
         self._tint_code_blocks()
         bar = self.verticalScrollBar()
         bar.setValue(bar.maximum())
+
+    @staticmethod
+    def _rule(cursor: QTextCursor) -> None:
+        _plain_block(cursor)
+        cursor.insertHtml("<hr/>")
+        _plain_block(cursor)
+
+    # --- colouring -----------------------------------------------------------------------
+
+    def _colour(
+        self,
+        message: ChatMessage,
+        start: int,
+        end: int,
+        events: Sequence[TokenEvent | TextTail],
+    ) -> None:
+        source = message.content.strip("\n")
+        offset = len(message.content) - len(message.content.lstrip("\n"))
+        kinds = char_kinds(message.stats.get("kinds"), len(message.content))
+        if kinds is None or self._style == "off":
+            return
+        kinds = kinds[offset : offset + len(source)]
+        tokens: list[TokenEvent | None] = []
+        for event in events:
+            text = event.piece if isinstance(event, TokenEvent) else event.text
+            tokens += [event if isinstance(event, TokenEvent) else None] * len(text)
+        tokens = tokens[offset : offset + len(source)] if len(tokens) >= len(source) else []
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(start)
+        cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+        rendered = cursor.selectedText()
+        units = [0]
+        for char in rendered:
+            units.append(units[-1] + (2 if ord(char) > 0xFFFF else 1))
+        mapping = align(source, rendered)
+        shown = _Coloured(start, [], [], [])
+        for i, j in enumerate(mapping):
+            if j >= 0 and not rendered[j].isspace():
+                shown.positions.append(start + units[j])
+                shown.kinds.append(kinds[i])
+                shown.tokens.append(tokens[i] if tokens else None)
+        self._coloured.append(shown)
+        positions, kinds_shown = shown.positions, shown.kinds
+        first = 0
+        for k in range(1, len(positions) + 1):
+            same_run = k < len(positions) and kinds_shown[k] is kinds_shown[first]
+            if same_run and positions[k] == positions[k - 1] + 1:
+                continue
+            self._paint(positions[first], positions[k - 1] + 1, kinds_shown[first])
+            first = k
+
+    def _paint(self, begin: int, end: int, kind: TokenKind) -> None:
+        fmt = kind_format(kind, self._style, self._dark)
+        if fmt == QTextCharFormat():
+            return
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(begin)
+        cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+        cursor.mergeCharFormat(fmt)
+
+    def kind_at(self, position: int) -> tuple[TokenKind, TokenEvent | None] | None:
+        for shown in self._coloured:
+            index = bisect_right(shown.positions, position) - 1
+            if index >= 0 and shown.positions[index] == position:
+                return shown.kinds[index], shown.tokens[index]
+        return None
+
+    def viewportEvent(self, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent):
+            cursor = self.cursorForPosition(event.pos())
+            position = cursor.position()
+            if event.pos().x() < self.cursorRect(cursor).x() and position > 0:
+                position -= 1
+            found = self.kind_at(position)
+            if found is not None:
+                kind, token = found
+                text = token_tooltip(token) if token else f"<b>{escape(KIND_LABELS[kind])}</b>"
+                QToolTip.showText(event.globalPos(), text, self.viewport())
+                return True
+        return super().viewportEvent(event)
 
     def _tint_code_blocks(self) -> None:
         mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
@@ -74,14 +314,14 @@ class Transcript(QTextBrowser):
             fmt = block.blockFormat()
             if fmt.hasProperty(QTextFormat.Property.BlockCodeFence) or fmt.nonBreakableLines():
                 tinted = QTextBlockFormat(fmt)
-                tinted.setBackground(QColor(CODE_BACKGROUND))
+                tinted.setBackground(QColor(CODE_BACKGROUND[self._dark]))
                 tinted.setLeftMargin(8)
                 cursor.setPosition(block.position())
                 cursor.setBlockFormat(tinted)
                 cursor.movePosition(
                     QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor
                 )
-                char = cursor.charFormat()
-                char.setFont(mono)
+                char = QTextCharFormat()  # the font only: token colours stay
+                char.setFontFamilies([mono.family()])
                 cursor.mergeCharFormat(char)
             block = block.next()

@@ -37,6 +37,7 @@ from app.engine.engine_host import (
     PairInfo,
 )
 from app.engine.events import Event, RunSummary, StopReason, TokenEvent
+from app.engine.exactness import Comparison
 from app.errors import (
     ContextOverflowError,
     GenerationCancelled,
@@ -106,21 +107,7 @@ class EventBatch:
 @dataclass(frozen=True)
 class Verdict:
     request_id: int
-    speedup: float | None
-    identical: bool | None
-    first_divergence: int | None
-    margin: float | None
-    spec_tok_s: float
-    base_tok_s: float | None
-
-    def describe(self) -> str:
-        speed = f"speedup ×{self.speedup:.2f}" if self.speedup is not None else "baseline off"
-        if self.identical is None:
-            return f"{speed} — {self.spec_tok_s:.1f} tok/s"
-        if self.identical:
-            return f"{speed} — identical"
-        margin = f"{self.margin:.3f}" if self.margin is not None else "?"
-        return f"{speed} — diverged at token {self.first_divergence} (near-tie margin {margin})"
+    comparison: Comparison | None  # None when no baseline ran to the end; text: exactness.judge
 
 
 @dataclass(frozen=True)
@@ -388,21 +375,10 @@ class EngineWorker(QObject):
                 base = None
         cancelled = job.cancel.is_set() or spec.stop_reason is StopReason.CANCELLED
         if not cancelled:
+            comparison = None
             if base is not None and base.stop_reason is not StopReason.CANCELLED:
                 comparison = host.compare(prompt, spec.token_ids, base.token_ids)
-                self.verdict.emit(
-                    Verdict(
-                        request_id,
-                        spec.tok_s / base.tok_s if base.tok_s > 0 else None,
-                        comparison.identical,
-                        comparison.first_divergence,
-                        comparison.margin,
-                        spec.tok_s,
-                        base.tok_s,
-                    )
-                )
-            else:
-                self.verdict.emit(Verdict(request_id, None, None, None, None, spec.tok_s, None))
+            self.verdict.emit(Verdict(request_id, comparison))
         self.done.emit(JobDone(request_id, cancelled, spec, base, len(prompt)))
 
     def _stream(

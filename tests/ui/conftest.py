@@ -1,14 +1,20 @@
-"""UI test fixtures: offscreen Qt, isolated config/data dirs, and a leak check after every test.
+"""UI test fixtures: offscreen Qt, isolated config/data dirs, and checks after every test.
 
 The autouse ``no_live_threads_or_timers`` fixture fails a test that leaves a QThread running
 or a QTimer active behind it (found through the QApplication's object tree, every top-level
 widget's children, and the garbage collector's view of Python-owned Qt objects).
+
+The autouse ``no_exceptions_in_slots`` fixture fails a test when an exception escapes a Qt
+slot or virtual method: Qt cannot propagate it, so PySide hands it to ``sys.excepthook``,
+where this fixture records it (from setup to the end of teardown, window closing included).
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import sys
+import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -68,6 +74,38 @@ def no_live_threads_or_timers(qapp: QApplication) -> Iterator[None]:
         pytest.fail("left behind by the test: " + "; ".join(problems))
 
 
+class SlotErrors:
+    """Exceptions that reached ``sys.excepthook`` while installed."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self._previous = sys.excepthook
+
+    def hook(self, kind, value, tb) -> None:  # noqa: ANN001
+        self.errors.append("".join(traceback.format_exception(kind, value, tb)))
+
+    def install(self) -> None:
+        self._previous = sys.excepthook
+        sys.excepthook = self.hook
+
+    def uninstall(self) -> None:
+        sys.excepthook = self._previous
+
+
+@pytest.fixture(autouse=True)
+def no_exceptions_in_slots(qapp: QApplication) -> Iterator[SlotErrors]:
+    capture = SlotErrors()
+    capture.install()
+    try:
+        yield capture
+        for _ in range(3):
+            qapp.processEvents()
+    finally:
+        capture.uninstall()
+    if capture.errors:
+        pytest.fail("an exception escaped a Qt slot:\n" + "\n".join(capture.errors))
+
+
 @pytest.fixture
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point the settings and conversation stores at a fresh directory."""
@@ -96,6 +134,9 @@ def make_window(isolated: Path, qtbot) -> Iterator[Callable[..., object]]:  # no
         if window.isVisible() or window.client.running:
             window.close()
         window.deleteLater()
+    app = QApplication.instance()
+    if isinstance(app, QApplication):  # a dark theme chosen in one test stays in that test
+        app.setPalette(app.style().standardPalette())
 
 
 def load(window, qtbot, target: Path, draft: Path | None, timeout: int = 60_000):  # noqa: ANN001, ANN201

@@ -15,12 +15,13 @@ from PySide6.QtGui import QColor, QTextCursor
 from app.engine.config import DraftSource
 from app.engine.events import StopReason, TokenKind
 from app.store.settings import Settings, SettingsStore
-from app.ui.palette import KIND_COLOURS
+from app.ui.palette import KIND_COLOURS, text_colour
 from app.ui.token_view import token_tooltip
 from tests.ui.conftest import ask, load
 
 VERDICT = re.compile(
-    r"^speedup ×\d+\.\d\d — (identical|diverged at token \d+ \(near-tie margin -?\d+\.\d+\))$"
+    r"^.+ tok/s.* — (identical to target-only"
+    r"|diverged at token \d+ \((near-tie|NOT a near-tie), margin -?\d+\.\d+\))$"
 )
 FAST = Settings(max_tokens=48, n_ctx=1024, temperature=0.0, seed=1, n_threads=1)
 
@@ -44,7 +45,7 @@ def test_answer_is_coloured_compared_and_charted(make_window, qtbot, tiny_pair, 
     assert kinds & {TokenKind.ACCEPTED, TokenKind.BONUS, TokenKind.RESAMPLED}
     coloured = 0
     for index, event in enumerate(spec.events):
-        colour = KIND_COLOURS[event.kind]
+        colour = text_colour(event.kind)
         start, end = spec.token_span(index) or (0, 0)
         if colour is None or not event.piece.strip() or end <= start:
             continue
@@ -84,7 +85,7 @@ def test_answer_is_coloured_compared_and_charted(make_window, qtbot, tiny_pair, 
     assert cursor.charFormat().fontUnderline()
     window.chat.style_box.setCurrentIndex(window.chat.style_box.findData("off"))
     assert _foreground_at(spec, spec.token_span(first)[0]) != QColor(
-        KIND_COLOURS[spec.events[first].kind]
+        text_colour(spec.events[first].kind)
     )
     assert SettingsStore().load().colour_style == "off"
 
@@ -215,8 +216,8 @@ def test_settings_persist_and_invalid_values_are_refused(make_window, qtbot) -> 
     window.settings_panel.rule.setCurrentIndex(1)
     window.settings_panel.system_prompt.setPlainText("Be brief.")
     window.chat.baseline_box.setChecked(False)
-    window.splitter.setSizes([300, 200, 240])
-    sizes = window.splitter.sizes()
+    window.chat.split.setSizes([200, 300])
+    sizes = window.chat.split.sizes()
     window.close()
 
     again = make_window()
@@ -233,7 +234,7 @@ def test_settings_persist_and_invalid_values_are_refused(make_window, qtbot) -> 
     assert not again.chat.baseline_box.isChecked()
     qtbot.waitExposed(again)
     assert again.size() == window.size()
-    assert again.splitter.sizes() == sizes
+    assert again.chat.split.sizes() == sizes
 
 
 def test_conversation_survives_restart(make_window, qtbot, tiny_pair, isolated) -> None:
@@ -276,7 +277,7 @@ def test_regenerate_copy_and_new_chat(make_window, qtbot, tiny_pair) -> None:
     load(window, qtbot, *tiny_pair)
     ask(window, qtbot, "hello the model")
     assert window.chat.base_box.isHidden()
-    assert window.chat.verdict.text().startswith("baseline off")
+    assert window.chat.verdict.text().startswith("baseline not run")
     first = window.conversation.messages[-1]
     with qtbot.waitSignal(window.answer_finished, timeout=60_000):
         qtbot.mouseClick(window.chat.regenerate, Qt.MouseButton.LeftButton)

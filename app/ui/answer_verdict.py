@@ -1,0 +1,81 @@
+"""The verdict of the answer on screen (judged by ``exactness.judge``), the guard banner's
+words, and what a saved answer keeps beside its text."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from app.engine.config import AcceptRule, SpecConfig
+from app.engine.events import GuardEvent, RunSummary, TextTail, TokenEvent
+from app.engine.exactness import Comparison, Judgement, judge, percent_pair, tokens_per_pass
+from app.store.settings import Settings
+from app.ui.stats_export import AnswerStats
+from app.ui.transcript import kinds_of
+from app.workers.engine_worker import PairLoaded
+
+
+def position_keyed(summary: RunSummary) -> bool:
+    # RunSummary.position_keyed (on main since e3e8266); absent before the merge: not used
+    return bool(getattr(summary, "position_keyed", False))
+
+
+def judge_answer(
+    stats: AnswerStats, comparison: Comparison | None, settings: Settings
+) -> Judgement | None:
+    spec = stats.summaries.get("speculative")
+    if spec is None:
+        return None
+    return judge(
+        spec,
+        stats.summaries.get("baseline"),
+        comparison,
+        temperature=settings.temperature,
+        rule=AcceptRule(settings.rule),
+        position_keyed=position_keyed(spec),
+        steps=stats.steps,
+    )
+
+
+def guard_text(event: GuardEvent, spec: SpecConfig) -> str:
+    """What the collapse guard did, with figures precise enough to tell them apart."""
+    agreement, break_even = percent_pair(event.acceptance, event.break_even)
+    if event.paused:
+        return (
+            f"<b>Drafting paused</b> at step {event.step}: the draft's recent agreement "
+            f"{agreement} (accepted ÷ judged draft tokens over the last "
+            f"{spec.guard_window} steps) is below the break-even "
+            f"{break_even}. The target answers alone; the draft is probed again in "
+            f"{spec.probe_every} tokens."
+        )
+    return (
+        f"<b>Drafting resumed</b> at step {event.step}: probing the draft again after "
+        f"{spec.probe_every} target-only tokens."
+    )
+
+
+def answer_details(
+    spec: RunSummary,
+    stream: Sequence[TokenEvent | TextTail],
+    settings: Settings,
+    pair: PairLoaded | None,
+) -> dict[str, object]:
+    """What a saved answer keeps beside its text: figures, token kinds, the pair, the settings."""
+    details: dict[str, object] = {
+        "accepted": spec.accepted,
+        "drafted": spec.drafted,
+        "tokens_per_pass": round(tokens_per_pass(spec), 3),
+        "kinds": kinds_of(stream),
+        "settings": {
+            "temperature": settings.temperature,
+            "rule": settings.rule,
+            "draft_max": settings.draft_max,
+            "draft_adaptive": settings.draft_adaptive,
+            "seed": settings.seed,
+            "max_tokens": settings.max_tokens,
+        },
+    }
+    if pair is not None:
+        draft = Path(pair.draft_path).name if pair.draft_path else "n-gram drafting"
+        details["pair"] = f"{Path(pair.target_path).name} + {draft}"
+    return details
