@@ -124,12 +124,6 @@ def rate(tok_s: float) -> str:
     return f"{tok_s:.1f}" if tok_s >= 10 else f"{tok_s:.2f}"
 
 
-def tokens_per_pass(summary: RunSummary) -> float:
-    """Mean tokens per target pass, the bonus/resampled token included (vLLM's figure)."""
-    per_token = summary.target_passes_per_token
-    return 1.0 / per_token if per_token > 0 else 0.0
-
-
 def acceptance_text(summary: RunSummary) -> str:
     """The one acceptance figure: drafted tokens accepted ÷ drafted."""
     if not summary.drafted:
@@ -137,7 +131,7 @@ def acceptance_text(summary: RunSummary) -> str:
     return (
         f"acceptance {summary.acceptance_rate * 100:.0f} %"
         f" ({summary.accepted}/{summary.drafted} drafted)"
-        f" · {tokens_per_pass(summary):.2f} tokens/pass"
+        f" · {summary.tokens_per_pass:.2f} tokens/pass"
     )
 
 

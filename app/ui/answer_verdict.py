@@ -8,16 +8,11 @@ from pathlib import Path
 
 from app.engine.config import AcceptRule, SpecConfig
 from app.engine.events import GuardEvent, RunSummary, TextTail, TokenEvent
-from app.engine.exactness import Comparison, Judgement, judge, percent_pair, tokens_per_pass
+from app.engine.exactness import Comparison, Judgement, judge, percent_pair
 from app.store.settings import Settings
 from app.ui.stats_export import AnswerStats
 from app.ui.transcript import kinds_of
 from app.workers.engine_worker import PairLoaded
-
-
-def position_keyed(summary: RunSummary) -> bool:
-    # RunSummary.position_keyed (on main since e3e8266); absent before the merge: not used
-    return bool(getattr(summary, "position_keyed", False))
 
 
 def judge_answer(
@@ -32,25 +27,38 @@ def judge_answer(
         comparison,
         temperature=settings.temperature,
         rule=AcceptRule(settings.rule),
-        position_keyed=position_keyed(spec),
+        position_keyed=spec.position_keyed,
         steps=stats.steps,
     )
 
 
 def guard_text(event: GuardEvent, spec: SpecConfig) -> str:
-    """What the collapse guard did, with figures precise enough to tell them apart."""
-    agreement, break_even = percent_pair(event.acceptance, event.break_even)
-    if event.paused:
-        return (
-            f"<b>Drafting paused</b> at step {event.step}: the draft's recent agreement "
-            f"{agreement} (accepted ÷ judged draft tokens over the last "
-            f"{spec.guard_window} steps) is below the break-even "
-            f"{break_even}. The target answers alone; the draft is probed again in "
-            f"{spec.probe_every} tokens."
+    """What the collapse guard did and why, with figures precise enough to tell apart."""
+    if not event.paused:
+        return f"<b>Drafting resumed</b> at step {event.step}: probing the draft again."
+    probe = event.probe_in or spec.probe_every
+    then = f"The target answers alone; the draft is probed again in {probe} tokens."
+    if event.reason == "cost":
+        cost = (
+            f"a draft pass costs {event.draft_cost_fraction * 100:.0f} % of a target pass"
+            if event.draft_cost_fraction is not None
+            else "drafting costs more than it saves"
         )
+        speed = (
+            f" and drafting steps ran at {event.speed_ratio:.2f}× the target-only speed"
+            if event.speed_ratio is not None
+            else ""
+        )
+        return (
+            f"<b>Drafting paused</b> at step {event.step}: {cost}{speed}, so it cannot pay "
+            f"at this agreement ({event.acceptance * 100:.1f} %). {then} {event.advice}"
+        )
+    agreement, break_even = percent_pair(event.acceptance, event.break_even)
     return (
-        f"<b>Drafting resumed</b> at step {event.step}: probing the draft again after "
-        f"{spec.probe_every} target-only tokens."
+        f"<b>Drafting paused</b> at step {event.step}: the draft's recent agreement "
+        f"{agreement} (accepted ÷ judged draft tokens over the last "
+        f"{spec.guard_window} steps) is below the break-even {break_even}. {then} "
+        f"{event.advice}"
     )
 
 
@@ -64,7 +72,7 @@ def answer_details(
     details: dict[str, object] = {
         "accepted": spec.accepted,
         "drafted": spec.drafted,
-        "tokens_per_pass": round(tokens_per_pass(spec), 3),
+        "tokens_per_pass": round(spec.tokens_per_pass, 3),
         "kinds": kinds_of(stream),
         "settings": {
             "temperature": settings.temperature,

@@ -10,7 +10,6 @@ from enum import Enum
 from typing import Any
 
 from app.engine.events import RunSummary, StepEvent
-from app.engine.exactness import tokens_per_pass
 
 DEFINITIONS = {
     "acceptance_rate": "drafted tokens accepted ÷ drafted tokens (the window's acceptance)",
@@ -63,7 +62,7 @@ def summary_dict(summary: RunSummary) -> dict[str, Any]:
     data = asdict(summary)
     data.pop("token_ids", None)
     data.pop("text", None)
-    data["tokens_per_pass"] = tokens_per_pass(summary)
+    data["tokens_per_pass"] = summary.tokens_per_pass
     return {k: _plain(v) for k, v in data.items()}
 
 

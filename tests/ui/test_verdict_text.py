@@ -79,6 +79,17 @@ def test_guard_banner_tells_its_figures_apart() -> None:
     assert "probed again in 16 tokens" in text and "last 8 steps" in text
 
 
+def test_guard_banner_says_a_cost_pause_is_about_cost_and_what_to_do() -> None:
+    event = GuardEvent(True, 0.86, 0.99, 12, reason="cost", speed_ratio=0.61,
+                       draft_cost_fraction=0.74, probe_in=64)
+    text = guard_text(event, SpecConfig())
+    assert "a draft pass costs 74 % of a target pass" in text
+    assert "0.61× the target-only speed" in text
+    assert "probed again in 64 tokens" in text  # the doubled interval, not the setting
+    assert "below the break-even" not in text
+    assert "smaller draft" in text and "n-gram" in text
+
+
 def test_window_shows_the_engines_comparison(make_window) -> None:
     window = make_window()
     window.charts.ingest(EventBatch(1, "speculative", (SPEC,), 1.0, 96))

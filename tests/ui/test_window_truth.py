@@ -13,7 +13,6 @@ from PySide6.QtGui import QColor, QImage, QPalette, QTextCursor, QTextFormat
 
 from app.engine.config import DraftSource
 from app.engine.events import RunSummary, StepEvent, StopReason, TokenKind
-from app.engine.exactness import tokens_per_pass
 from app.store.settings import Settings
 from app.workers.engine_worker import EventBatch
 from tests.ui.conftest import ask, load
@@ -126,7 +125,7 @@ def test_one_acceptance_figure_in_status_chart_and_export(
     figure = f"{spec.acceptance_rate * 100:.0f} %"
     status = window.status["acceptance"].text()
     assert status.startswith(f"acceptance {figure}") and f"{spec.accepted}/{spec.drafted}" in status
-    assert f"{tokens_per_pass(spec):.2f} tokens/pass" in status
+    assert f"{spec.tokens_per_pass:.2f} tokens/pass" in status
     run_so_far = window.charts.acceptance.view()[-1, 2]
     assert run_so_far == pytest.approx(spec.acceptance_rate)
     window.charts.export_stats(isolated / "run.json")
@@ -137,7 +136,7 @@ def test_one_acceptance_figure_in_status_chart_and_export(
     assert "acceptance_rate" in data["definitions"]
     assert all("recent_agreement" in step for step in data["steps"])  # the guard's figure
     assert data["runs"]["speculative"]["tokens_per_pass"] == pytest.approx(
-        tokens_per_pass(spec), abs=1e-4
+        spec.tokens_per_pass, abs=1e-4
     )
 
 
