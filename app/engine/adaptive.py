@@ -405,8 +405,11 @@ class DraftController:
             return self._pause("disagreement", self.economics.ratio(self.costs))
         ratio = self.economics.ratio(self.costs)
         steps = self.economics.steps
+        # A probe after a failed one is judged on fewer steps: drafting has already been seen
+        # to lose on this pair, and every probing step it loses again is paid in full.
+        judged_after = 3 if self._failed_probes else max(window, 3)
         if ratio is not None and (
-            (steps >= 3 and ratio < 0.8) or (steps >= max(window, 3) and ratio < 1.0)
+            (steps >= 3 and ratio < 0.8) or (steps >= judged_after and ratio < 1.0)
         ):
             # slow because the draft disagrees, or because it costs too much while agreeing
             disagrees = bool(self._window) and self.rolling_acceptance < self.break_even()

@@ -153,3 +153,31 @@ def test_ngram_index_proposes_exactly_what_the_scan_does() -> None:
     index = NgramIndex(3)
     assert index.propose([1, 2, 3, 1, 2], k=3) == [3, 1, 2]
     assert index.propose([7, 8, 9, 7], k=2) == [8, 9]
+
+
+def test_a_probe_after_a_failed_one_is_judged_within_three_steps() -> None:
+    from app.engine.adaptive import DraftController
+
+    controller = DraftController(SpecConfig(guard_window=8, probe_every=4, draft_max=4))
+    controller.costs.observe_draft(30.0)  # a draft pass costs 30 % of a target pass
+    controller.costs.observe_verify(1, 100.0)
+    controller.costs.observe_verify(5, 110.0)
+    controller.economics.observe_target_only(100.0)  # 100 ms a token target-only
+    for _ in range(8):  # every draft accepted, but 3 tokens cost 330 ms: a slight loss
+        controller.observe_step(drafted=2, accepted=2)
+        controller.observe_step_cost(paid_draft=True, tokens=3, ms=330.0, host_ms=1.0)
+        decision = controller.check_pause()
+        if decision:
+            break
+    assert decision is not None and decision.reason == "cost"
+    assert controller.economics.steps == 8  # the first judgement waits for a full window
+    for _ in range(decision.probe_in):
+        controller.tick_paused()
+    assert not controller.paused  # probing again
+    steps = 0
+    while controller.check_pause() is None:
+        controller.observe_step(drafted=2, accepted=2)
+        controller.observe_step_cost(paid_draft=True, tokens=3, ms=330.0, host_ms=1.0)
+        steps += 1
+        assert steps <= 3
+    assert controller.probe_in == 2 * decision.probe_in  # the next probe waits twice as long
