@@ -297,6 +297,7 @@ class DraftController:
         self.calibration = calibration or ConfidenceCalibration()
         self.acceptance = _Ema(value=0.8, alpha=0.15)  # per drafted token, optimistic prior
         self._window: deque[tuple[int, int]] = deque(maxlen=config.guard_window)
+        self._drafted: deque[int] = deque(maxlen=config.guard_window)  # block lengths drafted
         self.economics = Economics(config.guard_window)
         self.paused = False
         self._paused_tokens = 0
@@ -325,6 +326,7 @@ class DraftController:
         tried = accepted + 1 if accepted < drafted else drafted
         self.acceptance.update(accepted / tried)
         self._window.append((accepted, tried))
+        self._drafted.append(drafted)
 
     def observe_step_cost(
         self, *, paid_draft: bool, tokens: int, ms: float, host_ms: float
@@ -373,7 +375,10 @@ class DraftController:
         return best_k
 
     def break_even(self) -> float:
-        return self.costs.break_even(max(self.draft_len, 1))
+        """Break-even agreement for the blocks actually drafted lately (a confidence-driven
+        draft stops early: its ceiling says nothing about the blocks it drafts)."""
+        k = round(sum(self._drafted) / len(self._drafted)) if self._drafted else self.draft_len
+        return self.costs.break_even(max(k, 1))
 
     # --- the guard -----------------------------------------------------------------------------
 
@@ -439,6 +444,7 @@ class DraftController:
         if self._paused_tokens >= self.probe_in:
             self.paused = False
             self._window.clear()
+            self._drafted.clear()
             self.economics.clear()
             return True
         return False

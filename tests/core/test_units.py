@@ -181,3 +181,17 @@ def test_a_probe_after_a_failed_one_is_judged_within_three_steps() -> None:
         steps += 1
         assert steps <= 3
     assert controller.probe_in == 2 * decision.probe_in  # the next probe waits twice as long
+
+
+def test_break_even_follows_the_blocks_actually_drafted() -> None:
+    from app.engine.adaptive import DraftController
+
+    controller = DraftController(SpecConfig(draft_max=16))
+    controller.costs.observe_draft(20.0)
+    controller.costs.observe_verify(1, 100.0)
+    controller.costs.observe_verify(17, 180.0)
+    ceiling = controller.costs.break_even(16)
+    for _ in range(8):  # a confidence-driven draft that stops after two tokens
+        controller.observe_step(drafted=2, accepted=1)
+    assert controller.break_even() == pytest.approx(controller.costs.break_even(2))
+    assert controller.break_even() < ceiling
