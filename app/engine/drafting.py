@@ -52,6 +52,13 @@ class DrafterCounters:
     def acceptance(self) -> float:
         return self.accepted / self.drafted if self.drafted else 0.0
 
+    def count(self, block: DraftBlock, accepted: int) -> None:
+        self.blocks += 1
+        self.drafted += len(block.tokens)
+        self.accepted += accepted
+        self.passes += block.passes
+        self.ms += block.ms
+
 
 @dataclass(frozen=True)
 class DraftLimits:
@@ -86,12 +93,7 @@ class _Counting:
     def observe(self, block: DraftBlock, accepted: int) -> None:
         if not block.tokens:
             return
-        c = self.counters
-        c.blocks += 1
-        c.drafted += len(block.tokens)
-        c.accepted += accepted
-        c.passes += block.passes
-        c.ms += block.ms
+        self.counters.count(block, accepted)
         tried = accepted + 1 if accepted < len(block.tokens) else len(block.tokens)
         self.recent.update(accepted / tried)
 
@@ -252,9 +254,4 @@ class CombinedDrafter:
         source = self.lookup if block.source == self.lookup.name else self.model
         source.observe(block, accepted)
         if block.tokens:
-            c = self.counters
-            c.blocks += 1
-            c.drafted += len(block.tokens)
-            c.accepted += accepted
-            c.passes += block.passes
-            c.ms += block.ms
+            self.counters.count(block, accepted)

@@ -19,6 +19,8 @@ WORDS = (
     "so has no time def return import class self print if else for while code data "
     "model token draft target"
 ).split()
+# (key, value, value type, array item type) of one tokenizer metadata field
+TokenizerField = tuple[str, object, gguf.GGUFValueType, object]
 TOKEN_TYPE_NORMAL, TOKEN_TYPE_UNKNOWN, TOKEN_TYPE_CONTROL, TOKEN_TYPE_BYTE = 1, 2, 3, 6
 
 
@@ -102,35 +104,21 @@ def write_tiny_llama(
                 value += (jitter.standard_normal(value.shape) * noise * value.std()).astype(
                     np.float32
                 )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_name(path.stem)
-    writer.add_context_length(shape.n_ctx)
-    writer.add_embedding_length(shape.n_embd)
-    writer.add_block_count(shape.n_layer)
-    writer.add_feed_forward_length(shape.n_ff)
-    writer.add_head_count(shape.n_head)
-    writer.add_head_count_kv(shape.n_head_kv)
-    writer.add_rope_dimension_count(shape.n_embd // shape.n_head)
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    writer.add_tokenizer_model("llama")
-    writer.add_token_list(tokens)
-    writer.add_token_scores(scores)
-    writer.add_token_types(types)
-    writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
-    writer.add_unk_token_id(0)
-    writer.add_add_bos_token(True)
-    writer.add_add_eos_token(False)
+    V = gguf.GGUFValueType
+    tokenizer: list[TokenizerField] = [
+        ("tokenizer.ggml.model", "llama", V.STRING, None),
+        ("tokenizer.ggml.tokens", tokens, V.ARRAY, V.STRING),
+        ("tokenizer.ggml.scores", scores, V.ARRAY, V.FLOAT32),
+        ("tokenizer.ggml.token_type", types, V.ARRAY, V.INT32),
+        ("tokenizer.ggml.bos_token_id", 1, V.UINT32, None),
+        ("tokenizer.ggml.eos_token_id", 2, V.UINT32, None),
+        ("tokenizer.ggml.unknown_token_id", 0, V.UINT32, None),
+        ("tokenizer.ggml.add_bos_token", True, V.BOOL, None),
+        ("tokenizer.ggml.add_eos_token", False, V.BOOL, None),
+    ]
     if chat_template:
-        writer.add_chat_template(chat_template)
-    for name, value in tensors.items():
-        writer.add_tensor(name, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+        tokenizer.append(("tokenizer.chat_template", chat_template, V.STRING, None))
+    _write_llama(path, shape, tensors, tokenizer)
     return path
 
 
@@ -148,10 +136,10 @@ _DONOR_KEYS = (
 )
 
 
-def _donor_tokenizer(donor: Path) -> list[tuple[str, object, gguf.GGUFValueType, object]]:
+def _donor_tokenizer(donor: Path) -> list[TokenizerField]:
     """(key, value, type, array item type) of the donor's tokenizer fields."""
     reader = gguf.GGUFReader(str(donor))
-    out: list[tuple[str, object, gguf.GGUFValueType, object]] = []
+    out: list[TokenizerField] = []
     for key in _DONOR_KEYS:
         field = reader.fields.get(key)
         if field is None:
@@ -200,7 +188,7 @@ def _write_llama(
     path: Path,
     shape: TinyShape,
     tensors: dict[str, np.ndarray],
-    tokenizer: list[tuple[str, object, gguf.GGUFValueType, object]],
+    tokenizer: list[TokenizerField],
 ) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     writer = gguf.GGUFWriter(str(path), "llama")
