@@ -240,7 +240,8 @@ class CombinedDrafter:
         # lookup proposals are free, but a bad one still costs a longer verification batch:
         # they go first only while they have been accepted at least half the time
         recent = self.lookup.recent
-        if (recent.value or 0.0) >= 0.5:
+        # free tokens earn a small bonus, but not a worse acceptance than the model's
+        if (recent.value or 0.0) >= max(0.5, (self.model.recent.value or 0.0) - 0.1):
             block = self.lookup.propose(committed, DraftLimits(limits.k))
             if len(block.tokens) >= 2:
                 self._last = self.lookup
