@@ -262,6 +262,9 @@ class Economics:
         return (tokens / ms) * base
 
 
+EXPENSIVE_DRAFT = 0.5  # a draft pass costing this fraction of a target pass or more
+
+
 @dataclass(frozen=True)
 class GuardMemory:
     """What a request leaves for the next one on the same pair: a pause for cost persists
@@ -424,7 +427,15 @@ class DraftController:
         return None
 
     def snapshot(self) -> GuardMemory:
-        cost = self.paused and self.last_pause is not None and self.last_pause.reason == "cost"
+        # Only a draft that costs half a target pass or more is too expensive whatever the
+        # prompt: its pause carries over. A pause for a hard prompt does not silence the next.
+        last = self.last_pause
+        cost = (
+            self.paused
+            and last is not None
+            and last.reason == "cost"
+            and (last.draft_cost_fraction or 0.0) >= EXPENSIVE_DRAFT
+        )
         return GuardMemory(cost, self.probe_in, self._failed_probes, self.acceptance.value)
 
     def restore(self, memory: GuardMemory | None) -> None:

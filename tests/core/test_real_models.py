@@ -147,22 +147,23 @@ def test_qwen_pair_drafts_and_accepts_on_every_chat_turn(qwen_pair) -> None:
 
 
 def test_a_draft_too_expensive_to_pay_is_paused_for_cost(smollm2_pair) -> None:
-    """SmolLM2 F16 target with its own Q4_1 as draft: a draft pass costs most of a target
-    pass, so drafting cannot pay. Not drafting must cost nothing: after the guard sees it,
-    almost no draft passes are made, and it says why."""
+    """The SmolLM2 F16 target drafting for itself: every draft token is accepted, but a draft
+    pass costs a whole target pass, so drafting cannot pay on any machine. Not drafting must
+    cost nothing: the guard pauses for cost, says why, and the next answer makes almost no
+    draft passes."""
     from app.engine.events import GuardEvent
 
-    target, draft = smollm2_pair
+    target, _ = smollm2_pair
     eng = Engine(ModelSpec(str(target), n_ctx=1024, n_threads=2),
-                 ModelSpec(str(draft), n_ctx=1024, n_threads=2))
+                 ModelSpec(str(target), n_ctx=1024, n_threads=2))
     try:
         prompt = eng.tokenize_chat([Message("user", "Explain why the sky is blue.")])
         request = GenerationRequest(prompt, max_tokens=96, ignore_eos=True)
         first = list(eng.generate(request))
         guards = [e for e in first if isinstance(e, GuardEvent) and e.paused]
         assert guards, "the guard never paused a draft that cannot pay"
-        assert guards[0].reason in ("cost", "disagreement")
-        assert "drafting paused" in guards[0].message
+        assert guards[0].reason == "cost", guards[0].message
+        assert "the draft costs" in guards[0].message and "smaller draft" in guards[0].message
         second = _summary(eng, request)
         # probes only: far fewer draft passes than tokens
         assert second.draft_passes <= 0.25 * second.tokens, second
