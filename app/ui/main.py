@@ -131,7 +131,9 @@ def _screenshot(qt_app, window, path: Path, demo: bool) -> int:  # noqa: ANN001
         window.load_demo()
         loop.exec()
         guard.stop()
-    qt_app.processEvents()
+    settle = QEventLoop()  # first-show layout (dock widths) runs from zero-delay timers
+    QTimer.singleShot(150, settle.quit)
+    settle.exec()
     path.parent.mkdir(parents=True, exist_ok=True)
     saved = window.grab().save(str(path), "PNG")
     window.close()

@@ -92,7 +92,7 @@ def test_real_llama_server_on_the_lab_plots(llama_server: str, looping_models,  
         configs=(parse_config(f"local:draft={looping_models['agrees']},n=8"),
                  parse_config(f"server:server={llama_server}")),
         prompts=tuple(builtin(["math"])), max_tokens=24, ignore_eos=True,
-        claim=Claim(1.0, config="local"))
+        claim=Claim(1.0, config="server"))  # the server also runs the held-out prompts
     assert LabRunner.start(plan, tmp_path / "r.jsonl").run()
     rows = [r for r in rows_from(ResultLog.open(tmp_path / "r.jsonl").records)
             if r.config == "server"]
