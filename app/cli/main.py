@@ -7,6 +7,7 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app import __version__
 from app.engine.config import (
@@ -19,6 +20,9 @@ from app.engine.config import (
     SpecConfig,
 )
 from app.errors import SpecDeckError
+
+if TYPE_CHECKING:
+    from app.engine.events import RunSummary
 
 COLOURS = {"accepted": "\033[32m", "resampled": "\033[31m", "bonus": "\033[34m", "target": ""}
 RESET = "\033[0m"
@@ -63,9 +67,9 @@ def _add_sampling_options(parser: argparse.ArgumentParser, *, max_tokens: int) -
 def _specs(args: argparse.Namespace) -> tuple[ModelSpec, ModelSpec | None, DraftSource]:
     common = dict(n_ctx=args.ctx, n_threads=args.threads, kv_type=args.kv_type,
                   flash_attn=args.flash_attn, repack=args.repack)
-    target = ModelSpec(args.target, n_gpu_layers=args.gpu_layers, **common)  # type: ignore[arg-type]
+    target = ModelSpec(args.target, n_gpu_layers=args.gpu_layers, **common)
     if args.draft:
-        draft = ModelSpec(args.draft, n_gpu_layers=args.draft_gpu_layers, **common)  # type: ignore[arg-type]
+        draft = ModelSpec(args.draft, n_gpu_layers=args.draft_gpu_layers, **common)
         return target, draft, DraftSource.MODEL
     return target, None, DraftSource.NGRAM
 
@@ -128,7 +132,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_summary(s) -> None:  # type: ignore[no-untyped-def]
+def _print_summary(s: RunSummary) -> None:
     print(
         f"[{s.mode}] {s.tokens} tokens, {s.tok_s:.2f} tok/s, TTFT {s.ttft_ms:.0f} ms, "
         f"acceptance {s.acceptance_rate:.1%}, mean accepted {s.mean_accepted_length:.2f}, "

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, QTimer, Signal
-from PySide6.QtGui import QColor, QImage, QPainter, QResizeEvent
+from PySide6.QtCore import QByteArray, QRectF, QTimer, Signal
+from PySide6.QtGui import QColor, QImage, QImageWriter, QPainter, QResizeEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QGraphicsItem,
@@ -418,7 +418,8 @@ class ChartsPanel(QWidget):
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         plot.scene().render(painter, QRectF(image.rect()), plot.plotItem.sceneBoundingRect())
         painter.end()
-        if not image.save(str(path), "PNG"):
+        writer = QImageWriter(str(path), QByteArray(b"png"))  # PNG whatever the name's suffix
+        if not writer.write(image):
             raise OSError(f"could not write {path}")
         self.exported.emit(str(path))
         return path

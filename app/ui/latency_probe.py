@@ -85,7 +85,11 @@ def measure_ui_latency(
         probe.timeout.connect(tick)
         guard = QTimer()
         guard.setSingleShot(True)
-        guard.timeout.connect(lambda: (outcome.setdefault("error", "timed out"), loop.quit()))
+        def stop_with(error: str) -> None:
+            outcome.setdefault("error", error)
+            loop.quit()
+
+        guard.timeout.connect(lambda: stop_with("timed out"))
 
         def loaded(_message: object) -> None:
             probe.start()
@@ -101,7 +105,7 @@ def measure_ui_latency(
         window.client.verdict.connect(lambda _v: phase.__setitem__(0, "other"))
         window.pair_loaded.connect(loaded)
         window.answer_finished.connect(finished)
-        window.failed.connect(lambda e: (outcome.setdefault("error", e.message), loop.quit()))
+        window.failed.connect(lambda e: stop_with(e.message))
         guard.start(int(timeout_s * 1000))
         source = DraftSource.MODEL if draft else DraftSource.NGRAM
         window.load_pair(str(target), str(draft) if draft else None, source)

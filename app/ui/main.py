@@ -114,7 +114,11 @@ def _screenshot(qt_app, window, path: Path, demo: bool) -> int:  # noqa: ANN001
         loop = QEventLoop()
         guard = QTimer()
         guard.setSingleShot(True)
-        guard.timeout.connect(lambda: (failure.append("timed out"), loop.quit()))
+        def timed_out() -> None:
+            failure.append("timed out")
+            loop.quit()
+
+        guard.timeout.connect(timed_out)
 
         def on_loaded(_message) -> None:  # noqa: ANN001
             window.chat.input.setPlainText(DEMO_PROMPT)

@@ -14,6 +14,7 @@ from pathlib import Path
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QGuiApplication, QIcon, QShowEvent
 from PySide6.QtWidgets import (
+    QBoxLayout,
     QDockWidget,
     QMainWindow,
     QPushButton,
@@ -201,6 +202,7 @@ class MainWindow(QMainWindow):
         self.reload_button.hide()
         self.reload_button.clicked.connect(self.reload_pair)
         banner = self.chat.error_banner.layout()
+        assert isinstance(banner, QBoxLayout)
         banner.insertWidget(banner.count() - 1, self.reload_button)
         self.cancel_load_button = QPushButton("Cancel")
         self.cancel_load_button.setObjectName("cancelLoad")
@@ -208,6 +210,7 @@ class MainWindow(QMainWindow):
         self.cancel_load_button.hide()
         self.cancel_load_button.clicked.connect(self.client.cancel_load)
         bar = self.pair_bar.layout()
+        assert isinstance(bar, QBoxLayout)
         bar.insertWidget(bar.indexOf(self.pair_bar.busy) + 1, self.cancel_load_button)
 
     def _pair_toolbar(self) -> QToolBar:

@@ -153,7 +153,7 @@ def choose_pair(parent: QWidget, start_dir: str = "", *, files: bool = False,
     choice = False if files else _from_wizard(parent)
     if choice is False:
         return _from_files(parent, start_dir)
-    return choice or None
+    return choice if isinstance(choice, PairChoice) else None
 
 
 class SavedPairsDialog(QDialog):

@@ -67,11 +67,8 @@ class TokenView(QPlainTextEdit):
         return self._events
 
     @property
-    def style(self) -> str:
+    def colour_style(self) -> str:
         return self._style
-
-    def token_count(self) -> int:
-        return len(self._events) + sum(isinstance(e, TokenEvent) for e in self._pending)
 
     def text(self) -> str:
         return self.toPlainText()
@@ -188,8 +185,8 @@ class TokenView(QPlainTextEdit):
         cursor.setPosition(
             min(span[1], self.document().characterCount() - 1), QTextCursor.MoveMode.KeepAnchor
         )
-        selection.cursor = cursor  # type: ignore[attr-defined]
-        selection.format = divergence_format()  # type: ignore[attr-defined]
+        selection.cursor = cursor
+        selection.format = divergence_format()
         self.setExtraSelections([selection])
         caret = QTextCursor(self.document())
         caret.setPosition(span[0])  # a caret, not a selection, so the highlight stays visible

@@ -598,12 +598,12 @@ class HubWorker(QObject):
         try:
             if self._engine_key != key:
                 self.close_engine()
-                host = EngineHost()
-                self._engine = host
-                host.load(
+                fresh = EngineHost()
+                self._engine = fresh
+                fresh.load(
                     LoadRequest(ModelSpec(request.target_path, n_ctx=request.n_ctx),
                                 ModelSpec(request.draft_path, n_ctx=request.n_ctx)),
-                    on_progress=lambda _path, _fraction: host.cancel()
+                    on_progress=lambda _path, _fraction: fresh.cancel()
                     if request.cancel.is_set() else None,
                 )
                 self._engine_key = key

@@ -727,8 +727,8 @@ class DraftPage(Page):
         self.quant.clear()
         if 0 <= row < len(self.options) and self.options[row].compatible:
             option = self.options[row]
-            groups = sorted(option.groups or (option.group,),  # type: ignore[arg-type]
-                            key=lambda g: (draft_speed_rank(g.quant), g.size))
+            offered = option.groups or ((option.group,) if option.group is not None else ())
+            groups = sorted(offered, key=lambda g: (draft_speed_rank(g.quant), g.size))
             for group in groups:
                 self.quant.addItem(f"{group.quant} · {human_bytes(group.size)}", group)
             chosen = option.group
@@ -745,8 +745,10 @@ class DraftPage(Page):
     def _quant_changed(self) -> None:
         group, row = self.selected_group(), self.table.currentRow()
         if group is not None and 0 <= row < len(self.options):
-            self.table.item(row, 1).setText(group.quant)
-            self.table.item(row, 2).setText(human_bytes(group.size))
+            for column, text in ((1, group.quant), (2, human_bytes(group.size))):
+                item = self.table.item(row, column)
+                if item is not None:
+                    item.setText(text)
         self.completeChanged.emit()
 
     def _ngram_toggled(self, on: bool) -> None:
