@@ -113,7 +113,10 @@ def test_qwen_pair_adaptive_drafting_is_exact_and_drafts(qwen_pair) -> None:
                  ModelSpec(str(draft), n_ctx=1024, n_threads=2))
     try:
         prompt = eng.tokenize_chat([Message("user", "Write a Python function fizzbuzz(n).")])
-        request = GenerationRequest(prompt, max_tokens=48, spec=SpecConfig(draft_max=16))
+        # The collapse guard judges wall time, which a machine busy with other work distorts;
+        # it has its own tests. This one is about the adaptive draft length.
+        request = GenerationRequest(prompt, max_tokens=48,
+                                    spec=SpecConfig(draft_max=16, collapse_guard=False))
         spec_run = _summary(eng, request)
         base_run = _summary(eng, replace(request, speculative=False))
         check = compare(prompt, spec_run.token_ids, base_run.token_ids, eng)
