@@ -262,6 +262,7 @@ class Economics:
         return (tokens / ms) * base
 
 
+MAX_PROBE_INTERVAL = 1024  # target-only tokens between two probes of a paused draft, at most
 EXPENSIVE_DRAFT = 0.5  # a draft pass costing this fraction of a target pass or more
 
 
@@ -388,7 +389,7 @@ class DraftController:
     def _pause(self, reason: str, ratio: float | None) -> PauseDecision:
         self.paused = True
         self._paused_tokens = 0
-        self.probe_in = min(self.config.probe_every * 2**self._failed_probes, 1024)
+        self.probe_in = min(self.config.probe_every * 2**self._failed_probes, MAX_PROBE_INTERVAL)
         self._failed_probes += 1
         self.last_pause = PauseDecision(
             reason,
@@ -409,6 +410,8 @@ class DraftController:
         if not self.config.collapse_guard or self.paused or not self.costs.ready():
             return None
         window = self._window.maxlen or 1
+        if self.economics.steps >= 2 and not self.can_ever_pay():
+            return self._pause("cost", self.economics.ratio(self.costs))
         if len(self._window) >= window and self.rolling_acceptance < self.break_even():
             return self._pause("disagreement", self.economics.ratio(self.costs))
         ratio = self.economics.ratio(self.costs)
@@ -449,10 +452,22 @@ class DraftController:
             self._paused_tokens = 0
             self.probe_in = memory.probe_in
 
+    def can_ever_pay(self) -> bool:
+        """Whether any draft length could beat the target alone even if every drafted token
+        were accepted, by the measured costs (a draft as slow as its target never can)."""
+        return self.costs.best_speedup(0.999, max(self.config.draft_max, 1)) >= 1.0
+
     def tick_paused(self) -> bool:
         """Count one target-only token while paused; True when it is time to probe again."""
         self._paused_tokens += 1
         if self._paused_tokens >= self.probe_in:
+            if not self.can_ever_pay() and self._failed_probes % 4:
+                # the costs say no draft can pay: skip this probe (every fourth one still runs,
+                # in case the costs changed) and wait twice as long
+                self._paused_tokens = 0
+                self.probe_in = min(self.probe_in * 2, MAX_PROBE_INTERVAL)
+                self._failed_probes += 1
+                return False
             self.paused = False
             self._window.clear()
             self._drafted.clear()

@@ -195,3 +195,31 @@ def test_break_even_follows_the_blocks_actually_drafted() -> None:
         controller.observe_step(drafted=2, accepted=1)
     assert controller.break_even() == pytest.approx(controller.costs.break_even(2))
     assert controller.break_even() < ceiling
+
+
+def test_a_draft_as_slow_as_its_target_is_paused_at_once_and_rarely_probed() -> None:
+    from app.engine.adaptive import DraftController
+
+    controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=8))
+    controller.costs.observe_draft(100.0)  # a draft pass costs a whole target pass
+    controller.costs.observe_verify(1, 100.0)
+    controller.costs.observe_verify(9, 120.0)
+    assert not controller.can_ever_pay()
+    for _ in range(2):  # every drafted token accepted, and still slower
+        controller.observe_step(drafted=8, accepted=8)
+        controller.observe_step_cost(paid_draft=True, tokens=9, ms=920.0, host_ms=1.0)
+        decision = controller.check_pause()
+    assert decision is not None and decision.reason == "cost"
+    probes, tokens = 0, 0
+    while tokens < 2000:
+        if controller.paused:
+            probes += controller.tick_paused()
+            tokens += 1
+            continue
+        controller.observe_step(drafted=8, accepted=8)  # a probe: still slower, paused again
+        controller.observe_step_cost(paid_draft=True, tokens=9, ms=920.0, host_ms=1.0)
+        controller.check_pause()
+        tokens += 9
+    # doubling alone would probe at 16, 48, 112, 240, 496, 1008 and 2032 tokens; the costs
+    # skip three of every four of those
+    assert probes <= 2
