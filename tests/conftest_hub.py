@@ -44,30 +44,54 @@ def gguf_bytes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     root = tmp_path_factory.mktemp("ggufs")
     pad = 600_000
     files = {
-        "big-Q8_0.gguf": write_gguf(root / "a.gguf", name="big", n_layer=4, n_embd=128,
-                                    file_type=7, padding_bytes=pad * 2),
-        "big-Q4_K_M.gguf": write_gguf(root / "b.gguf", name="big", n_layer=4, n_embd=128,
-                                      file_type=15, padding_bytes=pad),
-        "small-Q8_0.gguf": write_gguf(root / "c.gguf", name="small", n_layer=2,
-                                      tokens=spm_tokens(n_extra=64), file_type=7),
-        "other-Q8_0.gguf": write_gguf(root / "d.gguf", name="other", n_layer=2,
-                                      tokens=spm_tokens(tweak={300: "\u2581different"}),
-                                      file_type=7),
+        "big-Q8_0.gguf": write_gguf(
+            root / "a.gguf", name="big", n_layer=4, n_embd=128, file_type=7, padding_bytes=pad * 2
+        ),
+        "big-Q4_K_M.gguf": write_gguf(
+            root / "b.gguf", name="big", n_layer=4, n_embd=128, file_type=15, padding_bytes=pad
+        ),
+        "small-Q8_0.gguf": write_gguf(
+            root / "c.gguf", name="small", n_layer=2, tokens=spm_tokens(n_extra=64), file_type=7
+        ),
+        "other-Q8_0.gguf": write_gguf(
+            root / "d.gguf",
+            name="other",
+            n_layer=2,
+            tokens=spm_tokens(tweak={300: "\u2581different"}),
+            file_type=7,
+        ),
     }
     return {name: path.read_bytes() for name, path in files.items()}
 
 
 @pytest.fixture
 def populated_hub(fake_hub: FakeHub, gguf_bytes: dict[str, bytes]) -> FakeHub:
-    fake_hub.add(FakeRepo("acme/Big-GGUF", {
-        "big-Q8_0.gguf": gguf_bytes["big-Q8_0.gguf"],
-        "big-Q4_K_M.gguf": gguf_bytes["big-Q4_K_M.gguf"],
-        "README.md": b"# big\n",
-    }, downloads=500))
-    fake_hub.add(FakeRepo("acme/Small-GGUF", {"small-Q8_0.gguf": gguf_bytes["small-Q8_0.gguf"]},
-                          downloads=900))
-    fake_hub.add(FakeRepo("other/Other-GGUF", {"other-Q8_0.gguf": gguf_bytes["other-Q8_0.gguf"]},
-                          downloads=10))
-    fake_hub.add(FakeRepo("acme/Gated-GGUF", {"small-Q8_0.gguf": gguf_bytes["small-Q8_0.gguf"]},
-                          token="hf_valid_test_token"))
+    fake_hub.add(
+        FakeRepo(
+            "acme/Big-GGUF",
+            {
+                "big-Q8_0.gguf": gguf_bytes["big-Q8_0.gguf"],
+                "big-Q4_K_M.gguf": gguf_bytes["big-Q4_K_M.gguf"],
+                "README.md": b"# big\n",
+            },
+            downloads=500,
+        )
+    )
+    fake_hub.add(
+        FakeRepo(
+            "acme/Small-GGUF", {"small-Q8_0.gguf": gguf_bytes["small-Q8_0.gguf"]}, downloads=900
+        )
+    )
+    fake_hub.add(
+        FakeRepo(
+            "other/Other-GGUF", {"other-Q8_0.gguf": gguf_bytes["other-Q8_0.gguf"]}, downloads=10
+        )
+    )
+    fake_hub.add(
+        FakeRepo(
+            "acme/Gated-GGUF",
+            {"small-Q8_0.gguf": gguf_bytes["small-Q8_0.gguf"]},
+            token="hf_valid_test_token",
+        )
+    )
     return fake_hub

@@ -100,24 +100,45 @@ def kv_tokens(tokens: list[str] | list[bytes]) -> bytes:
     return kv_array("tokenizer.ggml.tokens", GGUF_STRING, len(tokens), payload)
 
 
-def tensor_entry(name: str | bytes, shape: tuple[int, ...], ggml_type: int = 0,
-                 offset: int = 0) -> bytes:
-    return (enc_str(name) + struct.pack("<I", len(shape))
-            + b"".join(struct.pack("<Q", d) for d in shape) + struct.pack("<IQ", ggml_type, offset))
+def tensor_entry(
+    name: str | bytes, shape: tuple[int, ...], ggml_type: int = 0, offset: int = 0
+) -> bytes:
+    return (
+        enc_str(name)
+        + struct.pack("<I", len(shape))
+        + b"".join(struct.pack("<Q", d) for d in shape)
+        + struct.pack("<IQ", ggml_type, offset)
+    )
 
 
 def llama_kvs(arch: str | bytes = "llama", name: str | bytes = "raw") -> list[bytes]:
     """The keys of a small, valid llama header (vocabulary included)."""
-    return [kv_string("general.architecture", arch), kv_string("general.name", name),
-            kv_u32("llama.block_count", 2), kv_u32("llama.embedding_length", 64),
-            kv_u32("llama.attention.head_count", 4), kv_u32("llama.context_length", 2048),
-            kv_string("tokenizer.ggml.model", "llama"), kv_tokens(spm_tokens(8))]
+    return [
+        kv_string("general.architecture", arch),
+        kv_string("general.name", name),
+        kv_u32("llama.block_count", 2),
+        kv_u32("llama.embedding_length", 64),
+        kv_u32("llama.attention.head_count", 4),
+        kv_u32("llama.context_length", 2048),
+        kv_string("tokenizer.ggml.model", "llama"),
+        kv_tokens(spm_tokens(8)),
+    ]
 
 
-def raw_gguf(kvs: list[bytes], tensors: list[bytes] | None = None, *,
-             n_kv: int | None = None, n_tensors: int | None = None, data: bytes = b"") -> bytes:
+def raw_gguf(
+    kvs: list[bytes],
+    tensors: list[bytes] | None = None,
+    *,
+    n_kv: int | None = None,
+    n_tensors: int | None = None,
+    data: bytes = b"",
+) -> bytes:
     tensors = tensors if tensors is not None else [tensor_entry("output_norm.weight", (64,))]
-    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors) if n_tensors is None else n_tensors,
-                                 len(kvs) if n_kv is None else n_kv)
+    head = b"GGUF" + struct.pack(
+        "<IQQ",
+        3,
+        len(tensors) if n_tensors is None else n_tensors,
+        len(kvs) if n_kv is None else n_kv,
+    )
     body = head + b"".join(kvs) + b"".join(tensors)
     return body + bytes(-len(body) % 32) + (data or bytes(256))

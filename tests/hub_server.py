@@ -70,8 +70,9 @@ class FakeRepo:
     def sha256(self, name: str) -> str:
         data = self.files[name]
         real = _file_sha256(data) if isinstance(data, Path) else hashlib.sha256(data).hexdigest()
-        return hashlib.sha256(b"wrong" + real.encode()).hexdigest() if name in self.wrong_sha \
-            else real
+        return (
+            hashlib.sha256(b"wrong" + real.encode()).hexdigest() if name in self.wrong_sha else real
+        )
 
 
 @lru_cache(maxsize=32)
@@ -103,8 +104,9 @@ class FakeHub:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
         self._server.hub = self  # type: ignore[attr-defined]
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -147,8 +149,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, head: bool) -> None:
         parts = urlsplit(self.path)
         path = unquote(parts.path)
-        self.hub.log.append(Logged(self.command, path, self.headers.get("Range"),
-                                   self.headers.get("Authorization")))
+        self.hub.log.append(
+            Logged(self.command, path, self.headers.get("Range"), self.headers.get("Authorization"))
+        )
         query = parse_qs(parts.query)
         if path == "/api/models":
             return self._search(query)
@@ -194,10 +197,17 @@ class _Handler(BaseHTTPRequestHandler):
         expand = query.get("expand[]", [])
         entries = []
         for r in hits[:limit]:
-            full = {"id": r.repo_id, "_id": r.repo_id, "modelId": r.repo_id,
-                    "downloads": r.downloads, "likes": r.likes,
-                    "gated": "manual" if r.token else False, "private": False,
-                    "tags": ["gguf"], "library_name": "gguf"}
+            full = {
+                "id": r.repo_id,
+                "_id": r.repo_id,
+                "modelId": r.repo_id,
+                "downloads": r.downloads,
+                "likes": r.likes,
+                "gated": "manual" if r.token else False,
+                "private": False,
+                "tags": ["gguf"],
+                "library_name": "gguf",
+            }
             if expand:
                 entries.append({k: v for k, v in full.items() if k in (*expand, "id", "_id")})
             else:
@@ -209,9 +219,16 @@ class _Handler(BaseHTTPRequestHandler):
         token = auth.removeprefix("Bearer ")
         if token not in self.hub.valid_tokens:
             return self._error(401, "Unauthorized", "Invalid credentials in Authorization header")
-        self._json({"type": "user", "name": "tester",
-                    "auth": {"type": "access_token",
-                             "accessToken": {"displayName": "specdeck-test", "role": "read"}}})
+        self._json(
+            {
+                "type": "user",
+                "name": "tester",
+                "auth": {
+                    "type": "access_token",
+                    "accessToken": {"displayName": "specdeck-test", "role": "read"},
+                },
+            }
+        )
 
     def _repo_api(self, rest: str) -> None:
         for marker in ("/tree/", "/revision/"):
@@ -235,26 +252,53 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
             return None
         if marker == "/revision/":
-            return self._json({"id": repo_id, "sha": COMMIT, "gated": bool(repo.token),
-                               "downloads": repo.downloads, "private": False,
-                               "siblings": [{"rfilename": n} for n in repo.files]})
-        self._json([
-            {"type": "file", "oid": hashlib.sha1(name.encode()).hexdigest(),
-             "size": repo.size(name), "path": name,
-             **({} if name in hostile.no_sha else {
-                 "lfs": {"oid": repo.sha256(name), "size": repo.size(name), "pointerSize": 134}})}
-            for name in sorted(repo.files)
-        ], headers={"Link": f'<{hostile.tree_next[repo_id]}>; rel="next"'}
-           if repo_id in hostile.tree_next else None)
+            return self._json(
+                {
+                    "id": repo_id,
+                    "sha": COMMIT,
+                    "gated": bool(repo.token),
+                    "downloads": repo.downloads,
+                    "private": False,
+                    "siblings": [{"rfilename": n} for n in repo.files],
+                }
+            )
+        self._json(
+            [
+                {
+                    "type": "file",
+                    "oid": hashlib.sha1(name.encode()).hexdigest(),
+                    "size": repo.size(name),
+                    "path": name,
+                    **(
+                        {}
+                        if name in hostile.no_sha
+                        else {
+                            "lfs": {
+                                "oid": repo.sha256(name),
+                                "size": repo.size(name),
+                                "pointerSize": 134,
+                            }
+                        }
+                    ),
+                }
+                for name in sorted(repo.files)
+            ],
+            headers={"Link": f'<{hostile.tree_next[repo_id]}>; rel="next"'}
+            if repo_id in hostile.tree_next
+            else None,
+        )
 
     def _resolve(self, repo_id: str, name: str, head: bool) -> None:
         repo = self.hub.repos.get(repo_id)
         if repo is None:
             return self._error(404, "RepoNotFound", "Repository not found")
         if repo.token and self.headers.get("Authorization") != f"Bearer {repo.token}":
-            return self._error(401, "GatedRepo",
-                               f"Access to model {repo_id} is restricted. You must have access "
-                               "to it and be authenticated to access it. Please log in.")
+            return self._error(
+                401,
+                "GatedRepo",
+                f"Access to model {repo_id} is restricted. You must have access "
+                "to it and be authenticated to access it. Please log in.",
+            )
         hostile = self.hub.hostile
         if name in hostile.drip_headers_s and not head:
             status = b"HTTP/1.1 206 Partial Content\r\nContent-Length: 10\r\n" + b"X: y\r\n" * 500
@@ -274,7 +318,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return None if head else self._send_endless(name, b"x")
         if name not in repo.files:
-            return self._error(404, "EntryNotFound", f"{name} does not exist on \"main\"")
+            return self._error(404, "EntryNotFound", f'{name} does not exist on "main"')
         size = repo.size(name)
         start, end = 0, size - 1
         status = 200
@@ -298,8 +342,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
             self.close_connection = True
         else:
-            self.send_header("Content-Length",
-                             hostile.content_length.get(name, str(end - start + 1)))
+            self.send_header(
+                "Content-Length", hostile.content_length.get(name, str(end - start + 1))
+            )
         if name in hostile.gzip:
             self.send_header("Content-Encoding", "gzip")
         self.send_header("Accept-Ranges", "bytes")

@@ -16,6 +16,7 @@ python -m pip install -q -e ".[test,dev]" || exit 1
 export QT_QPA_PLATFORM=offscreen
 echo "== ruff + mypy + import contracts"
 ruff check app tests || exit 1
+ruff format --check app tests || exit 1
 mypy app || exit 1
 lint-imports || exit 1
 echo "== real test models (PyPI-shipped GGUFs, cached under ~/.cache/specdeck)"

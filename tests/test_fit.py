@@ -21,11 +21,30 @@ from tests.ggufs import write_gguf
 GIB = 1 << 30
 
 
-def facts(n_layer: int = 32, n_head: int = 32, n_head_kv: int = 8, n_embd: int = 4096,
-          vocab: int = 128_256) -> ModelFacts:
+def facts(
+    n_layer: int = 32,
+    n_head: int = 32,
+    n_head_kv: int = 8,
+    n_embd: int = 4096,
+    vocab: int = 128_256,
+) -> ModelFacts:
     head_dim = n_embd // n_head
-    return ModelFacts("llama", "m", n_layer, n_head, n_head_kv, n_embd, head_dim, head_dim,
-                      131_072, 15, "Q4_K_M", 0, 0, vocab)
+    return ModelFacts(
+        "llama",
+        "m",
+        n_layer,
+        n_head,
+        n_head_kv,
+        n_embd,
+        head_dim,
+        head_dim,
+        131_072,
+        15,
+        "Q4_K_M",
+        0,
+        0,
+        vocab,
+    )
 
 
 def gpu(free_gib: float, index: int = 0) -> GpuDevice:
@@ -46,8 +65,9 @@ def test_labels_against_gpu_and_ram() -> None:
     assert 7 * GIB < est.needed < 9 * GIB
     big = Hardware("CUDA", (gpu(20),), 64 * GIB, 32 * GIB, 8)
     assert assess(est, big).label is FitLabel.FITS
-    exact = Hardware("CUDA", (GpuDevice(0, "g", 24 * GIB, est.needed + MARGIN_FIXED // 2),),
-                     64 * GIB, 0, 8)
+    exact = Hardware(
+        "CUDA", (GpuDevice(0, "g", 24 * GIB, est.needed + MARGIN_FIXED // 2),), 64 * GIB, 0, 8
+    )
     assert assess(est, exact).label is FitLabel.TIGHT
     spill = Hardware("CUDA", (gpu(6),), 64 * GIB, 32 * GIB, 8)
     result = assess(est, spill)
@@ -71,8 +91,7 @@ def test_best_fit_prefers_recommended_then_quality() -> None:
     hw = Hardware("CUDA", (gpu(8),), 32 * GIB, 16 * GIB, 8)
     options = []
     for quant, size in (("Q8_0", 8.1), ("Q6_K", 6.3), ("Q4_K_M", 4.6), ("Q2_K", 3.0)):
-        options.append((quant, assess(estimate_pair(facts(), int(size * GIB), None, 0, 4096),
-                                      hw)))
+        options.append((quant, assess(estimate_pair(facts(), int(size * GIB), None, 0, 4096), hw)))
     labels = {q: r.label for q, r in options}
     assert labels["Q8_0"] is not FitLabel.FITS and labels["Q4_K_M"] is FitLabel.FITS
     expected = "Q6_K" if labels["Q6_K"] is FitLabel.FITS else "Q4_K_M"
@@ -132,9 +151,30 @@ def test_every_known_quantization_has_a_place_in_both_orders() -> None:
     from app.models.fit import DRAFT_SPEED_ORDER, QUALITY_ORDER, draft_speed_rank, quality_rank
     from app.models.hub import quant_from_filename
 
-    names = ["Q4_1", "Q5_1", "Q4_0", "Q8_0", "Q6_K", "Q2_K", "IQ1_S", "IQ1_M", "IQ2_XXS",
-             "IQ3_XXS", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4", "Q3_K_XL", "Q4_K_L",
-             "Q5_K_S", "Q6_K_L", "BF16", "F16", "F32"]
+    names = [
+        "Q4_1",
+        "Q5_1",
+        "Q4_0",
+        "Q8_0",
+        "Q6_K",
+        "Q2_K",
+        "IQ1_S",
+        "IQ1_M",
+        "IQ2_XXS",
+        "IQ3_XXS",
+        "IQ4_NL",
+        "IQ4_XS",
+        "TQ1_0",
+        "TQ2_0",
+        "MXFP4",
+        "Q3_K_XL",
+        "Q4_K_L",
+        "Q5_K_S",
+        "Q6_K_L",
+        "BF16",
+        "F16",
+        "F32",
+    ]
     for name in names:
         assert quant_from_filename(f"model-{name}.gguf") == name
         assert quality_rank(name) < len(QUALITY_ORDER), name
@@ -142,5 +182,9 @@ def test_every_known_quantization_has_a_place_in_both_orders() -> None:
     assert sorted(QUALITY_ORDER) == sorted(DRAFT_SPEED_ORDER)
     assert all(re.fullmatch(r"[A-Z0-9_]+", q) for q in QUALITY_ORDER)
     # A draft prefers the cheapest 4-bit file, then more bits; below 4 bits only after that.
-    assert draft_speed_rank("Q4_1") < draft_speed_rank("Q8_0") < draft_speed_rank("Q2_K") \
+    assert (
+        draft_speed_rank("Q4_1")
+        < draft_speed_rank("Q8_0")
+        < draft_speed_rank("Q2_K")
         < draft_speed_rank("F16")
+    )

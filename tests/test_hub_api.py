@@ -39,8 +39,9 @@ def test_search_sorts_by_downloads(populated_hub: FakeHub) -> None:
     assert request.method == "GET"
 
 
-def test_listing_groups_by_quant_with_sizes(populated_hub: FakeHub,
-                                            gguf_bytes: dict[str, bytes]) -> None:
+def test_listing_groups_by_quant_with_sizes(
+    populated_hub: FakeHub, gguf_bytes: dict[str, bytes]
+) -> None:
     groups = list_gguf_files("acme/Big-GGUF")
     assert [g.quant for g in groups] == ["Q4_K_M", "Q8_0"]  # smallest first, README left out
     assert groups[1].size == len(gguf_bytes["big-Q8_0.gguf"])
@@ -49,35 +50,51 @@ def test_listing_groups_by_quant_with_sizes(populated_hub: FakeHub,
 
 def test_split_files_are_one_model() -> None:
     files = [GGUFFile(f"m-Q4_K_M-0000{i}-of-00003.gguf", 10, None) for i in (2, 1, 3)]
-    files += [GGUFFile("m-Q8_0.gguf", 50, None), GGUFFile("mmproj-m-f16.gguf", 5, None),
-              GGUFFile("m-Q6_K-00001-of-00002.gguf", 5, None)]  # incomplete split: skipped
+    files += [
+        GGUFFile("m-Q8_0.gguf", 50, None),
+        GGUFFile("mmproj-m-f16.gguf", 5, None),
+        GGUFFile("m-Q6_K-00001-of-00002.gguf", 5, None),
+    ]  # incomplete split: skipped
     groups = group_gguf_files(files)
-    assert [(g.quant, g.size, g.is_split) for g in groups] == [("Q4_K_M", 30, True),
-                                                               ("Q8_0", 50, False)]
+    assert [(g.quant, g.size, g.is_split) for g in groups] == [
+        ("Q4_K_M", 30, True),
+        ("Q8_0", 50, False),
+    ]
     assert groups[0].first.path.endswith("00001-of-00003.gguf")
     assert "3 parts" in groups[0].label
 
 
-@pytest.mark.parametrize(("name", "quant"), [
-    ("qwen2.5-7b-instruct-q4_k_m-00001-of-00002.gguf", "Q4_K_M"),
-    ("Llama-3.2-1B-Instruct-IQ4_XS.gguf", "IQ4_XS"),
-    ("gemma-3-1b-it-BF16.gguf", "BF16"),
-    ("SmolLM2-135M-Instruct-Q8_0.gguf", "Q8_0"),
-    ("model-fp16.gguf", "F16"),
-    ("model.gguf", "unknown"),
-])
+@pytest.mark.parametrize(
+    ("name", "quant"),
+    [
+        ("qwen2.5-7b-instruct-q4_k_m-00001-of-00002.gguf", "Q4_K_M"),
+        ("Llama-3.2-1B-Instruct-IQ4_XS.gguf", "IQ4_XS"),
+        ("gemma-3-1b-it-BF16.gguf", "BF16"),
+        ("SmolLM2-135M-Instruct-Q8_0.gguf", "Q8_0"),
+        ("model-fp16.gguf", "F16"),
+        ("model.gguf", "unknown"),
+    ],
+)
 def test_quant_from_filename(name: str, quant: str) -> None:
     assert quant_from_filename(name) == quant
 
 
-def test_range_read_reads_only_the_header(populated_hub: FakeHub,
-                                          gguf_bytes: dict[str, bytes]) -> None:
+def test_range_read_reads_only_the_header(
+    populated_hub: FakeHub, gguf_bytes: dict[str, bytes]
+) -> None:
     header = read_remote_header("acme/Big-GGUF", "big-Q8_0.gguf")
     facts = model_facts(header)
-    assert (facts.architecture, facts.n_layer, facts.n_embd, facts.quantization) == \
-        ("llama", 4, 128, "Q8_0")
-    got = sum(int(e.range.split("-")[1]) - int(e.range.split("=")[1].split("-")[0]) + 1
-              for e in populated_hub.requests_for("big-Q8_0.gguf") if e.range)
+    assert (facts.architecture, facts.n_layer, facts.n_embd, facts.quantization) == (
+        "llama",
+        4,
+        128,
+        "Q8_0",
+    )
+    got = sum(
+        int(e.range.split("-")[1]) - int(e.range.split("=")[1].split("-")[0]) + 1
+        for e in populated_hub.requests_for("big-Q8_0.gguf")
+        if e.range
+    )
     assert got < len(gguf_bytes["big-Q8_0.gguf"])  # never the whole file
     assert all(e.range for e in populated_hub.requests_for("big-Q8_0.gguf"))
 
@@ -156,13 +173,15 @@ def _cli(argv: list[str]) -> int:
     return int(args.func(args))
 
 
-def test_cli_check_pair(populated_hub: FakeHub, tmp_path: Path,
-                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_check_pair(
+    populated_hub: FakeHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     local = write_gguf(tmp_path / "local.gguf")
     assert _cli(["check-pair", "acme/Big-GGUF:big-Q8_0.gguf", str(local)]) == 0
     assert capsys.readouterr().out.strip() == "compatible"
-    assert _cli(["check-pair", "acme/Big-GGUF:big-Q8_0.gguf",
-                 "other/Other-GGUF:other-Q8_0.gguf"]) == 1
+    assert (
+        _cli(["check-pair", "acme/Big-GGUF:big-Q8_0.gguf", "other/Other-GGUF:other-Q8_0.gguf"]) == 1
+    )
     out = capsys.readouterr().out
     assert "token 300" in out and "different" in out
     assert _cli(["check-pair", str(local), "acme/Big-GGUF:missing.gguf"]) == 2
@@ -170,8 +189,18 @@ def test_cli_check_pair(populated_hub: FakeHub, tmp_path: Path,
 
 
 def test_cli_fit_and_pull(populated_hub: FakeHub, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _cli(["fit", "acme/Big-GGUF:big-Q8_0.gguf", "acme/Small-GGUF:small-Q8_0.gguf",
-                 "--ctx", "1024"]) == 0
+    assert (
+        _cli(
+            [
+                "fit",
+                "acme/Big-GGUF:big-Q8_0.gguf",
+                "acme/Small-GGUF:small-Q8_0.gguf",
+                "--ctx",
+                "1024",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "KV" in out and out.strip().endswith("fits")
     assert _cli(["pull", "acme/Small-GGUF", "small-Q8_0.gguf"]) == 0

@@ -47,14 +47,24 @@ def test_inspection_request_is_cancelled(qtbot, slow_hub: FakeHub, tmp_path: Pat
         client.shutdown()
 
 
-def test_going_back_cancels_the_wizards_inspection(qtbot, slow_hub: FakeHub,  # type: ignore[no-untyped-def]
-                                                   tmp_path: Path) -> None:
-    catalog = Catalog((CatalogModel("slow", REPO, "slow", 1.0, "Q8_0", "A slow target."),
-                       CatalogModel("slower", REPO, "slow", 0.1, "Q8_0", "Its draft.",
-                                    draft_only=True)),
-                      (CatalogPair("slow", "slower"),))
-    wizard = PairWizard(Library(), catalog, hardware=Hardware("CPU", (), 16 << 30, 8 << 30, 2),
-                        models_root=tmp_path / "models")
+def test_going_back_cancels_the_wizards_inspection(
+    qtbot,
+    slow_hub: FakeHub,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    catalog = Catalog(
+        (
+            CatalogModel("slow", REPO, "slow", 1.0, "Q8_0", "A slow target."),
+            CatalogModel("slower", REPO, "slow", 0.1, "Q8_0", "Its draft.", draft_only=True),
+        ),
+        (CatalogPair("slow", "slower"),),
+    )
+    wizard = PairWizard(
+        Library(),
+        catalog,
+        hardware=Hardware("CPU", (), 16 << 30, 8 << 30, 2),
+        models_root=tmp_path / "models",
+    )
     qtbot.addWidget(wizard)
     wizard.show()
     try:

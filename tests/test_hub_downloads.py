@@ -32,8 +32,9 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def test_download_verifies_and_reports_progress(populated_hub: FakeHub, tmp_path: Path,
-                                                gguf_bytes: dict[str, bytes]) -> None:
+def test_download_verifies_and_reports_progress(
+    populated_hub: FakeHub, tmp_path: Path, gguf_bytes: dict[str, bytes]
+) -> None:
     seen: list[DownloadProgress] = []
     downloader = Downloader(tmp_path / "models", progress_interval_s=0)
     path = downloader.download("acme/Big-GGUF", BIG, on_progress=seen.append)
@@ -49,8 +50,9 @@ def test_download_verifies_and_reports_progress(populated_hub: FakeHub, tmp_path
     assert len(populated_hub.log) == before
 
 
-def test_dropped_connection_is_retried_with_range(populated_hub: FakeHub, tmp_path: Path,
-                                                  gguf_bytes: dict[str, bytes]) -> None:
+def test_dropped_connection_is_retried_with_range(
+    populated_hub: FakeHub, tmp_path: Path, gguf_bytes: dict[str, bytes]
+) -> None:
     populated_hub.drop_after[BIG] = [300_000, 700_000]
     downloader = Downloader(tmp_path, retry_wait_s=0.01)
     path = downloader.download("acme/Big-GGUF", BIG)
@@ -59,8 +61,9 @@ def test_dropped_connection_is_retried_with_range(populated_hub: FakeHub, tmp_pa
     assert ranges[0] is None and ranges[1].startswith("bytes=") and len(ranges) == 3
 
 
-def test_resume_after_restart(populated_hub: FakeHub, tmp_path: Path,
-                              gguf_bytes: dict[str, bytes]) -> None:
+def test_resume_after_restart(
+    populated_hub: FakeHub, tmp_path: Path, gguf_bytes: dict[str, bytes]
+) -> None:
     populated_hub.drop_after[BIG] = [400_000]
     first = Downloader(tmp_path, max_retries=0)
     with pytest.raises(HubError, match="cannot reach"):
@@ -75,8 +78,9 @@ def test_resume_after_restart(populated_hub: FakeHub, tmp_path: Path,
     assert populated_hub.requests_for(BIG)[-1].range == f"bytes={kept}-"
 
 
-def test_changed_remote_file_restarts_from_zero(populated_hub: FakeHub, tmp_path: Path,
-                                                gguf_bytes: dict[str, bytes]) -> None:
+def test_changed_remote_file_restarts_from_zero(
+    populated_hub: FakeHub, tmp_path: Path, gguf_bytes: dict[str, bytes]
+) -> None:
     populated_hub.drop_after[BIG] = [400_000]
     with pytest.raises(HubError):
         Downloader(tmp_path, max_retries=0).download("acme/Big-GGUF", BIG)
@@ -115,8 +119,9 @@ def test_disk_full_refused_before_any_byte(populated_hub: FakeHub, tmp_path: Pat
     assert real.download("acme/Big-GGUF", BIG).is_file()
 
 
-def test_cancel_keeps_the_part_for_later(populated_hub: FakeHub, tmp_path: Path,
-                                         gguf_bytes: dict[str, bytes]) -> None:
+def test_cancel_keeps_the_part_for_later(
+    populated_hub: FakeHub, tmp_path: Path, gguf_bytes: dict[str, bytes]
+) -> None:
     populated_hub.chunk_delay_s = 0.01
     cancel = threading.Event()
 
@@ -157,15 +162,21 @@ def test_offline_uses_only_downloaded_files(populated_hub: FakeHub, tmp_path: Pa
     assert len(populated_hub.log) == before
 
 
-def test_split_model_downloads_all_parts(fake_hub: FakeHub, tmp_path: Path,
-                                         gguf_bytes: dict[str, bytes]) -> None:
+def test_split_model_downloads_all_parts(
+    fake_hub: FakeHub, tmp_path: Path, gguf_bytes: dict[str, bytes]
+) -> None:
     data = gguf_bytes[BIG]
     half = len(data) // 2
-    fake_hub.add(FakeRepo("acme/Split-GGUF", {
-        "m-Q8_0-00001-of-00002.gguf": data[:half], "m-Q8_0-00002-of-00002.gguf": data[half:]}))
+    fake_hub.add(
+        FakeRepo(
+            "acme/Split-GGUF",
+            {"m-Q8_0-00001-of-00002.gguf": data[:half], "m-Q8_0-00002-of-00002.gguf": data[half:]},
+        )
+    )
     (group,) = list_gguf_files("acme/Split-GGUF")
     seen: list[DownloadProgress] = []
     paths = Downloader(tmp_path, progress_interval_s=0).download_files(
-        "acme/Split-GGUF", list(group.files), on_progress=seen.append)
+        "acme/Split-GGUF", list(group.files), on_progress=seen.append
+    )
     assert b"".join(p.read_bytes() for p in paths) == data
     assert seen[-1].total == len(data) and seen[-1].parts == 2

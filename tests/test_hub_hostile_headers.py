@@ -46,44 +46,65 @@ def _write(tmp_path: Path, name: str, data: bytes) -> Path:
 
 
 def _u32_array(key: str, values: list[int]) -> bytes:
-    return kv_array(key, GGUF_U32, len(values), b"".join(v.to_bytes(4, "little")
-                                                          for v in values))
+    return kv_array(key, GGUF_U32, len(values), b"".join(v.to_bytes(4, "little") for v in values))
 
 
 ABSURD = {
     "tensor count 2^62": (raw_gguf(llama_kvs(), n_tensors=1 << 62), "tensor count"),
     "key count 2^40": (raw_gguf(llama_kvs(), n_kv=1 << 40), "key count"),
-    "token array 2^40": (raw_gguf([kv_array("tokenizer.ggml.tokens", GGUF_STRING, 1 << 40)]),
-                         "tokenizer.ggml.tokens"),
+    "token array 2^40": (
+        raw_gguf([kv_array("tokenizer.ggml.tokens", GGUF_STRING, 1 << 40)]),
+        "tokenizer.ggml.tokens",
+    ),
     "u64 array 2^61 (bytes overflow 2^64)": (
-        raw_gguf([kv_array("x.scores", GGUF_U64, 1 << 61)]), "x.scores"),
+        raw_gguf([kv_array("x.scores", GGUF_U64, 1 << 61)]),
+        "x.scores",
+    ),
     "u32 array 2^62": (raw_gguf([kv_array("x.types", GGUF_U32, 1 << 62)]), "x.types"),
-    "string length 2^63": (raw_gguf([enc_str("general.name")[:0] + (1 << 63).to_bytes(8, "little")
-                                     + b"k"]), "key #0"),
-    "value string 2^62": (raw_gguf([enc_str("general.name") + GGUF_STRING.to_bytes(4, "little")
-                                    + (1 << 62).to_bytes(8, "little")]), "general.name"),
+    "string length 2^63": (
+        raw_gguf([enc_str("general.name")[:0] + (1 << 63).to_bytes(8, "little") + b"k"]),
+        "key #0",
+    ),
+    "value string 2^62": (
+        raw_gguf(
+            [
+                enc_str("general.name")
+                + GGUF_STRING.to_bytes(4, "little")
+                + (1 << 62).to_bytes(8, "little")
+            ]
+        ),
+        "general.name",
+    ),
     "nested arrays": (raw_gguf([kv_array("x.nested", GGUF_ARRAY, 2)]), "x.nested"),
     "unknown value type": (raw_gguf([enc_str("x.odd") + (99).to_bytes(4, "little")]), "x.odd"),
-    "alignment as an array": (raw_gguf(llama_kvs() + [_u32_array("general.alignment", [32])]),
-                              "general.alignment"),
-    "alignment 0": (raw_gguf(llama_kvs() + [kv_u32("general.alignment", 0)]),
-                    "general.alignment"),
-    "alignment 48": (raw_gguf(llama_kvs() + [kv_u32("general.alignment", 48)]),
-                     "general.alignment"),
+    "alignment as an array": (
+        raw_gguf(llama_kvs() + [_u32_array("general.alignment", [32])]),
+        "general.alignment",
+    ),
+    "alignment 0": (raw_gguf(llama_kvs() + [kv_u32("general.alignment", 0)]), "general.alignment"),
+    "alignment 48": (
+        raw_gguf(llama_kvs() + [kv_u32("general.alignment", 48)]),
+        "general.alignment",
+    ),
     "100 dimensions": (raw_gguf(llama_kvs(), [tensor_entry("w", (1,) * 100)]), "'w'"),
-    "element count overflow": (raw_gguf(llama_kvs(), [tensor_entry("w", (1 << 40, 1 << 40))]),
-                               "'w'"),
-    "tensor name of 200 bytes": (raw_gguf(llama_kvs(), [tensor_entry("n" * 200, (64,))]),
-                                 "tensor #0"),
+    "element count overflow": (
+        raw_gguf(llama_kvs(), [tensor_entry("w", (1 << 40, 1 << 40))]),
+        "'w'",
+    ),
+    "tensor name of 200 bytes": (
+        raw_gguf(llama_kvs(), [tensor_entry("n" * 200, (64,))]),
+        "tensor #0",
+    ),
     "unknown tensor type": (raw_gguf(llama_kvs(), [tensor_entry("w", (64,), 250)]), "'w'"),
-    "duplicate key": (raw_gguf(llama_kvs() + [kv_u32("llama.block_count", 3)]),
-                      "llama.block_count"),
+    "duplicate key": (
+        raw_gguf(llama_kvs() + [kv_u32("llama.block_count", 3)]),
+        "llama.block_count",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(ABSURD))
-def test_absurd_headers_raise_format_error_naming_file_and_place(tmp_path: Path,
-                                                                 case: str) -> None:
+def test_absurd_headers_raise_format_error_naming_file_and_place(tmp_path: Path, case: str) -> None:
     data, where = ABSURD[case]
     path = _write(tmp_path, "hostile.gguf", data)
     with pytest.raises(GGUFFormatError) as caught:
@@ -92,20 +113,37 @@ def test_absurd_headers_raise_format_error_naming_file_and_place(tmp_path: Path,
 
 
 MISTYPED = {
-    "bos id as an array": (_u32_array("tokenizer.ggml.bos_token_id", [1, 2]),
-                           "tokenizer.ggml.bos_token_id", vocab_info),
-    "eos id past the vocabulary": (kv_u32("tokenizer.ggml.eos_token_id", 10_000),
-                                   "tokenizer.ggml.eos_token_id", vocab_info),
-    "add_bos as text": (kv_string("tokenizer.ggml.add_bos_token", "yes"),
-                        "tokenizer.ggml.add_bos_token", vocab_info),
-    "tokenizer model as a number": (kv_u32("tokenizer.ggml.model", 3), "tokenizer.ggml.model",
-                                    vocab_info),
-    "embedding_length as text": (kv_string("llama.embedding_length", "4096"),
-                                 "llama.embedding_length", model_facts),
-    "block_count 2^31": (kv_u32("llama.block_count", 1 << 31), "llama.block_count",
-                         model_facts),
-    "head counts as texts": (kv_array("llama.attention.head_count", GGUF_STRING, 1,
-                                      enc_str("4")), "llama.attention.head_count", model_facts),
+    "bos id as an array": (
+        _u32_array("tokenizer.ggml.bos_token_id", [1, 2]),
+        "tokenizer.ggml.bos_token_id",
+        vocab_info,
+    ),
+    "eos id past the vocabulary": (
+        kv_u32("tokenizer.ggml.eos_token_id", 10_000),
+        "tokenizer.ggml.eos_token_id",
+        vocab_info,
+    ),
+    "add_bos as text": (
+        kv_string("tokenizer.ggml.add_bos_token", "yes"),
+        "tokenizer.ggml.add_bos_token",
+        vocab_info,
+    ),
+    "tokenizer model as a number": (
+        kv_u32("tokenizer.ggml.model", 3),
+        "tokenizer.ggml.model",
+        vocab_info,
+    ),
+    "embedding_length as text": (
+        kv_string("llama.embedding_length", "4096"),
+        "llama.embedding_length",
+        model_facts,
+    ),
+    "block_count 2^31": (kv_u32("llama.block_count", 1 << 31), "llama.block_count", model_facts),
+    "head counts as texts": (
+        kv_array("llama.attention.head_count", GGUF_STRING, 1, enc_str("4")),
+        "llama.attention.head_count",
+        model_facts,
+    ),
     "split.count 0": (kv_u32("split.count", 0), "split.count", model_facts),
 }
 
@@ -132,10 +170,11 @@ def test_tokens_that_are_numbers_are_refused(tmp_path: Path) -> None:
 
 
 def test_misaligned_tensor_is_not_called_truncated(tmp_path: Path) -> None:
-    tensors = [tensor_entry("output_norm.weight", (64,), 0, 0),
-               tensor_entry("token_embd.weight", (64,), 0, 260)]  # not a multiple of 32
-    path = _write(tmp_path, "misaligned.gguf", raw_gguf(llama_kvs(), tensors,
-                                                        data=bytes(1024)))
+    tensors = [
+        tensor_entry("output_norm.weight", (64,), 0, 0),
+        tensor_entry("token_embd.weight", (64,), 0, 260),
+    ]  # not a multiple of 32
+    path = _write(tmp_path, "misaligned.gguf", raw_gguf(llama_kvs(), tensors, data=bytes(1024)))
     with pytest.raises(ModelLoadError) as caught:
         validate_gguf_file(path)
     message = str(caught.value)
@@ -146,13 +185,14 @@ def test_misaligned_tensor_is_not_called_truncated(tmp_path: Path) -> None:
         validate_gguf_file(good)
 
 
-def test_split_count_without_part_names_says_what_is_missing(tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch
-                                                             ) -> None:
+def test_split_count_without_part_names_says_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SPECDECK_DATA_DIR", str(tmp_path / "data"))
     tensors = [tensor_entry("output_norm.weight", (64,))]
-    path = _write(tmp_path, "model.gguf", raw_gguf(llama_kvs() + [kv_u32("split.count", 2)],
-                                                   tensors))
+    path = _write(
+        tmp_path, "model.gguf", raw_gguf(llama_kvs() + [kv_u32("split.count", 2)], tensors)
+    )
     with pytest.raises(LibraryError, match="split into 2 files.*pattern"):
         Library().import_gguf(path)
 
@@ -161,17 +201,31 @@ def test_invalid_utf8_header_prints(tmp_path: Path) -> None:
     """check-pair and fit print names from a header with invalid UTF-8, in a real child."""
     bad_tokens = [t.encode() for t in spm_tokens(8)]
     bad_tokens[262] = b"\xff\xfe bad"
-    kvs = [kv for kv in llama_kvs(arch=b"llama", name=b"name \xc3\x28 broken")
-           if b"tokenizer.ggml" not in kv]
+    kvs = [
+        kv
+        for kv in llama_kvs(arch=b"llama", name=b"name \xc3\x28 broken")
+        if b"tokenizer.ggml" not in kv
+    ]
     kvs += [kv_string("tokenizer.ggml.model", b"llama\xff"), kv_tokens(bad_tokens)]
     target = _write(tmp_path, "target.gguf", raw_gguf(kvs))
     draft = _write(tmp_path, "draft.gguf", raw_gguf(llama_kvs()))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8:strict",
-           "SPECDECK_DATA_DIR": str(tmp_path / "data")}
-    for command in (["check-pair", str(target), str(draft)],
-                    ["fit", str(target), str(draft), "--ctx", "64"]):
-        done = subprocess.run([sys.executable, "-m", "app", *command], env=env,
-                              capture_output=True, text=True, timeout=120)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "PYTHONIOENCODING": "utf-8:strict",
+        "SPECDECK_DATA_DIR": str(tmp_path / "data"),
+    }
+    for command in (
+        ["check-pair", str(target), str(draft)],
+        ["fit", str(target), str(draft), "--ctx", "64"],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "app", *command],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert "Traceback" not in done.stderr, done.stderr
         assert done.returncode in (0, 1), done.stderr
         assert done.stdout.strip()
@@ -199,8 +253,9 @@ _MEASURE = textwrap.dedent("""
 
 def _heavy_headers(tmp_path: Path) -> dict[str, Path]:
     long_tokens = [b"t%07d" % i + b"x" * 40 for i in range(1 << 20)]  # the vocabulary limit
-    empty_strings = kv_array("tokenizer.ggml.merges", GGUF_STRING, 1 << 22,
-                             bytes(8) * (1 << 22))  # the array limit, all empty strings
+    empty_strings = kv_array(
+        "tokenizer.ggml.merges", GGUF_STRING, 1 << 22, bytes(8) * (1 << 22)
+    )  # the array limit, all empty strings
     many_tensors = [tensor_entry(f"blk.{i}.w", (32,), 0, i * 128) for i in range(1 << 17)]
     many_keys = [kv_u32(f"x.key{i}", i) for i in range((1 << 16) - 8)] + llama_kvs()
     huge_table = [tensor_entry("w" * 60, (32,), 0, 0)] * 3_000_000  # about 300 MiB
@@ -212,16 +267,23 @@ def _heavy_headers(tmp_path: Path) -> dict[str, Path]:
         "300 MiB tensor table": raw_gguf(llama_kvs(), huge_table[:1], n_tensors=len(huge_table))
         + b"".join(huge_table[:200_000]),
     }
-    return {name: _write(tmp_path, f"heavy{i}.gguf", data)
-            for i, (name, data) in enumerate(headers.items())}
+    return {
+        name: _write(tmp_path, f"heavy{i}.gguf", data)
+        for i, (name, data) in enumerate(headers.items())
+    }
 
 
 @pytest.mark.slow
 def test_every_header_is_judged_within_2_s_and_300_mb(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for name, path in _heavy_headers(tmp_path).items():
-        done = subprocess.run([sys.executable, "-c", _MEASURE, str(path)], env=env,
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-c", _MEASURE, str(path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
         result = json.loads(done.stdout)
         print(name, result)

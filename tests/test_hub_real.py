@@ -29,15 +29,20 @@ def real_hub(fake_hub: FakeHub) -> FakeHub:
     missing = [p.name for p in (SMOL, SMOL_F16, QWEN) if not p.is_file()]
     if missing:
         pytest.skip(f"real models not cached yet: {', '.join(missing)}")
-    fake_hub.add(FakeRepo("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF",
-                          {SMOL.name: SMOL, SMOL_F16.name: SMOL_F16}))
+    fake_hub.add(
+        FakeRepo(
+            "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", {SMOL.name: SMOL, SMOL_F16.name: SMOL_F16}
+        )
+    )
     fake_hub.add(FakeRepo("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", {QWEN.name: QWEN}))
     return fake_hub
 
 
 def test_real_headers_over_http(real_hub: FakeHub) -> None:
-    smol_repo, qwen_repo = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", \
-        "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"
+    smol_repo, qwen_repo = (
+        "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF",
+        "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
+    )
     smol = read_remote_header(smol_repo, SMOL.name)
     smol_f16 = read_remote_header(smol_repo, SMOL_F16.name)
     qwen = read_remote_header(qwen_repo, QWEN.name)
@@ -46,8 +51,11 @@ def test_real_headers_over_http(real_hub: FakeHub) -> None:
     assert model_facts(smol).vocab_size == 49152
     assert first_mismatch(vocab_info(smol_f16), vocab_info(smol)) is None
     assert first_mismatch(vocab_info(qwen), vocab_info(smol)) is not None
-    fetched = sum(int(e.range.split("-")[1]) - int(e.range.split("=")[1].split("-")[0]) + 1
-                  for e in real_hub.log if e.range and QWEN.name in e.path)
+    fetched = sum(
+        int(e.range.split("-")[1]) - int(e.range.split("=")[1].split("-")[0]) + 1
+        for e in real_hub.log
+        if e.range and QWEN.name in e.path
+    )
     assert fetched < 16 << 20  # a few MiB of a 491 MB file
 
 
@@ -67,8 +75,19 @@ def test_header_vocab_matches_llama_cpp(path: Path) -> None:
         close = getattr(model, "close", None)
         if close is not None:
             close()
-    assert (from_header.vocab_type, from_header.add_bos, from_header.add_eos,
-            from_header.bos_id, from_header.eos_id, from_header.size) == \
-        (loaded.vocab_type, loaded.add_bos, loaded.add_eos, loaded.bos_id, loaded.eos_id,
-         loaded.size)
+    assert (
+        from_header.vocab_type,
+        from_header.add_bos,
+        from_header.add_eos,
+        from_header.bos_id,
+        from_header.eos_id,
+        from_header.size,
+    ) == (
+        loaded.vocab_type,
+        loaded.add_bos,
+        loaded.add_eos,
+        loaded.bos_id,
+        loaded.eos_id,
+        loaded.size,
+    )
     assert first_mismatch(from_header, loaded) is None

@@ -25,8 +25,7 @@ def test_data_dir_override(library: Library, tmp_path: Path) -> None:
 def test_import_validates_and_persists(library: Library, tmp_path: Path) -> None:
     path = write_gguf(tmp_path / "m-Q8_0.gguf", n_layer=3, context_length=8192, file_type=7)
     model = library.import_gguf(path)
-    assert (model.architecture, model.quantization, model.context_length) == ("llama", "Q8_0",
-                                                                              8192)
+    assert (model.architecture, model.quantization, model.context_length) == ("llama", "Q8_0", 8192)
     assert model.size == path.stat().st_size and model.source == "import"
     again = Library()
     assert again.models[model.id] == model and again.find_by_path(path) == model
@@ -81,8 +80,13 @@ def test_catalog_is_consistent() -> None:
     for pair in catalog.pairs:
         target, draft = catalog.model(pair.target), catalog.model(pair.draft)
         assert target.family == draft.family and draft.params_b < target.params_b
-    assert {m.family for m in catalog.targets()} >= {"qwen2.5", "qwen3", "llama3", "gemma3",
-                                                     "smollm2"}
+    assert {m.family for m in catalog.targets()} >= {
+        "qwen2.5",
+        "qwen3",
+        "llama3",
+        "gemma3",
+        "smollm2",
+    }
     # Each entry says where its repository and file names were confirmed.
     assert all(m.confirmed and "http" in m.confirmed for m in catalog.models)
     # Smallest first: the pair most likely to run well on a small machine leads.
@@ -92,9 +96,10 @@ def test_catalog_is_consistent() -> None:
 
 def test_draft_ranking() -> None:
     catalog = Catalog.load()
-    ranked = catalog.draft_candidates("bartowski/Qwen_Qwen3-8B-GGUF",
-                                      hub_repos=["someone/Qwen3-1.7B-GGUF", "x/Qwen3-4B-GGUF",
-                                                 "x/Llama-3.2-1B-GGUF"])
+    ranked = catalog.draft_candidates(
+        "bartowski/Qwen_Qwen3-8B-GGUF",
+        hub_repos=["someone/Qwen3-1.7B-GGUF", "x/Qwen3-4B-GGUF", "x/Llama-3.2-1B-GGUF"],
+    )
     assert ranked[0].repo == "Qwen/Qwen3-0.6B-GGUF" and ranked[0].source == "catalog pair"
     rest = [c.repo for c in ranked[1:]]
     assert "someone/Qwen3-1.7B-GGUF" in rest and "x/Llama-3.2-1B-GGUF" not in rest

@@ -33,11 +33,13 @@ TARGET, DRAFT, STRANGER = "acme/Tiny-1B-GGUF", "acme/Tiny-0.1B-GGUF", "other/Tin
 def tiny_hub(fake_hub: FakeHub, tmp_path: Path) -> FakeHub:
     synthetic = pytest.importorskip("app.engine.synthetic")
     target = synthetic.write_tiny_llama(tmp_path / "t.gguf", seed=0).read_bytes()
-    draft = synthetic.write_tiny_llama(tmp_path / "d.gguf", seed=1, noise_from=0,
-                                       noise=0.02).read_bytes()
+    draft = synthetic.write_tiny_llama(
+        tmp_path / "d.gguf", seed=1, noise_from=0, noise=0.02
+    ).read_bytes()
     stranger = write_gguf(tmp_path / "s.gguf").read_bytes()
-    fake_hub.add(FakeRepo(TARGET, {"tiny-1b-F32.gguf": target, "tiny-1b-Q8_0.gguf": target},
-                          downloads=100))
+    fake_hub.add(
+        FakeRepo(TARGET, {"tiny-1b-F32.gguf": target, "tiny-1b-Q8_0.gguf": target}, downloads=100)
+    )
     fake_hub.add(FakeRepo(DRAFT, {"tiny-0.1b-F32.gguf": draft}, downloads=50))
     fake_hub.add(FakeRepo(STRANGER, {"tiny-0.05b-F32.gguf": stranger}, downloads=5))
     return fake_hub
@@ -45,8 +47,10 @@ def tiny_hub(fake_hub: FakeHub, tmp_path: Path) -> FakeHub:
 
 def tiny_catalog() -> Catalog:
     return Catalog(
-        (CatalogModel("tiny-1b", TARGET, "tiny", 1.0, "Q8_0", "A tiny test target."),
-         CatalogModel("tiny-0.1b", DRAFT, "tiny", 0.1, "F32", "Its draft.", draft_only=True)),
+        (
+            CatalogModel("tiny-1b", TARGET, "tiny", 1.0, "Q8_0", "A tiny test target."),
+            CatalogModel("tiny-0.1b", DRAFT, "tiny", 0.1, "F32", "Its draft.", draft_only=True),
+        ),
         (CatalogPair("tiny-1b", "tiny-0.1b"),),
     )
 
@@ -60,8 +64,7 @@ def shoot(page: QWizardPage, name: str) -> None:
 def test_wizard_to_saved_active_pair(qtbot, tiny_hub: FakeHub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     library = Library()
     hardware = Hardware("CPU", (), 16 * GIB, 8 * GIB, 2)
-    wizard = PairWizard(library, tiny_catalog(), hardware=hardware,
-                        models_root=tmp_path / "models")
+    wizard = PairWizard(library, tiny_catalog(), hardware=hardware, models_root=tmp_path / "models")
     qtbot.addWidget(wizard)
     wizard.show()
     try:
@@ -87,8 +90,10 @@ def test_wizard_to_saved_active_pair(qtbot, tiny_hub: FakeHub, tmp_path: Path) -
 
         page = wizard.page_quant
         qtbot.waitUntil(page.isComplete, timeout=10_000)
-        rows = {page.table.item(r, 0).text(): page.table.item(r, 4).text()
-                for r in range(page.table.rowCount())}
+        rows = {
+            page.table.item(r, 0).text(): page.table.item(r, 4).text()
+            for r in range(page.table.rowCount())
+        }
         assert rows == {"Q8_0": "fits", "F32": "fits"}
         assert page.table.item(page.table.currentRow(), 0).text() == "Q8_0"  # recommended
         shoot(page, "3_quant")
@@ -129,9 +134,11 @@ def test_wizard_to_saved_active_pair(qtbot, tiny_hub: FakeHub, tmp_path: Path) -
         calibrated: list[object] = []
         cancelled: list[int] = []
         wizard.client.result.connect(
-            lambda r: calibrated.append(r) if isinstance(r, Calibrated) else None)
-        wizard.client.failed.connect(lambda f: cancelled.append(f.request_id)
-                                     if f.cancelled else None)
+            lambda r: calibrated.append(r) if isinstance(r, Calibrated) else None
+        )
+        wizard.client.failed.connect(
+            lambda f: cancelled.append(f.request_id) if f.cancelled else None
+        )
         # Back during the calibration and Next again: the first run is cancelled, not repeated.
         qtbot.waitUntil(lambda: "step" in page.steps.text(), timeout=30_000)
         assert page.cancel_button.isVisible()
@@ -173,13 +180,25 @@ def test_wizard_to_saved_active_pair(qtbot, tiny_hub: FakeHub, tmp_path: Path) -
     assert Path(target_spec.path).name == "tiny-1b-Q8_0.gguf" and draft_spec is not None
 
 
-def test_gated_target_explains_the_token(qtbot, populated_hub: FakeHub,  # type: ignore[no-untyped-def]
-                                         tmp_path: Path) -> None:
-    catalog = Catalog((CatalogModel("g", "acme/Gated-GGUF", "g", 1.0, "Q8_0"),
-                       CatalogModel("s", "acme/Small-GGUF", "g", 0.1, "Q8_0")),
-                      (CatalogPair("g", "s"),))
-    wizard = PairWizard(Library(), catalog, hardware=Hardware("CPU", (), 16 * GIB, 8 * GIB, 2),
-                        models_root=tmp_path / "models", token=False)
+def test_gated_target_explains_the_token(
+    qtbot,
+    populated_hub: FakeHub,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    catalog = Catalog(
+        (
+            CatalogModel("g", "acme/Gated-GGUF", "g", 1.0, "Q8_0"),
+            CatalogModel("s", "acme/Small-GGUF", "g", 0.1, "Q8_0"),
+        ),
+        (CatalogPair("g", "s"),),
+    )
+    wizard = PairWizard(
+        Library(),
+        catalog,
+        hardware=Hardware("CPU", (), 16 * GIB, 8 * GIB, 2),
+        models_root=tmp_path / "models",
+        token=False,
+    )
     qtbot.addWidget(wizard)
     wizard.show()
     try:

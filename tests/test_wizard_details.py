@@ -27,16 +27,20 @@ pytest_plugins = ["tests.conftest_hub", "tests.test_wizard"]
 
 
 def wizard_on(qtbot, catalog: Catalog, tmp_path: Path, **kwargs: object) -> PairWizard:  # type: ignore[no-untyped-def]
-    wizard = PairWizard(Library(), catalog, hardware=HARDWARE, models_root=tmp_path / "models",
-                        **kwargs)  # type: ignore[arg-type]
+    wizard = PairWizard(
+        Library(), catalog, hardware=HARDWARE, models_root=tmp_path / "models", **kwargs
+    )  # type: ignore[arg-type]
     qtbot.addWidget(wizard)
     wizard.show()
     qtbot.waitUntil(lambda: wizard.state.online is True, timeout=5_000)
     return wizard
 
 
-def test_gated_lock_in_search_results(qtbot, populated_hub: FakeHub,  # type: ignore[no-untyped-def]
-                                      tmp_path: Path) -> None:
+def test_gated_lock_in_search_results(
+    qtbot,
+    populated_hub: FakeHub,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
     wizard = wizard_on(qtbot, Catalog((), ()), tmp_path, token=False)
     try:
         wizard.next()
@@ -45,8 +49,10 @@ def test_gated_lock_in_search_results(qtbot, populated_hub: FakeHub,  # type: ig
         page.query.setText("gguf")
         page._search()
         qtbot.waitUntil(lambda: page.results.count() == 4, timeout=10_000)
-        rows = {page.results.item(i).text().split()[0]: page.results.item(i).text()
-                for i in range(page.results.count())}
+        rows = {
+            page.results.item(i).text().split()[0]: page.results.item(i).text()
+            for i in range(page.results.count())
+        }
         assert "🔒 gated" in rows["acme/Gated-GGUF"]
         assert "🔒" not in rows["acme/Big-GGUF"]
         shoot(page, "search-gated-lock")
@@ -55,8 +61,13 @@ def test_gated_lock_in_search_results(qtbot, populated_hub: FakeHub,  # type: ig
 
 
 def test_to_download_subtracts_the_partial_file(tmp_path: Path) -> None:
-    group = QuantGroup("Q8_0", (GGUFFile("a-00001-of-00002.gguf", 1000, None),
-                                GGUFFile("a-00002-of-00002.gguf", 500, None)))
+    group = QuantGroup(
+        "Q8_0",
+        (
+            GGUFFile("a-00001-of-00002.gguf", 1000, None),
+            GGUFFile("a-00002-of-00002.gguf", 500, None),
+        ),
+    )
     item = DownloadItem("acme/A-GGUF", group)
     folder = tmp_path / "acme--A-GGUF"
     assert still_to_download(tmp_path, item) == 1500
@@ -67,8 +78,11 @@ def test_to_download_subtracts_the_partial_file(tmp_path: Path) -> None:
     assert still_to_download(tmp_path, item) == 500
 
 
-def test_corrupt_download_offers_download_again(qtbot, tiny_hub: FakeHub,  # type: ignore[no-untyped-def]
-                                                tmp_path: Path) -> None:
+def test_corrupt_download_offers_download_again(
+    qtbot,
+    tiny_hub: FakeHub,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
     tiny_hub.repos[DRAFT].wrong_sha.add("tiny-0.1b-F32.gguf")
     wizard = wizard_on(qtbot, tiny_catalog(), tmp_path)
     try:
@@ -96,8 +110,9 @@ def test_corrupt_download_offers_download_again(qtbot, tiny_hub: FakeHub,  # typ
         shoot(page, "download-again")
         gets = len(tiny_hub.requests_for("tiny-0.1b-F32.gguf", "GET"))
         page.resume_button.click()  # starts over: the corrupt file was deleted
-        qtbot.waitUntil(lambda: len(tiny_hub.requests_for("tiny-0.1b-F32.gguf", "GET")) > gets,
-                        timeout=20_000)
+        qtbot.waitUntil(
+            lambda: len(tiny_hub.requests_for("tiny-0.1b-F32.gguf", "GET")) > gets, timeout=20_000
+        )
         again = tiny_hub.requests_for("tiny-0.1b-F32.gguf", "GET")[gets:]
         assert all(not e.range or e.range.startswith("bytes=0-") for e in again)
         qtbot.waitUntil(lambda: page.resume_button.isVisible(), timeout=20_000)
@@ -113,14 +128,21 @@ def test_vocabulary_mismatch_in_words() -> None:
     assert mismatch_in_words(None) == ""
 
 
-def test_pull_offline_naming_the_second_split_part(fake_hub: FakeHub,  # type: ignore[no-untyped-def]
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_pull_offline_naming_the_second_split_part(
+    fake_hub: FakeHub,  # type: ignore[no-untyped-def]
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from app.cli.hub import register
 
-    data = raw_gguf(llama_kvs() + [kv_u32("split.count", 2)],
-                    [tensor_entry("output_norm.weight", (64,))])
-    fake_hub.add(FakeRepo("acme/Split-GGUF", {"m-Q8_0-00001-of-00002.gguf": data,
-                                              "m-Q8_0-00002-of-00002.gguf": data}))
+    data = raw_gguf(
+        llama_kvs() + [kv_u32("split.count", 2)], [tensor_entry("output_norm.weight", (64,))]
+    )
+    fake_hub.add(
+        FakeRepo(
+            "acme/Split-GGUF",
+            {"m-Q8_0-00001-of-00002.gguf": data, "m-Q8_0-00002-of-00002.gguf": data},
+        )
+    )
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
 
@@ -137,21 +159,30 @@ def test_pull_offline_naming_the_second_split_part(fake_hub: FakeHub,  # type: i
     assert Path(first).parent == models_dir() / "acme--Split-GGUF"
 
 
-def test_curated_targets_show_fit_smallest_sensible_first(qtbot, tmp_path: Path,  # type: ignore[no-untyped-def]
-                                                          fake_hub: FakeHub) -> None:
+def test_curated_targets_show_fit_smallest_sensible_first(
+    qtbot,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+    fake_hub: FakeHub,
+) -> None:
     catalog = Catalog(
-        (CatalogModel("big", "a/Big-32B-GGUF", "x", 32.8, "Q4_K_M"),
-         CatalogModel("mid", "a/Mid-8B-GGUF", "x", 8.2, "Q4_K_M"),
-         CatalogModel("small", "a/Small-1.7B-GGUF", "x", 1.7, "Q4_K_M"),
-         CatalogModel("draft", "a/Draft-0.6B-GGUF", "x", 0.6, "Q8_0", draft_only=True)),
-        tuple(CatalogPair(t, "draft") for t in ("big", "mid", "small")))
+        (
+            CatalogModel("big", "a/Big-32B-GGUF", "x", 32.8, "Q4_K_M"),
+            CatalogModel("mid", "a/Mid-8B-GGUF", "x", 8.2, "Q4_K_M"),
+            CatalogModel("small", "a/Small-1.7B-GGUF", "x", 1.7, "Q4_K_M"),
+            CatalogModel("draft", "a/Draft-0.6B-GGUF", "x", 0.6, "Q8_0", draft_only=True),
+        ),
+        tuple(CatalogPair(t, "draft") for t in ("big", "mid", "small")),
+    )
     wizard = wizard_on(qtbot, catalog, tmp_path)
     try:
         wizard.next()
         page = wizard.page_target
         texts = [page.catalog_list.item(i).text() for i in range(page.catalog_list.count())]
-        assert [t.split()[0] for t in texts] == ["a/Small-1.7B-GGUF", "a/Mid-8B-GGUF",
-                                                 "a/Big-32B-GGUF"]
+        assert [t.split()[0] for t in texts] == [
+            "a/Small-1.7B-GGUF",
+            "a/Mid-8B-GGUF",
+            "a/Big-32B-GGUF",
+        ]
         assert "fits on this computer" in texts[0]  # 8 GiB free of RAM
         assert "does not fit on this computer" in texts[2]
     finally:
@@ -159,20 +190,23 @@ def test_curated_targets_show_fit_smallest_sensible_first(qtbot, tmp_path: Path,
 
 
 def test_slower_calibration_is_called_slower_and_needs_consent(  # type: ignore[no-untyped-def]
-        qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from app.workers.hub_worker import Calibrated
 
     monkeypatch.setenv("SPECDECK_DATA_DIR", str(tmp_path / "specdeck"))
-    wizard = PairWizard(Library(), Catalog((), ()), hardware=HARDWARE,
-                        models_root=tmp_path / "models", offline=True)
+    wizard = PairWizard(
+        Library(), Catalog((), ()), hardware=HARDWARE, models_root=tmp_path / "models", offline=True
+    )
     qtbot.addWidget(wizard)
     wizard.show()
     try:
         page = wizard.page_verify
         page._done_steps = ["Loading both models", "Target alone: 64 tokens"]
         # The measured numbers of the issue's screenshot: a draft bigger than its target.
-        page.on_result(Calibrated(0, 0.81, 4.1, 7.9, 0.52, 8, 3.2, ((4, 4.0), (8, 4.1)),
-                                  noise=0.03))
+        page.on_result(
+            Calibrated(0, 0.81, 4.1, 7.9, 0.52, 8, 3.2, ((4, 4.0), (8, 4.1)), noise=0.03)
+        )
         text = page.status.text()
         assert "×0.52 — 48 % slower" in text and "barely" not in text
         assert "not sure" in text and "within 2%" in text  # 4.0 vs 4.1 tok/s
@@ -180,13 +214,14 @@ def test_slower_calibration_is_called_slower_and_needs_consent(  # type: ignore[
         assert not page.use_ngram.isHidden() and "Alternatives" in text
         page.activate.setChecked(True)  # the person consents
         assert wizard.state.activate
-        page.on_result(Calibrated(0, 0.9, 12.0, 8.0, 1.5, 4, 1.0, ((4, 12.0), (8, 9.0)),
-                                  noise=0.02))
-        assert "50 % faster" in page.status.text() and "clearly the faster one" in \
-            page.status.text()
+        page.on_result(
+            Calibrated(0, 0.9, 12.0, 8.0, 1.5, 4, 1.0, ((4, 12.0), (8, 9.0)), noise=0.02)
+        )
+        assert (
+            "50 % faster" in page.status.text() and "clearly the faster one" in page.status.text()
+        )
         # A 25 % margin is no proof when two runs of the target alone differed by 20 %.
-        page.on_result(Calibrated(0, 0.9, 12.0, 8.0, 1.5, 4, 1.0, ((4, 12.0), (8, 9.0)),
-                                  noise=0.2))
+        page.on_result(Calibrated(0, 0.9, 12.0, 8.0, 1.5, 4, 1.0, ((4, 12.0), (8, 9.0)), noise=0.2))
         assert "not sure" in page.status.text() and "differed by 20%" in page.status.text()
         assert page.activate.isChecked() and page.use_ngram.isHidden()
     finally:

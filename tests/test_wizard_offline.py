@@ -63,23 +63,29 @@ def local_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, P
     return {
         "root": root,
         "target": synthetic.write_tiny_llama(downloaded / "tiny-1b-F32.gguf", seed=0),
-        "draft": synthetic.write_tiny_llama(elsewhere / "tiny-draft.gguf", seed=1, noise_from=0,
-                                            noise=0.02),
+        "draft": synthetic.write_tiny_llama(
+            elsewhere / "tiny-draft.gguf", seed=1, noise_from=0, noise=0.02
+        ),
         "stranger": write_gguf(elsewhere / "stranger.gguf"),
     }
 
 
 def offline_wizard(qtbot, endpoint: str, root: Path) -> PairWizard:  # type: ignore[no-untyped-def]
-    wizard = PairWizard(Library(), tiny_catalog(), hardware=HARDWARE, models_root=root,
-                        endpoint=endpoint)
+    wizard = PairWizard(
+        Library(), tiny_catalog(), hardware=HARDWARE, models_root=root, endpoint=endpoint
+    )
     qtbot.addWidget(wizard)
     wizard.show()
     return wizard
 
 
 @pytest.mark.parametrize("where", ["closed_port", "silent_server"])
-def test_offline_is_known_within_3_s(qtbot, request, where: str,  # type: ignore[no-untyped-def]
-                                     local_models: dict[str, Path]) -> None:
+def test_offline_is_known_within_3_s(
+    qtbot,
+    request,
+    where: str,  # type: ignore[no-untyped-def]
+    local_models: dict[str, Path],
+) -> None:
     endpoint = request.getfixturevalue(where)
     began = time.monotonic()
     wizard = offline_wizard(qtbot, endpoint, local_models["root"])
@@ -106,8 +112,11 @@ def test_offline_is_known_within_3_s(qtbot, request, where: str,  # type: ignore
     assert not wizard.client._thread.isRunning()
 
 
-def test_offline_pair_from_models_on_this_computer(qtbot, closed_port: str,  # type: ignore[no-untyped-def]
-                                                   local_models: dict[str, Path]) -> None:
+def test_offline_pair_from_models_on_this_computer(
+    qtbot,
+    closed_port: str,  # type: ignore[no-untyped-def]
+    local_models: dict[str, Path],
+) -> None:
     wizard = offline_wizard(qtbot, closed_port, local_models["root"])
     try:
         qtbot.waitUntil(lambda: wizard.state.online is False, timeout=5_000)
@@ -171,24 +180,35 @@ def lonely_hub(fake_hub: FakeHub, tmp_path: Path) -> FakeHub:
     """A target whose family has no smaller model anywhere: only its own quantizations."""
     synthetic = pytest.importorskip("app.engine.synthetic")
     base = synthetic.write_tiny_llama(tmp_path / "lonely.gguf", seed=0).read_bytes()
-    draft = synthetic.write_tiny_llama(tmp_path / "d.gguf", seed=1, noise_from=0,
-                                       noise=0.02).read_bytes()
+    draft = synthetic.write_tiny_llama(
+        tmp_path / "d.gguf", seed=1, noise_from=0, noise=0.02
+    ).read_bytes()
 
     def padded(factor: float) -> bytes:
         return base + bytes(int(len(base) * (factor - 1)))
 
-    fake_hub.add(FakeRepo(LONELY, {
-        "lonely-1b-F32.gguf": padded(4.0), "lonely-1b-Q8_0.gguf": padded(2.0),
-        "lonely-1b-Q4_1.gguf": padded(1.3), "lonely-1b-Q2_K.gguf": base,
-    }, downloads=10))
+    fake_hub.add(
+        FakeRepo(
+            LONELY,
+            {
+                "lonely-1b-F32.gguf": padded(4.0),
+                "lonely-1b-Q8_0.gguf": padded(2.0),
+                "lonely-1b-Q4_1.gguf": padded(1.3),
+                "lonely-1b-Q2_K.gguf": base,
+            },
+            downloads=10,
+        )
+    )
     fake_hub.add(FakeRepo(DRAFT, {"tiny-0.1b-F32.gguf": draft}, downloads=50))
     return fake_hub
 
 
 def test_draft_dead_end_offers_quantization_typed_repo_and_ngram(  # type: ignore[no-untyped-def]
-        qtbot, lonely_hub: FakeHub, tmp_path: Path) -> None:
-    wizard = PairWizard(Library(), Catalog((), ()), hardware=HARDWARE,
-                        models_root=tmp_path / "models")
+    qtbot, lonely_hub: FakeHub, tmp_path: Path
+) -> None:
+    wizard = PairWizard(
+        Library(), Catalog((), ()), hardware=HARDWARE, models_root=tmp_path / "models"
+    )
     qtbot.addWidget(wizard)
     wizard.show()
     try:

@@ -31,14 +31,16 @@ from app.models.library import Library, LibraryError, models_dir, split_parts
 def register(subparsers: Any) -> None:
     pull = subparsers.add_parser("pull", help="download a GGUF from the Hub into the library")
     pull.add_argument("repo", help="Hub repository, owner/name")
-    pull.add_argument("file", help="GGUF file in the repository (part 1 of a split model "
-                                   "fetches all parts)")
+    pull.add_argument(
+        "file", help="GGUF file in the repository (part 1 of a split model fetches all parts)"
+    )
     pull.add_argument("--revision", default="main")
     pull.add_argument("--offline", action="store_true", help="only use files already downloaded")
     pull.set_defaults(func=cmd_pull)
 
-    check = subparsers.add_parser("check-pair",
-                                  help="can DRAFT speculate for TARGET? (reads headers only)")
+    check = subparsers.add_parser(
+        "check-pair", help="can DRAFT speculate for TARGET? (reads headers only)"
+    )
     check.add_argument("target", help="local .gguf or owner/repo:file.gguf")
     check.add_argument("draft", help="local .gguf or owner/repo:file.gguf")
     check.set_defaults(func=cmd_check_pair)
@@ -59,9 +61,13 @@ def _fail(message: str, code: int = 2) -> int:
 def _print_progress(progress: DownloadProgress) -> None:
     eta = f"{progress.eta_s:.0f} s left" if progress.eta_s is not None else ""
     part = f" part {progress.part}/{progress.parts}" if progress.parts > 1 else ""
-    print(f"\r{progress.fraction:6.1%}  {human_bytes(progress.done)} / "
-          f"{human_bytes(progress.total)}  {human_bytes(progress.speed_bps)}/s  {eta}{part}   ",
-          end="", file=sys.stderr, flush=True)
+    print(
+        f"\r{progress.fraction:6.1%}  {human_bytes(progress.done)} / "
+        f"{human_bytes(progress.total)}  {human_bytes(progress.speed_bps)}/s  {eta}{part}   ",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
@@ -76,21 +82,29 @@ def cmd_pull(args: argparse.Namespace) -> int:
             files = [GGUFFile((folder / p.name).as_posix(), -1, None) for p in parts]
             paths = downloader.download_files(args.repo, files)
         else:
-            group = group_for_file(args.repo,
-                                   list_repo_files(args.repo, revision=args.revision),
-                                   args.file)
+            group = group_for_file(
+                args.repo, list_repo_files(args.repo, revision=args.revision), args.file
+            )
             if group.is_split and SPLIT_RE.search(args.file):
-                print(f"{args.file} is part of a split model: fetching all {len(group.files)} "
-                      "parts", file=sys.stderr)
+                print(
+                    f"{args.file} is part of a split model: fetching all {len(group.files)} parts",
+                    file=sys.stderr,
+                )
             for changed in downloader.changed_on_hub(args.repo, group.files):
-                print(f"{changed.path} changed on the Hub since it was downloaded: fetching the "
-                      "new version (the old file stays until the new one is verified)",
-                      file=sys.stderr)
+                print(
+                    f"{changed.path} changed on the Hub since it was downloaded: fetching the "
+                    "new version (the old file stays until the new one is verified)",
+                    file=sys.stderr,
+                )
             cancel = threading.Event()
             try:
-                paths = downloader.download_files(args.repo, list(group.files),
-                                                  revision=args.revision, cancel=cancel,
-                                                  on_progress=_print_progress)
+                paths = downloader.download_files(
+                    args.repo,
+                    list(group.files),
+                    revision=args.revision,
+                    cancel=cancel,
+                    on_progress=_print_progress,
+                )
             except KeyboardInterrupt:
                 cancel.set()
                 raise DownloadCancelled("interrupted; run the same command to resume") from None
@@ -130,11 +144,15 @@ def cmd_fit(args: argparse.Namespace) -> int:
     result = assess(estimate, hardware)
     devices = ", ".join(f"{g.name} {gib(g.free)} free" for g in hardware.gpus) or "none"
     print(f"backend: {hardware.backend}; GPUs: {devices}; RAM {gib(hardware.ram_free)} free")
-    for role, ref, mem, f in (("target", refs[0], estimate.target, facts[0]),
-                              ("draft", refs[1], estimate.draft, facts[1])):
+    for role, ref, mem, f in (
+        ("target", refs[0], estimate.target, facts[0]),
+        ("draft", refs[1], estimate.draft, facts[1]),
+    ):
         assert mem is not None
-        print(f"{role}: {ref} ({f.architecture}, {f.quantization}, {f.n_layer} layers) "
-              f"weights {gib(mem.weights)}, KV {gib(mem.kv)}, compute {gib(mem.compute)}")
+        print(
+            f"{role}: {ref} ({f.architecture}, {f.quantization}, {f.n_layer} layers) "
+            f"weights {gib(mem.weights)}, KV {gib(mem.kv)}, compute {gib(mem.compute)}"
+        )
     print(f"context {args.ctx} tokens, KV cache {args.kv_type}: {result.message}")
     print(result.label.value)
     return 1 if result.label.value == "does not fit" else 0

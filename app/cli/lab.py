@@ -23,17 +23,34 @@ def register(subparsers: Any) -> None:
 
     run = actions.add_parser("run", help="run configurations against the target alone")
     run.add_argument("--target", required=True, help="target GGUF file")
-    run.add_argument("--draft", help="draft GGUF: without --config, compares adaptive drafting "
-                                     "with it and n-gram drafting")
-    run.add_argument("--config", action="append", default=[], metavar="NAME:key=value,...",
-                     help="a configuration, e.g. fixed8:draft=d.gguf,n=8 or ng:ngram,n=4 "
-                          "(keys: draft, ngram[=N], n, adaptive[=MAX], rule, temp, p_min, guard; "
-                          "remote: server=URL, kind=llama-server|vllm, baseline=URL)")
-    run.add_argument("--suite", action="append", default=[], metavar="NAME|FILE.jsonl",
-                     help="built-in categories (comma-separated, or 'builtin' for all) or a "
-                          "JSONL file with id, prompt, category; default: all built-in")
-    run.add_argument("--from-conversations", type=int, default=0, metavar="N",
-                     help="also use your N most recent chat prompts (anonymised ids)")
+    run.add_argument(
+        "--draft",
+        help="draft GGUF: without --config, compares adaptive drafting with it and n-gram drafting",
+    )
+    run.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="NAME:key=value,...",
+        help="a configuration, e.g. fixed8:draft=d.gguf,n=8 or ng:ngram,n=4 "
+        "(keys: draft, ngram[=N], n, adaptive[=MAX], rule, temp, p_min, guard; "
+        "remote: server=URL, kind=llama-server|vllm, baseline=URL)",
+    )
+    run.add_argument(
+        "--suite",
+        action="append",
+        default=[],
+        metavar="NAME|FILE.jsonl",
+        help="built-in categories (comma-separated, or 'builtin' for all) or a "
+        "JSONL file with id, prompt, category; default: all built-in",
+    )
+    run.add_argument(
+        "--from-conversations",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also use your N most recent chat prompts (anonymised ids)",
+    )
     run.add_argument("--out", default=DEFAULT_OUT, help="result file (JSON lines)")
     run.add_argument("--repeats", type=int, default=1)
     run.add_argument("--max-tokens", type=int, default=64)
@@ -43,11 +60,17 @@ def register(subparsers: Any) -> None:
     run.add_argument("--threads", type=int, default=0)
     run.add_argument("--gpu-layers", type=int, default=-1)
     run.add_argument("--repack", default="auto", choices=["auto", "on", "off"])
-    run.add_argument("--claim-speedup", type=float, default=1.3,
-                     help="the claimed median speedup over the target alone (default 1.3)")
+    run.add_argument(
+        "--claim-speedup",
+        type=float,
+        default=1.3,
+        help="the claimed median speedup over the target alone (default 1.3)",
+    )
     run.add_argument("--claim-category", help="the category the claim is about (default: all)")
-    run.add_argument("--claim-config", help="the configuration the claim is about "
-                                            "(default: the best on the tuning part)")
+    run.add_argument(
+        "--claim-config",
+        help="the configuration the claim is about (default: the best on the tuning part)",
+    )
     run.add_argument("--confirm-fraction", type=float, default=1 / 3)
     run.add_argument("--split-salt", default="specdeck-lab")
     _add_exports(run)
@@ -112,8 +135,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not Path(path).is_file():
             raise SpecDeckError(f"model file not found: {path}")
     plan = LabPlan(
-        target=target_spec(args.target, n_ctx=args.ctx, threads=args.threads,
-                           gpu_layers=args.gpu_layers, repack=args.repack),
+        target=target_spec(
+            args.target,
+            n_ctx=args.ctx,
+            threads=args.threads,
+            gpu_layers=args.gpu_layers,
+            repack=args.repack,
+        ),
         configs=_configs(args),
         prompts=tuple(_prompts(args)),
         repeats=args.repeats,
@@ -126,9 +154,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     parts = plan.split
     print(f"claim: {plan.claim.describe()}", file=sys.stderr)
-    print(f"{len(plan.prompts)} prompts in {len(plan.categories)} categories: "
-          f"{len(parts.tuning)} tuning, {len(parts.confirmation)} held out for confirmation; "
-          f"results in {args.out}", file=sys.stderr)
+    print(
+        f"{len(plan.prompts)} prompts in {len(plan.categories)} categories: "
+        f"{len(parts.tuning)} tuning, {len(parts.confirmation)} held out for confirmation; "
+        f"results in {args.out}",
+        file=sys.stderr,
+    )
     runner = LabRunner.start(plan, Path(args.out))
     return _drive(runner, args)
 
@@ -154,14 +185,16 @@ def _drive(runner: Any, args: argparse.Namespace) -> int:
             f"{name} ×{(run['tok_s'] / base) if base else 0:.2f}" for name, run in runs.items()
         )
         eta = "" if progress.eta_s is None else f" ETA {progress.eta_s:.0f}s"
-        print(f"[{progress.done}/{progress.total}{eta}] {progress.phase} {progress.prompt}: "
-              f"{speedups}", file=sys.stderr)
+        print(
+            f"[{progress.done}/{progress.total}{eta}] {progress.phase} {progress.prompt}: "
+            f"{speedups}",
+            file=sys.stderr,
+        )
 
     try:
         finished = runner.run(show)
     except KeyboardInterrupt:
-        print(f"\nstopped; `python -m app lab resume {runner.log.path}` continues",
-              file=sys.stderr)
+        print(f"\nstopped; `python -m app lab resume {runner.log.path}` continues", file=sys.stderr)
         return 130
     _exports(runner.log, args)
     _print_summary(runner.log)
@@ -181,8 +214,11 @@ def _exports(log: Any, args: argparse.Namespace) -> None:
     from app.lab import report
     from app.store.fileio import atomic_write_text
 
-    for target, render in ((args.html, report.to_html), (args.json, report.to_json),
-                           (args.csv, report.to_csv)):
+    for target, render in (
+        (args.html, report.to_html),
+        (args.json, report.to_json),
+        (args.csv, report.to_csv),
+    ):
         if target:
             atomic_write_text(Path(target), render(log))
             print(f"wrote {target}", file=sys.stderr)

@@ -39,8 +39,12 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft-gpu-layers", type=int, default=-1)
     parser.add_argument("--kv-type", default="f16", choices=list(KV_TYPES))
     parser.add_argument("--flash-attn", default="auto", choices=["auto", "on", "off"])
-    parser.add_argument("--repack", default="auto", choices=["auto", "on", "off"],
-                        help="CPU weight repacking (auto: on unless it crashes this CPU)")
+    parser.add_argument(
+        "--repack",
+        default="auto",
+        choices=["auto", "on", "off"],
+        help="CPU weight repacking (auto: on unless it crashes this CPU)",
+    )
 
 
 def _add_sampling_options(parser: argparse.ArgumentParser, *, max_tokens: int) -> None:
@@ -54,19 +58,32 @@ def _add_sampling_options(parser: argparse.ArgumentParser, *, max_tokens: int) -
     length.add_argument("--draft-max", type=int, default=None, help="fixed draft length N")
     length.add_argument("--adaptive", action="store_true", help="adaptive draft length (default)")
     parser.add_argument("--adaptive-max", type=int, default=16, help="ceiling when adaptive")
-    parser.add_argument("--p-min", type=float, default=0.0,
-                        help="draft confidence cut-off per token (like llama.cpp --draft-p-min)")
+    parser.add_argument(
+        "--p-min",
+        type=float,
+        default=0.0,
+        help="draft confidence cut-off per token (like llama.cpp --draft-p-min)",
+    )
     parser.add_argument("--rule", default="rejection", choices=[r.value for r in AcceptRule])
     parser.add_argument("--no-guard", action="store_true", help="disable the collapse guard")
-    parser.add_argument("--no-ngram-first", action="store_true",
-                        help="with --draft: never let prompt-lookup drafts go first")
-    parser.add_argument("--ignore-eos", action="store_true",
-                        help="do not stop at end-of-generation tokens")
+    parser.add_argument(
+        "--no-ngram-first",
+        action="store_true",
+        help="with --draft: never let prompt-lookup drafts go first",
+    )
+    parser.add_argument(
+        "--ignore-eos", action="store_true", help="do not stop at end-of-generation tokens"
+    )
 
 
 def _specs(args: argparse.Namespace) -> tuple[ModelSpec, ModelSpec | None, DraftSource]:
-    common = dict(n_ctx=args.ctx, n_threads=args.threads, kv_type=args.kv_type,
-                  flash_attn=args.flash_attn, repack=args.repack)
+    common = dict(
+        n_ctx=args.ctx,
+        n_threads=args.threads,
+        kv_type=args.kv_type,
+        flash_attn=args.flash_attn,
+        repack=args.repack,
+    )
     target = ModelSpec(args.target, n_gpu_layers=args.gpu_layers, **common)
     if args.draft:
         draft = ModelSpec(args.draft, n_gpu_layers=args.draft_gpu_layers, **common)
@@ -75,8 +92,13 @@ def _specs(args: argparse.Namespace) -> tuple[ModelSpec, ModelSpec | None, Draft
 
 
 def _sampler(args: argparse.Namespace) -> SamplerConfig:
-    return SamplerConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                         min_p=args.min_p, seed=args.seed)
+    return SamplerConfig(
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        min_p=args.min_p,
+        seed=args.seed,
+    )
 
 
 def _spec_config(args: argparse.Namespace) -> SpecConfig:
@@ -102,8 +124,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     try:
         host.load(LoadRequest(target, draft, source))
         prompt = host.tokenize_chat([{"role": "user", "content": args.prompt}])
-        request = GenerationRequest(prompt, max_tokens=args.max_tokens, sampler=_sampler(args),
-                                    spec=_spec_config(args), ignore_eos=args.ignore_eos)
+        request = GenerationRequest(
+            prompt,
+            max_tokens=args.max_tokens,
+            sampler=_sampler(args),
+            spec=_spec_config(args),
+            ignore_eos=args.ignore_eos,
+        )
         colour = sys.stdout.isatty() and not args.no_colour
         summary = None
         for events in host.generate(request):
@@ -122,8 +149,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
         assert summary is not None
         _print_summary(summary)
         if args.compare:
-            base = [e for batch in host.generate(replace(request, speculative=False), stream=False)
-                    for e in batch if isinstance(e, RunSummary)][0]
+            base = [
+                e
+                for batch in host.generate(replace(request, speculative=False), stream=False)
+                for e in batch
+                if isinstance(e, RunSummary)
+            ][0]
             _print_summary(base)
             check = host.compare(prompt, summary.token_ids, base.token_ids)
             print(f"speedup ×{summary.tok_s / base.tok_s:.2f} — {check.describe()}")
@@ -149,20 +180,29 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if not args.draft and not args.ngram:
         raise SpecDeckError("bench needs --draft FILE or --ngram")
     target, draft, source = _specs(args)
-    settings = BenchSettings(max_tokens=args.max_tokens, sampler=_sampler(args),
-                             spec=_spec_config(args), reference=args.reference,
-                             ignore_eos=args.ignore_eos,
-                             token_probs=not args.no_token_probs)
+    settings = BenchSettings(
+        max_tokens=args.max_tokens,
+        sampler=_sampler(args),
+        spec=_spec_config(args),
+        reference=args.reference,
+        ignore_eos=args.ignore_eos,
+        token_probs=not args.no_token_probs,
+    )
 
     def show(row: dict) -> None:
         ref = f" ref {row['reference_tok_s']:.2f}" if "reference_tok_s" in row else ""
-        verdict = "identical" if row["identical"] else (
-            f"diverged@{row['first_divergence']} margin {row['divergence_margin']}")
-        print(f"{row['id']}: base {row['baseline_tok_s']:.2f} spec {row['speculative_tok_s']:.2f}"
-              f"{ref} tok/s ×{row['speedup']:.2f} acc {row['acceptance_rate']:.2f} "
-              f"host {row['host_ms_per_token']:.3f}/{row['baseline_host_ms_per_token']:.3f} "
-              f"ms/tok pauses {row['guard_pauses']} {verdict}",
-              file=sys.stderr)
+        verdict = (
+            "identical"
+            if row["identical"]
+            else (f"diverged@{row['first_divergence']} margin {row['divergence_margin']}")
+        )
+        print(
+            f"{row['id']}: base {row['baseline_tok_s']:.2f} spec {row['speculative_tok_s']:.2f}"
+            f"{ref} tok/s ×{row['speedup']:.2f} acc {row['acceptance_rate']:.2f} "
+            f"host {row['host_ms_per_token']:.3f}/{row['baseline_host_ms_per_token']:.3f} "
+            f"ms/tok pauses {row['guard_pauses']} {verdict}",
+            file=sys.stderr,
+        )
 
     prompts = load_prompts(Path(args.prompts))
     if args.in_process:
@@ -201,12 +241,21 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sampling_options(bench, max_tokens=128)
     bench.add_argument("--prompts", required=True, help="JSONL with id and prompt")
     bench.add_argument("--json", required=True, help="where to write the results")
-    bench.add_argument("--no-token-probs", action="store_true",
-                       help="skip p(x)/q(x) per token (the window's hover details)")
-    bench.add_argument("--reference", action="store_true",
-                       help="also run llama.cpp's llama-speculative-simple (built on first use)")
-    bench.add_argument("--in-process", action="store_true",
-                       help="run the models in this process (a llama.cpp crash ends it)")
+    bench.add_argument(
+        "--no-token-probs",
+        action="store_true",
+        help="skip p(x)/q(x) per token (the window's hover details)",
+    )
+    bench.add_argument(
+        "--reference",
+        action="store_true",
+        help="also run llama.cpp's llama-speculative-simple (built on first use)",
+    )
+    bench.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the models in this process (a llama.cpp crash ends it)",
+    )
     bench.set_defaults(func=cmd_bench)
     try:
         from app.cli.hub import register

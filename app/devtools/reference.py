@@ -65,16 +65,39 @@ def llama_cpp_tool(name: str) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     sdist = root / f"llama_cpp_python-{llama_version}.tar.gz"
     if not sdist.exists():
-        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-              f"llama-cpp-python=={llama_version}", "-d", str(root)])
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"llama-cpp-python=={llama_version}",
+                "-d",
+                str(root),
+            ]
+        )
     source = root / "src"
     if not source.exists():
         with tarfile.open(sdist) as archive:
             archive.extractall(source, filter="data")
     llama_dir = next(source.glob("*/vendor/llama.cpp"))
     jobs = str(os.cpu_count() or 2)
-    _run(["cmake", "-S", str(llama_dir), "-B", str(root / "build"), "-DCMAKE_BUILD_TYPE=Release",
-          "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_SERVER=ON"])
+    _run(
+        [
+            "cmake",
+            "-S",
+            str(llama_dir),
+            "-B",
+            str(root / "build"),
+            "-DCMAKE_BUILD_TYPE=Release",
+            "-DLLAMA_BUILD_TESTS=OFF",
+            "-DLLAMA_OPENSSL=OFF",
+            "-DLLAMA_BUILD_SERVER=ON",
+        ]
+    )
     _run(["cmake", "--build", str(root / "build"), "--target", name, "-j", jobs])
     if not binary.exists():
         raise ReferenceUnavailableError(f"the build did not produce {binary}")
@@ -101,12 +124,39 @@ def run_reference(
     repack: bool | None = None,
 ) -> ReferenceResult:
     command = [
-        str(reference_binary()), "-m", str(target), "-md", str(draft),
-        "--spec-type", "draft-simple", "-p", prompt_text,
-        "-n", str(max_tokens), "--temp", "0", "--top-k", "1", "--seed", str(seed),
-        "--spec-draft-n-max", str(draft_max), "--spec-draft-n-min", "0",
-        "--spec-draft-p-min", str(p_min),
-        "-t", str(threads), "-tb", str(threads), "-c", str(n_ctx), "-ngl", "99", "-ngld", "99",
+        str(reference_binary()),
+        "-m",
+        str(target),
+        "-md",
+        str(draft),
+        "--spec-type",
+        "draft-simple",
+        "-p",
+        prompt_text,
+        "-n",
+        str(max_tokens),
+        "--temp",
+        "0",
+        "--top-k",
+        "1",
+        "--seed",
+        str(seed),
+        "--spec-draft-n-max",
+        str(draft_max),
+        "--spec-draft-n-min",
+        "0",
+        "--spec-draft-p-min",
+        str(p_min),
+        "-t",
+        str(threads),
+        "-tb",
+        str(threads),
+        "-c",
+        str(n_ctx),
+        "-ngl",
+        "99",
+        "-ngld",
+        "99",
     ]
     if ignore_eos:
         command.append("--ignore-eos")

@@ -63,8 +63,12 @@ def bench_prompt(engine: Engine, item: dict[str, str], settings: BenchSettings) 
     prompt_text = engine.render_chat([Message("user", item["prompt"])])
     prompt = engine.tokenize_rendered(prompt_text)
     request = GenerationRequest(
-        prompt, max_tokens=settings.max_tokens, sampler=settings.sampler, spec=settings.spec,
-        token_probs=settings.token_probs, ignore_eos=settings.ignore_eos,
+        prompt,
+        max_tokens=settings.max_tokens,
+        sampler=settings.sampler,
+        spec=settings.spec,
+        token_probs=settings.token_probs,
+        ignore_eos=settings.ignore_eos,
     )
     baseline = drain(engine.generate(replace(request, speculative=False)))
     speculative = drain(engine.generate(request))
@@ -97,11 +101,16 @@ def bench_prompt(engine: Engine, item: dict[str, str], settings: BenchSettings) 
         from app.devtools.reference import run_reference
 
         ref = run_reference(
-            Path(engine.target_spec.path), Path(engine.draft_spec.path),
-            prompt_text, max_tokens=settings.max_tokens,
-            draft_max=settings.spec.draft_max, p_min=settings.spec.p_min,
-            threads=engine.target_spec.threads(), n_ctx=engine.n_ctx,
-            seed=settings.sampler.seed or 0, ignore_eos=settings.ignore_eos,
+            Path(engine.target_spec.path),
+            Path(engine.draft_spec.path),
+            prompt_text,
+            max_tokens=settings.max_tokens,
+            draft_max=settings.spec.draft_max,
+            p_min=settings.spec.p_min,
+            threads=engine.target_spec.threads(),
+            n_ctx=engine.n_ctx,
+            seed=settings.sampler.seed or 0,
+            ignore_eos=settings.ignore_eos,
             repack=engine.target.repacking.enabled,
         )
         row["reference_tok_s"] = round(ref.tok_s, 3)
@@ -116,10 +125,20 @@ def _median(rows: list[dict], key: str) -> float | None:
 
 
 def aggregate(rows: list[dict]) -> dict:
-    keys = ("baseline_tok_s", "speculative_tok_s", "speedup", "acceptance_rate",
-            "mean_accepted_length", "target_passes_per_token", "overhead_fraction",
-            "host_ms_per_token", "baseline_host_ms_per_token", "tokens_per_pass",
-            "reference_tok_s", "vs_reference")
+    keys = (
+        "baseline_tok_s",
+        "speculative_tok_s",
+        "speedup",
+        "acceptance_rate",
+        "mean_accepted_length",
+        "target_passes_per_token",
+        "overhead_fraction",
+        "host_ms_per_token",
+        "baseline_host_ms_per_token",
+        "tokens_per_pass",
+        "reference_tok_s",
+        "vs_reference",
+    )
     summary: dict = {f"median_{k}": _median(rows, k) for k in keys}
     summary["prompts"] = len(rows)
     speedups = [r["speedup"] for r in rows]
@@ -129,19 +148,22 @@ def aggregate(rows: list[dict]) -> dict:
     summary["identical"] = sum(1 for r in rows if r["identical"])
     summary["diverged"] = [
         {"id": r["id"], "at": r["first_divergence"], "margin": r["divergence_margin"]}
-        for r in rows if not r["identical"]
+        for r in rows
+        if not r["identical"]
     ]
     return {k: v for k, v in summary.items() if v is not None}
 
 
-def lineage(target: ModelSpec, draft: ModelSpec | None, source: DraftSource,
-            settings: BenchSettings) -> dict:
+def lineage(
+    target: ModelSpec, draft: ModelSpec | None, source: DraftSource, settings: BenchSettings
+) -> dict:
     gpus = [asdict(d) for d in devices() if d.kind != "CPU"]
     return {
         "target": {"path": target.path, "sha256": file_sha256(Path(target.path))},
         "draft": (
             {"path": draft.path, "sha256": file_sha256(Path(draft.path))}
-            if draft else {"ngram": source is DraftSource.NGRAM}
+            if draft
+            else {"ngram": source is DraftSource.NGRAM}
         ),
         "llama_cpp_python": llama_cpp_version(),
         "llama_cpp_system_info": system_info(),
@@ -153,8 +175,9 @@ def lineage(target: ModelSpec, draft: ModelSpec | None, source: DraftSource,
             "max_tokens": settings.max_tokens,
             "ignore_eos": settings.ignore_eos,
             "sampler": asdict(settings.sampler),
-            "spec": {k: (v.value if hasattr(v, "value") else v)
-                     for k, v in asdict(settings.spec).items()},
+            "spec": {
+                k: (v.value if hasattr(v, "value") else v) for k, v in asdict(settings.spec).items()
+            },
             "n_ctx": target.n_ctx,
             "token_probs": settings.token_probs,
         },

@@ -185,7 +185,10 @@ class Engine:
         memory_key = drafter.name if drafter is not None else ""
         controller.restore(self._guard_memory.get(memory_key))
         verifier = Verifier(
-            self.target.n_vocab, sampler, randomness, request.spec.rule,
+            self.target.n_vocab,
+            sampler,
+            randomness,
+            request.spec.rule,
             want_probs=request.token_probs,
         )
         stream = TextStream(request.stop)

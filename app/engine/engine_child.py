@@ -92,8 +92,9 @@ class _ChildSession:
             try:
                 return engine.tokenize_chat([Message(r, c) for r, c in request.messages])
             except ChatTemplateError as error:
-                raise ChatTemplateError(f"broken chat template in {self.target_name}: "
-                                        f"{error}") from error
+                raise ChatTemplateError(
+                    f"broken chat template in {self.target_name}: {error}"
+                ) from error
         if isinstance(request, PlainChatRequest):
             engine.formatter.use_plain()
             return None
@@ -151,8 +152,12 @@ class _ChildSession:
 
         with observing_loads(progress):
             return run_bench(
-                request.target, request.draft, list(request.prompts), request.settings,
-                source=request.source, on_row=lambda row: self.reply(seq, RowReply(row)),
+                request.target,
+                request.draft,
+                list(request.prompts),
+                request.settings,
+                source=request.source,
+                on_row=lambda row: self.reply(seq, RowReply(row)),
             )
 
     def generate(self, seq: int, job: GenerateRequest) -> RunSummary:
@@ -230,5 +235,3 @@ def child_main(conn: Connection, cancel: CancelFlag, log_path: str) -> None:
             session.handle(seq, request)
     finally:
         session.close_engine()
-
-

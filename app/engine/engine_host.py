@@ -215,8 +215,9 @@ class EngineHost:
         """Render with the model's template and tokenize; a hung template kills the child."""
         typed = tuple((str(m["role"]), str(m["content"])) for m in messages)
         try:
-            tokens = self._call(ChatPromptRequest(typed), "rendering the chat template",
-                                timeout_s=timeout_s)
+            tokens = self._call(
+                ChatPromptRequest(typed), "rendering the chat template", timeout_s=timeout_s
+            )
         except TimeoutError:
             model = self._pair_name().split(" + ")[0]
             self.kill()
@@ -280,8 +281,9 @@ class EngineHost:
             if isinstance(reply, LoadProgress):
                 self._model = Path(reply.path).name
                 if reply.path == files[-1] and reply.fraction >= 1.0:
-                    self._stage, self._model = "benchmarking", " + ".join(
-                        Path(f).name for f in files
+                    self._stage, self._model = (
+                        "benchmarking",
+                        " + ".join(Path(f).name for f in files),
                     )
                 continue
             if isinstance(reply, RowReply):

@@ -77,8 +77,13 @@ class CloseRequest:
 
 
 Request = (
-    LoadRequest | ChatPromptRequest | PlainChatRequest | GenerateRequest | CompareRequest
-    | BenchRequest | CloseRequest
+    LoadRequest
+    | ChatPromptRequest
+    | PlainChatRequest
+    | GenerateRequest
+    | CompareRequest
+    | BenchRequest
+    | CloseRequest
 )
 
 # --- replies (child -> parent) ------------------------------------------------------------
@@ -137,18 +142,24 @@ class EngineCrashed(SpecDeckError):
         self.how = how  # the signal or exit code, in words
         self.exit_code = exit_code
         self.log = log  # the last lines the child wrote to stderr
-        said = f" llama.cpp said: \"{_last_line(log)}\"." if _last_line(log) else ""
-        hint = (" The file is damaged or not supported by this llama.cpp build."
-                if stage == "loading" else "")
-        super().__init__(f"the engine process (llama.cpp) died while {_stage_words(stage)} "
-                         f"{model}: {how}.{said}{hint}")
+        said = f' llama.cpp said: "{_last_line(log)}".' if _last_line(log) else ""
+        hint = (
+            " The file is damaged or not supported by this llama.cpp build."
+            if stage == "loading"
+            else ""
+        )
+        super().__init__(
+            f"the engine process (llama.cpp) died while {_stage_words(stage)} "
+            f"{model}: {how}.{said}{hint}"
+        )
 
 
 class ChatTemplateHung(SpecDeckError):
     def __init__(self, model: str, seconds: float) -> None:
         self.model = model
-        super().__init__(f"broken chat template in {model}: rendering did not finish within "
-                         f"{seconds:.0f} s")
+        super().__init__(
+            f"broken chat template in {model}: rendering did not finish within {seconds:.0f} s"
+        )
 
 
 class EngineNotRunning(SpecDeckError):

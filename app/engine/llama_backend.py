@@ -182,7 +182,6 @@ class LlamaModel:
         return raw.decode("utf-8") if raw else None
 
 
-
 class LlamaContext:
     """One inference context (own KV cache) over a shared model, sequence 0 only.
 

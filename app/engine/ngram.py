@@ -38,8 +38,10 @@ class NgramIndex:
     def _sync(self, tokens: Sequence[int]) -> None:
         known = self._tokens
         n_known = len(known)
-        if len(tokens) < n_known or (n_known and tokens[n_known - 1] != known[-1]) or (
-            n_known and tokens[0] != known[0]
+        if (
+            len(tokens) < n_known
+            or (n_known and tokens[n_known - 1] != known[-1])
+            or (n_known and tokens[0] != known[0])
         ):
             self._tokens, self._starts, n_known = [], {}, 0
             known = self._tokens

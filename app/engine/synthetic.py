@@ -224,7 +224,11 @@ def write_vocab_donor_pair(
     agree often but not always."""
     small_shape = TinyShape(n_embd=32, n_layer=2, n_head=2, n_head_kv=1, n_ff=64, n_ctx=4096)
     wide_shape = TinyShape(
-        n_embd=32 * scale, n_layer=2, n_head=2 * scale, n_head_kv=scale, n_ff=64 * scale,
+        n_embd=32 * scale,
+        n_layer=2,
+        n_head=2 * scale,
+        n_head_kv=scale,
+        n_ff=64 * scale,
         n_ctx=4096,
     )
     tokenizer = _donor_tokenizer(donor)

@@ -92,7 +92,8 @@ class LabConfig:
             against = f", baseline {self.baseline_server}" if self.baseline_server else ""
             return f"remote {self.server_kind} {self.server}{against}, T={self.temperature:g}"
         drafting = (
-            f"n-gram (n={self.ngram_n})" if self.source is DraftSource.NGRAM
+            f"n-gram (n={self.ngram_n})"
+            if self.source is DraftSource.NGRAM
             else f"draft {self.draft}" + (" + n-gram first" if self.ngram_first else "")
         )
         length = f"adaptive ≤{self.draft_max}" if self.adaptive else f"fixed {self.draft_max}"
@@ -123,8 +124,9 @@ class LabConfig:
                 ngram_first=bool(data.get("ngram_first", True)),
                 server=None if data.get("server") is None else str(data["server"]),
                 server_kind=str(data.get("server_kind", "llama-server")),
-                baseline_server=(None if data.get("baseline_server") is None
-                                 else str(data["baseline_server"])),
+                baseline_server=(
+                    None if data.get("baseline_server") is None else str(data["baseline_server"])
+                ),
             )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, ConfigError):

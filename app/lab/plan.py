@@ -14,7 +14,7 @@ BASELINE = "baseline"
 
 @dataclass(frozen=True)
 class Claim:
-    """"Configuration X is at least ``threshold``× faster than the target alone on
+    """ "Configuration X is at least ``threshold``× faster than the target alone on
     ``category`` at the median." ``config`` None: the best one on the tuning part;
     ``category`` None: every category together."""
 
@@ -62,8 +62,9 @@ class LabPlan:
         if self.claim.config is not None and self.claim.config not in names:
             raise ConfigError(f"the claim names {self.claim.config!r}, which is not configured")
         if self.claim.category is not None and self.claim.category not in self.categories:
-            raise ConfigError(f"the claim names category {self.claim.category!r}, "
-                              "which no chosen suite has")
+            raise ConfigError(
+                f"the claim names category {self.claim.category!r}, which no chosen suite has"
+            )
         if not 0.0 < self.claim.threshold <= 100.0:
             raise ConfigError("the claimed speedup must be above 0")
 

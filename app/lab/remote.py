@@ -54,8 +54,12 @@ def _read(response: Any, limit: int, url: str) -> bytes:
 
 def _request(url: str, body: dict[str, Any] | None, timeout: float, limit: int) -> bytes:
     data = None if body is None else json.dumps(body).encode("utf-8")
-    request = urllib.request.Request(url, data=data, method="POST" if data else "GET",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url,
+        data=data,
+        method="POST" if data else "GET",
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
             return _read(response, limit, url)
@@ -152,17 +156,23 @@ class SpecCounters:
                 position = int(labels["position"])
                 positions[position] = positions.get(position, 0.0) + value
         width = max(positions) + 1 if positions else 0
-        return SpecCounters(totals[VLLM_DRAFTS], totals[VLLM_DRAFT_TOKENS], totals[VLLM_ACCEPTED],
-                            tuple(positions.get(i, 0.0) for i in range(width)))
+        return SpecCounters(
+            totals[VLLM_DRAFTS],
+            totals[VLLM_DRAFT_TOKENS],
+            totals[VLLM_ACCEPTED],
+            tuple(positions.get(i, 0.0) for i in range(width)),
+        )
 
     def minus(self, before: SpecCounters) -> SpecCounters:
         width = max(len(self.per_position), len(before.per_position))
         mine = self.per_position + (0.0,) * (width - len(self.per_position))
         theirs = before.per_position + (0.0,) * (width - len(before.per_position))
-        return SpecCounters(self.drafts - before.drafts,
-                            self.draft_tokens - before.draft_tokens,
-                            self.accepted - before.accepted,
-                            tuple(a - b for a, b in zip(mine, theirs, strict=True)))
+        return SpecCounters(
+            self.drafts - before.drafts,
+            self.draft_tokens - before.draft_tokens,
+            self.accepted - before.accepted,
+            tuple(a - b for a, b in zip(mine, theirs, strict=True)),
+        )
 
     @property
     def acceptance(self) -> float:
@@ -177,15 +187,32 @@ class SpecCounters:
 # --- one request -------------------------------------------------------------------------
 
 
-def run_remote(url: str, prompt: str, *, max_tokens: int, temperature: float, seed: int,
-               kind: str = "llama-server", timeout: float = 600.0) -> dict[str, Any]:
+def run_remote(
+    url: str,
+    prompt: str,
+    *,
+    max_tokens: int,
+    temperature: float,
+    seed: int,
+    kind: str = "llama-server",
+    timeout: float = 600.0,
+) -> dict[str, Any]:
     """One chat completion, measured like a local run (same metric names)."""
     base = check_url(url)
-    before = (SpecCounters.from_metrics(
-        _request(f"{base}/metrics", None, timeout, MAX_METRICS_BYTES).decode("utf-8", "replace"))
-        if kind == "vllm" else None)
-    body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
-            "temperature": temperature, "seed": seed, "stream": False}
+    before = (
+        SpecCounters.from_metrics(
+            _request(f"{base}/metrics", None, timeout, MAX_METRICS_BYTES).decode("utf-8", "replace")
+        )
+        if kind == "vllm"
+        else None
+    )
+    body = {
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "seed": seed,
+        "stream": False,
+    }
     began = time.perf_counter()
     raw = _request(f"{base}/v1/chat/completions", body, timeout, MAX_RESPONSE_BYTES)
     wall_s = time.perf_counter() - began
@@ -199,25 +226,48 @@ def run_remote(url: str, prompt: str, *, max_tokens: int, temperature: float, se
     if not isinstance(usage, dict):
         usage = {}
     tokens = int(usage.get("completion_tokens") or 0)
-    metrics: dict[str, Any] = {"tokens": tokens, "tok_s": tokens / wall_s if wall_s else 0.0,
-                               "ttft_ms": 0.0, "acceptance": 0.0, "tokens_per_pass": 1.0,
-                               "drafted": 0, "accepted": 0, "wall_s": round(wall_s, 4)}
+    metrics: dict[str, Any] = {
+        "tokens": tokens,
+        "tok_s": tokens / wall_s if wall_s else 0.0,
+        "ttft_ms": 0.0,
+        "acceptance": 0.0,
+        "tokens_per_pass": 1.0,
+        "drafted": 0,
+        "accepted": 0,
+        "wall_s": round(wall_s, 4),
+    }
     timings = parse_timings(response)
     if timings is not None:
-        metrics.update(tokens=timings.predicted_n, tok_s=timings.tok_s,
-                       ttft_ms=timings.prompt_ms, acceptance=timings.acceptance,
-                       tokens_per_pass=timings.tokens_per_pass, drafted=timings.draft_n,
-                       accepted=timings.draft_n_accepted)
+        metrics.update(
+            tokens=timings.predicted_n,
+            tok_s=timings.tok_s,
+            ttft_ms=timings.prompt_ms,
+            acceptance=timings.acceptance,
+            tokens_per_pass=timings.tokens_per_pass,
+            drafted=timings.draft_n,
+            accepted=timings.draft_n_accepted,
+        )
     if before is not None:
         after = SpecCounters.from_metrics(
-            _request(f"{base}/metrics", None, timeout, MAX_METRICS_BYTES).decode("utf-8",
-                                                                                  "replace"))
+            _request(f"{base}/metrics", None, timeout, MAX_METRICS_BYTES).decode("utf-8", "replace")
+        )
         delta = after.minus(before)
-        metrics.update(acceptance=delta.acceptance, tokens_per_pass=delta.tokens_per_pass,
-                       drafted=int(delta.draft_tokens), accepted=int(delta.accepted),
-                       accepted_per_position=list(delta.per_position))
+        metrics.update(
+            acceptance=delta.acceptance,
+            tokens_per_pass=delta.tokens_per_pass,
+            drafted=int(delta.draft_tokens),
+            accepted=int(delta.accepted),
+            accepted_per_position=list(delta.per_position),
+        )
     for key in ("tok_s", "ttft_ms", "acceptance", "tokens_per_pass"):
         metrics[key] = round(float(metrics[key]), 4)
-    metrics.update(itl_p50_ms=0.0, itl_p95_ms=0.0, itl_p99_ms=0.0, host_ms_per_token=0.0,
-                   guard_pauses=0, peak_rss_mb=None, stop_reason="remote")
+    metrics.update(
+        itl_p50_ms=0.0,
+        itl_p95_ms=0.0,
+        itl_p99_ms=0.0,
+        host_ms_per_token=0.0,
+        guard_pauses=0,
+        peak_rss_mb=None,
+        stop_reason="remote",
+    )
     return metrics

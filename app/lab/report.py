@@ -42,18 +42,26 @@ def to_json(log: ResultLog) -> str:
         "split": log.header.get("split"),
         "plan": log.header.get("plan"),
         "finished": log.finished,
-        "verdict": {**asdict(result.verdict),
-                    "tuning": _interval(result.verdict.tuning),
-                    "confirmation": _interval(result.verdict.confirmation)},
+        "verdict": {
+            **asdict(result.verdict),
+            "tuning": _interval(result.verdict.tuning),
+            "confirmation": _interval(result.verdict.confirmation),
+        },
         "recommendations": [
             {**asdict(r), "confirmed_speedup": _interval(r.confirmed_speedup)}
             for r in result.recommendations
         ],
         "summary": [
-            {"phase": c.phase, "category": c.category, "config": c.config,
-             "slowdowns": c.slowdowns, "divergences": c.divergences,
-             "guard_pauses": c.guard_pauses, "peak_rss_mb": c.peak_rss_mb,
-             "medians": {k: _interval(v) for k, v in c.medians.items()}}
+            {
+                "phase": c.phase,
+                "category": c.category,
+                "config": c.config,
+                "slowdowns": c.slowdowns,
+                "divergences": c.divergences,
+                "guard_pauses": c.guard_pauses,
+                "peak_rss_mb": c.peak_rss_mb,
+                "medians": {k: _interval(v) for k, v in c.medians.items()},
+            }
             for c in result.cells
         ],
         "failures": [asdict(f) for f in result.failures],
@@ -74,12 +82,16 @@ def to_csv(log: ResultLog) -> str:
 
 def summary_lines(result: Analysis, phase: str = "tuning") -> list[str]:
     """A plain-text table: one line per category and configuration."""
-    head = (f"{'category':<12} {'config':<14} {'n':>3} {'speedup (95% CI)':>22} {'accept':>7} "
-            f"{'tok/pass':>8} {'TTFT ms':>8} {'ITL p50/p95/p99 ms':>20} {'host ms/t':>9} "
-            f"{'slow':>4} {'div':>3} {'guard':>5}")
+    head = (
+        f"{'category':<12} {'config':<14} {'n':>3} {'speedup (95% CI)':>22} {'accept':>7} "
+        f"{'tok/pass':>8} {'TTFT ms':>8} {'ITL p50/p95/p99 ms':>20} {'host ms/t':>9} "
+        f"{'slow':>4} {'div':>3} {'guard':>5}"
+    )
     lines = [head]
-    for cell in sorted(result.cells, key=lambda c: (c.phase != phase, c.phase,
-                                                    c.category != ALL, c.category, c.config)):
+    for cell in sorted(
+        result.cells,
+        key=lambda c: (c.phase != phase, c.phase, c.category != ALL, c.category, c.config),
+    ):
         m = cell.medians
         s = m["speedup"]
         lines.append(
@@ -99,8 +111,7 @@ def summary_lines(result: Analysis, phase: str = "tuning") -> list[str]:
 # --- HTML ---------------------------------------------------------------------------------
 
 
-def _strip_svg(rows: list[Row], configs: list[str], categories: list[str],
-               threshold: float) -> str:
+def _strip_svg(rows: list[Row], configs: list[str], categories: list[str], threshold: float) -> str:
     """Speedup per prompt, one column per category, one colour per configuration."""
     width, height, left, top, bottom = 90 * max(len(categories), 1) + 70, 300, 56, 16, 60
     values = [r.speedup for r in rows if r.speedup > 0] or [1.0]
@@ -112,25 +123,37 @@ def _strip_svg(rows: list[Row], configs: list[str], categories: list[str],
         value = min(max(value, low), high)
         return top + (height - top - bottom) * (1 - (math.log(value) - math.log(low)) / span)
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'role="img" aria-label="speedup per prompt">',
-             f'<rect x="{left}" y="{top}" width="{width - left - 10}" '
-             f'height="{height - top - bottom}" fill="#fafafa" stroke="#ccc"/>']
-    for value, label, dash in ((1.0, "1× (target alone)", ""),
-                               (threshold, f"claim {threshold:g}×", ' stroke-dasharray="4 3"')):
-        parts.append(f'<line x1="{left}" x2="{width - 10}" y1="{y(value):.1f}" '
-                     f'y2="{y(value):.1f}" stroke="#555"{dash}/>')
-        parts.append(f'<text x="{left + 4}" y="{y(value) - 3:.1f}" font-size="10" '
-                     f'fill="#555">{html.escape(label)}</text>')
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'role="img" aria-label="speedup per prompt">',
+        f'<rect x="{left}" y="{top}" width="{width - left - 10}" '
+        f'height="{height - top - bottom}" fill="#fafafa" stroke="#ccc"/>',
+    ]
+    for value, label, dash in (
+        (1.0, "1× (target alone)", ""),
+        (threshold, f"claim {threshold:g}×", ' stroke-dasharray="4 3"'),
+    ):
+        parts.append(
+            f'<line x1="{left}" x2="{width - 10}" y1="{y(value):.1f}" '
+            f'y2="{y(value):.1f}" stroke="#555"{dash}/>'
+        )
+        parts.append(
+            f'<text x="{left + 4}" y="{y(value) - 3:.1f}" font-size="10" '
+            f'fill="#555">{html.escape(label)}</text>'
+        )
     for tick in (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0):
         if low <= tick <= high:
-            parts.append(f'<text x="{left - 6}" y="{y(tick) + 3:.1f}" font-size="10" '
-                         f'text-anchor="end">{tick:g}×</text>')
+            parts.append(
+                f'<text x="{left - 6}" y="{y(tick) + 3:.1f}" font-size="10" '
+                f'text-anchor="end">{tick:g}×</text>'
+            )
     column = (width - left - 10) / max(len(categories), 1)
     for ci, category in enumerate(categories):
         x0 = left + column * ci
-        parts.append(f'<text x="{x0 + column / 2:.1f}" y="{height - bottom + 16}" '
-                     f'font-size="11" text-anchor="middle">{html.escape(category)}</text>')
+        parts.append(
+            f'<text x="{x0 + column / 2:.1f}" y="{height - bottom + 16}" '
+            f'font-size="11" text-anchor="middle">{html.escape(category)}</text>'
+        )
         for ki, config in enumerate(configs):
             colour = PALETTE[ki % len(PALETTE)]
             xs = x0 + column * (ki + 1) / (len(configs) + 1)
@@ -139,33 +162,46 @@ def _strip_svg(rows: list[Row], configs: list[str], categories: list[str],
                 jitter = ((j * 7) % 11 - 5) * 1.2
                 shape = "rect" if r.phase == "confirmation" else "circle"
                 if shape == "circle":
-                    parts.append(f'<circle cx="{xs + jitter:.1f}" cy="{y(r.speedup):.1f}" r="3" '
-                                 f'fill="{colour}" fill-opacity="0.7"><title>'
-                                 f'{html.escape(r.prompt)} {r.speedup:.2f}×</title></circle>')
+                    parts.append(
+                        f'<circle cx="{xs + jitter:.1f}" cy="{y(r.speedup):.1f}" r="3" '
+                        f'fill="{colour}" fill-opacity="0.7"><title>'
+                        f"{html.escape(r.prompt)} {r.speedup:.2f}×</title></circle>"
+                    )
                 else:
-                    parts.append(f'<rect x="{xs + jitter - 3:.1f}" y="{y(r.speedup) - 3:.1f}" '
-                                 f'width="6" height="6" fill="none" stroke="{colour}"><title>'
-                                 f'{html.escape(r.prompt)} (held out) {r.speedup:.2f}×'
-                                 f'</title></rect>')
+                    parts.append(
+                        f'<rect x="{xs + jitter - 3:.1f}" y="{y(r.speedup) - 3:.1f}" '
+                        f'width="6" height="6" fill="none" stroke="{colour}"><title>'
+                        f"{html.escape(r.prompt)} (held out) {r.speedup:.2f}×"
+                        f"</title></rect>"
+                    )
             if chosen:
                 ordered = sorted(r.speedup for r in chosen)
-                median = ordered[len(ordered) // 2] if len(ordered) % 2 else (
-                    ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
-                parts.append(f'<line x1="{xs - 9:.1f}" x2="{xs + 9:.1f}" y1="{y(median):.1f}" '
-                             f'y2="{y(median):.1f}" stroke="{colour}" stroke-width="3"/>')
+                median = (
+                    ordered[len(ordered) // 2]
+                    if len(ordered) % 2
+                    else (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
+                )
+                parts.append(
+                    f'<line x1="{xs - 9:.1f}" x2="{xs + 9:.1f}" y1="{y(median):.1f}" '
+                    f'y2="{y(median):.1f}" stroke="{colour}" stroke-width="3"/>'
+                )
     for ki, config in enumerate(configs):
-        parts.append(f'<rect x="{left + 110 * ki}" y="{height - 22}" width="10" height="10" '
-                     f'fill="{PALETTE[ki % len(PALETTE)]}"/><text x="{left + 110 * ki + 14}" '
-                     f'y="{height - 13}" font-size="11">{html.escape(config)}</text>')
+        parts.append(
+            f'<rect x="{left + 110 * ki}" y="{height - 22}" width="10" height="10" '
+            f'fill="{PALETTE[ki % len(PALETTE)]}"/><text x="{left + 110 * ki + 14}" '
+            f'y="{height - 13}" font-size="11">{html.escape(config)}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 
 
 def _cell_table(cells: list[CellSummary]) -> str:
-    head = ("<tr><th>phase</th><th>category</th><th>configuration</th><th>n</th>"
-            "<th>speedup median (95% CI)</th><th>acceptance</th><th>tokens/pass</th>"
-            "<th>TTFT ms</th><th>ITL p50 / p95 / p99 ms</th><th>host ms/token</th>"
-            "<th>peak RSS MB</th><th>slowdowns</th><th>divergences</th><th>guard pauses</th></tr>")
+    head = (
+        "<tr><th>phase</th><th>category</th><th>configuration</th><th>n</th>"
+        "<th>speedup median (95% CI)</th><th>acceptance</th><th>tokens/pass</th>"
+        "<th>TTFT ms</th><th>ITL p50 / p95 / p99 ms</th><th>host ms/token</th>"
+        "<th>peak RSS MB</th><th>slowdowns</th><th>divergences</th><th>guard pauses</th></tr>"
+    )
     body = []
     for c in cells:
         m = c.medians
@@ -180,7 +216,8 @@ def _cell_table(cells: list[CellSummary]) -> str:
             f"{m['itl_p95_ms'].median:.2f} / {m['itl_p99_ms'].median:.2f}</td>"
             f"<td>{m['host_ms_per_token'].median:.3f}</td>"
             f"<td>{'' if c.peak_rss_mb is None else f'{c.peak_rss_mb:.0f}'}</td>"
-            f"<td>{c.slowdowns}</td><td>{c.divergences}</td><td>{c.guard_pauses}</td></tr>")
+            f"<td>{c.slowdowns}</td><td>{c.divergences}</td><td>{c.guard_pauses}</td></tr>"
+        )
     return f"<table>{head}{''.join(body)}</table>"
 
 
@@ -194,18 +231,31 @@ def to_html(log: ResultLog) -> str:
         f"</td><td>{'' if r.tuning_speedup is None else f'{r.tuning_speedup:.2f}×'}</td>"
         f"<td>{'' if r.confirmed_speedup is None else f'{r.confirmed_speedup.median:.2f}×'}"
         f"</td><td>{html.escape(r.reason)}</td></tr>"
-        for r in result.recommendations)
+        for r in result.recommendations
+    )
     fails = "".join(
         f"<tr><td>{f.phase}</td><td>{html.escape(f.kind)}</td><td>{html.escape(f.category)}"
         f"</td><td>{html.escape(f.prompt)}</td><td>{html.escape(f.config)}</td>"
-        f"<td>{html.escape(f.detail)}</td></tr>" for f in result.failures[:500])
-    configs = "".join(f"<li><b>{html.escape(c.name)}</b>: {html.escape(c.describe())}</li>"
-                      for c in plan.configs)
-    lineage = html.escape(json.dumps({k: log.header.get(k) for k in
-                                      ("lineage", "suite_hash", "split", "command")},
-                                     indent=2, ensure_ascii=False, default=str))
-    state = "" if log.finished else "<p class='warn'>This run has not finished; " \
+        f"<td>{html.escape(f.detail)}</td></tr>"
+        for f in result.failures[:500]
+    )
+    configs = "".join(
+        f"<li><b>{html.escape(c.name)}</b>: {html.escape(c.describe())}</li>" for c in plan.configs
+    )
+    lineage = html.escape(
+        json.dumps(
+            {k: log.header.get(k) for k in ("lineage", "suite_hash", "split", "command")},
+            indent=2,
+            ensure_ascii=False,
+            default=str,
+        )
+    )
+    state = (
+        ""
+        if log.finished
+        else "<p class='warn'>This run has not finished; "
         "`python -m app lab resume` continues it.</p>"
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>SpecDeck Lab report</title>
 <style>

@@ -48,8 +48,9 @@ class Progress:
 ProgressCallback = Callable[[Progress], None]
 
 
-def measure(engine: Engine, request: GenerationRequest,
-            cancel: CancelCheck) -> tuple[dict[str, Any], RunSummary]:
+def measure(
+    engine: Engine, request: GenerationRequest, cancel: CancelCheck
+) -> tuple[dict[str, Any], RunSummary]:
     """Drain one request; its figures as the engine defines them (one place for each)."""
     summary = drain(engine.generate(request, cancel))
     tokens = summary.tokens
@@ -86,8 +87,11 @@ class EnginePool:
             source = config.source if config.source is DraftSource.NGRAM or draft else None
             engine = Engine(self.plan.target, draft, draft_source=source)
             first = engine.tokenize_chat([Message("user", self.plan.prompts[0].text)])
-            _warm_up(engine, first, BenchSettings(sampler=config.sampler(self.plan.seed),
-                                                  spec=config.spec()))
+            _warm_up(
+                engine,
+                first,
+                BenchSettings(sampler=config.sampler(self.plan.seed), spec=config.spec()),
+            )
             self.engines[key] = engine
         return self.engines[key]
 
@@ -103,9 +107,17 @@ class EnginePool:
 
 def run_lineage(plan: LabPlan) -> dict[str, Any]:
     first = plan.configs[0]
-    base = lineage(plan.target, None, DraftSource.NGRAM,
-                   BenchSettings(max_tokens=plan.max_tokens, sampler=first.sampler(plan.seed),
-                                 spec=first.spec(), ignore_eos=plan.ignore_eos))
+    base = lineage(
+        plan.target,
+        None,
+        DraftSource.NGRAM,
+        BenchSettings(
+            max_tokens=plan.max_tokens,
+            sampler=first.sampler(plan.seed),
+            spec=first.spec(),
+            ignore_eos=plan.ignore_eos,
+        ),
+    )
     base.pop("draft", None)
     drafts = sorted({c.draft for c in plan.configs if c.draft})
     base["drafts"] = {path: file_sha256(Path(path)) for path in drafts}
@@ -141,8 +153,10 @@ def _check_models_unchanged(log: ResultLog, plan: LabPlan) -> None:
         )
     for path, digest in (recorded.get("drafts") or {}).items():
         if file_sha256(Path(path)) != digest:
-            raise ResultFileError(f"the draft {path} changed since this run started; "
-                                  "start a new run instead of resuming")
+            raise ResultFileError(
+                f"the draft {path} changed since this run started; "
+                "start a new run instead of resuming"
+            )
 
 
 class LabRunner:
@@ -165,19 +179,26 @@ class LabRunner:
 
     # --- the run --------------------------------------------------------------------------
 
-    def run(self, progress: ProgressCallback | None = None,
-            cancel: CancelCheck = lambda: False) -> bool:
+    def run(
+        self, progress: ProgressCallback | None = None, cancel: CancelCheck = lambda: False
+    ) -> bool:
         """Run what is left; returns True when the whole plan has finished."""
         try:
             return self._run(progress, cancel)
         finally:
             self.pool.close()
 
-    def _groups(self, phase: str, prompts: Sequence[Prompt],
-                configs_for: Callable[[Prompt], list[LabConfig]]) -> list[tuple]:
-        return [(phase, index, prompt, repeat, configs_for(prompt))
-                for index, prompt in enumerate(prompts)
-                for repeat in range(self.plan.repeats)]
+    def _groups(
+        self,
+        phase: str,
+        prompts: Sequence[Prompt],
+        configs_for: Callable[[Prompt], list[LabConfig]],
+    ) -> list[tuple]:
+        return [
+            (phase, index, prompt, repeat, configs_for(prompt))
+            for index, prompt in enumerate(prompts)
+            for repeat in range(self.plan.repeats)
+        ]
 
     def _run(self, progress: ProgressCallback | None, cancel: CancelCheck) -> bool:
         if self.log.finished:
@@ -193,13 +214,15 @@ class LabRunner:
             return False
         if choice is None:
             names = [c.name for c in self.plan.configs]
-            choice = {"kind": "choice",
-                      **choose(rows_from(self.log.records), self.plan.claim,
-                               self.plan.categories, names)}
+            choice = {
+                "kind": "choice",
+                **choose(rows_from(self.log.records), self.plan.claim, self.plan.categories, names),
+            }
             self.log.append(choice)
             confirmation = self._confirmation_groups(choice)
-        if not self._run_groups(confirmation, len(tuning) + len(confirmation), progress, cancel,
-                                offset=len(tuning)):
+        if not self._run_groups(
+            confirmation, len(tuning) + len(confirmation), progress, cancel, offset=len(tuning)
+        ):
             return False
         self.log.append({"kind": "done", "finished": time.time()})
         return True
@@ -218,8 +241,15 @@ class LabRunner:
 
         return self._groups("confirmation", self.plan.split.confirmation, configs_for)
 
-    def _run_groups(self, groups: list[tuple], total: int, progress: ProgressCallback | None,
-                    cancel: CancelCheck, *, offset: int = 0) -> bool:
+    def _run_groups(
+        self,
+        groups: list[tuple],
+        total: int,
+        progress: ProgressCallback | None,
+        cancel: CancelCheck,
+        *,
+        offset: int = 0,
+    ) -> bool:
         done = self.log.done_groups()
         for position, (phase, index, prompt, repeat, configs) in enumerate(groups):
             if (phase, prompt.id, repeat) in done or not configs:
@@ -233,7 +263,7 @@ class LabRunner:
             self.log.append(record)
             self._durations.append(time.perf_counter() - began)
             if progress is not None:
-                left = sum(1 for g in groups[position + 1:] if (g[0], g[2].id, g[3]) not in done)
+                left = sum(1 for g in groups[position + 1 :] if (g[0], g[2].id, g[3]) not in done)
                 eta = float(np.mean(self._durations)) * left if self._durations else None
                 progress(Progress(offset + position + 1, total, eta, phase, prompt.id, record))
         return True
@@ -242,8 +272,14 @@ class LabRunner:
         from app.lab.remote import run_remote
 
         def ask(url: str) -> dict[str, Any]:
-            return run_remote(url, prompt.text, max_tokens=self.plan.max_tokens,
-                              temperature=config.temperature, seed=seed, kind=config.server_kind)
+            return run_remote(
+                url,
+                prompt.text,
+                max_tokens=self.plan.max_tokens,
+                temperature=config.temperature,
+                seed=seed,
+                kind=config.server_kind,
+            )
 
         assert config.server is not None
         run = ask(config.server)
@@ -251,16 +287,22 @@ class LabRunner:
             run["baseline_tok_s"] = ask(config.baseline_server)["tok_s"]
         return {**run, "temperature": config.temperature}
 
-    def _run_group(self, phase: str, index: int, prompt: Prompt, repeat: int,
-                   configs: list[LabConfig], cancel: CancelCheck) -> dict[str, Any] | None:
+    def _run_group(
+        self,
+        phase: str,
+        index: int,
+        prompt: Prompt,
+        repeat: int,
+        configs: list[LabConfig],
+        cancel: CancelCheck,
+    ) -> dict[str, Any] | None:
         plan = self.plan
         base_engine = self.pool.baseline
         tokens = base_engine.tokenize_chat([Message("user", prompt.text)])
         temperatures = list(dict.fromkeys(c.temperature for c in configs))
-        units: list[tuple[str, float, LabConfig | None]] = (
-            [(BASELINE, t, None) for t in temperatures]
-            + [(c.name, c.temperature, c) for c in configs]
-        )
+        units: list[tuple[str, float, LabConfig | None]] = [
+            (BASELINE, t, None) for t in temperatures
+        ] + [(c.name, c.temperature, c) for c in configs]
         shift = (index + repeat) % len(units)
         units = units[shift:] + units[:shift]
         baselines: dict[str, dict[str, Any]] = {}
@@ -271,9 +313,12 @@ class LabRunner:
             if config is None:
                 engine = base_engine
                 request = GenerationRequest(
-                    tokens, max_tokens=plan.max_tokens,
+                    tokens,
+                    max_tokens=plan.max_tokens,
                     sampler=SamplerConfig(temperature=temperature, seed=seed),
-                    speculative=False, ignore_eos=plan.ignore_eos, token_probs=False,
+                    speculative=False,
+                    ignore_eos=plan.ignore_eos,
+                    token_probs=False,
                 )
             elif config.server is not None:
                 runs[name] = self._run_remote(config, prompt, seed)
@@ -281,8 +326,12 @@ class LabRunner:
             else:
                 engine = self.pool.for_config(config)
                 request = GenerationRequest(
-                    tokens, max_tokens=plan.max_tokens, sampler=config.sampler(seed),
-                    spec=config.spec(), ignore_eos=plan.ignore_eos, token_probs=False,
+                    tokens,
+                    max_tokens=plan.max_tokens,
+                    sampler=config.sampler(seed),
+                    spec=config.spec(),
+                    ignore_eos=plan.ignore_eos,
+                    token_probs=False,
                 )
             metrics, summary = measure(engine, request, cancel)
             if cancel():
@@ -298,20 +347,29 @@ class LabRunner:
             if config.temperature > 0.0 or config.server is not None:
                 run["identical"] = None
                 continue
-            check = compare(tokens, outputs[config.name],
-                            outputs[f"{BASELINE}@{config.temperature}"], base_engine)
+            check = compare(
+                tokens,
+                outputs[config.name],
+                outputs[f"{BASELINE}@{config.temperature}"],
+                base_engine,
+            )
             run["identical"] = check.identical
             run["first_divergence"] = check.first_divergence
             run["margin"] = None if check.margin is None else round(check.margin, 5)
         return {
-            "kind": "prompt", "phase": phase, "prompt": prompt.id, "category": prompt.category,
-            "repeat": repeat, "prompt_tokens": len(tokens),
+            "kind": "prompt",
+            "phase": phase,
+            "prompt": prompt.id,
+            "category": prompt.category,
+            "repeat": repeat,
+            "prompt_tokens": len(tokens),
             "order": [u[0] if u[2] is not None else f"{BASELINE}@{u[1]}" for u in units],
-            "baselines": baselines, "runs": runs,
+            "baselines": baselines,
+            "runs": runs,
         }
 
 
-def target_spec(path: str, *, n_ctx: int = 4096, threads: int = 0,
-                gpu_layers: int = -1, repack: str = "auto") -> ModelSpec:
-    return ModelSpec(path, n_gpu_layers=gpu_layers, n_ctx=n_ctx, n_threads=threads,
-                     repack=repack)
+def target_spec(
+    path: str, *, n_ctx: int = 4096, threads: int = 0, gpu_layers: int = -1, repack: str = "auto"
+) -> ModelSpec:
+    return ModelSpec(path, n_gpu_layers=gpu_layers, n_ctx=n_ctx, n_threads=threads, repack=repack)

@@ -16,8 +16,15 @@ from app.lab.plan import BASELINE, Claim
 
 ALL = "all"
 METRICS = (
-    "speedup", "acceptance", "tokens_per_pass", "ttft_ms", "itl_p50_ms", "itl_p95_ms",
-    "itl_p99_ms", "host_ms_per_token", "tok_s",
+    "speedup",
+    "acceptance",
+    "tokens_per_pass",
+    "ttft_ms",
+    "itl_p50_ms",
+    "itl_p95_ms",
+    "itl_p99_ms",
+    "host_ms_per_token",
+    "tok_s",
 )
 NEAR_TIE = 0.5  # logit margin below which a T=0 divergence is batched-arithmetic noise
 
@@ -126,34 +133,37 @@ def rows_from(records: Iterable[dict[str, Any]]) -> list[Row]:
             # a remote configuration brings its own baseline: the same server, no drafts
             base_tok_s = _float(run.get("baseline_tok_s", base.get("tok_s")))
             tok_s = _float(run.get("tok_s"))
-            rows.append(Row(
-                phase=str(record["phase"]),
-                prompt=str(record["prompt"]),
-                category=str(record["category"]),
-                repeat=int(record["repeat"]),
-                config=str(name),
-                speedup=tok_s / base_tok_s if base_tok_s > 0 else 0.0,
-                acceptance=_float(run.get("acceptance")),
-                tokens_per_pass=_float(run.get("tokens_per_pass")),
-                ttft_ms=_float(run.get("ttft_ms")),
-                itl_p50_ms=_float(run.get("itl_p50_ms")),
-                itl_p95_ms=_float(run.get("itl_p95_ms")),
-                itl_p99_ms=_float(run.get("itl_p99_ms")),
-                host_ms_per_token=_float(run.get("host_ms_per_token")),
-                tok_s=tok_s,
-                baseline_tok_s=base_tok_s,
-                tokens=int(run.get("tokens", 0)),
-                peak_rss_mb=run.get("peak_rss_mb"),
-                guard_pauses=int(run.get("guard_pauses", 0)),
-                identical=run.get("identical"),
-                first_divergence=run.get("first_divergence"),
-                margin=run.get("margin"),
-            ))
+            rows.append(
+                Row(
+                    phase=str(record["phase"]),
+                    prompt=str(record["prompt"]),
+                    category=str(record["category"]),
+                    repeat=int(record["repeat"]),
+                    config=str(name),
+                    speedup=tok_s / base_tok_s if base_tok_s > 0 else 0.0,
+                    acceptance=_float(run.get("acceptance")),
+                    tokens_per_pass=_float(run.get("tokens_per_pass")),
+                    ttft_ms=_float(run.get("ttft_ms")),
+                    itl_p50_ms=_float(run.get("itl_p50_ms")),
+                    itl_p95_ms=_float(run.get("itl_p95_ms")),
+                    itl_p99_ms=_float(run.get("itl_p99_ms")),
+                    host_ms_per_token=_float(run.get("host_ms_per_token")),
+                    tok_s=tok_s,
+                    baseline_tok_s=base_tok_s,
+                    tokens=int(run.get("tokens", 0)),
+                    peak_rss_mb=run.get("peak_rss_mb"),
+                    guard_pauses=int(run.get("guard_pauses", 0)),
+                    identical=run.get("identical"),
+                    first_divergence=run.get("first_divergence"),
+                    margin=run.get("margin"),
+                )
+            )
     return rows
 
 
-def bootstrap_median(values: Sequence[float], *, seed: int = 0, resamples: int = 2000,
-                     level: float = 0.95) -> Interval:
+def bootstrap_median(
+    values: Sequence[float], *, seed: int = 0, resamples: int = 2000, level: float = 0.95
+) -> Interval:
     """Median with a percentile-bootstrap confidence interval (seeded, so reports repeat)."""
     data = np.asarray(values, dtype=np.float64)
     if data.size == 0:
@@ -170,8 +180,11 @@ def bootstrap_median(values: Sequence[float], *, seed: int = 0, resamples: int =
 
 
 def _select(rows: Sequence[Row], phase: str, category: str, config: str) -> list[Row]:
-    return [r for r in rows if r.phase == phase and r.config == config
-            and (category == ALL or r.category == category)]
+    return [
+        r
+        for r in rows
+        if r.phase == phase and r.config == config and (category == ALL or r.category == category)
+    ]
 
 
 def summarise(rows: Sequence[Row], *, seed: int = 0) -> list[CellSummary]:
@@ -184,15 +197,21 @@ def summarise(rows: Sequence[Row], *, seed: int = 0) -> list[CellSummary]:
             if not chosen:
                 continue
             rss = [r.peak_rss_mb for r in chosen if r.peak_rss_mb is not None]
-            cells.append(CellSummary(
-                phase=phase, category=category, config=config,
-                medians={m: bootstrap_median([getattr(r, m) for r in chosen], seed=seed)
-                         for m in METRICS},
-                slowdowns=sum(1 for r in chosen if r.speedup < 1.0),
-                divergences=sum(1 for r in chosen if r.identical is False),
-                guard_pauses=sum(r.guard_pauses for r in chosen),
-                peak_rss_mb=max(rss) if rss else None,
-            ))
+            cells.append(
+                CellSummary(
+                    phase=phase,
+                    category=category,
+                    config=config,
+                    medians={
+                        m: bootstrap_median([getattr(r, m) for r in chosen], seed=seed)
+                        for m in METRICS
+                    },
+                    slowdowns=sum(1 for r in chosen if r.speedup < 1.0),
+                    divergences=sum(1 for r in chosen if r.identical is False),
+                    guard_pauses=sum(r.guard_pauses for r in chosen),
+                    peak_rss_mb=max(rss) if rss else None,
+                )
+            )
     return cells
 
 
@@ -201,17 +220,40 @@ def failures(rows: Sequence[Row]) -> list[Failure]:
     for r in rows:
         if r.speedup < 1.0:
             rates = f"{r.tok_s:.1f} vs {r.baseline_tok_s:.1f} tok/s"
-            found.append(Failure(r.phase, r.prompt, r.category, r.config, "slowdown",
-                                 f"{r.speedup:.2f}× ({rates})"))
+            found.append(
+                Failure(
+                    r.phase,
+                    r.prompt,
+                    r.category,
+                    r.config,
+                    "slowdown",
+                    f"{r.speedup:.2f}× ({rates})",
+                )
+            )
         if r.identical is False:
             tie = "near-tie" if r.margin is not None and r.margin < NEAR_TIE else "NOT a near-tie"
             margin = "?" if r.margin is None else f"{r.margin:.4f}"
-            found.append(Failure(r.phase, r.prompt, r.category, r.config, "divergence",
-                                 f"at token {r.first_divergence}, margin {margin} ({tie})"))
+            found.append(
+                Failure(
+                    r.phase,
+                    r.prompt,
+                    r.category,
+                    r.config,
+                    "divergence",
+                    f"at token {r.first_divergence}, margin {margin} ({tie})",
+                )
+            )
         if r.guard_pauses:
-            found.append(Failure(r.phase, r.prompt, r.category, r.config, "guard",
-                                 f"{r.guard_pauses} collapse-guard pause(s), "
-                                 f"acceptance {r.acceptance:.0%}"))
+            found.append(
+                Failure(
+                    r.phase,
+                    r.prompt,
+                    r.category,
+                    r.config,
+                    "guard",
+                    f"{r.guard_pauses} collapse-guard pause(s), acceptance {r.acceptance:.0%}",
+                )
+            )
     return found
 
 
@@ -227,15 +269,17 @@ def best_config(rows: Sequence[Row], category: str, configs: Sequence[str]) -> s
     return max(valid)[2] if valid else None
 
 
-def choose(rows: Sequence[Row], claim: Claim, categories: Sequence[str],
-           configs: Sequence[str]) -> dict[str, Any]:
+def choose(
+    rows: Sequence[Row], claim: Claim, categories: Sequence[str], configs: Sequence[str]
+) -> dict[str, Any]:
     per_category = {c: best_config(rows, c, configs) for c in categories}
     claim_config = claim.config or best_config(rows, claim.category or ALL, configs)
     return {"per_category": per_category, "claim_config": claim_config}
 
 
-def verdict(rows: Sequence[Row], claim: Claim, claim_config: str | None, *,
-            seed: int = 0) -> Verdict:
+def verdict(
+    rows: Sequence[Row], claim: Claim, claim_config: str | None, *, seed: int = 0
+) -> Verdict:
     category = claim.category or ALL
     text = claim.describe(claim_config)
 
@@ -253,8 +297,9 @@ def verdict(rows: Sequence[Row], claim: Claim, claim_config: str | None, *,
     return Verdict(text, claim_config, category, claim.threshold, status, tuning, confirmation)
 
 
-def recommend(rows: Sequence[Row], choice: dict[str, Any] | None, *,
-              seed: int = 0) -> list[Recommendation]:
+def recommend(
+    rows: Sequence[Row], choice: dict[str, Any] | None, *, seed: int = 0
+) -> list[Recommendation]:
     found = []
     for category, config in ((choice or {}).get("per_category") or {}).items():
         tuning = median_speedup(rows, "tuning", category, config) if config else None
@@ -263,16 +308,33 @@ def recommend(rows: Sequence[Row], choice: dict[str, Any] | None, *,
         if config is None:
             found.append(Recommendation(category, None, None, None, "nothing ran"))
         elif confirmed is None:
-            found.append(Recommendation(category, config, tuning, None,
-                                        "not confirmed yet (no held-out prompts ran)"))
+            found.append(
+                Recommendation(
+                    category, config, tuning, None, "not confirmed yet (no held-out prompts ran)"
+                )
+            )
         elif confirmed.median >= 1.0:
-            found.append(Recommendation(category, config, tuning, confirmed,
-                                        f"confirmed {confirmed.median:.2f}× on held-out prompts"))
+            found.append(
+                Recommendation(
+                    category,
+                    config,
+                    tuning,
+                    confirmed,
+                    f"confirmed {confirmed.median:.2f}× on held-out prompts",
+                )
+            )
         else:
-            found.append(Recommendation(category, None, tuning, confirmed,
-                                        f"best was {config}, but it ran at "
-                                        f"{confirmed.median:.2f}× on held-out prompts: "
-                                        "use the target alone"))
+            found.append(
+                Recommendation(
+                    category,
+                    None,
+                    tuning,
+                    confirmed,
+                    f"best was {config}, but it ran at "
+                    f"{confirmed.median:.2f}× on held-out prompts: "
+                    "use the target alone",
+                )
+            )
     return found
 
 
@@ -286,8 +348,9 @@ class Analysis:
     configs: list[str]
 
 
-def analyse(records: Sequence[dict[str, Any]], claim: Claim, configs: Sequence[str],
-            *, seed: int = 0) -> Analysis:
+def analyse(
+    records: Sequence[dict[str, Any]], claim: Claim, configs: Sequence[str], *, seed: int = 0
+) -> Analysis:
     rows = rows_from(records)
     choices = [r for r in records if r.get("kind") == "choice"]
     choice = choices[-1] if choices else None

@@ -19,7 +19,14 @@ from app.store.conversations import ConversationStore
 
 BUILTIN_DIR = Path(__file__).resolve().parents[2] / "resources" / "lab"
 BUILTIN_CATEGORIES = (
-    "code", "edit", "chat", "math", "structured", "translation", "longform", "scripts",
+    "code",
+    "edit",
+    "chat",
+    "math",
+    "structured",
+    "translation",
+    "longform",
+    "scripts",
     "adversarial",
 )
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -170,8 +177,9 @@ def _rank(prompt_id: str, salt: str) -> str:
     return hashlib.sha256(f"{salt}\0{prompt_id}".encode()).hexdigest()
 
 
-def split(prompts: Sequence[Prompt], *, salt: str = "specdeck-lab",
-          confirm_fraction: float = 1 / 3) -> Split:
+def split(
+    prompts: Sequence[Prompt], *, salt: str = "specdeck-lab", confirm_fraction: float = 1 / 3
+) -> Split:
     """Per category, the prompts whose salted id hashes lowest go to confirmation.
 
     A category of two or more prompts keeps at least one in each part; a lone prompt tunes.

@@ -100,13 +100,15 @@ class Catalog:
         """Targets with a rough memory fit on ``hardware`` (from parameters and bits per
         weight; the quantization page measures the real files): those that fit first,
         smallest first."""
-        rows = [(m, guess_fit(m, hardware) if hardware is not None else None)
-                for m in self.targets()]
+        rows = [
+            (m, guess_fit(m, hardware) if hardware is not None else None) for m in self.targets()
+        ]
         order = {FitLabel.FITS: 0, FitLabel.TIGHT: 1, FitLabel.NO_FIT: 2}
         return sorted(rows, key=lambda r: (order[r[1].label] if r[1] else 0, r[0].params_b))
 
-    def draft_candidates(self, target_repo: str,
-                         hub_repos: Iterable[str] = ()) -> list[DraftCandidate]:
+    def draft_candidates(
+        self, target_repo: str, hub_repos: Iterable[str] = ()
+    ) -> list[DraftCandidate]:
         """Drafts worth checking for ``target_repo``: catalog pairs first, then smaller
         models of the same family (from the catalog and from ``hub_repos``), best first."""
         target = self.by_repo(target_repo)
@@ -116,13 +118,15 @@ class Catalog:
             for pair in self.pairs:
                 if pair.target == target.id:
                     d = self.model(pair.draft)
-                    found.append(DraftCandidate(d.repo, d.quant, d.params_b, "catalog pair",
-                                                d.notes))
+                    found.append(
+                        DraftCandidate(d.repo, d.quant, d.params_b, "catalog pair", d.notes)
+                    )
         same_family: list[DraftCandidate] = []
         for m in self.models:
             if m.family == family and m.repo != target_repo:
-                same_family.append(DraftCandidate(m.repo, m.quant, m.params_b, "same family",
-                                                  m.notes))
+                same_family.append(
+                    DraftCandidate(m.repo, m.quant, m.params_b, "same family", m.notes)
+                )
         for repo in hub_repos:
             hub_family, hub_size = parse_family(repo)
             if hub_family and hub_family == family and repo.lower() != target_repo.lower():
@@ -138,9 +142,19 @@ class Catalog:
 
 
 # Bits per weight of common quantizations, for a size guess before any file is listed.
-BITS_PER_WEIGHT = {"Q8_0": 8.5, "Q6_K": 6.6, "Q5_K_M": 5.7, "Q4_K_M": 4.9, "Q4_0": 4.5,
-                   "Q4_1": 5.0, "Q3_K_M": 3.9, "Q2_K": 3.0, "F16": 16.0, "BF16": 16.0,
-                   "F32": 32.0}
+BITS_PER_WEIGHT = {
+    "Q8_0": 8.5,
+    "Q6_K": 6.6,
+    "Q5_K_M": 5.7,
+    "Q4_K_M": 4.9,
+    "Q4_0": 4.5,
+    "Q4_1": 5.0,
+    "Q3_K_M": 3.9,
+    "Q2_K": 3.0,
+    "F16": 16.0,
+    "BF16": 16.0,
+    "F32": 32.0,
+}
 
 
 @dataclass(frozen=True)
@@ -155,10 +169,14 @@ def guess_fit(model: CatalogModel, hardware: Hardware) -> FitGuess:
     weights = int(model.params_b * 1e9 * bits / 8)
     needed = int(weights * 1.15) + MARGIN_FIXED  # KV cache and compute at a few k tokens
     pool = hardware.gpu_free if hardware.uses_gpu else hardware.ram_free
-    label = (FitLabel.FITS if needed * 1.1 <= pool else
-             FitLabel.TIGHT if needed <= pool else FitLabel.NO_FIT)
-    return FitGuess(label, needed, f"about {gib(needed)} at {model.quant}, "
-                                   f"{gib(pool)} free")
+    label = (
+        FitLabel.FITS
+        if needed * 1.1 <= pool
+        else FitLabel.TIGHT
+        if needed <= pool
+        else FitLabel.NO_FIT
+    )
+    return FitGuess(label, needed, f"about {gib(needed)} at {model.quant}, {gib(pool)} free")
 
 
 def parse_family(repo: str) -> tuple[str, float | None]:

@@ -32,19 +32,61 @@ MARGIN_FIXED = 300 * MIB  # backend context, scratch and fragmentation per proce
 # Order used to pick "the best quantization that fits": better quality first. F32/F16/BF16
 # are left last: they rarely pay off against Q8_0 for local decoding speed. Every name the
 # Hub's file names use (see hub._QUANT_RE) has a place.
-QUALITY_ORDER = ("Q8_0", "Q8_K", "Q6_K_XL", "Q6_K_L", "Q6_K", "Q5_K_XL", "Q5_K_L", "Q5_K_M",
-                 "Q5_1", "Q5_K_S", "Q5_0", "Q4_K_XL", "Q4_K_L", "Q4_K_M", "Q4_1", "MXFP4_MOE",
-                 "MXFP4", "Q4_K_S", "IQ4_NL", "IQ4_XS", "Q4_0", "Q3_K_XL", "Q3_K_L", "Q3_K_M",
-                 "IQ3_M", "IQ3_S", "Q3_K_S", "IQ3_XS", "IQ3_XXS", "Q2_K_XL", "Q2_K_L", "Q2_K",
-                 "Q2_K_S", "IQ2_M", "IQ2_S", "IQ2_XS", "IQ2_XXS", "TQ2_0", "IQ1_M", "IQ1_S",
-                 "TQ1_0", "BF16", "F16", "F32")
+QUALITY_ORDER = (
+    "Q8_0",
+    "Q8_K",
+    "Q6_K_XL",
+    "Q6_K_L",
+    "Q6_K",
+    "Q5_K_XL",
+    "Q5_K_L",
+    "Q5_K_M",
+    "Q5_1",
+    "Q5_K_S",
+    "Q5_0",
+    "Q4_K_XL",
+    "Q4_K_L",
+    "Q4_K_M",
+    "Q4_1",
+    "MXFP4_MOE",
+    "MXFP4",
+    "Q4_K_S",
+    "IQ4_NL",
+    "IQ4_XS",
+    "Q4_0",
+    "Q3_K_XL",
+    "Q3_K_L",
+    "Q3_K_M",
+    "IQ3_M",
+    "IQ3_S",
+    "Q3_K_S",
+    "IQ3_XS",
+    "IQ3_XXS",
+    "Q2_K_XL",
+    "Q2_K_L",
+    "Q2_K",
+    "Q2_K_S",
+    "IQ2_M",
+    "IQ2_S",
+    "IQ2_XS",
+    "IQ2_XXS",
+    "TQ2_0",
+    "IQ1_M",
+    "IQ1_S",
+    "TQ1_0",
+    "BF16",
+    "F16",
+    "F32",
+)
 # A draft is there to be cheap, yet below 4 bits it agrees with the target much less often:
 # the smallest 4-bit file is the sensible default, then 5, 6 and 8 bits, then fewer bits,
 # then the unquantized files.
 _FOUR_BIT_AND_UP = QUALITY_ORDER[: QUALITY_ORDER.index("Q4_0") + 1]
-DRAFT_SPEED_ORDER = (tuple(reversed(_FOUR_BIT_AND_UP))
-                     + QUALITY_ORDER[QUALITY_ORDER.index("Q3_K_XL"):QUALITY_ORDER.index("BF16")]
-                     + ("BF16", "F16", "F32"))
+DRAFT_SPEED_ORDER = (
+    tuple(reversed(_FOUR_BIT_AND_UP))
+    + QUALITY_ORDER[QUALITY_ORDER.index("Q3_K_XL") : QUALITY_ORDER.index("BF16")]
+    + ("BF16", "F16", "F32")
+)
 
 
 class FitLabel(str, Enum):
@@ -68,8 +110,9 @@ def model_memory(facts: ModelFacts, weights: int, n_ctx: int, kv_type: str = "f1
     try:
         per_element = KV_BYTES_PER_ELEMENT[kv_type]
     except KeyError:
-        raise ValueError(f"unknown KV cache type {kv_type!r}; "
-                         f"use one of {', '.join(KV_BYTES_PER_ELEMENT)}") from None
+        raise ValueError(
+            f"unknown KV cache type {kv_type!r}; use one of {', '.join(KV_BYTES_PER_ELEMENT)}"
+        ) from None
     # Largest live intermediate per micro-batch: the logits or the attention scores
     # (the latter disappear with flash attention, so this errs on the safe side).
     widest = max(facts.vocab_size, facts.n_head * n_ctx)
@@ -97,14 +140,20 @@ class PairEstimate:
         return self.needed + self.margin
 
 
-def estimate_pair(target: ModelFacts, target_bytes: int, draft: ModelFacts | None,
-                  draft_bytes: int, n_ctx: int, kv_type: str = "f16") -> PairEstimate:
-    trained = [f.context_length for f in (target, draft) if f is not None and
-               f.context_length > 0]
+def estimate_pair(
+    target: ModelFacts,
+    target_bytes: int,
+    draft: ModelFacts | None,
+    draft_bytes: int,
+    n_ctx: int,
+    kv_type: str = "f16",
+) -> PairEstimate:
+    trained = [f.context_length for f in (target, draft) if f is not None and f.context_length > 0]
     return PairEstimate(
         model_memory(target, target_bytes, n_ctx, kv_type),
         model_memory(draft, draft_bytes, n_ctx, kv_type) if draft is not None else None,
-        n_ctx, min(trained, default=0),
+        n_ctx,
+        min(trained, default=0),
     )
 
 
@@ -141,14 +190,30 @@ def assess(estimate: PairEstimate, hardware: Hardware) -> FitResult:
     if padded <= pool:
         return FitResult(FitLabel.FITS, estimate, pool, where, summary, shares)
     if needed <= pool:
-        return FitResult(FitLabel.TIGHT, estimate, pool, where,
-                         summary + "; little headroom, close other programs", shares)
+        return FitResult(
+            FitLabel.TIGHT,
+            estimate,
+            pool,
+            where,
+            summary + "; little headroom, close other programs",
+            shares,
+        )
     if hardware.uses_gpu and padded <= pool + hardware.ram_free:
-        return FitResult(FitLabel.TIGHT, estimate, pool + hardware.ram_free, "GPU + RAM",
-                         summary + "; some layers would run on the CPU (slower)", shares)
-    return FitResult(FitLabel.NO_FIT, estimate, pool, where,
-                     summary + "; choose a smaller quantization, a shorter context or a "
-                     "smaller model")
+        return FitResult(
+            FitLabel.TIGHT,
+            estimate,
+            pool + hardware.ram_free,
+            "GPU + RAM",
+            summary + "; some layers would run on the CPU (slower)",
+            shares,
+        )
+    return FitResult(
+        FitLabel.NO_FIT,
+        estimate,
+        pool,
+        where,
+        summary + "; choose a smaller quantization, a shorter context or a smaller model",
+    )
 
 
 def quality_rank(quant: str) -> int:
@@ -170,8 +235,10 @@ def draft_speed_rank(quant: str) -> int:
 def trained_context_note(n_ctx: int, trained: int) -> str | None:
     """Why ``n_ctx`` is refused for a model trained on ``trained`` tokens; None when it is not."""
     if trained > 0 and n_ctx > trained:
-        return (f"{n_ctx:,} tokens of context is beyond the {trained:,} the model was trained "
-                f"on; it would answer badly past that. Use {trained:,} or less")
+        return (
+            f"{n_ctx:,} tokens of context is beyond the {trained:,} the model was trained "
+            f"on; it would answer badly past that. Use {trained:,} or less"
+        )
     return None
 
 

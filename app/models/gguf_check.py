@@ -47,8 +47,9 @@ def validate_gguf_file(path: Path) -> None:
         ) from exc
     tokens = header.get(TOKENS_KEY)
     if isinstance(tokens, tuple) and not all(isinstance(t, str) for t in tokens):
-        raise ModelLoadError(f"{path.name} has a malformed vocabulary: {TOKENS_KEY} is not "
-                             "an array of texts.")
+        raise ModelLoadError(
+            f"{path.name} has a malformed vocabulary: {TOKENS_KEY} is not an array of texts."
+        )
     _check_vocabulary(path, tokens if isinstance(tokens, tuple) else None)
     needed = header.data_offset + max((t.offset + t.n_bytes for t in header.tensors), default=0)
     if needed > size:

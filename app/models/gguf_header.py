@@ -176,8 +176,9 @@ class _Cursor:
         return GGUFFormatError(f"{self.source.name}: {self.where}: {message}")
 
     def truncated(self, detail: str) -> GGUFTruncatedError:
-        return GGUFTruncatedError(f"{self.source.name}: file ends inside the GGUF header "
-                                  f"({self.where}{detail})")
+        return GGUFTruncatedError(
+            f"{self.source.name}: file ends inside the GGUF header ({self.where}{detail})"
+        )
 
     def remaining(self) -> int:
         """Bytes the rest of the header can still have."""
@@ -192,8 +193,9 @@ class _Cursor:
             return
         end = self.offset + size
         if end > MAX_HEADER_BYTES:
-            raise self.fail(f"the header is larger than {MAX_HEADER_BYTES >> 20} MiB, "
-                            "far beyond any real model")
+            raise self.fail(
+                f"the header is larger than {MAX_HEADER_BYTES >> 20} MiB, far beyond any real model"
+            )
         if self.pos:  # drop what was parsed (cheap: bytearray trims its front in place)
             del self.buffer[: self.pos]
             self.base += self.pos
@@ -232,11 +234,14 @@ class _Cursor:
             raise self.fail(f"{what} count {value:,} is absurd (limit {limit:,})")
         needed = value * min_item_bytes
         if needed > MAX_HEADER_BYTES - self.offset:
-            raise self.fail(f"{what} count {value:,} cannot fit in a header of at most "
-                            f"{MAX_HEADER_BYTES >> 20} MiB")
+            raise self.fail(
+                f"{what} count {value:,} cannot fit in a header of at most "
+                f"{MAX_HEADER_BYTES >> 20} MiB"
+            )
         if needed > self.remaining():
-            raise self.truncated(f": {what} count {value:,} needs {needed:,} bytes, "
-                                 f"{self.remaining():,} are left")
+            raise self.truncated(
+                f": {what} count {value:,} needs {needed:,} bytes, {self.remaining():,} are left"
+            )
         return value
 
     def _length(self, limit: int) -> int:
@@ -287,8 +292,9 @@ class _Cursor:
             self.skip(count * packer.size)
             return ArraySummary(item_type, count)
         self.ensure(count * packer.size)
-        items = tuple(v[0] for v in packer.iter_unpack(
-            self.buffer[self.pos : self.pos + count * packer.size]))
+        items = tuple(
+            v[0] for v in packer.iter_unpack(self.buffer[self.pos : self.pos + count * packer.size])
+        )
         self.pos += count * packer.size
         return items
 
@@ -350,10 +356,15 @@ def read_header(source: ByteSource, *, first_window: int = FIRST_WINDOW) -> GGUF
             raise cursor.fail("the key appears twice")
         metadata[key] = cursor.value(cursor.u32(), is_tokens=key == TOKENS_KEY)
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
-    if type(alignment) is not int or not 0 < alignment <= MAX_ALIGNMENT \
-            or alignment & (alignment - 1):
-        raise GGUFFormatError(f"{source.name}: general.alignment must be a power of two up to "
-                              f"{MAX_ALIGNMENT}, found {_describe(alignment)}")
+    if (
+        type(alignment) is not int
+        or not 0 < alignment <= MAX_ALIGNMENT
+        or alignment & (alignment - 1)
+    ):
+        raise GGUFFormatError(
+            f"{source.name}: general.alignment must be a power of two up to "
+            f"{MAX_ALIGNMENT}, found {_describe(alignment)}"
+        )
     tensors = []
     names: set[str] = set()
     for index in range(tensor_count):
@@ -368,8 +379,9 @@ def read_header(source: ByteSource, *, first_window: int = FIRST_WINDOW) -> GGUF
             raise cursor.fail(f"{n_dims} dimensions (llama.cpp supports 1 to {MAX_DIMS})")
         shape = tuple(cursor.u64() for _ in range(n_dims))
         ggml_type, offset = cursor.u32(), cursor.u64()
-        tensors.append(_checked_tensor(cursor, TensorInfo(name, shape, ggml_type, offset),
-                                       alignment))
+        tensors.append(
+            _checked_tensor(cursor, TensorInfo(name, shape, ggml_type, offset), alignment)
+        )
     data_offset = -(-cursor.offset // alignment) * alignment
     return GGUFHeader(source.name, version, metadata, tuple(tensors), data_offset)
 
@@ -382,11 +394,14 @@ def _checked_tensor(cursor: _Cursor, tensor: TensorInfo, alignment: int) -> Tens
     except (ValueError, KeyError):
         raise cursor.fail(f"unknown tensor type {tensor.ggml_type}") from None
     if tensor.shape[0] % block:
-        raise cursor.fail(f"row length {tensor.shape[0]} is not a multiple of the "
-                          f"block size {block} of its type")
+        raise cursor.fail(
+            f"row length {tensor.shape[0]} is not a multiple of the block size {block} of its type"
+        )
     if tensor.offset % alignment:
-        raise cursor.fail(f"data offset {tensor.offset:,} is not a multiple of the alignment "
-                          f"{alignment} (the file is malformed, not truncated)")
+        raise cursor.fail(
+            f"data offset {tensor.offset:,} is not a multiple of the alignment "
+            f"{alignment} (the file is malformed, not truncated)"
+        )
     if tensor.offset + tensor.n_elements // block * type_size > _INT64_MAX:
         raise cursor.fail("data offset and size overflow")
     return tensor
@@ -406,18 +421,21 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
-def header_int(header: GGUFHeader, key: str, default: int, *, low: int = 0,
-               high: int = _INT64_MAX) -> int:
+def header_int(
+    header: GGUFHeader, key: str, default: int, *, low: int = 0, high: int = _INT64_MAX
+) -> int:
     """An integer metadata value, type- and range-checked; ``default`` when absent."""
     value = header.get(key)
     if value is None:
         return default
     if type(value) is not int:
-        raise GGUFFormatError(f"{header.source}: {key} should be an integer, "
-                              f"found {_describe(value)}")
+        raise GGUFFormatError(
+            f"{header.source}: {key} should be an integer, found {_describe(value)}"
+        )
     if not low <= value <= high:
-        raise GGUFFormatError(f"{header.source}: {key} = {value:,} is out of range "
-                              f"({low:,} to {high:,})")
+        raise GGUFFormatError(
+            f"{header.source}: {key} = {value:,} is out of range ({low:,} to {high:,})"
+        )
     return value
 
 
@@ -427,8 +445,9 @@ def header_bool(header: GGUFHeader, key: str, default: bool) -> bool:
         return default
     if type(value) is bool or (type(value) is int and value in (0, 1)):
         return bool(value)
-    raise GGUFFormatError(f"{header.source}: {key} should be true or false, "
-                          f"found {_describe(value)}")
+    raise GGUFFormatError(
+        f"{header.source}: {key} should be true or false, found {_describe(value)}"
+    )
 
 
 def header_str(header: GGUFHeader, key: str, default: str) -> str:
@@ -452,14 +471,26 @@ def vocab_info(header: GGUFHeader) -> VocabInfo:
     last = len(tokens) - 1
     return VocabInfo(
         vocab_type=vocab_type,
-        add_bos=header_bool(header, "tokenizer.ggml.add_bos_token",
-                            DEFAULT_ADD_BOS.get(vocab_type, False)),
-        add_eos=header_bool(header, "tokenizer.ggml.add_eos_token",
-                            DEFAULT_ADD_EOS.get(vocab_type, False)),
-        bos_id=header_int(header, "tokenizer.ggml.bos_token_id",
-                          _DEFAULT_BOS.get(vocab_type, -1), low=-1, high=last),
-        eos_id=header_int(header, "tokenizer.ggml.eos_token_id",
-                          _DEFAULT_EOS.get(vocab_type, -1), low=-1, high=last),
+        add_bos=header_bool(
+            header, "tokenizer.ggml.add_bos_token", DEFAULT_ADD_BOS.get(vocab_type, False)
+        ),
+        add_eos=header_bool(
+            header, "tokenizer.ggml.add_eos_token", DEFAULT_ADD_EOS.get(vocab_type, False)
+        ),
+        bos_id=header_int(
+            header,
+            "tokenizer.ggml.bos_token_id",
+            _DEFAULT_BOS.get(vocab_type, -1),
+            low=-1,
+            high=last,
+        ),
+        eos_id=header_int(
+            header,
+            "tokenizer.ggml.eos_token_id",
+            _DEFAULT_EOS.get(vocab_type, -1),
+            low=-1,
+            high=last,
+        ),
         tokens=tokens,
     )
 
@@ -469,8 +500,7 @@ def _per_layer_max(header: GGUFHeader, key: str, default: int, high: int) -> int
     value = header.get(key)
     if isinstance(value, tuple):
         if not all(type(v) is int and 0 <= v <= high for v in value):
-            raise GGUFFormatError(f"{header.source}: {key} should hold integers from 0 to "
-                                  f"{high:,}")
+            raise GGUFFormatError(f"{header.source}: {key} should hold integers from 0 to {high:,}")
         return max(value, default=default)
     if isinstance(value, ArraySummary):
         return default

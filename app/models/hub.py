@@ -49,8 +49,14 @@ MAX_REPO_PATH_CHARS = 512
 MAX_NAME_BYTES = 255  # the longest file name most file systems accept
 _REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-_WINDOWS_DEVICES = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)),
-                    *(f"LPT{i}" for i in range(10))}
+_WINDOWS_DEVICES = {
+    "CON",
+    "PRN",
+    "AUX",
+    "NUL",
+    *(f"COM{i}" for i in range(10)),
+    *(f"LPT{i}" for i in range(10)),
+}
 
 SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 # Longest names first so "Q4_K_M" wins over "Q4_K" and "IQ4_XS" over "Q4".
@@ -79,8 +85,9 @@ def unsafe_path_reason(path: object) -> str | None:
         return "is empty"
     if len(path) > MAX_REPO_PATH_CHARS:
         return f"is longer than {MAX_REPO_PATH_CHARS} characters"
-    if any(ord(c) < 32 or ord(c) == 127 or unicodedata.category(c) in ("Cc", "Cf", "Cs")
-           for c in path):
+    if any(
+        ord(c) < 32 or ord(c) == 127 or unicodedata.category(c) in ("Cc", "Cf", "Cs") for c in path
+    ):
         return "contains control or invisible formatting characters"
     if "\\" in path:
         return "contains a backslash"
@@ -143,15 +150,20 @@ def explain(exc: BaseException, what: str) -> HubError:
                 f"{what}: the Hub refused the access token (HTTP 401); check or replace it"
             )
         return HubError(f"{what}: the Hub answered HTTP {status}")
-    if isinstance(exc, OSError) and not isinstance(exc, ConnectionError | TimeoutError
-                                                    | socket.gaierror):
+    if isinstance(exc, OSError) and not isinstance(
+        exc, ConnectionError | TimeoutError | socket.gaierror
+    ):
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            return HubError(f"{what}: the disk is full ({exc.filename or exc.strerror}). "
-                            "Free some space or choose another models folder, then try again")
-        return HubError(f"{what}: cannot write or read {exc.filename or 'a file'}: "
-                        f"{exc.strerror or exc}")
-    if isinstance(exc, ConnectionError | TimeoutError | socket.gaierror) or \
-            type(exc).__module__.startswith("httpx"):
+            return HubError(
+                f"{what}: the disk is full ({exc.filename or exc.strerror}). "
+                "Free some space or choose another models folder, then try again"
+            )
+        return HubError(
+            f"{what}: cannot write or read {exc.filename or 'a file'}: {exc.strerror or exc}"
+        )
+    if isinstance(exc, ConnectionError | TimeoutError | socket.gaierror) or type(
+        exc
+    ).__module__.startswith("httpx"):
         return HubError(
             f"{what}: cannot reach the Hugging Face Hub ({exc}). "
             "Check the network, or switch to offline mode"
@@ -178,7 +190,11 @@ class ModelHit:
 
 
 def search_models(
-    query: str, *, limit: int = 30, endpoint: str | None = None, token: Token = None,
+    query: str,
+    *,
+    limit: int = 30,
+    endpoint: str | None = None,
+    token: Token = None,
     limits: TransferLimits | None = None,
 ) -> list[ModelHit]:
     """GGUF repositories matching ``query``, most downloaded first (one bounded request)."""
@@ -187,8 +203,12 @@ def search_models(
     from huggingface_hub.utils import build_hf_headers
 
     what = f"searching the Hub for {query!r}"
-    params: list[tuple[str, str]] = [("filter", "gguf"), ("sort", "downloads"),
-                                     ("direction", "-1"), ("limit", str(max(1, min(limit, 1000))))]
+    params: list[tuple[str, str]] = [
+        ("filter", "gguf"),
+        ("sort", "downloads"),
+        ("direction", "-1"),
+        ("limit", str(max(1, min(limit, 1000)))),
+    ]
     if query:
         params.append(("search", query))
     # The Hub leaves "gated" out of search results unless it is asked for by name.
@@ -196,8 +216,9 @@ def search_models(
     url = f"{endpoint_or_default(endpoint)}/api/models?{urlencode(params)}"
     watch = (limits or TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S)).watch(what)
     with hub_errors(what):
-        body, _next = get_json(url, build_hf_headers(token=token), watch,
-                               max_bytes=MAX_LISTING_PAGE_BYTES)
+        body, _next = get_json(
+            url, build_hf_headers(token=token), watch, max_bytes=MAX_LISTING_PAGE_BYTES
+        )
         if not isinstance(body, list):
             raise BadResponse(f"{what}: the Hub's answer is not a list of models")
         return [hit for hit in map(_model_hit, body[:limit]) if hit is not None]
@@ -211,9 +232,12 @@ def _model_hit(entry: object) -> ModelHit | None:
         return None  # a name no download could use
     assert isinstance(repo_id, str)
     downloads, likes = entry.get("downloads", 0), entry.get("likes", 0)
-    return ModelHit(repo_id, downloads if type(downloads) is int else 0,
-                    likes if type(likes) is int else 0,
-                    entry.get("gated") not in (None, False, "false"))
+    return ModelHit(
+        repo_id,
+        downloads if type(downloads) is int else 0,
+        likes if type(likes) is int else 0,
+        entry.get("gated") not in (None, False, "false"),
+    )
 
 
 @dataclass(frozen=True)
@@ -295,9 +319,11 @@ def group_for_file(repo_id: str, files: list[GGUFFile], filename: str) -> QuantG
     expected = [f"{stem}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
     missing = [name for name in expected if name not in names]
     shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-    raise HubError(f"{repo_id}: {filename} is one of {count} parts of a split model, and "
-                   f"the repository lacks {shown or 'a consistent set of parts'}; "
-                   "it cannot be loaded until the uploader adds the missing parts")
+    raise HubError(
+        f"{repo_id}: {filename} is one of {count} parts of a split model, and "
+        f"the repository lacks {shown or 'a consistent set of parts'}; "
+        "it cannot be loaded until the uploader adds the missing parts"
+    )
 
 
 def list_gguf_files(
@@ -312,8 +338,9 @@ def list_gguf_files(
 
     Entries whose names could not be stored safely under the models folder are left out.
     """
-    return group_gguf_files(list_repo_files(repo_id, revision=revision, endpoint=endpoint,
-                                            token=token, limits=limits))
+    return group_gguf_files(
+        list_repo_files(repo_id, revision=revision, endpoint=endpoint, token=token, limits=limits)
+    )
 
 
 def list_repo_files(
@@ -332,8 +359,9 @@ def list_repo_files(
     if reason is not None:
         raise HubError(f"{repo_id!r} {reason}")
     base = endpoint_or_default(endpoint)
-    url: str | None = (f"{base}/api/models/{repo_id}/tree/{quote(revision, safe='')}"
-                       "?recursive=true&expand=false")
+    url: str | None = (
+        f"{base}/api/models/{repo_id}/tree/{quote(revision, safe='')}?recursive=true&expand=false"
+    )
     watch = (limits or TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S)).watch(what)
     files: list[GGUFFile] = []
     seen_paths: set[str] = set()
@@ -342,14 +370,16 @@ def list_repo_files(
         for _page in range(MAX_LISTING_PAGES):
             if url is None:
                 break
-            body, url = get_json(url, build_hf_headers(token=token), watch,
-                                 max_bytes=MAX_LISTING_PAGE_BYTES)
+            body, url = get_json(
+                url, build_hf_headers(token=token), watch, max_bytes=MAX_LISTING_PAGE_BYTES
+            )
             if not isinstance(body, list):
                 raise BadResponse(f"{what}: the Hub's answer is not a list of files")
             seen += len(body)
             if seen > MAX_LISTING_ENTRIES:
-                raise BadResponse(f"{what}: the repository lists more than "
-                                  f"{MAX_LISTING_ENTRIES:,} files")
+                raise BadResponse(
+                    f"{what}: the repository lists more than {MAX_LISTING_ENTRIES:,} files"
+                )
             for f in map(_listed_file, body):
                 if f is not None and f.path not in seen_paths:
                     seen_paths.add(f.path)
@@ -404,8 +434,9 @@ def read_remote_header(
     url = file_url(repo_id, filename, revision=revision, endpoint=endpoint)
     limits = limits or TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S)
     with hub_errors(f"{repo_id}/{filename}"):
-        return read_header(HttpRangeSource(url, token=token, limits=limits,
-                                           name=f"{repo_id}/{filename}"))
+        return read_header(
+            HttpRangeSource(url, token=token, limits=limits, name=f"{repo_id}/{filename}")
+        )
 
 
 @dataclass(frozen=True)

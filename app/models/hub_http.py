@@ -128,8 +128,9 @@ def _map_transport(exc: Exception, watch: Watch) -> Exception:
     if isinstance(exc, httpx2.TooManyRedirects):
         return BadResponse(f"{watch.what}: the server redirected too many times")
     if isinstance(exc, httpx2.UnsupportedProtocol):
-        return BadResponse(f"{watch.what}: the server redirected to an address that is not "
-                           f"http or https ({exc})")
+        return BadResponse(
+            f"{watch.what}: the server redirected to an address that is not http or https ({exc})"
+        )
     dropped = "peer closed" in str(exc) or "disconnected" in str(exc).lower()
     if isinstance(exc, httpx2.RemoteProtocolError | httpx2.DecodingError) and not dropped:
         return BadResponse(f"{watch.what}: the server sent a malformed HTTP response ({exc})")
@@ -151,8 +152,9 @@ def stream(url: str, headers: dict[str, str], watch: Watch) -> Iterator[Any]:
         extensions["trace"] = dog.trace
         dog.start()
     try:
-        with get_session().stream("GET", url, headers=headers, timeout=watch.timeout(),
-                                  extensions=extensions) as response:
+        with get_session().stream(
+            "GET", url, headers=headers, timeout=watch.timeout(), extensions=extensions
+        ) as response:
             if response.status_code >= 400:
                 raise_for_status_capped(response, watch)
             yield response
@@ -209,8 +211,10 @@ class _Watchdog:
 def read_capped(response: Any, limit: int, watch: Watch) -> bytes:
     """At most ``limit`` raw bytes of the body; the rest is never read."""
     if response.headers.get("Content-Encoding", "identity").lower() not in ("identity", ""):
-        raise BadResponse(f"{watch.what}: the server sent compressed data "
-                          f"({response.headers['Content-Encoding']}) although none was asked")
+        raise BadResponse(
+            f"{watch.what}: the server sent compressed data "
+            f"({response.headers['Content-Encoding']}) although none was asked"
+        )
     data = bytearray()
     try:
         for chunk in response.iter_raw():
@@ -239,10 +243,14 @@ def raise_for_status_capped(response: Any, watch: Watch) -> None:
         watch.progress(len(chunk), MAX_ERROR_BODY - len(body))
         if len(body) >= MAX_ERROR_BODY:
             break
-    headers = [(k, v) for k, v in response.headers.multi_items()
-               if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-    capped = httpx2.Response(response.status_code, headers=headers, content=bytes(body),
-                             request=response.request)
+    headers = [
+        (k, v)
+        for k, v in response.headers.multi_items()
+        if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+    ]
+    capped = httpx2.Response(
+        response.status_code, headers=headers, content=bytes(body), request=response.request
+    )
     hf_raise_for_status(capped)
 
 
@@ -255,8 +263,9 @@ def content_range_start(response: Any) -> tuple[int, int | None] | None:
     return int(match.group(1)), total
 
 
-def get_json(url: str, headers: dict[str, str], watch: Watch, *,
-             max_bytes: int) -> tuple[Any, str | None]:
+def get_json(
+    url: str, headers: dict[str, str], watch: Watch, *, max_bytes: int
+) -> tuple[Any, str | None]:
     """A JSON document of at most ``max_bytes`` and the URL of its next page, if any."""
     with stream(url, headers, watch) as response:
         body = read_capped(response, max_bytes + 1, watch)
@@ -278,14 +287,21 @@ class HttpRangeSource:
     and one cancel flag for the whole header.
     """
 
-    def __init__(self, url: str, *, token: str | bool | None = None,
-                 limits: TransferLimits | None = None, name: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | bool | None = None,
+        limits: TransferLimits | None = None,
+        name: str | None = None,
+    ) -> None:
         self.url = url
         self.name = name or url
         self.token = token
         self.size: int | None = None
         self.watch = (limits or TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S)).watch(
-            self.name)
+            self.name
+        )
 
     def read_at(self, offset: int, size: int) -> bytes:
         from huggingface_hub.utils import build_hf_headers
@@ -299,14 +315,17 @@ class HttpRangeSource:
             if response.status_code == 206:
                 answered = content_range_start(response)
                 if answered is None or answered[0] != offset:
-                    raise BadResponse(f"{self.name}: the server answered the byte range "
-                                      f"{response.headers.get('Content-Range')!r} to a request "
-                                      f"for bytes {offset}-{offset + size - 1}")
+                    raise BadResponse(
+                        f"{self.name}: the server answered the byte range "
+                        f"{response.headers.get('Content-Range')!r} to a request "
+                        f"for bytes {offset}-{offset + size - 1}"
+                    )
                 self.size = answered[1]
                 return read_capped(response, size, self.watch)
             if response.status_code != 200:
-                raise BadResponse(f"{self.name}: unexpected HTTP {response.status_code} "
-                                  "to a range request")
+                raise BadResponse(
+                    f"{self.name}: unexpected HTTP {response.status_code} to a range request"
+                )
             # The server ignored the range and sends the whole file: skip to what was asked.
             skipped = 0
             while skipped < offset:

@@ -85,8 +85,14 @@ class Profile:
     calibration: dict[str, float] = field(default_factory=dict)
 
 
-def describe_gguf(paths: Sequence[Path], *, source: str, repo_id: str | None = None,
-                  sha256: str | None = None, repo_path: str | None = None) -> LibraryModel:
+def describe_gguf(
+    paths: Sequence[Path],
+    *,
+    source: str,
+    repo_id: str | None = None,
+    sha256: str | None = None,
+    repo_path: str | None = None,
+) -> LibraryModel:
     """A library entry for a GGUF (all parts of a split one), validated by its header."""
     first = paths[0]
     try:
@@ -96,25 +102,40 @@ def describe_gguf(paths: Sequence[Path], *, source: str, repo_id: str | None = N
     except OSError as exc:
         raise LibraryError(f"cannot read {first}: {exc.strerror or exc}") from exc
     if facts.n_layer <= 0 or facts.vocab_size <= 0:
-        raise LibraryError(f"{first.name} has no layers or no vocabulary: "
-                           "it is not a language model llama.cpp can run")
+        raise LibraryError(
+            f"{first.name} has no layers or no vocabulary: "
+            "it is not a language model llama.cpp can run"
+        )
     if facts.split_count != len(paths):
         expected = split_parts(first)
         if len(expected) == facts.split_count:
             missing = [p.name for p in expected if not p.is_file()]
-            raise LibraryError(f"{first.name} is part 1 of a model split into "
-                               f"{facts.split_count} files; missing {', '.join(missing)}")
-        raise LibraryError(f"{first.name} says the model is split into {facts.split_count} "
-                           "files, but its name does not follow the "
-                           "NAME-00001-of-0000N.gguf pattern, so the other parts cannot be "
-                           "found; rename the parts to that pattern")
+            raise LibraryError(
+                f"{first.name} is part 1 of a model split into "
+                f"{facts.split_count} files; missing {', '.join(missing)}"
+            )
+        raise LibraryError(
+            f"{first.name} says the model is split into {facts.split_count} "
+            "files, but its name does not follow the "
+            "NAME-00001-of-0000N.gguf pattern, so the other parts cannot be "
+            "found; rename the parts to that pattern"
+        )
     model_id = f"{repo_id}:{repo_path or first.name}" if repo_id else f"file:{first.resolve()}"
     return LibraryModel(
-        id=model_id, path=str(first), parts=tuple(str(p) for p in paths),
-        size=sum(p.stat().st_size for p in paths), quantization=facts.quantization,
-        architecture=facts.architecture, context_length=facts.context_length,
-        n_params=facts.n_params, name=facts.name, source=source, repo_id=repo_id,
-        sha256=sha256, added=time.time(), repo_path=repo_path,
+        id=model_id,
+        path=str(first),
+        parts=tuple(str(p) for p in paths),
+        size=sum(p.stat().st_size for p in paths),
+        quantization=facts.quantization,
+        architecture=facts.architecture,
+        context_length=facts.context_length,
+        n_params=facts.n_params,
+        name=facts.name,
+        source=source,
+        repo_id=repo_id,
+        sha256=sha256,
+        added=time.time(),
+        repo_path=repo_path,
     )
 
 
@@ -146,8 +167,9 @@ def _checked(cls: type, raw: object, what: str) -> dict[str, Any]:
     for name, value in raw.items():
         if not _json_value_fits(value, hints[name]):
             label = raw.get("id") or raw.get("name")
-            raise ValueError(f"{what} {str(label)[:60]!r}: {name} is {str(value)[:40]!r}, "
-                             f"not {hints[name]}")
+            raise ValueError(
+                f"{what} {str(label)[:60]!r}: {name} is {str(value)[:40]!r}, not {hints[name]}"
+            )
     return dict(raw)
 
 
@@ -238,8 +260,10 @@ class Library:
 
     def _damaged(self, exc: Exception) -> LibraryError:
         reason = exc if isinstance(exc, StoredFileError) else f"{type(exc).__name__}: {exc}"
-        return LibraryError(f"the model library {self.file} is damaged ({reason}); "
-                            "move it away to start with an empty library")
+        return LibraryError(
+            f"the model library {self.file} is damaged ({reason}); "
+            "move it away to start with an empty library"
+        )
 
     def save(self) -> None:
         data: dict[str, Any] = {
@@ -252,8 +276,14 @@ class Library:
 
     # --- models -------------------------------------------------------------------------
 
-    def add_downloaded(self, repo_id: str, paths: Sequence[Path], sha256: str | None = None,
-                       *, models_root: Path | None = None) -> LibraryModel:
+    def add_downloaded(
+        self,
+        repo_id: str,
+        paths: Sequence[Path],
+        sha256: str | None = None,
+        *,
+        models_root: Path | None = None,
+    ) -> LibraryModel:
         """Register files the downloader put under ``models_root/<owner>--<name>/``.
 
         Anything elsewhere is refused: only files SpecDeck fetched itself may be marked as
@@ -268,11 +298,14 @@ class Library:
         folder = (models_root or self.models_root) / repo_id.replace("/", "--")
         outside = [str(p) for p in paths if not _inside(p, folder) or p.is_symlink()]
         if outside:
-            raise LibraryError(f"{', '.join(outside)} is not a file SpecDeck downloaded into "
-                               f"{folder}; use import to add a file of your own")
+            raise LibraryError(
+                f"{', '.join(outside)} is not a file SpecDeck downloaded into "
+                f"{folder}; use import to add a file of your own"
+            )
         repo_path = paths[0].resolve().relative_to(folder.resolve()).as_posix()
-        model = describe_gguf(paths, source="hub", repo_id=repo_id, sha256=sha256,
-                              repo_path=repo_path)
+        model = describe_gguf(
+            paths, source="hub", repo_id=repo_id, sha256=sha256, repo_path=repo_path
+        )
         self.models[model.id] = model
         self.save()
         return model
@@ -295,8 +328,7 @@ class Library:
 
     def find_by_path(self, path: str | Path) -> LibraryModel | None:
         resolved = Path(path).resolve()
-        return next((m for m in self.models.values() if Path(m.path).resolve() == resolved),
-                    None)
+        return next((m for m in self.models.values() if Path(m.path).resolve() == resolved), None)
 
     def pairs_using(self, model_id: str) -> list[str]:
         return [p.name for p in self.profiles.values() if model_id in (p.target, p.draft)]
@@ -313,8 +345,10 @@ class Library:
             raise LibraryError(f"{model_id} is not in the library")
         users = self.pairs_using(model_id)
         if users and not force:
-            raise ModelInUseError(f"{model.label} is used by the pair(s) {', '.join(users)}; "
-                                  "delete those pairs too or keep the model")
+            raise ModelInUseError(
+                f"{model.label} is used by the pair(s) {', '.join(users)}; "
+                "delete those pairs too or keep the model"
+            )
         for name in users:
             self.delete_profile(name, save=False)
         deleted = []
@@ -332,8 +366,9 @@ class Library:
     def save_profile(self, profile: Profile, *, make_active: bool = True) -> Profile:
         for model_id in (profile.target, profile.draft):
             if model_id is not None and model_id not in self.models:
-                raise LibraryError(f"profile {profile.name!r} names {model_id}, "
-                                   "which is not in the library")
+                raise LibraryError(
+                    f"profile {profile.name!r} names {model_id}, which is not in the library"
+                )
         if not profile.name.strip():
             raise LibraryError("a pair needs a name")
         self.profiles[profile.name] = profile
@@ -358,8 +393,9 @@ class Library:
         if new != old and new in self.profiles:
             raise LibraryError(f"there is already a pair named {new!r}; choose another name")
         renamed = replace(self.profiles[old], name=new)
-        self.profiles = {(new if k == old else k): (renamed if k == old else v)
-                         for k, v in self.profiles.items()}
+        self.profiles = {
+            (new if k == old else k): (renamed if k == old else v) for k, v in self.profiles.items()
+        }
         if self.active == old:
             self.active = new
         self.save()
@@ -389,8 +425,10 @@ class Library:
                 continue
             model = self.models.get(model_id)
             if model is None or not model.available:
-                raise LibraryError(f"pair {profile.name!r}: {model_id} is missing from disk; "
-                                   "download or import it again")
+                raise LibraryError(
+                    f"pair {profile.name!r}: {model_id} is missing from disk; "
+                    "download or import it again"
+                )
             specs.append(ModelSpec(path=model.path, n_ctx=profile.n_ctx, kv_type=profile.kv_type))
         target, draft = specs
         if target is None:

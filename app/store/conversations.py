@@ -105,8 +105,9 @@ def _message_from_json(raw: object, index: int) -> ChatMessage:
         raise ValueError(f"message {index + 1} is not an object")
     role, content = raw.get("role"), raw.get("content")
     if role not in ROLES:
-        raise ValueError(f"message {index + 1} has the role {str(role)[:30]!r}, "
-                         f"not one of {', '.join(ROLES)}")
+        raise ValueError(
+            f"message {index + 1} has the role {str(role)[:30]!r}, not one of {', '.join(ROLES)}"
+        )
     if not isinstance(content, str):
         raise ValueError(f"message {index + 1} has no text content")
     stats = raw.get("stats")
@@ -133,8 +134,10 @@ def conversation_from_json(
     if expected_id is not None:
         conversation_id = expected_id
         if inner_id != expected_id:
-            repairs.append(f"its inner id {str(inner_id)[:40]!r} did not match the file name; "
-                           "the file name is used")
+            repairs.append(
+                f"its inner id {str(inner_id)[:40]!r} did not match the file name; "
+                "the file name is used"
+            )
     elif isinstance(inner_id, str) and is_conversation_id(inner_id):
         conversation_id = inner_id
     else:
@@ -219,8 +222,10 @@ class ConversationStore:
         except (ValueError, MigrationError) as exc:
             raise StoredFileError(f"the conversation {path} cannot be used: {exc}") from None
         if upgraded.newer:
-            repairs.append(f"it was written by a newer SpecDeck (format {upgraded.found}); "
-                           "it is shown as far as this version understands it")
+            repairs.append(
+                f"it was written by a newer SpecDeck (format {upgraded.found}); "
+                "it is shown as far as this version understands it"
+            )
         return conversation, repairs
 
     def delete(self, conversation_id: str) -> None:
@@ -243,8 +248,14 @@ class ConversationStore:
         if cached is not None and cached.signature == signature:
             return cached
         if not is_conversation_id(path.stem):
-            return _Listed(None, (f"skipped {path}: its name is not a conversation id "
-                                  "(letters, digits, - and _ only)",), signature)
+            return _Listed(
+                None,
+                (
+                    f"skipped {path}: its name is not a conversation id "
+                    "(letters, digits, - and _ only)",
+                ),
+                signature,
+            )
         try:
             conv, repairs = self._read(path)
         except FileNotFoundError:
@@ -266,8 +277,9 @@ class ConversationStore:
         try:
             paths = sorted(self.directory.glob("*.json"))
         except OSError as exc:
-            return ConversationScan([], [f"cannot list the conversations in {self.directory}: "
-                                         f"{error_text(exc)}"])
+            return ConversationScan(
+                [], [f"cannot list the conversations in {self.directory}: {error_text(exc)}"]
+            )
         seen: dict[str, _Listed] = {}
         for path in paths:
             listed = self._listed(path)

@@ -119,8 +119,9 @@ def read_text_bounded(path: Path, limit: int, *, what: str = "file") -> str:
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise StoredFileError(f"cannot read the {what} {path}: {exc.strerror or exc}",
-                              damaged=False) from exc
+        raise StoredFileError(
+            f"cannot read the {what} {path}: {exc.strerror or exc}", damaged=False
+        ) from exc
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
@@ -130,8 +131,9 @@ def read_text_bounded(path: Path, limit: int, *, what: str = "file") -> str:
         try:
             data = handle.read(limit + 1)
         except OSError as exc:
-            raise StoredFileError(f"cannot read the {what} {path}: {exc.strerror or exc}",
-                                  damaged=False) from exc
+            raise StoredFileError(
+                f"cannot read the {what} {path}: {exc.strerror or exc}", damaged=False
+            ) from exc
     if len(data) > limit:  # grew while being read
         raise StoredFileError(_too_large(what, path, len(data), limit))
     try:
@@ -143,8 +145,10 @@ def read_text_bounded(path: Path, limit: int, *, what: str = "file") -> str:
 
 
 def _too_large(what: str, path: Path, size: int, limit: int) -> str:
-    return (f"the {what} {path} is {size:,} bytes, more than the {limit:,} bytes "
-            f"such a file can reasonably hold; it was not read")
+    return (
+        f"the {what} {path} is {size:,} bytes, more than the {limit:,} bytes "
+        f"such a file can reasonably hold; it was not read"
+    )
 
 
 def read_json_object(path: Path, limit: int, *, what: str = "file") -> dict[str, Any]:

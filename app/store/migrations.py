@@ -32,8 +32,10 @@ class Schema:
 
     def __post_init__(self) -> None:
         if self.current < 1 or len(self.steps) != self.current - 1:
-            raise ValueError(f"{self.kind}: version {self.current} needs "
-                             f"{self.current - 1} migration steps, got {len(self.steps)}")
+            raise ValueError(
+                f"{self.kind}: version {self.current} needs "
+                f"{self.current - 1} migration steps, got {len(self.steps)}"
+            )
 
 
 @dataclass(frozen=True)

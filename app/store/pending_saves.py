@@ -45,8 +45,10 @@ class PendingSaves:
         return self._conversations.get(conversation_id)
 
     def unsaved_conversations(self) -> list[ConversationInfo]:
-        return [ConversationInfo(c.id, c.title, c.updated, len(c.messages))
-                for c in self._conversations.values()]
+        return [
+            ConversationInfo(c.id, c.title, c.updated, len(c.messages))
+            for c in self._conversations.values()
+        ]
 
     def save_conversation(self, conversation: Conversation) -> SaveFailure | None:
         self._conversations[conversation.id] = conversation

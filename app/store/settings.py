@@ -291,8 +291,14 @@ _KIND_WORDS = {bool: "true or false", int: "a whole number", float: "a number", 
 def _json_kind(value: object) -> str:
     if value is None:
         return "null"
-    return {bool: "true/false", int: "a number", float: "a number", str: "text",
-            list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+    return {
+        bool: "true/false",
+        int: "a number",
+        float: "a number",
+        str: "text",
+        list: "a list",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)
 
 
 def _short(value: object, limit: int = 40) -> str:
@@ -341,22 +347,25 @@ def settings_from_json(raw: dict[str, Any], source: str) -> tuple[Settings, list
         value = raw[f.name]
         default = _as_text(getattr(defaults, f.name)) or "empty"
         if not _type_ok(f.name, value):
-            notes.append(f"{source}: setting \"{f.name}\" is {_short(value)} "
-                         f"({_json_kind(value)}, expected {_expected(f.name)}); "
-                         f"using the default {default}")
+            notes.append(
+                f'{source}: setting "{f.name}" is {_short(value)} '
+                f"({_json_kind(value)}, expected {_expected(f.name)}); "
+                f"using the default {default}"
+            )
             continue
         try:
             accepted[f.name] = parse_field(f.name, _as_text(value))
         except Invalid as refused:
-            notes.append(f"{source}: setting \"{f.name}\" is {_short(value)}: {refused}; "
-                         f"using the default {default}")
+            notes.append(
+                f'{source}: setting "{f.name}" is {_short(value)}: {refused}; '
+                f"using the default {default}"
+            )
     candidate = replace(defaults, **accepted)
     for name, why in cross_check(candidate).items():
-        notes.append(f"{source}: setting \"{name}\" {why}; using the default")
+        notes.append(f'{source}: setting "{name}" {why}; using the default')
         candidate = replace(candidate, **{name: getattr(defaults, name)})
     if cross_check(candidate):  # a small context that even the default answer length exceeds
-        notes.append(f"{source}: setting \"n_ctx\" is too small for any answer; "
-                     "using the default")
+        notes.append(f'{source}: setting "n_ctx" is too small for any answer; using the default')
         candidate = replace(candidate, max_tokens=defaults.max_tokens, n_ctx=defaults.n_ctx)
     return candidate, notes
 
@@ -423,9 +432,11 @@ class SettingsStore:
             kept = f"a copy is kept as {copy_path.name}"
         except OSError as exc:
             kept = f"no copy could be kept ({error_text(exc)})"
-        return (f"{self.path.name} was written by a newer SpecDeck (format {found}; this one "
-                f"reads format {SETTINGS_SCHEMA.current}): only the settings this version "
-                f"knows are used; {kept}")
+        return (
+            f"{self.path.name} was written by a newer SpecDeck (format {found}; this one "
+            f"reads format {SETTINGS_SCHEMA.current}): only the settings this version "
+            f"knows are used; {kept}"
+        )
 
     def save(self, settings: Settings) -> None:
         """Raises ``OSError`` when the folder is read-only or full; the caller says so."""

@@ -87,8 +87,9 @@ class ConversationList(QWidget):
         try:
             self.store.delete(conversation_id)
         except (OSError, ValueError) as exc:
-            self.failed.emit(f"Cannot delete the conversation: {error_text(exc)} "
-                             f"(in {self.store.directory})")
+            self.failed.emit(
+                f"Cannot delete the conversation: {error_text(exc)} (in {self.store.directory})"
+            )
             return
         self.refresh()
         self.deleted.emit(conversation_id)

@@ -55,9 +55,21 @@ from app.store.paths import data_dir
 from app.store.settings import Settings
 
 COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")
-TABLE_COLUMNS = ("phase", "category", "configuration", "n", "speedup (95% CI)", "acceptance",
-                 "tokens/pass", "TTFT ms", "ITL p50/p95/p99 ms", "host ms/token", "slowdowns",
-                 "divergences", "guard pauses")
+TABLE_COLUMNS = (
+    "phase",
+    "category",
+    "configuration",
+    "n",
+    "speedup (95% CI)",
+    "acceptance",
+    "tokens/pass",
+    "TTFT ms",
+    "ITL p50/p95/p99 ms",
+    "host ms/token",
+    "slowdowns",
+    "divergences",
+    "guard pauses",
+)
 REFRESH_S = 1.0  # live redraws of the plot; the full analysis (bootstraps) runs at the end
 
 
@@ -83,8 +95,11 @@ class LabThread(QThread):
 
     def run(self) -> None:
         try:
-            runner = (LabRunner.start(self.plan, self.path) if self.plan is not None
-                      else LabRunner.resume(self.path))
+            runner = (
+                LabRunner.start(self.plan, self.path)
+                if self.plan is not None
+                else LabRunner.resume(self.path)
+            )
             finished = runner.run(self.progressed.emit, self.cancel.is_set)
             self.ended.emit(LabFinished(str(self.path), finished))
         except (SpecDeckError, ValueError, OSError) as exc:
@@ -106,8 +121,9 @@ class LabTab(QWidget):
     apply_requested = Signal(dict)  # Settings field changes for the chat
     run_finished = Signal(object)  # LabFinished
 
-    def __init__(self, settings: Settings | None = None, *,
-                 results_dir: Path | None = None) -> None:
+    def __init__(
+        self, settings: Settings | None = None, *, results_dir: Path | None = None
+    ) -> None:
         super().__init__()
         settings = settings or Settings()
         self.results_dir = results_dir
@@ -134,9 +150,11 @@ class LabTab(QWidget):
         add_suite.clicked.connect(self._add_suite)
         self.configs = QPlainTextEdit(default_configs(settings))
         self.configs.setMaximumHeight(80)
-        self.configs.setToolTip("one per line: NAME:key=value,… with keys draft=FILE, ngram[=N], "
-                                "n=N (fixed), adaptive[=MAX], rule=rejection|match, temp=T, "
-                                "p_min=P, guard=on|off")
+        self.configs.setToolTip(
+            "one per line: NAME:key=value,… with keys draft=FILE, ngram[=N], "
+            "n=N (fixed), adaptive[=MAX], rule=rejection|match, temp=T, "
+            "p_min=P, guard=on|off"
+        )
         self.repeats = QSpinBox()
         self.repeats.setRange(1, 20)
         self.max_tokens = QSpinBox()
@@ -214,8 +232,13 @@ class LabTab(QWidget):
         claim_row.addWidget(self.claim_category, 1)
         form.addRow("Claim", claim_row)
         buttons = QHBoxLayout()
-        for button in (self.run_button, self.cancel_button, self.open_button,
-                       self.resume_button, self.export_button):
+        for button in (
+            self.run_button,
+            self.cancel_button,
+            self.open_button,
+            self.resume_button,
+            self.export_button,
+        ):
             buttons.addWidget(button)
         status = QHBoxLayout()
         status.addWidget(self.progress, 1)
@@ -273,11 +296,15 @@ class LabTab(QWidget):
             prompts += builtin(chosen)
         if self.my_chats.isChecked():
             prompts += from_conversations(ConversationStore())
-        configs = tuple(parse_config(line) for line in self.configs.toPlainText().splitlines()
-                        if line.strip())
+        configs = tuple(
+            parse_config(line) for line in self.configs.toPlainText().splitlines() if line.strip()
+        )
         for config in configs:
-            if (not config.remote and config.source is DraftSource.MODEL
-                    and not Path(config.draft or "").is_file()):
+            if (
+                not config.remote
+                and config.source is DraftSource.MODEL
+                and not Path(config.draft or "").is_file()
+            ):
                 raise ConfigError(f"configuration {config.name}: draft {config.draft} not found")
         category = self.claim_category.currentText()
         categories = {p.category for p in prompts}
@@ -287,8 +314,10 @@ class LabTab(QWidget):
             prompts=tuple(prompts),
             repeats=self.repeats.value(),
             max_tokens=self.max_tokens.value(),
-            claim=Claim(self.claim_speedup.value(),
-                        category if category != ALL and category in categories else None),
+            claim=Claim(
+                self.claim_speedup.value(),
+                category if category != ALL and category in categories else None,
+            ),
         )
 
     def _new_results_path(self) -> Path:
@@ -314,7 +343,8 @@ class LabTab(QWidget):
         parts = plan.split
         self.message.setText(
             f"Claim: {plan.claim.describe()}. {len(parts.tuning)} tuning prompts, "
-            f"{len(parts.confirmation)} held out for confirmation.")
+            f"{len(parts.confirmation)} held out for confirmation."
+        )
         self._launch(self._new_results_path(), plan)
         return True
 
@@ -369,8 +399,11 @@ class LabTab(QWidget):
             self.message.setText(f"<b>The run stopped:</b> {outcome.error}")
             self.eta.setText("")
         else:
-            self.eta.setText("finished" if outcome.finished else
-                             "cancelled: finished prompts are kept; Resume continues")
+            self.eta.setText(
+                "finished"
+                if outcome.finished
+                else "cancelled: finished prompts are kept; Resume continues"
+            )
         if self.log_path is not None and self.log_path.exists():
             self.show_results(self.log_path)
         self.run_finished.emit(outcome)
@@ -425,55 +458,80 @@ class LabTab(QWidget):
         self.plot.clear()
         categories = list(plan.categories)
         self.plot.addItem(pg.InfiniteLine(1.0, angle=0, pen=pg.mkPen("#555", width=1)))
-        self.plot.addItem(pg.InfiniteLine(plan.claim.threshold, angle=0,
-                                          pen=pg.mkPen("#555", style=Qt.PenStyle.DashLine)))
+        self.plot.addItem(
+            pg.InfiniteLine(
+                plan.claim.threshold, angle=0, pen=pg.mkPen("#555", style=Qt.PenStyle.DashLine)
+            )
+        )
         width = 0.8 / max(len(configs), 1)
         for k, config in enumerate(configs):
             colour = COLOURS[k % len(COLOURS)]
             xs, ys, boxes = [], [], []
             for c, category in enumerate(categories):
-                values = [r.speedup for r in rows
-                          if r.config == config and r.category == category]
+                values = [r.speedup for r in rows if r.config == config and r.category == category]
                 if not values:
                     continue
                 centre = c - 0.4 + width * (k + 0.5)
-                jitter = np.linspace(-width * 0.3, width * 0.3, len(values)) if len(values) > 1 \
+                jitter = (
+                    np.linspace(-width * 0.3, width * 0.3, len(values))
+                    if len(values) > 1
                     else np.zeros(1)
+                )
                 xs += list(centre + jitter)
                 ys += values
                 q1, median, q3 = np.percentile(values, [25, 50, 75])
                 boxes.append((centre, q1, q3, median))
             if boxes:
-                self.plot.addItem(pg.BarGraphItem(
-                    x=[b[0] for b in boxes], y0=[b[1] for b in boxes],
-                    height=[max(b[2] - b[1], 1e-3) for b in boxes], width=width * 0.8,
-                    brush=pg.mkBrush(colour + "40"), pen=pg.mkPen(colour)))
-                medians = np.array([[b[0] - width * 0.4, b[3], b[0] + width * 0.4, b[3]]
-                                    for b in boxes]).reshape(-1, 2)
-                self.plot.plot(medians[:, 0], medians[:, 1], connect="pairs",
-                               pen=pg.mkPen(colour, width=3))
-            self.plot.addItem(pg.ScatterPlotItem(
-                xs, ys, size=6, brush=pg.mkBrush(colour), pen=None, name=config))
+                self.plot.addItem(
+                    pg.BarGraphItem(
+                        x=[b[0] for b in boxes],
+                        y0=[b[1] for b in boxes],
+                        height=[max(b[2] - b[1], 1e-3) for b in boxes],
+                        width=width * 0.8,
+                        brush=pg.mkBrush(colour + "40"),
+                        pen=pg.mkPen(colour),
+                    )
+                )
+                medians = np.array(
+                    [[b[0] - width * 0.4, b[3], b[0] + width * 0.4, b[3]] for b in boxes]
+                ).reshape(-1, 2)
+                self.plot.plot(
+                    medians[:, 0], medians[:, 1], connect="pairs", pen=pg.mkPen(colour, width=3)
+                )
+            self.plot.addItem(
+                pg.ScatterPlotItem(xs, ys, size=6, brush=pg.mkBrush(colour), pen=None, name=config)
+            )
         axis = self.plot.getAxis("bottom")
         short = len(categories) > 6  # a narrow side panel: keep the category labels apart
-        axis.setTicks([[(i, c[:5] + "." if short and len(c) > 6 else c)
-                        for i, c in enumerate(categories)]])
+        axis.setTicks(
+            [[(i, c[:5] + "." if short and len(c) > 6 else c) for i, c in enumerate(categories)]]
+        )
 
     def _fill_table(self, analysis: Analysis) -> None:
-        cells = sorted(analysis.cells, key=lambda c: (c.phase != "tuning", c.category != ALL,
-                                                      c.category, c.config))
+        cells = sorted(
+            analysis.cells,
+            key=lambda c: (c.phase != "tuning", c.category != ALL, c.category, c.config),
+        )
         self.table.setRowCount(len(cells))
         for row, cell in enumerate(cells):
             m = cell.medians
             s = m["speedup"]
-            values = (cell.phase, cell.category, cell.config, str(s.n),
-                      f"{s.median:.2f}× ({s.low:.2f}–{s.high:.2f})",
-                      f"{m['acceptance'].median:.2f}", f"{m['tokens_per_pass'].median:.2f}",
-                      f"{m['ttft_ms'].median:.1f}",
-                      f"{m['itl_p50_ms'].median:.2f}/{m['itl_p95_ms'].median:.2f}/"
-                      f"{m['itl_p99_ms'].median:.2f}",
-                      f"{m['host_ms_per_token'].median:.3f}", str(cell.slowdowns),
-                      str(cell.divergences), str(cell.guard_pauses))
+            values = (
+                cell.phase,
+                cell.category,
+                cell.config,
+                str(s.n),
+                f"{s.median:.2f}× ({s.low:.2f}–{s.high:.2f})",
+                f"{m['acceptance'].median:.2f}",
+                f"{m['tokens_per_pass'].median:.2f}",
+                f"{m['ttft_ms'].median:.1f}",
+                f"{m['itl_p50_ms'].median:.2f}/{m['itl_p95_ms'].median:.2f}/"
+                f"{m['itl_p99_ms'].median:.2f}",
+                f"{m['host_ms_per_token'].median:.3f}",
+                str(cell.slowdowns),
+                str(cell.divergences),
+                str(cell.guard_pauses),
+            )
             for column, text in enumerate(values):
                 self.table.setItem(row, column, QTableWidgetItem(text))
         self.table.resizeColumnsToContents()
@@ -481,8 +539,9 @@ class LabTab(QWidget):
     def _show_verdict(self, analysis: Analysis) -> None:
         verdict = analysis.verdict
         colour = {"confirmed": "#1b7f3b", "falsified": "#b00020"}.get(verdict.status, "#555")
-        self.verdict.setText(f"<span style='color:{colour}; font-size:14px'>"
-                             f"<b>{verdict.describe()}</b></span>")
+        self.verdict.setText(
+            f"<span style='color:{colour}; font-size:14px'><b>{verdict.describe()}</b></span>"
+        )
 
     def _fill_recommendations(self, analysis: Analysis) -> None:
         self.recommendation.blockSignals(True)
@@ -510,9 +569,9 @@ class LabTab(QWidget):
     def _export_html(self) -> None:
         if self.log_path is None:
             return
-        path, _ = QFileDialog.getSaveFileName(self, "HTML report",
-                                              str(self.log_path.with_suffix(".html")),
-                                              "HTML (*.html)")
+        path, _ = QFileDialog.getSaveFileName(
+            self, "HTML report", str(self.log_path.with_suffix(".html")), "HTML (*.html)"
+        )
         if path:
             atomic_write_text(Path(path), to_html(ResultLog.open(self.log_path)))
 

@@ -85,6 +85,7 @@ def measure_ui_latency(
         probe.timeout.connect(tick)
         guard = QTimer()
         guard.setSingleShot(True)
+
         def stop_with(error: str) -> None:
             outcome.setdefault("error", error)
             loop.quit()
@@ -259,13 +260,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: every core)")
-    parser.add_argument("--boundary", action="store_true",
-                        help="measure the engine process boundary's cost per token instead")
+    parser.add_argument(
+        "--boundary",
+        action="store_true",
+        help="measure the engine process boundary's cost per token instead",
+    )
     parser.add_argument("prompt", nargs="?", default="Write a long story about the sea.")
     args = parser.parse_args(argv)
     if args.boundary:
-        cost = measure_boundary_cost(args.target, args.draft, args.prompt, args.max_tokens,
-                                     threads=args.threads or 1)
+        cost = measure_boundary_cost(
+            args.target, args.draft, args.prompt, args.max_tokens, threads=args.threads or 1
+        )
         print(json.dumps(cost, indent=2))
         return 0
     result = measure_ui_latency(

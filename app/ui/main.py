@@ -114,6 +114,7 @@ def _screenshot(qt_app, window, path: Path, demo: bool) -> int:  # noqa: ANN001
         loop = QEventLoop()
         guard = QTimer()
         guard.setSingleShot(True)
+
         def timed_out() -> None:
             failure.append("timed out")
             loop.quit()

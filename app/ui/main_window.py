@@ -384,8 +384,9 @@ class MainWindow(QMainWindow):
         draft_spec = replace(s.draft_spec(draft), kv_type=kv) if draft else None
         self.pair_bar.set_busy("Loading models…")
         self.pair_bar.show_pair(target, draft, source)
-        return self.client.load(LoadPair(replace(s.target_spec(target), kv_type=kv), draft_spec,
-                                         source))
+        return self.client.load(
+            LoadPair(replace(s.target_spec(target), kv_type=kv), draft_spec, source)
+        )
 
     def load_demo(self) -> int:
         s = self.settings
@@ -654,8 +655,9 @@ class MainWindow(QMainWindow):
             if not self.chat.save_banner.isHidden():
                 self.chat.save_banner.hide()
                 self.conversations.refresh(self.conversation.id)  # drop "not saved yet"
-                self.statusBar().showMessage("Saved: everything kept in memory is on disk now.",
-                                             5000)
+                self.statusBar().showMessage(
+                    "Saved: everything kept in memory is on disk now.", 5000
+                )
             self.save_retry.stop()
             return
         kept = "it is" if failure.waiting == 1 else f"{failure.waiting} items are"
@@ -745,6 +747,8 @@ class MainWindow(QMainWindow):
         if failure is not None:  # closing never raises; what is unsaved goes somewhere safe
             rescued = self.saves.rescue()
             where = f"copied to {rescued}" if rescued else "lost: no folder could be written"
-            print(f"specdeck: {failure.describe()}; {failure.waiting} unsaved item(s) {where}",
-                  file=sys.stderr)
+            print(
+                f"specdeck: {failure.describe()}; {failure.waiting} unsaved item(s) {where}",
+                file=sys.stderr,
+            )
         event.accept()

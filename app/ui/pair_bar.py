@@ -119,7 +119,8 @@ class PairBar(QFrame):
                 action.setCheckable(True)
                 action.setChecked(name == library.active)
                 action.triggered.connect(
-                    lambda _checked=False, n=name: self.saved_pair_requested.emit(n))
+                    lambda _checked=False, n=name: self.saved_pair_requested.emit(n)
+                )
             self.menu.addAction("Rename or delete saved pairs…", self.manage_pairs)
             self.menu.addSeparator()
         self.menu.addAction("Pair wizard…", self.change_requested.emit)
@@ -136,8 +137,9 @@ class PairBar(QFrame):
 
     def show_pair_name(self, name: str | None) -> None:
         self.pair_name.setText(name or "—")  # an ElidedLabel: it elides to the room it has
-        self.pair_name.setToolTip(f"Saved pair “{name}”" if name else
-                                  "Not a saved pair (files chosen directly)")
+        self.pair_name.setToolTip(
+            f"Saved pair “{name}”" if name else "Not a saved pair (files chosen directly)"
+        )
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)

@@ -69,8 +69,9 @@ def choice_for_profile(library: Library, name: str) -> PairChoice:
     target, draft = library.model_specs(profile)
     library.set_active(name)
     source = DraftSource.MODEL if draft is not None else DraftSource.NGRAM
-    return PairChoice(target.path, draft.path if draft is not None else None, source,
-                      pair_settings(profile))
+    return PairChoice(
+        target.path, draft.path if draft is not None else None, source, pair_settings(profile)
+    )
 
 
 def active_pair_name(target_path: str | None) -> str | None:
@@ -144,8 +145,9 @@ def _from_files(parent: QWidget, start: str) -> PairChoice | None:
     return PairChoice(target, draft, DraftSource.MODEL)
 
 
-def choose_pair(parent: QWidget, start_dir: str = "", *, files: bool = False,
-                saved: str | None = None) -> PairChoice | None:
+def choose_pair(
+    parent: QWidget, start_dir: str = "", *, files: bool = False, saved: str | None = None
+) -> PairChoice | None:
     """Ask for a pair: the saved pair ``saved``, the wizard, or file pickers when ``files``
     or when there is no wizard."""
     if saved is not None:
@@ -226,9 +228,9 @@ class SavedPairsDialog(QDialog):
         name = self.selected()
         if name is None:
             return
-        answer = QMessageBox.question(self, "Delete pair",
-                                      f"Delete the saved pair “{name}”? Its models stay in "
-                                      "the library.")
+        answer = QMessageBox.question(
+            self, "Delete pair", f"Delete the saved pair “{name}”? Its models stay in the library."
+        )
         if answer == QMessageBox.StandardButton.Yes:
             self.delete(name)
 

@@ -249,9 +249,12 @@ class EngineWorker(QObject):
     def _report(self, request_id: int, error: BaseException) -> None:
         title, message = describe_error(error)
         if isinstance(error, EngineCrashed) and self._kill_reason:
-            title, message = "The engine was stopped", (
-                f"The engine process {self._kill_reason}. The window, the conversation and "
-                "your typed text are kept; click Reload pair to start the engine again."
+            title, message = (
+                "The engine was stopped",
+                (
+                    f"The engine process {self._kill_reason}. The window, the conversation and "
+                    "your typed text are kept; click Reload pair to start the engine again."
+                ),
             )
             self._kill_reason = ""
         detail = traceback.format_exc()

@@ -308,8 +308,9 @@ class HubFailure:
     corrupt: bool = False  # a download failed its sha256 check
 
 
-def choose_draft_group(groups: Sequence[QuantGroup],
-                       preferred: str | None = None) -> QuantGroup | None:
+def choose_draft_group(
+    groups: Sequence[QuantGroup], preferred: str | None = None
+) -> QuantGroup | None:
     """A draft is there to be fast: the smallest sensible quantization (4 bits and up, see
     ``fit.draft_speed_rank``), unless the catalog recommends one that is no larger."""
     if not groups:
@@ -328,13 +329,21 @@ def is_unreachable(exc: BaseException) -> bool:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, TransferTimedOut | TransferStalled | ConnectionError
-                      | TimeoutError | socket.gaierror):
+        if isinstance(
+            current,
+            TransferTimedOut | TransferStalled | ConnectionError | TimeoutError | socket.gaierror,
+        ):
             return True
         module = type(current).__module__
         if module.startswith("httpx") and type(current).__name__ in (
-                "ConnectError", "ConnectTimeout", "ReadTimeout", "PoolTimeout", "NetworkError",
-                "RemoteProtocolError", "ReadError"):
+            "ConnectError",
+            "ConnectTimeout",
+            "ReadTimeout",
+            "PoolTimeout",
+            "NetworkError",
+            "RemoteProtocolError",
+            "ReadError",
+        ):
             return True
         if type(current).__name__ == "OfflineModeIsEnabled":
             return True
@@ -358,8 +367,9 @@ def local_gguf_files(folder: Path, limit: int = MAX_LOCAL_FILES) -> list[Path]:
     return found
 
 
-def read_local_model(path: Path, target_vocab: VocabInfo | None = None, *,
-                     in_library: bool = False) -> LocalModel:
+def read_local_model(
+    path: Path, target_vocab: VocabInfo | None = None, *, in_library: bool = False
+) -> LocalModel:
     """A local GGUF's facts; raises ``GGUFFormatError`` or ``OSError`` when unusable."""
     parts = split_parts(path)
     missing = [p.name for p in parts if not p.is_file()]
@@ -368,9 +378,15 @@ def read_local_model(path: Path, target_vocab: VocabInfo | None = None, *,
     header = read_local_header(path)
     vocab = vocab_info(header)
     mismatch = first_mismatch(target_vocab, vocab) if target_vocab is not None else None
-    return LocalModel(str(path), tuple(str(p) for p in parts),
-                      sum(p.stat().st_size for p in parts), model_facts(header), vocab,
-                      in_library, mismatch)
+    return LocalModel(
+        str(path),
+        tuple(str(p) for p in parts),
+        sum(p.stat().st_size for p in parts),
+        model_facts(header),
+        vocab,
+        in_library,
+        mismatch,
+    )
 
 
 class HubWorker(QObject):
@@ -378,8 +394,14 @@ class HubWorker(QObject):
     progress = Signal(object)
     failed = Signal(object)
 
-    def __init__(self, models_root: Path, *, endpoint: str | None = None,
-                 token: Token = None, offline: bool = False) -> None:
+    def __init__(
+        self,
+        models_root: Path,
+        *,
+        endpoint: str | None = None,
+        token: Token = None,
+        offline: bool = False,
+    ) -> None:
         super().__init__()
         self.models_root = models_root
         self.endpoint = endpoint
@@ -397,9 +419,15 @@ class HubWorker(QObject):
         except (DownloadCancelled, TransferCancelled) as exc:
             self.failed.emit(HubFailure(request_id, str(exc), cancelled=True))
         except Exception as exc:  # noqa: BLE001 - every failure becomes a message
-            self.failed.emit(HubFailure(request_id, _message(exc), detail=traceback.format_exc(),
-                                        unreachable=is_unreachable(exc),
-                                        corrupt=isinstance(exc, HashMismatchError)))
+            self.failed.emit(
+                HubFailure(
+                    request_id,
+                    _message(exc),
+                    detail=traceback.format_exc(),
+                    unreachable=is_unreachable(exc),
+                    corrupt=isinstance(exc, HashMismatchError),
+                )
+            )
         else:
             if reply is not None:
                 self.result.emit(reply)
@@ -422,15 +450,21 @@ class HubWorker(QObject):
             self.token = None  # from now on the stored token is used
             return TokenSaved(rid)
         if isinstance(request, Search):
-            hits = search_models(request.query, endpoint=self.endpoint, token=self.token,
-                                 limits=TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S,
-                                                       cancel=request.cancel))
+            hits = search_models(
+                request.query,
+                endpoint=self.endpoint,
+                token=self.token,
+                limits=TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S, cancel=request.cancel),
+            )
             return SearchResults(rid, request.query, tuple(hits))
         if isinstance(request, CheckDraftRepo):
             return self._check_typed_draft(rid, request)
         if isinstance(request, InspectRepo):
-            return self._inspect(rid, request.repo_id, TransferLimits(
-                deadline_s=DEFAULT_HEADER_DEADLINE_S, cancel=request.cancel))
+            return self._inspect(
+                rid,
+                request.repo_id,
+                TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S, cancel=request.cancel),
+            )
         if isinstance(request, FindDrafts):
             return self._find_drafts(rid, request)
         if isinstance(request, Download):
@@ -455,8 +489,11 @@ class HubWorker(QObject):
     def _scan_local(self, rid: int, request: ScanLocal) -> LocalScanned:
         library = {str(Path(p).resolve()) for p in request.library_paths}
         paths: dict[str, Path] = {}
-        for raw in (*request.extra, *request.library_paths,
-                    *map(str, local_gguf_files(self.models_root))):
+        for raw in (
+            *request.extra,
+            *request.library_paths,
+            *map(str, local_gguf_files(self.models_root)),
+        ):
             path = Path(raw)
             key = str(path.resolve())
             if key not in paths and len(paths) < MAX_LOCAL_FILES:
@@ -466,8 +503,9 @@ class HubWorker(QObject):
             if request.target_path and key == str(Path(request.target_path).resolve()):
                 continue
             try:
-                models.append(read_local_model(path, request.target_vocab,
-                                               in_library=key in library))
+                models.append(
+                    read_local_model(path, request.target_vocab, in_library=key in library)
+                )
             except (GGUFFormatError, OSError) as exc:
                 unreadable.append((str(path), str(exc)))
         models.sort(key=lambda m: (m.mismatch is not None, m.size))
@@ -475,9 +513,15 @@ class HubWorker(QObject):
 
     def _check_typed_draft(self, rid: int, request: CheckDraftRepo) -> DraftChecked:
         limits = TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S, cancel=request.cancel)
-        target = vocab_info(read_remote_header(request.target_repo, request.target_file,
-                                               endpoint=self.endpoint, token=self.token,
-                                               limits=limits))
+        target = vocab_info(
+            read_remote_header(
+                request.target_repo,
+                request.target_file,
+                endpoint=self.endpoint,
+                token=self.token,
+                limits=limits,
+            )
+        )
         family, size = parse_family(request.repo_id)
         candidate = DraftCandidate(request.repo_id, None, size, "typed by you")
         option = self._check_draft(candidate, target, limits)
@@ -486,26 +530,33 @@ class HubWorker(QObject):
         return DraftChecked(rid, option)
 
     def _inspect(self, rid: int, repo_id: str, limits: TransferLimits) -> RepoInspected:
-        groups = list_gguf_files(repo_id, endpoint=self.endpoint, token=self.token,
-                                 limits=limits)
+        groups = list_gguf_files(repo_id, endpoint=self.endpoint, token=self.token, limits=limits)
         if not groups:
             raise HubError(f"{repo_id} has no GGUF model files; choose a GGUF repository")
-        header = read_remote_header(repo_id, groups[0].first.path, endpoint=self.endpoint,
-                                    token=self.token, limits=limits)
+        header = read_remote_header(
+            repo_id, groups[0].first.path, endpoint=self.endpoint, token=self.token, limits=limits
+        )
         return RepoInspected(rid, repo_id, tuple(groups), model_facts(header), vocab_info(header))
 
     def _find_drafts(self, rid: int, request: FindDrafts) -> DraftsDone:
         def limits() -> TransferLimits:  # one deadline per header, one cancel for all
             return TransferLimits(deadline_s=DEFAULT_HEADER_DEADLINE_S, cancel=request.cancel)
 
-        target = vocab_info(read_remote_header(request.target_repo, request.target_file,
-                                               endpoint=self.endpoint, token=self.token,
-                                               limits=limits()))
+        target = vocab_info(
+            read_remote_header(
+                request.target_repo,
+                request.target_file,
+                endpoint=self.endpoint,
+                token=self.token,
+                limits=limits(),
+            )
+        )
         family, _ = parse_family(request.target_repo)
         try:
-            hub_repos = [h.repo_id for h in search_models(family, limit=40,
-                                                          endpoint=self.endpoint,
-                                                          token=self.token)]
+            hub_repos = [
+                h.repo_id
+                for h in search_models(family, limit=40, endpoint=self.endpoint, token=self.token)
+            ]
         except HubError:
             hub_repos = []  # the catalog alone still gives candidates
         candidates = request.catalog.draft_candidates(request.target_repo, hub_repos)
@@ -524,8 +575,9 @@ class HubWorker(QObject):
     def _same_model_draft(self, request: FindDrafts, limits: TransferLimits) -> DraftOption | None:
         """A much smaller quantization of the target itself: the same vocabulary by
         construction, so it always drafts (the demo pair is F32 drafted by Q2_K)."""
-        groups = list_gguf_files(request.target_repo, endpoint=self.endpoint, token=self.token,
-                                 limits=limits)
+        groups = list_gguf_files(
+            request.target_repo, endpoint=self.endpoint, token=self.token, limits=limits
+        )
         target = next((g for g in groups if g.first.path == request.target_file), None)
         if target is None:
             return None
@@ -533,44 +585,67 @@ class HubWorker(QObject):
         group = choose_draft_group(smaller)
         if group is None:
             return None
-        header = read_remote_header(request.target_repo, group.first.path,
-                                    endpoint=self.endpoint, token=self.token, limits=limits)
+        header = read_remote_header(
+            request.target_repo,
+            group.first.path,
+            endpoint=self.endpoint,
+            token=self.token,
+            limits=limits,
+        )
         _family, size = parse_family(request.target_repo)
-        candidate = DraftCandidate(request.target_repo, group.quant, size,
-                                   "same model, smaller quantization",
-                                   "The target's own weights at fewer bits: it agrees with "
-                                   "the target very often, but costs more per token than a "
-                                   "smaller model.")
+        candidate = DraftCandidate(
+            request.target_repo,
+            group.quant,
+            size,
+            "same model, smaller quantization",
+            "The target's own weights at fewer bits: it agrees with "
+            "the target very often, but costs more per token than a "
+            "smaller model.",
+        )
         return DraftOption(candidate, group, model_facts(header), None, groups=smaller)
 
-    def _check_draft(self, candidate: DraftCandidate, target: VocabInfo,
-                     limits: TransferLimits) -> DraftOption:
+    def _check_draft(
+        self, candidate: DraftCandidate, target: VocabInfo, limits: TransferLimits
+    ) -> DraftOption:
         try:
-            groups = list_gguf_files(candidate.repo, endpoint=self.endpoint, token=self.token,
-                                     limits=limits)
+            groups = list_gguf_files(
+                candidate.repo, endpoint=self.endpoint, token=self.token, limits=limits
+            )
             group = choose_draft_group(groups, candidate.quant)
             if group is None:
                 return DraftOption(candidate, None, None, None, "no GGUF files")
-            header = read_remote_header(candidate.repo, group.first.path,
-                                        endpoint=self.endpoint, token=self.token,
-                                        limits=limits)
-            return DraftOption(candidate, group, model_facts(header),
-                               first_mismatch(target, vocab_info(header)), groups=tuple(groups))
+            header = read_remote_header(
+                candidate.repo,
+                group.first.path,
+                endpoint=self.endpoint,
+                token=self.token,
+                limits=limits,
+            )
+            return DraftOption(
+                candidate,
+                group,
+                model_facts(header),
+                first_mismatch(target, vocab_info(header)),
+                groups=tuple(groups),
+            )
         except TransferCancelled:
             raise
         except (HubError, GGUFFormatError) as exc:
             return DraftOption(candidate, None, None, None, str(exc))
 
     def _download(self, rid: int, request: Download) -> Downloaded:
-        downloader = Downloader(self.models_root, endpoint=self.endpoint, token=self.token,
-                                offline=self.offline)
+        downloader = Downloader(
+            self.models_root, endpoint=self.endpoint, token=self.token, offline=self.offline
+        )
         paths = []
         for index, item in enumerate(request.items):
+
             def report(progress: DownloadProgress, index: int = index) -> None:
                 self.progress.emit(DownloadProgressed(rid, index, progress))
 
-            got = downloader.download_files(item.repo_id, list(item.group.files),
-                                            cancel=request.cancel, on_progress=report)
+            got = downloader.download_files(
+                item.repo_id, list(item.group.files), cancel=request.cancel, on_progress=report
+            )
             paths.append(tuple(str(p) for p in got))
         return Downloaded(rid, tuple(paths))
 
@@ -601,10 +676,13 @@ class HubWorker(QObject):
                 fresh = EngineHost()
                 self._engine = fresh
                 fresh.load(
-                    LoadRequest(ModelSpec(request.target_path, n_ctx=request.n_ctx),
-                                ModelSpec(request.draft_path, n_ctx=request.n_ctx)),
-                    on_progress=lambda _path, _fraction: fresh.cancel()
-                    if request.cancel.is_set() else None,
+                    LoadRequest(
+                        ModelSpec(request.target_path, n_ctx=request.n_ctx),
+                        ModelSpec(request.draft_path, n_ctx=request.n_ctx),
+                    ),
+                    on_progress=lambda _path, _fraction: (
+                        fresh.cancel() if request.cancel.is_set() else None
+                    ),
                 )
                 self._engine_key = key
             host = self._engine
@@ -615,8 +693,9 @@ class HubWorker(QObject):
             def run(speculative: bool, draft_max: int) -> RunSummary:
                 check_cancel()
                 spec = SpecConfig(draft_max=draft_max, adaptive=False)
-                job = GenerationRequest(prompt, max_tokens=CALIBRATION_TOKENS, spec=spec,
-                                        speculative=speculative)
+                job = GenerationRequest(
+                    prompt, max_tokens=CALIBRATION_TOKENS, spec=spec, speculative=speculative
+                )
                 last = [e for batch in host.generate(job, stream=False) for e in batch][-1]
                 check_cancel()
                 assert isinstance(last, RunSummary)
@@ -644,10 +723,17 @@ class HubWorker(QObject):
         base_tok_s = (first.tok_s + second.tok_s) / 2
         noise = abs(first.tok_s - second.tok_s) / max(first.tok_s, second.tok_s, 1e-9)
         speedup = best.tok_s / base_tok_s if base_tok_s > 0 else 0.0
-        return Calibrated(rid, best.acceptance_rate, best.tok_s, base_tok_s, speedup,
-                          CALIBRATION_DRAFT_LENGTHS[best_index], load_s,
-                          tuple((n, t.tok_s) for n, t in zip(CALIBRATION_DRAFT_LENGTHS, trials,
-                                                             strict=True)), noise)
+        return Calibrated(
+            rid,
+            best.acceptance_rate,
+            best.tok_s,
+            base_tok_s,
+            speedup,
+            CALIBRATION_DRAFT_LENGTHS[best_index],
+            load_s,
+            tuple((n, t.tok_s) for n, t in zip(CALIBRATION_DRAFT_LENGTHS, trials, strict=True)),
+            noise,
+        )
 
 
 def _probe_reason(exc: BaseException) -> str:
@@ -678,9 +764,15 @@ class HubClient(QObject):
     failed = Signal(object)
     _submit = Signal(int, object)
 
-    def __init__(self, models_root: Path, *, endpoint: str | None = None,
-                 token: Token = None, offline: bool = False,
-                 parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        models_root: Path,
+        *,
+        endpoint: str | None = None,
+        token: Token = None,
+        offline: bool = False,
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
         self._ids = itertools.count(1)
         self._cancels: set[threading.Event] = set()

@@ -33,8 +33,10 @@ def far_pair(tiny_dir: Path) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def engine(far_pair):
     target, draft = far_pair
-    eng = Engine(ModelSpec(str(target), n_ctx=256, n_threads=2),
-                 ModelSpec(str(draft), n_ctx=256, n_threads=2))
+    eng = Engine(
+        ModelSpec(str(target), n_ctx=256, n_threads=2),
+        ModelSpec(str(draft), n_ctx=256, n_threads=2),
+    )
     yield eng
     eng.close()
 
@@ -49,9 +51,13 @@ def sample_runs(engine: Engine, prompt, rule: AcceptRule, draft_max: int, max_to
     spec = SpecConfig(draft_max=draft_max, adaptive=False, rule=rule, collapse_guard=False)
     outputs, accepted, drafted = [], 0, 0
     for seed in range(RUNS):
-        request = GenerationRequest(prompt, max_tokens=max_tokens, spec=spec,
-                                    sampler=SamplerConfig(**{**SAMPLER.__dict__, "seed": seed}),
-                                    token_probs=False)
+        request = GenerationRequest(
+            prompt,
+            max_tokens=max_tokens,
+            spec=spec,
+            sampler=SamplerConfig(**{**SAMPLER.__dict__, "seed": seed}),
+            token_probs=False,
+        )
         summary = [e for e in engine.generate(request) if isinstance(e, RunSummary)][0]
         outputs.append(summary.token_ids)
         accepted += summary.accepted

@@ -38,8 +38,10 @@ PROMPTS = ["the code of the model", "import data for self", "what is the draft t
 @pytest.fixture()
 def engine(tiny_pair: tuple[Path, Path]):
     target, draft = tiny_pair
-    eng = Engine(ModelSpec(str(target), n_ctx=512, n_threads=2),
-                 ModelSpec(str(draft), n_ctx=512, n_threads=2))
+    eng = Engine(
+        ModelSpec(str(target), n_ctx=512, n_threads=2),
+        ModelSpec(str(draft), n_ctx=512, n_threads=2),
+    )
     yield eng
     eng.close()
 
@@ -55,11 +57,14 @@ def summary_of(events: list) -> RunSummary:
 
 # Exactness of verification, whatever the economics: on the tiny pair a draft pass costs as
 # much as a target pass, so the cost guard would rightly stop fixed-length drafting at once.
-@pytest.mark.parametrize("spec", [
-    SpecConfig(draft_max=4, adaptive=False, collapse_guard=False),
-    SpecConfig(draft_max=8, adaptive=True),
-    SpecConfig(draft_max=6, adaptive=False, p_min=0.3, collapse_guard=False),
-])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        SpecConfig(draft_max=4, adaptive=False, collapse_guard=False),
+        SpecConfig(draft_max=8, adaptive=True),
+        SpecConfig(draft_max=6, adaptive=False, p_min=0.3, collapse_guard=False),
+    ],
+)
 def test_greedy_speculative_equals_target_only(engine: Engine, spec: SpecConfig) -> None:
     for text in PROMPTS:
         prompt = engine.tokenize(text)
@@ -76,8 +81,10 @@ def test_greedy_speculative_equals_target_only(engine: Engine, spec: SpecConfig)
 
 def test_token_events_describe_how_each_token_was_made(engine: Engine) -> None:
     prompt = engine.tokenize(PROMPTS[0])
-    events = run(engine, GenerationRequest(prompt, max_tokens=40,
-                                           spec=SpecConfig(draft_max=4, adaptive=False)))
+    events = run(
+        engine,
+        GenerationRequest(prompt, max_tokens=40, spec=SpecConfig(draft_max=4, adaptive=False)),
+    )
     tokens = [e for e in events if isinstance(e, TokenEvent)]
     steps = [e for e in events if isinstance(e, StepEvent)]
     kinds = {t.kind for t in tokens}
@@ -98,8 +105,9 @@ def test_token_events_describe_how_each_token_was_made(engine: Engine) -> None:
 
 def test_ngram_drafting_is_exact(tiny_pair: tuple[Path, Path]) -> None:
     target, _ = tiny_pair
-    eng = Engine(ModelSpec(str(target), n_ctx=512, n_threads=2), None,
-                 draft_source=DraftSource.NGRAM)
+    eng = Engine(
+        ModelSpec(str(target), n_ctx=512, n_threads=2), None, draft_source=DraftSource.NGRAM
+    )
     try:
         prompt = eng.tokenize("the model the model the model the model")
         request = GenerationRequest(prompt, max_tokens=60, spec=SpecConfig(draft_max=4))
@@ -114,8 +122,10 @@ def test_ngram_drafting_is_exact(tiny_pair: tuple[Path, Path]) -> None:
 
 def test_kv_rollback_matches_fresh_evaluation(engine: Engine, tiny_pair) -> None:
     prompt = engine.tokenize(PROMPTS[1])
-    events = run(engine, GenerationRequest(prompt, max_tokens=30,
-                                           spec=SpecConfig(draft_max=6, adaptive=False)))
+    events = run(
+        engine,
+        GenerationRequest(prompt, max_tokens=30, spec=SpecConfig(draft_max=6, adaptive=False)),
+    )
     summary = summary_of(events)
     assert any(isinstance(e, TokenEvent) and e.kind is TokenKind.RESAMPLED for e in events)
     sequence = [*prompt, *summary.token_ids]
@@ -142,8 +152,9 @@ def test_cancel_stops_within_one_step(engine: Engine) -> None:
     def cancel() -> bool:
         return len(seen) >= 5
 
-    request = GenerationRequest(prompt, max_tokens=200, spec=SpecConfig(draft_max=4,
-                                                                        adaptive=False))
+    request = GenerationRequest(
+        prompt, max_tokens=200, spec=SpecConfig(draft_max=4, adaptive=False)
+    )
     for event in engine.generate(request, cancel):
         if isinstance(event, TokenEvent):
             seen.append(event)
@@ -164,16 +175,19 @@ def test_multi_turn_reuses_prefix_and_stays_exact(engine: Engine) -> None:
     prefill = next(e for e in events if isinstance(e, PrefillEvent))
     assert prefill.reused_tokens >= len(first) - 1
     spec_ids = summary_of(events).token_ids
-    base_ids = summary_of(run(engine, GenerationRequest(second, max_tokens=20,
-                                                        speculative=False))).token_ids
+    base_ids = summary_of(
+        run(engine, GenerationRequest(second, max_tokens=20, speculative=False))
+    ).token_ids
     check = compare(second, spec_ids, base_ids, engine)
     assert check.identical or check.near_tie
 
 
 def test_context_overflow(tiny_pair: tuple[Path, Path]) -> None:
     target, draft = tiny_pair
-    eng = Engine(ModelSpec(str(target), n_ctx=256, n_threads=2),
-                 ModelSpec(str(draft), n_ctx=256, n_threads=2))
+    eng = Engine(
+        ModelSpec(str(target), n_ctx=256, n_threads=2),
+        ModelSpec(str(draft), n_ctx=256, n_threads=2),
+    )
     try:
         long_prompt = eng.tokenize("the model " * 60)
         with pytest.raises(ContextOverflowError, match="context holds 256"):
@@ -237,13 +251,16 @@ def test_byte_fallback_tokens_stream_whole_characters(engine: Engine) -> None:
     assert all("\ufffd" not in p for p in pieces)
 
 
-@pytest.mark.parametrize("spec", [
-    # rejection sampling's output depends on what was drafted: reproducible when drafting
-    # is (fixed N, no timing-driven guard)
-    SpecConfig(draft_max=4, adaptive=False, collapse_guard=False),
-    # sample-and-match with position-keyed randomness reproduces whatever was drafted
-    SpecConfig(draft_max=8, adaptive=True, rule=AcceptRule.MATCH),
-])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        # rejection sampling's output depends on what was drafted: reproducible when drafting
+        # is (fixed N, no timing-driven guard)
+        SpecConfig(draft_max=4, adaptive=False, collapse_guard=False),
+        # sample-and-match with position-keyed randomness reproduces whatever was drafted
+        SpecConfig(draft_max=8, adaptive=True, rule=AcceptRule.MATCH),
+    ],
+)
 def test_sampler_seed_reproduces(engine: Engine, spec: SpecConfig) -> None:
     prompt = engine.tokenize(PROMPTS[0])
     sampler = SamplerConfig(temperature=0.9, seed=7, top_k=0, top_p=1.0, min_p=0.0)
@@ -260,9 +277,12 @@ def test_sample_and_match_with_position_keys_equals_seeded_baseline(
     for text in PROMPTS:
         prompt = engine.tokenize(text)
         sampler = SamplerConfig(temperature=temperature, seed=11, top_k=40, top_p=0.95)
-        request = GenerationRequest(prompt, max_tokens=40, sampler=sampler,
-                                    spec=SpecConfig(draft_max=6, rule=AcceptRule.MATCH,
-                                                    collapse_guard=False))
+        request = GenerationRequest(
+            prompt,
+            max_tokens=40,
+            sampler=sampler,
+            spec=SpecConfig(draft_max=6, rule=AcceptRule.MATCH, collapse_guard=False),
+        )
         spec_run = summary_of(run(engine, request))
         base_run = summary_of(run(engine, replace(request, speculative=False)))
         assert spec_run.drafted > 0 and spec_run.accepted > 0
@@ -274,8 +294,10 @@ def test_sample_and_match_with_position_keys_equals_seeded_baseline(
 def test_collapse_guard_falls_back_to_target_and_stays_exact(tiny_dir: Path, tiny_pair) -> None:
     target, _ = tiny_pair
     stranger = write_tiny_llama(tiny_dir / "stranger.gguf", seed=9)  # same vocab, unrelated
-    eng = Engine(ModelSpec(str(target), n_ctx=512, n_threads=2),
-                 ModelSpec(str(stranger), n_ctx=512, n_threads=2))
+    eng = Engine(
+        ModelSpec(str(target), n_ctx=512, n_threads=2),
+        ModelSpec(str(stranger), n_ctx=512, n_threads=2),
+    )
     try:
         prompt = eng.tokenize(PROMPTS[0])
         spec = SpecConfig(draft_max=4, adaptive=False, guard_window=4, probe_every=8)

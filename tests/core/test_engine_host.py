@@ -62,8 +62,10 @@ def test_answers_stream_in_batches_and_match_in_process_engine(host, tiny_pair) 
 
     target, draft = tiny_pair
     seen: list[tuple[str, float]] = []
-    info = host.load(LoadRequest(_spec(target), _spec(draft)),
-                     on_progress=lambda path, f: seen.append((Path(path).name, f)))
+    info = host.load(
+        LoadRequest(_spec(target), _spec(draft)),
+        on_progress=lambda path, f: seen.append((Path(path).name, f)),
+    )
     assert host.pid not in (None, os.getpid())
     assert info.draft_path == str(draft) and info.weights_bytes > 0
     for name in ("target.gguf", "draft.gguf"):  # real llama.cpp progress, 0 .. 1 per file
@@ -141,8 +143,9 @@ def test_a_long_prefill_stops_on_cancel_and_the_cache_stays_consistent(host, tmp
 
 
 def test_broken_template_raises_a_typed_error_and_plain_format_works(host, tmp_path) -> None:
-    failing = write_tiny_llama(tmp_path / "raises.gguf", seed=1,
-                               chat_template="{{ raise_exception('no chat for you') }}")
+    failing = write_tiny_llama(
+        tmp_path / "raises.gguf", seed=1, chat_template="{{ raise_exception('no chat for you') }}"
+    )
     host.load(LoadRequest(_spec(failing), None, DraftSource.NGRAM))
     with pytest.raises(ChatTemplateError, match="broken chat template in raises.gguf"):
         host.tokenize_chat([{"role": "user", "content": "hi"}])
@@ -193,8 +196,7 @@ def test_gguf_that_aborts_llama_cpp_is_reported_not_fatal(host, tmp_path) -> Non
 @pytest.mark.parametrize("command", ["generate", "bench"])
 def test_cli_reports_a_crashing_gguf_as_an_error_naming_it(command, tmp_path) -> None:
     bad = write_bert_tokenizer_llama(tmp_path / "bert-vocab.gguf")
-    args = [sys.executable, "-m", "app", command, "--target", str(bad), "--ngram",
-            "--threads", "1"]
+    args = [sys.executable, "-m", "app", command, "--target", str(bad), "--ngram", "--threads", "1"]
     if command == "bench":
         prompts = tmp_path / "p.jsonl"
         prompts.write_text('{"id": "a", "prompt": "hi"}\n')
@@ -216,8 +218,9 @@ def test_the_pipe_costs_well_under_the_per_token_budget(tiny_pair) -> None:
     engine = Engine(_spec(tiny_pair[0], 2048), _spec(tiny_pair[1], 2048))
     try:
         prompt = engine.tokenize_chat([Message("user", "hello the model")])
-        events = list(engine.generate(GenerationRequest(prompt, max_tokens=1000,
-                                                        ignore_eos=True)))[:-1]
+        events = list(engine.generate(GenerationRequest(prompt, max_tokens=1000, ignore_eos=True)))[
+            :-1
+        ]
     finally:
         engine.close()
     cost = measure_pipe_cost(events, rounds=3)

@@ -22,8 +22,10 @@ pytestmark = pytest.mark.real
 @pytest.fixture(scope="module")
 def smol(smollm2_pair):
     target, draft = smollm2_pair
-    eng = Engine(ModelSpec(str(target), n_ctx=1024, n_threads=2),
-                 ModelSpec(str(draft), n_ctx=1024, n_threads=2))
+    eng = Engine(
+        ModelSpec(str(target), n_ctx=1024, n_threads=2),
+        ModelSpec(str(draft), n_ctx=1024, n_threads=2),
+    )
     yield eng
     eng.close()
 
@@ -32,14 +34,16 @@ def _summary(engine: Engine, request: GenerationRequest) -> RunSummary:
     return [e for e in engine.generate(request) if isinstance(e, RunSummary)][-1]
 
 
-@pytest.mark.parametrize("question", [
-    "Write a Python function that returns the factorial of n.",
-    "List three colours of the rainbow.",
-])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Write a Python function that returns the factorial of n.",
+        "List three colours of the rainbow.",
+    ],
+)
 def test_real_pair_greedy_exact_or_reported_near_tie(smol: Engine, question: str) -> None:
     prompt = smol.tokenize_chat([Message("user", question)])
-    request = GenerationRequest(prompt, max_tokens=64,
-                                spec=SpecConfig(draft_max=8, adaptive=False))
+    request = GenerationRequest(prompt, max_tokens=64, spec=SpecConfig(draft_max=8, adaptive=False))
     spec_run = _summary(smol, request)
     base_run = _summary(smol, replace(request, speculative=False))
     check = compare(prompt, spec_run.token_ids, base_run.token_ids, smol)
@@ -60,8 +64,9 @@ def test_chat_template_multi_turn_reuses_cache(smol: Engine) -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args], capture_output=True, text=True, timeout=600
+    )
 
 
 def test_version_reports_llama_cpp() -> None:
@@ -77,15 +82,38 @@ def test_bench_cli_writes_per_prompt_and_aggregate(tmp_path: Path, tiny_pair) ->
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"id": "a", "prompt": "the code"}\n{"id": "b", "prompt": "import data"}\n')
     out = tmp_path / "out.json"
-    result = _cli("bench", "--target", str(target), "--draft", str(draft), "--prompts",
-                  str(prompts), "--max-tokens", "24", "--json", str(out), "--ctx", "512",
-                  "--p-min", "0")
+    result = _cli(
+        "bench",
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--prompts",
+        str(prompts),
+        "--max-tokens",
+        "24",
+        "--json",
+        str(out),
+        "--ctx",
+        "512",
+        "--p-min",
+        "0",
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(out.read_text())
     row = data["prompts"][0]
-    for key in ("id", "baseline_tok_s", "speculative_tok_s", "speedup", "acceptance_rate",
-                "mean_accepted_length", "target_passes_per_token", "identical",
-                "first_divergence", "divergence_margin"):
+    for key in (
+        "id",
+        "baseline_tok_s",
+        "speculative_tok_s",
+        "speedup",
+        "acceptance_rate",
+        "mean_accepted_length",
+        "target_passes_per_token",
+        "identical",
+        "first_divergence",
+        "divergence_margin",
+    ):
         assert key in row
     assert [r["id"] for r in data["prompts"]] == ["a", "b"]
     assert len(data["lineage"]["target"]["sha256"]) == 64
@@ -96,12 +124,29 @@ def test_bench_cli_fails_on_bad_input(tmp_path: Path, tiny_pair) -> None:
     target, draft = tiny_pair
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json}\n")
-    result = _cli("bench", "--target", str(target), "--draft", str(draft), "--prompts", str(bad),
-                  "--json", str(tmp_path / "o.json"))
+    result = _cli(
+        "bench",
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--prompts",
+        str(bad),
+        "--json",
+        str(tmp_path / "o.json"),
+    )
     assert result.returncode != 0
     assert "not valid JSON" in result.stderr
-    missing = _cli("bench", "--target", str(tmp_path / "nope.gguf"), "--ngram", "--prompts",
-                   str(bad), "--json", str(tmp_path / "o.json"))
+    missing = _cli(
+        "bench",
+        "--target",
+        str(tmp_path / "nope.gguf"),
+        "--ngram",
+        "--prompts",
+        str(bad),
+        "--json",
+        str(tmp_path / "o.json"),
+    )
     assert missing.returncode != 0
 
 
@@ -109,14 +154,17 @@ def test_qwen_pair_adaptive_drafting_is_exact_and_drafts(qwen_pair) -> None:
     """The CPU benchmark pair: an F32 target is memory-bound, so drafting pays and the
     adaptive rule must choose to draft long blocks, with output still exact."""
     target, draft = qwen_pair
-    eng = Engine(ModelSpec(str(target), n_ctx=1024, n_threads=2),
-                 ModelSpec(str(draft), n_ctx=1024, n_threads=2))
+    eng = Engine(
+        ModelSpec(str(target), n_ctx=1024, n_threads=2),
+        ModelSpec(str(draft), n_ctx=1024, n_threads=2),
+    )
     try:
         prompt = eng.tokenize_chat([Message("user", "Write a Python function fizzbuzz(n).")])
         # The collapse guard judges wall time, which a machine busy with other work distorts;
         # it has its own tests. This one is about the adaptive draft length.
-        request = GenerationRequest(prompt, max_tokens=48,
-                                    spec=SpecConfig(draft_max=16, collapse_guard=False))
+        request = GenerationRequest(
+            prompt, max_tokens=48, spec=SpecConfig(draft_max=16, collapse_guard=False)
+        )
         spec_run = _summary(eng, request)
         base_run = _summary(eng, replace(request, speculative=False))
         check = compare(prompt, spec_run.token_ids, base_run.token_ids, eng)
@@ -131,13 +179,17 @@ def test_qwen_pair_drafts_and_accepts_on_every_chat_turn(qwen_pair) -> None:
     """A chat is multi-turn: the second and third turns must keep speculating (a long draft
     catch-up once inflated the measured draft cost and switched drafting off for good)."""
     target, draft = qwen_pair
-    eng = Engine(ModelSpec(str(target), n_ctx=2048, n_threads=2),
-                 ModelSpec(str(draft), n_ctx=2048, n_threads=2))
+    eng = Engine(
+        ModelSpec(str(target), n_ctx=2048, n_threads=2),
+        ModelSpec(str(draft), n_ctx=2048, n_threads=2),
+    )
     try:
         messages = [Message("system", "You are a helpful assistant.")]
-        questions = ["Write a Python function is_even(n).",
-                     "Now write is_odd(n) using it.",
-                     "Add docstrings to both functions."]
+        questions = [
+            "Write a Python function is_even(n).",
+            "Now write is_odd(n) using it.",
+            "Add docstrings to both functions.",
+        ]
         for question in questions:
             messages.append(Message("user", question))
             request = GenerationRequest(eng.tokenize_chat(messages), max_tokens=32)
@@ -157,8 +209,10 @@ def test_a_draft_too_expensive_to_pay_is_paused_for_cost(smollm2_pair) -> None:
     from app.engine.events import GuardEvent
 
     target, _ = smollm2_pair
-    eng = Engine(ModelSpec(str(target), n_ctx=1024, n_threads=2),
-                 ModelSpec(str(target), n_ctx=1024, n_threads=2))
+    eng = Engine(
+        ModelSpec(str(target), n_ctx=1024, n_threads=2),
+        ModelSpec(str(target), n_ctx=1024, n_threads=2),
+    )
     try:
         prompt = eng.tokenize_chat([Message("user", "Explain why the sky is blue.")])
         request = GenerationRequest(prompt, max_tokens=96, ignore_eos=True)

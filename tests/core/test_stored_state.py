@@ -49,22 +49,50 @@ def _age(path: Path, seconds: float = STALE_TEMP_AGE_S + 5) -> None:
 
 def test_wrong_types_fall_back_to_defaults_with_a_note_naming_each_field(tmp_path: Path) -> None:
     store = SettingsStore(tmp_path)
-    store.path.write_text(json.dumps({
-        "max_tokens": "100", "baseline": "no", "temperature": "0.7",  # seen in practice
-        "top_k": True, "seed": 1.5, "n_ctx": 2048.0, "system_prompt": ["x"], "rule": None,
-        "top_p": float("nan"), "draft_path": "a\u0000b", "colour_style": "underline",
-    }))
+    store.path.write_text(
+        json.dumps(
+            {
+                "max_tokens": "100",
+                "baseline": "no",
+                "temperature": "0.7",  # seen in practice
+                "top_k": True,
+                "seed": 1.5,
+                "n_ctx": 2048.0,
+                "system_prompt": ["x"],
+                "rule": None,
+                "top_p": float("nan"),
+                "draft_path": "a\u0000b",
+                "colour_style": "underline",
+            }
+        )
+    )
     loaded = store.read()
     defaults = Settings()
     s = loaded.settings
     assert (s.max_tokens, s.baseline, s.temperature) == (256, True, 0.0)
     assert (s.top_k, s.seed, s.n_ctx, s.system_prompt, s.rule, s.top_p, s.draft_path) == (
-        defaults.top_k, defaults.seed, defaults.n_ctx, defaults.system_prompt, defaults.rule,
-        defaults.top_p, defaults.draft_path)
+        defaults.top_k,
+        defaults.seed,
+        defaults.n_ctx,
+        defaults.system_prompt,
+        defaults.rule,
+        defaults.top_p,
+        defaults.draft_path,
+    )
     assert s.colour_style == "underline"  # good fields next to bad ones are kept
     assert type(s.max_tokens) is int and type(s.baseline) is bool
-    for name in ("max_tokens", "baseline", "temperature", "top_k", "seed", "n_ctx",
-                 "system_prompt", "rule", "top_p", "draft_path"):
+    for name in (
+        "max_tokens",
+        "baseline",
+        "temperature",
+        "top_k",
+        "seed",
+        "n_ctx",
+        "system_prompt",
+        "rule",
+        "top_p",
+        "draft_path",
+    ):
         assert any(f'"{name}"' in note for note in loaded.notes), name
     note = next(n for n in loaded.notes if '"max_tokens"' in n)
     assert '"100"' in note and "whole number" in note and "default 256" in note
@@ -81,8 +109,14 @@ def test_context_too_small_for_the_default_answer_resets_both(tmp_path: Path) ->
 def test_unversioned_file_of_today_loads_unchanged_and_is_saved_with_a_version(
     tmp_path: Path,
 ) -> None:
-    custom = Settings(temperature=0.3, top_k=7, seed=None, baseline=False, target_path="/m.gguf",
-                      weight_repacking="off")
+    custom = Settings(
+        temperature=0.3,
+        top_k=7,
+        seed=None,
+        baseline=False,
+        target_path="/m.gguf",
+        weight_repacking="off",
+    )
     store = SettingsStore(tmp_path)
     store.path.write_text(json.dumps(asdict(custom), indent=2, sort_keys=True))  # version 1
     loaded = store.read()
@@ -174,8 +208,13 @@ def test_settings_store_applies_its_migrations_in_order(
         doc["temperature"] = doc["temperature"] / 100
         return doc
 
-    monkeypatch.setattr(settings_module, "SETTINGS_SCHEMA", Schema(
-        "settings", current=3, steps=(rename_max_new_tokens, temperature_percent_to_fraction)))
+    monkeypatch.setattr(
+        settings_module,
+        "SETTINGS_SCHEMA",
+        Schema(
+            "settings", current=3, steps=(rename_max_new_tokens, temperature_percent_to_fraction)
+        ),
+    )
     store = SettingsStore(tmp_path)
     store.path.write_text(json.dumps({"max_new_tokens": 99, "temperature": 70}))  # no version
     loaded = store.read()
@@ -198,6 +237,7 @@ def test_upgrade_runs_each_step_once_in_order_on_a_copy() -> None:
             calls.append(n)
             doc.setdefault("trail", []).append(n)
             return doc
+
         return run
 
     schema = Schema("thing", current=4, steps=(step(1), step(2), step(3)))
@@ -268,8 +308,9 @@ def test_odd_file_names_and_broken_files_are_skipped_and_kept(tmp_path: Path) ->
         "list.json": b"[]",
         "deep.json": b"[" * 100_000,
         "latin1.json": b'{"id": "latin1", "title": "caf\xe9"}',
-        "badmsg.json": json.dumps({"id": "badmsg", "messages": [{"role": "hacker",
-                                                                  "content": "x"}]}).encode(),
+        "badmsg.json": json.dumps(
+            {"id": "badmsg", "messages": [{"role": "hacker", "content": "x"}]}
+        ).encode(),
         "nocontent.json": json.dumps({"id": "nocontent", "messages": [{"role": "user"}]}).encode(),
         "msgs.json": json.dumps({"id": "msgs", "messages": "hello"}).encode(),
     }
@@ -327,14 +368,33 @@ def test_unversioned_conversation_loads_unchanged_and_newer_is_noted(tmp_path: P
 
 def test_library_file_is_read_bounded_and_type_checked(tmp_path: Path) -> None:
     library_file = tmp_path / "library.json"
-    model = {"id": "file:/m.gguf", "path": "/m.gguf", "parts": ["/m.gguf"], "size": 5,
-             "quantization": "F32", "architecture": "llama", "context_length": 128,
-             "n_params": 10, "name": "m", "source": "import", "repo_id": None, "sha256": None,
-             "added": 1.0}
-    profile = {"name": "p", "target": "file:/m.gguf", "draft": None, "n_ctx": 4096,
-               "kv_type": "f16", "draft_max": 8, "calibration": {"x": 1.0}}
-    library_file.write_text(json.dumps({"models": [model], "profiles": [profile],
-                                        "active": "p"}))  # version 1: no version key
+    model = {
+        "id": "file:/m.gguf",
+        "path": "/m.gguf",
+        "parts": ["/m.gguf"],
+        "size": 5,
+        "quantization": "F32",
+        "architecture": "llama",
+        "context_length": 128,
+        "n_params": 10,
+        "name": "m",
+        "source": "import",
+        "repo_id": None,
+        "sha256": None,
+        "added": 1.0,
+    }
+    profile = {
+        "name": "p",
+        "target": "file:/m.gguf",
+        "draft": None,
+        "n_ctx": 4096,
+        "kv_type": "f16",
+        "draft_max": 8,
+        "calibration": {"x": 1.0},
+    }
+    library_file.write_text(
+        json.dumps({"models": [model], "profiles": [profile], "active": "p"})
+    )  # version 1: no version key
     library = Library(tmp_path)
     assert library.models["file:/m.gguf"].parts == ("/m.gguf",) and library.active == "p"
     library.save()
@@ -402,8 +462,11 @@ def test_temp_file_left_by_a_kill_during_a_save_is_cleaned_at_the_next_start(
 def test_stale_temps_are_cleaned_in_every_store(tmp_path: Path) -> None:
     conversations = tmp_path / "conversations"
     conversations.mkdir()
-    temps = [tmp_path / ".settings.json-x1.tmp", conversations / ".abc.json-x2.tmp",
-             tmp_path / ".library.json-x3.tmp"]
+    temps = [
+        tmp_path / ".settings.json-x1.tmp",
+        conversations / ".abc.json-x2.tmp",
+        tmp_path / ".library.json-x3.tmp",
+    ]
     for temp in temps:
         temp.write_text("{")
         _age(temp)
@@ -431,8 +494,13 @@ def test_write_failure_mid_file_keeps_the_old_file_and_no_temp(tmp_path: Path) -
         "    print('refused:', exc.strerror)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-c", child, str(tmp_path)], env=env, timeout=60,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-c", child, str(tmp_path)],
+        env=env,
+        timeout=60,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0 and "refused: File too large" in result.stdout, result
     assert SettingsStore(tmp_path).load().temperature == 0.25
     assert list(tmp_path.glob(".*.tmp")) == []

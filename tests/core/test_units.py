@@ -31,10 +31,14 @@ def test_distribution_matches_brute_force_filters() -> None:
 
 
 def test_residual_removes_draft_mass() -> None:
-    p = distribution(np.array([2.0, 1.0, 0.0, -1.0], dtype=np.float32),
-                     SamplerConfig(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0))
-    q = distribution(np.array([0.0, 3.0, 0.0, -1.0], dtype=np.float32),
-                     SamplerConfig(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0))
+    p = distribution(
+        np.array([2.0, 1.0, 0.0, -1.0], dtype=np.float32),
+        SamplerConfig(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0),
+    )
+    q = distribution(
+        np.array([0.0, 3.0, 0.0, -1.0], dtype=np.float32),
+        SamplerConfig(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0),
+    )
     r = residual(p, q, 4)
     dense_p, dense_q = p.dense(4), q.dense(4)
     expected = np.maximum(dense_p - dense_q, 0)

@@ -15,8 +15,10 @@ def looping_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("looping")
     return {
         "target": write_looping_llama(folder / "target.gguf", shape=MID, perm_seed=5),
-        "agrees": write_looping_llama(folder / "agrees.gguf", shape=SMALL, perm_seed=5,
-                                      weight_seed=3),
-        "disagrees": write_looping_llama(folder / "disagrees.gguf", shape=SMALL, perm_seed=6,
-                                         weight_seed=3),
+        "agrees": write_looping_llama(
+            folder / "agrees.gguf", shape=SMALL, perm_seed=5, weight_seed=3
+        ),
+        "disagrees": write_looping_llama(
+            folder / "disagrees.gguf", shape=SMALL, perm_seed=6, weight_seed=3
+        ),
     }

@@ -24,13 +24,14 @@ def successors(n_vocab: int, *, cycle: int, seed: int) -> np.ndarray:
     order = np.random.default_rng(seed).permutation(n_vocab)
     following = np.empty(n_vocab, dtype=np.int64)
     for start in range(0, n_vocab, cycle):
-        group = order[start:start + cycle]
+        group = order[start : start + cycle]
         following[group] = np.roll(group, -1)
     return following
 
 
-def write_looping_llama(path: Path, *, shape: TinyShape, perm_seed: int, weight_seed: int = 0,
-                        cycle: int = 4) -> Path:
+def write_looping_llama(
+    path: Path, *, shape: TinyShape, perm_seed: int, weight_seed: int = 0, cycle: int = 4
+) -> Path:
     tokens, scores, types = vocabulary()
     n_vocab, e, f = len(tokens), shape.n_embd, shape.n_ff
     kv = e // shape.n_head * shape.n_head_kv

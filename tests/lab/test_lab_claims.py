@@ -16,7 +16,11 @@ def test_config_strings_map_onto_the_engine_settings() -> None:
     assert fixed.source is DraftSource.MODEL and fixed.draft == "/m/d.gguf"
     spec = fixed.spec()
     assert (spec.draft_max, spec.adaptive, spec.rule, spec.collapse_guard) == (
-        8, False, AcceptRule.MATCH, False)
+        8,
+        False,
+        AcceptRule.MATCH,
+        False,
+    )
     assert fixed.sampler(3).temperature == 0.7 and fixed.sampler(3).seed == 3
     ngram = parse_config("ng:ngram=4,adaptive=12")
     assert ngram.source is DraftSource.NGRAM and ngram.spec().ngram_n == 4
@@ -28,23 +32,55 @@ def test_config_strings_map_onto_the_engine_settings() -> None:
     assert LabConfig.from_json(model_only.to_json()) == model_only
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("nocolon", "NAME:key=value"),
-    ("x:draft=a.gguf,n=zero", "is not a number"),
-    ("x:draft=a.gguf,n=999", "n must be"),
-    ("x:n=4", "needs draft=FILE"),
-    ("bad name:ngram", "configuration name"),
-    ("x:ngram,colour=red", "cannot use 'colour=red'"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("nocolon", "NAME:key=value"),
+        ("x:draft=a.gguf,n=zero", "is not a number"),
+        ("x:draft=a.gguf,n=999", "n must be"),
+        ("x:n=4", "needs draft=FILE"),
+        ("bad name:ngram", "configuration name"),
+        ("x:ngram,colour=red", "cannot use 'colour=red'"),
+    ],
+)
 def test_bad_config_strings_say_what_is_wrong(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_config(text)
 
 
-def _row(config: str, speedup: float, *, phase: str = "tuning", category: str = "code",
-         prompt: str = "p", identical: bool | None = True, margin: float | None = None) -> Row:
-    return Row(phase, prompt, category, 0, config, speedup, 0.5, 1.5, 10.0, 1.0, 2.0, 3.0, 0.1,
-               speedup * 10, 10.0, 32, 100.0, 0, identical, None if identical else 4, margin)
+def _row(
+    config: str,
+    speedup: float,
+    *,
+    phase: str = "tuning",
+    category: str = "code",
+    prompt: str = "p",
+    identical: bool | None = True,
+    margin: float | None = None,
+) -> Row:
+    return Row(
+        phase,
+        prompt,
+        category,
+        0,
+        config,
+        speedup,
+        0.5,
+        1.5,
+        10.0,
+        1.0,
+        2.0,
+        3.0,
+        0.1,
+        speedup * 10,
+        10.0,
+        32,
+        100.0,
+        0,
+        identical,
+        None if identical else 4,
+        margin,
+    )
 
 
 def test_bootstrap_interval_is_seeded_and_brackets_the_median() -> None:
@@ -71,8 +107,7 @@ def test_a_planted_slow_configuration_is_falsified_and_a_fast_one_confirmed() ->
 
 
 def test_recommendation_prefers_the_target_alone_when_confirmation_is_slower() -> None:
-    rows = [_row("a", 1.5, category="math"), _row("a", 0.9, phase="confirmation",
-                                                  category="math")]
+    rows = [_row("a", 1.5, category="math"), _row("a", 0.9, phase="confirmation", category="math")]
     rows += [_row("a", 1.2, category="code"), _row("a", 1.1, phase="confirmation")]
     recs = {r.category: r for r in recommend(rows, {"per_category": {"math": "a", "code": "a"}})}
     assert recs["math"].config is None and "target alone" in recs["math"].reason
@@ -80,8 +115,11 @@ def test_recommendation_prefers_the_target_alone_when_confirmation_is_slower() -
 
 
 def test_failures_list_slowdowns_and_divergences_with_margins() -> None:
-    rows = [_row("a", 0.8), _row("b", 1.2, identical=False, margin=0.01),
-            _row("c", 1.3, identical=False, margin=3.0)]
+    rows = [
+        _row("a", 0.8),
+        _row("b", 1.2, identical=False, margin=0.01),
+        _row("c", 1.3, identical=False, margin=3.0),
+    ]
     found = {(f.config, f.kind): f.detail for f in failures(rows)}
     assert set(found) == {("a", "slowdown"), ("b", "divergence"), ("c", "divergence")}
     assert "(near-tie)" in found[("b", "divergence")]

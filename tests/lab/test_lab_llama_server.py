@@ -41,12 +41,36 @@ def llama_server(looping_models, tmp_path_factory) -> Iterator[str]:  # noqa: AN
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
     with log.open("wb") as sink:
         server = subprocess.Popen(
-            [str(binary), "-m", str(looping_models["target"]),
-             "-md", str(looping_models["agrees"]), "--spec-type", "draft-simple",
-             "--spec-draft-n-max", "8", "--spec-draft-n-min", "0",
-             "--host", "127.0.0.1", "--port", str(port), "-c", "1024", "-t", "1",
-             "-ngl", "0", "-ngld", "0", "--no-webui", "--parallel", "1"],
-            stdout=sink, stderr=subprocess.STDOUT,
+            [
+                str(binary),
+                "-m",
+                str(looping_models["target"]),
+                "-md",
+                str(looping_models["agrees"]),
+                "--spec-type",
+                "draft-simple",
+                "--spec-draft-n-max",
+                "8",
+                "--spec-draft-n-min",
+                "0",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "-c",
+                "1024",
+                "-t",
+                "1",
+                "-ngl",
+                "0",
+                "-ngld",
+                "0",
+                "--no-webui",
+                "--parallel",
+                "1",
+            ],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
         )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -74,8 +98,9 @@ def llama_server(looping_models, tmp_path_factory) -> Iterator[str]:  # noqa: AN
 
 
 def test_real_llama_server_reports_its_own_drafting(llama_server: str) -> None:
-    metrics = run_remote(llama_server, "hello the model", max_tokens=32, temperature=0.0,
-                         seed=1, timeout=120)
+    metrics = run_remote(
+        llama_server, "hello the model", max_tokens=32, temperature=0.0, seed=1, timeout=120
+    )
     assert metrics["tokens"] > 0
     assert metrics["drafted"] > 0, metrics
     # the draft is built on the target's own successor table: it agrees almost always
@@ -83,18 +108,27 @@ def test_real_llama_server_reports_its_own_drafting(llama_server: str) -> None:
     assert metrics["tokens_per_pass"] > 1.0, metrics
 
 
-def test_real_llama_server_on_the_lab_plots(llama_server: str, looping_models,  # noqa: ANN001
-                                            tmp_path: Path) -> None:
+def test_real_llama_server_on_the_lab_plots(
+    llama_server: str,
+    looping_models,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
     from app.lab.configs import parse_config
 
     plan = LabPlan(
         target=target_spec(str(looping_models["target"]), n_ctx=1024, threads=1),
-        configs=(parse_config(f"local:draft={looping_models['agrees']},n=8"),
-                 parse_config(f"server:server={llama_server}")),
-        prompts=tuple(builtin(["math"])), max_tokens=24, ignore_eos=True,
-        claim=Claim(1.0, config="server"))  # the server also runs the held-out prompts
+        configs=(
+            parse_config(f"local:draft={looping_models['agrees']},n=8"),
+            parse_config(f"server:server={llama_server}"),
+        ),
+        prompts=tuple(builtin(["math"])),
+        max_tokens=24,
+        ignore_eos=True,
+        claim=Claim(1.0, config="server"),
+    )  # the server also runs the held-out prompts
     assert LabRunner.start(plan, tmp_path / "r.jsonl").run()
-    rows = [r for r in rows_from(ResultLog.open(tmp_path / "r.jsonl").records)
-            if r.config == "server"]
+    rows = [
+        r for r in rows_from(ResultLog.open(tmp_path / "r.jsonl").records) if r.config == "server"
+    ]
     assert {r.prompt for r in rows} == {p.id for p in plan.prompts}
     assert all(r.acceptance > 0.5 for r in rows)

@@ -92,8 +92,9 @@ class EngineServer:
                     self._send(404, b"{}", "application/json")
                     return
                 speculative = self.path.startswith("/spec/")
-                self._send(200, json.dumps(server.complete(body, speculative)).encode(),
-                           "application/json")
+                self._send(
+                    200, json.dumps(server.complete(body, speculative)).encode(), "application/json"
+                )
 
         self.http = HTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
@@ -103,33 +104,45 @@ class EngineServer:
     def complete(self, body: dict, speculative: bool) -> dict:
         tokens = self.engine.tokenize_chat(body["messages"])
         request = GenerationRequest(
-            tokens, max_tokens=int(body["max_tokens"]),
+            tokens,
+            max_tokens=int(body["max_tokens"]),
             sampler=SamplerConfig(temperature=float(body["temperature"]), seed=body["seed"]),
-            spec=SpecConfig(draft_max=8, adaptive=False), speculative=speculative,
-            ignore_eos=True, token_probs=False)
+            spec=SpecConfig(draft_max=8, adaptive=False),
+            speculative=speculative,
+            ignore_eos=True,
+            token_probs=False,
+        )
         summary = [e for e in self.engine.generate(request) if isinstance(e, RunSummary)][0]
         generation_ms = summary.tokens / summary.tok_s * 1000.0 if summary.tok_s else 0.0
-        timings = {"prompt_n": len(tokens), "prompt_ms": summary.ttft_ms,
-                   "predicted_n": summary.tokens, "predicted_ms": generation_ms,
-                   "predicted_per_second": summary.tok_s}
+        timings = {
+            "prompt_n": len(tokens),
+            "prompt_ms": summary.ttft_ms,
+            "predicted_n": summary.tokens,
+            "predicted_ms": generation_ms,
+            "predicted_per_second": summary.tok_s,
+        }
         if summary.drafted:
             timings |= {"draft_n": summary.drafted, "draft_n_accepted": summary.accepted}
             self.counters["drafts"] += summary.steps
             self.counters["draft_tokens"] += summary.drafted
             self.counters["accepted"] += summary.accepted
             self.positions[0] += min(summary.accepted, summary.steps)
-        return {"object": "chat.completion",
-                "choices": [{"index": 0, "message": {"role": "assistant",
-                                                     "content": summary.text}}],
-                "usage": {"prompt_tokens": len(tokens), "completion_tokens": summary.tokens},
-                "timings": timings}
+        return {
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": summary.text}}],
+            "usage": {"prompt_tokens": len(tokens), "completion_tokens": summary.tokens},
+            "timings": timings,
+        }
 
     def metrics(self) -> str:
         positions = "\n".join(
             f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="m",'
-            f'position="{i}"}} {v}.0' for i, v in enumerate(self.positions))
-        return VLLM_METRICS.format(positions=positions,
-                                   **{k: f"{v}.0" for k, v in self.counters.items()})
+            f'position="{i}"}} {v}.0'
+            for i, v in enumerate(self.positions)
+        )
+        return VLLM_METRICS.format(
+            positions=positions, **{k: f"{v}.0" for k, v in self.counters.items()}
+        )
 
     def close(self) -> None:
         self.http.shutdown()
@@ -145,11 +158,15 @@ def server(looping_models) -> Iterator[EngineServer]:  # noqa: ANN001
 
 
 def test_prometheus_parser_reads_the_documented_vllm_counters() -> None:
-    text = VLLM_METRICS.format(drafts="10.0", draft_tokens="40.0", accepted="25.0",
-                               positions='vllm:spec_decode_num_accepted_tokens_per_pos_total'
-                                         '{engine="0",model_name="m",position="1"} 7.0\n'
-                                         'vllm:spec_decode_num_accepted_tokens_per_pos_total'
-                                         '{engine="0",model_name="m",position="0"} 9.0')
+    text = VLLM_METRICS.format(
+        drafts="10.0",
+        draft_tokens="40.0",
+        accepted="25.0",
+        positions="vllm:spec_decode_num_accepted_tokens_per_pos_total"
+        '{engine="0",model_name="m",position="1"} 7.0\n'
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+        '{engine="0",model_name="m",position="0"} 9.0',
+    )
     names = {name for name, _, _ in parse_prometheus(text)}
     assert "vllm:num_requests_running" in names and len(names) == 5
     counters = SpecCounters.from_metrics(text)
@@ -163,8 +180,17 @@ def test_prometheus_parser_reads_the_documented_vllm_counters() -> None:
 
 
 def test_llama_server_timings_are_type_checked() -> None:
-    timings = parse_timings({"timings": {"prompt_ms": 5, "predicted_n": 40, "predicted_ms": 200,
-                                         "draft_n": 32, "draft_n_accepted": 24}})
+    timings = parse_timings(
+        {
+            "timings": {
+                "prompt_ms": 5,
+                "predicted_n": 40,
+                "predicted_ms": 200,
+                "draft_n": 32,
+                "draft_n_accepted": 24,
+            }
+        }
+    )
     assert timings is not None
     assert timings.tok_s == 200.0 and timings.acceptance == 0.75
     assert timings.tokens_per_pass == 40 / 16
@@ -179,32 +205,42 @@ def test_llama_server_timings_are_type_checked() -> None:
 
 
 def test_remote_requests_over_real_http(server: EngineServer) -> None:
-    spec = run_remote(f"{server.url}/spec", "hello the model", max_tokens=24, temperature=0.0,
-                      seed=1)
-    base = run_remote(f"{server.url}/base", "hello the model", max_tokens=24, temperature=0.0,
-                      seed=1)
+    spec = run_remote(
+        f"{server.url}/spec", "hello the model", max_tokens=24, temperature=0.0, seed=1
+    )
+    base = run_remote(
+        f"{server.url}/base", "hello the model", max_tokens=24, temperature=0.0, seed=1
+    )
     assert spec["tokens"] == base["tokens"] == 24
     assert spec["acceptance"] == 1.0 and spec["tokens_per_pass"] > 4
     assert base["drafted"] == 0 and base["tokens_per_pass"] == 1.0
-    vllm = run_remote(f"{server.url}/spec", "hello the model", max_tokens=24, temperature=0.0,
-                      seed=1, kind="vllm")
+    vllm = run_remote(
+        f"{server.url}/spec", "hello the model", max_tokens=24, temperature=0.0, seed=1, kind="vllm"
+    )
     assert vllm["drafted"] > 0 and vllm["acceptance"] == 1.0
     assert vllm["accepted_per_position"][0] > 0
     with pytest.raises(RemoteError, match="more than 8 MiB"):
         run_remote(f"{server.url}/huge", "x", max_tokens=4, temperature=0.0, seed=1)
     with pytest.raises(RemoteError, match="answered HTTP 404"):
-        run_remote(f"{server.url}/nothing", "x", max_tokens=4, temperature=0.0, seed=1,
-                   kind="vllm")
+        run_remote(f"{server.url}/nothing", "x", max_tokens=4, temperature=0.0, seed=1, kind="vllm")
 
 
-def test_a_remote_configuration_runs_beside_local_ones(server: EngineServer, looping_models,  # noqa: ANN001
-                                                      tmp_path: Path) -> None:
+def test_a_remote_configuration_runs_beside_local_ones(
+    server: EngineServer,
+    looping_models,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
     plan = LabPlan(
         target=target_spec(str(looping_models["target"]), n_ctx=1024, threads=1),
-        configs=(parse_config(f"local:draft={looping_models['agrees']},n=8"),
-                 parse_config(f"server:server={server.url}/spec,baseline={server.url}/base")),
-        prompts=tuple(builtin(["math"])), max_tokens=24, ignore_eos=True,
-        claim=Claim(1.2, config="server"))
+        configs=(
+            parse_config(f"local:draft={looping_models['agrees']},n=8"),
+            parse_config(f"server:server={server.url}/spec,baseline={server.url}/base"),
+        ),
+        prompts=tuple(builtin(["math"])),
+        max_tokens=24,
+        ignore_eos=True,
+        claim=Claim(1.2, config="server"),
+    )
     before = len(server.requests)
     assert LabRunner.start(plan, tmp_path / "r.jsonl").run()
     log = ResultLog.open(tmp_path / "r.jsonl")

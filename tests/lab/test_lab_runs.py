@@ -26,8 +26,12 @@ from app.lab.suites import builtin
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _plan(models: dict[str, Path], claim: Claim, categories: tuple[str, ...] = ("code", "chat"),
-          **kwargs: object) -> LabPlan:
+def _plan(
+    models: dict[str, Path],
+    claim: Claim,
+    categories: tuple[str, ...] = ("code", "chat"),
+    **kwargs: object,
+) -> LabPlan:
     return LabPlan(
         target=target_spec(str(models["target"]), n_ctx=1024, threads=1),
         configs=(
@@ -71,10 +75,10 @@ def test_planted_pairs_one_confirmed_one_falsified(looping_models, tmp_path: Pat
     assert [r["config"] for r in data["recommendations"]] == ["agrees", "agrees"]
 
 
-def test_every_prompt_runs_against_the_baseline_in_rotating_order(looping_models,
-                                                                  tmp_path: Path) -> None:
-    plan = _plan(looping_models, Claim(1.3), categories=("math",), repeats=2,
-                 max_tokens=16)
+def test_every_prompt_runs_against_the_baseline_in_rotating_order(
+    looping_models, tmp_path: Path
+) -> None:
+    plan = _plan(looping_models, Claim(1.3), categories=("math",), repeats=2, max_tokens=16)
     LabRunner.start(plan, tmp_path / "r.jsonl").run()
     log = ResultLog.open(tmp_path / "r.jsonl")
     tuning = [r for r in log.of_kind("prompt") if r["phase"] == "tuning"]
@@ -85,27 +89,54 @@ def test_every_prompt_runs_against_the_baseline_in_rotating_order(looping_models
         assert set(record["runs"]) == {"agrees", "disagrees"} and "0.0" in record["baselines"]
     header = log.header
     assert len(header["lineage"]["target"]["sha256"]) == 64
-    assert set(header["lineage"]["drafts"]) == {str(looping_models["agrees"]),
-                                                str(looping_models["disagrees"])}
+    assert set(header["lineage"]["drafts"]) == {
+        str(looping_models["agrees"]),
+        str(looping_models["disagrees"]),
+    }
     assert header["suite_hash"] == plan.suite_hash and header["split"]["confirmation"]
     assert header["lineage"]["specdeck"] and header["lineage"]["llama_cpp_python"]
 
 
 def _records(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
-            if line.endswith("}")]
+    return [
+        json.loads(line)
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.endswith("}")
+    ]
 
 
-def test_a_killed_run_resumes_without_redoing_finished_prompts(looping_models,
-                                                               tmp_path: Path) -> None:
+def test_a_killed_run_resumes_without_redoing_finished_prompts(
+    looping_models, tmp_path: Path
+) -> None:
     out = tmp_path / "killed.jsonl"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "app", "lab", "run", "--target", str(looping_models["target"]),
-               "--config", f"agrees:draft={looping_models['agrees']},n=8",
-               "--config", "ng:ngram,n=8", "--suite", "code,chat,math,edit", "--ctx", "1024",
-               "--threads", "1", "--max-tokens", "48", "--ignore-eos", "--out", str(out)]
-    child = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE)
+    command = [
+        sys.executable,
+        "-m",
+        "app",
+        "lab",
+        "run",
+        "--target",
+        str(looping_models["target"]),
+        "--config",
+        f"agrees:draft={looping_models['agrees']},n=8",
+        "--config",
+        "ng:ngram,n=8",
+        "--suite",
+        "code,chat,math,edit",
+        "--ctx",
+        "1024",
+        "--threads",
+        "1",
+        "--max-tokens",
+        "48",
+        "--ignore-eos",
+        "--out",
+        str(out),
+    ]
+    child = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and child.poll() is None:
         if out.exists() and sum(r["kind"] == "prompt" for r in _records(out)) >= 3:
@@ -118,9 +149,23 @@ def test_a_killed_run_resumes_without_redoing_finished_prompts(looping_models,
     done_before = [r for r in _records(out) if r["kind"] == "prompt"]
     assert len(done_before) >= 3 and not any(r["kind"] == "done" for r in _records(out))
 
-    resumed = subprocess.run([sys.executable, "-m", "app", "lab", "resume", str(out),
-                              "--html", str(tmp_path / "r.html")],
-                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app",
+            "lab",
+            "resume",
+            str(out),
+            "--html",
+            str(tmp_path / "r.html"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert f"{len(done_before)} prompt run(s) already recorded" in resumed.stderr
     after = out.read_bytes()
@@ -134,13 +179,20 @@ def test_a_killed_run_resumes_without_redoing_finished_prompts(looping_models,
     assert {g[1] for g in groups if g[0] == "tuning"} == tuning
     assert records[-1]["kind"] == "done"
     assert re.search(r"(CONFIRMED|FALSIFIED): ", resumed.stdout)
-    again = subprocess.run([sys.executable, "-m", "app", "lab", "resume", str(out)],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        [sys.executable, "-m", "app", "lab", "resume", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert again.returncode == 0 and out.read_bytes() == after
 
 
-def test_resume_refuses_a_changed_model_and_run_refuses_to_overwrite(looping_models,
-                                                                     tmp_path: Path) -> None:
+def test_resume_refuses_a_changed_model_and_run_refuses_to_overwrite(
+    looping_models, tmp_path: Path
+) -> None:
     target = tmp_path / "target.gguf"
     target.write_bytes(looping_models["target"].read_bytes())
     models = {**looping_models, "target": target}
@@ -158,8 +210,7 @@ def test_resume_refuses_a_changed_model_and_run_refuses_to_overwrite(looping_mod
 
 
 def test_reports_are_self_contained(looping_models, tmp_path: Path) -> None:
-    plan = _plan(looping_models, Claim(1.3), categories=("structured", "scripts"),
-                 max_tokens=16)
+    plan = _plan(looping_models, Claim(1.3), categories=("structured", "scripts"), max_tokens=16)
     LabRunner.start(plan, tmp_path / "r.jsonl").run()
     log = ResultLog.open(tmp_path / "r.jsonl")
     page = to_html(log)
@@ -172,11 +223,25 @@ def test_reports_are_self_contained(looping_models, tmp_path: Path) -> None:
     rows = list(csv.DictReader(io.StringIO(to_csv(log))))
     assert len(rows) == len(rows_from(log.records))
     assert {r["config"] for r in rows} == {"agrees", "disagrees"}
-    result = subprocess.run([sys.executable, "-m", "app", "lab", "report",
-                             str(tmp_path / "r.jsonl"), "--json", str(tmp_path / "r.json"),
-                             "--csv", str(tmp_path / "r.csv")],
-                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app",
+            "lab",
+            "report",
+            str(tmp_path / "r.jsonl"),
+            "--json",
+            str(tmp_path / "r.json"),
+            "--csv",
+            str(tmp_path / "r.csv"),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert "speedup (95% CI)" in result.stdout
     assert json.loads((tmp_path / "r.json").read_text())["suite_hash"] == plan.suite_hash

@@ -45,7 +45,8 @@ def test_split_is_deterministic_disjoint_and_complete() -> None:
     # a prompt's part depends on its own id, not on which other prompts are in the suite
     fewer = split([p for p in prompts if p.category in ("code", "math")])
     assert {p.id for p in fewer.confirmation} == {
-        p.id for p in first.confirmation if p.category in ("code", "math")}
+        p.id for p in first.confirmation if p.category in ("code", "math")
+    }
     other = split(prompts, salt="another")
     assert {p.id for p in other.confirmation} != held
     assert split([Prompt("only", "solo", "x")]).confirmation == ()
@@ -53,8 +54,9 @@ def test_split_is_deterministic_disjoint_and_complete() -> None:
 
 def test_suite_hash_follows_the_content() -> None:
     prompts = builtin(["math"])
-    changed = [Prompt(p.id, p.category, p.text + "!") if i == 0 else p
-               for i, p in enumerate(prompts)]
+    changed = [
+        Prompt(p.id, p.category, p.text + "!") if i == 0 else p for i, p in enumerate(prompts)
+    ]
     assert suite_hash(prompts) == suite_hash(list(prompts))
     assert suite_hash(prompts) != suite_hash(changed)
 
@@ -68,18 +70,21 @@ def _write(tmp_path: Path, text: str | bytes) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ('{"id": "a", "prompt": "x"}\n{broken\n', r"mine.jsonl:2: not valid JSON"),
-    ('["a", "b"]\n', r":1: each line must be a JSON object"),
-    ('{"prompt": "x"}\n', r":1: each line needs 'id' and 'prompt'"),
-    ('{"id": "a", "prompt": 3}\n', r"'prompt' must be a non-empty string"),
-    ('{"id": "../../etc", "prompt": "x"}\n', r"'id' must be"),
-    ('{"id": true, "prompt": "x"}\n', r"'id' must be a string or a number"),
-    ('{"id": "a", "prompt": "x", "category": 5}\n', r"'category' must be"),
-    ('{"id": "a", "prompt": "x"}\n{"id": "a", "prompt": "y"}\n', r"appears twice"),
-    ("\n\n", r"holds no prompts"),
-    (b"\xff\xfe{}", r"is not UTF-8"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"id": "a", "prompt": "x"}\n{broken\n', r"mine.jsonl:2: not valid JSON"),
+        ('["a", "b"]\n', r":1: each line must be a JSON object"),
+        ('{"prompt": "x"}\n', r":1: each line needs 'id' and 'prompt'"),
+        ('{"id": "a", "prompt": 3}\n', r"'prompt' must be a non-empty string"),
+        ('{"id": "../../etc", "prompt": "x"}\n', r"'id' must be"),
+        ('{"id": true, "prompt": "x"}\n', r"'id' must be a string or a number"),
+        ('{"id": "a", "prompt": "x", "category": 5}\n', r"'category' must be"),
+        ('{"id": "a", "prompt": "x"}\n{"id": "a", "prompt": "y"}\n', r"appears twice"),
+        ("\n\n", r"holds no prompts"),
+        (b"\xff\xfe{}", r"is not UTF-8"),
+    ],
+)
 def test_user_suites_are_type_checked(tmp_path: Path, content: str | bytes, message: str) -> None:
     with pytest.raises(SuiteError, match=message):
         load_jsonl(_write(tmp_path, content))
@@ -98,8 +103,11 @@ def test_user_suite_reads_are_bounded(tmp_path: Path) -> None:
 def test_suite_from_conversations_uses_anonymised_ids(tmp_path: Path) -> None:
     store = ConversationStore(tmp_path / "conversations")
     conversation = Conversation.new()
-    for role, text in (("user", "explain rust lifetimes"), ("assistant", "sure"),
-                       ("user", "and borrowing?")):
+    for role, text in (
+        ("user", "explain rust lifetimes"),
+        ("assistant", "sure"),
+        ("user", "and borrowing?"),
+    ):
         conversation = conversation.with_message(ChatMessage(role, text))
     store.save(conversation)
     prompts = from_conversations(store)

@@ -24,8 +24,9 @@ def _tab(qtbot, models: dict[str, Path], tmp_path: Path, categories: set[str]) -
     qtbot.addWidget(tab)
     for row in range(tab.suites.count()):
         item = tab.suites.item(row)
-        item.setCheckState(Qt.CheckState.Checked if item.text() in categories
-                           else Qt.CheckState.Unchecked)
+        item.setCheckState(
+            Qt.CheckState.Checked if item.text() in categories else Qt.CheckState.Unchecked
+        )
     tab.configs.setPlainText(f"agrees:draft={models['agrees']},n=8\nng:ngram,n=8")
     tab.max_tokens.setValue(24)
     tab.resize(900, 1000)
@@ -34,12 +35,18 @@ def _tab(qtbot, models: dict[str, Path], tmp_path: Path, categories: set[str]) -
 
 
 def _scatter_points(tab: LabTab) -> int:
-    return sum(len(item.data) for item in tab.plot.getPlotItem().items
-               if isinstance(item, pg.ScatterPlotItem))
+    return sum(
+        len(item.data)
+        for item in tab.plot.getPlotItem().items
+        if isinstance(item, pg.ScatterPlotItem)
+    )
 
 
-def test_lab_tab_runs_shows_the_verdict_and_applies_to_chat(qtbot, looping_models,  # noqa: ANN001
-                                                            tmp_path: Path) -> None:
+def test_lab_tab_runs_shows_the_verdict_and_applies_to_chat(
+    qtbot,
+    looping_models,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
     tab = _tab(qtbot, looping_models, tmp_path, {"code", "math"})
     with qtbot.waitSignal(tab.run_finished, timeout=180_000) as blocker:
         assert tab.start()
@@ -61,15 +68,27 @@ def test_lab_tab_runs_shows_the_verdict_and_applies_to_chat(qtbot, looping_model
         qtbot.mouseClick(tab.apply_button, Qt.MouseButton.LeftButton)
     recommended = tab.recommendation.currentData()
     assert recommended in ("agrees", "ng")
-    drafting = ({"draft_source": "model", "draft_path": str(looping_models["agrees"])}
-                if recommended == "agrees" else {"draft_source": "ngram"})
-    assert applied.args[0] == {"temperature": 0.0, "draft_adaptive": False, "draft_max": 8,
-                               "p_min": 0.0, "rule": "rejection", **drafting}
+    drafting = (
+        {"draft_source": "model", "draft_path": str(looping_models["agrees"])}
+        if recommended == "agrees"
+        else {"draft_source": "ngram"}
+    )
+    assert applied.args[0] == {
+        "temperature": 0.0,
+        "draft_adaptive": False,
+        "draft_max": 8,
+        "p_min": 0.0,
+        "rule": "rejection",
+        **drafting,
+    }
     tab.grab().save(str(tmp_path / "lab_tab.png"))
 
 
-def test_cancel_keeps_finished_prompts_and_resume_completes(qtbot, looping_models,  # noqa: ANN001
-                                                            tmp_path: Path) -> None:
+def test_cancel_keeps_finished_prompts_and_resume_completes(
+    qtbot,
+    looping_models,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
     tab = _tab(qtbot, looping_models, tmp_path, {"code", "chat"})
     with qtbot.waitSignal(tab.run_finished, timeout=180_000) as blocker:
         tab.start()
@@ -102,14 +121,24 @@ def test_a_plan_that_cannot_run_says_why(qtbot, looping_models, tmp_path: Path) 
     assert list(tmp_path.glob("*.jsonl")) == []
 
 
-def test_main_window_has_the_lab_tab_and_applies_its_recommendation(make_window, isolated,  # noqa: F811, ANN001
-                                                                    looping_models) -> None:
+def test_main_window_has_the_lab_tab_and_applies_its_recommendation(
+    make_window,  # noqa: F811 - a fixture imported from tests.ui.conftest
+    isolated,  # noqa: F811, ANN001
+    looping_models,
+) -> None:
     window = make_window(Settings(target_path=str(looping_models["target"])), autoload=False)
     tabs = [window.side.tabText(i) for i in range(window.side.count())]
     assert "Lab" in tabs
     assert window.lab.target.text() == str(looping_models["target"])
-    window.lab.apply_requested.emit({"temperature": 0.0, "draft_adaptive": False,
-                                     "draft_max": 6, "p_min": 0.0, "rule": "match",
-                                     "draft_source": "ngram"})
+    window.lab.apply_requested.emit(
+        {
+            "temperature": 0.0,
+            "draft_adaptive": False,
+            "draft_max": 6,
+            "p_min": 0.0,
+            "rule": "match",
+            "draft_source": "ngram",
+        }
+    )
     saved = json.loads((isolated / "config" / "settings.json").read_text())
     assert (saved["draft_max"], saved["draft_adaptive"], saved["rule"]) == (6, False, "match")

@@ -109,8 +109,7 @@ def test_hung_chat_template_is_reported_and_falls_back_to_plain(
 ) -> None:
     from app.engine.synthetic import write_tiny_llama
 
-    target = write_tiny_llama(tmp_path / "hung-template.gguf", seed=1,
-                              chat_template=HUNG_TEMPLATE)
+    target = write_tiny_llama(tmp_path / "hung-template.gguf", seed=1, chat_template=HUNG_TEMPLATE)
     window = make_window(SHORT)
     load(window, qtbot, target, tiny_pair[1])
     with (

@@ -20,7 +20,8 @@ def test_first_start_does_nothing_when_a_pair_is_known(make_window, qtbot, tiny_
     from app.store.settings import Settings
 
     target, draft = tiny_pair
-    window = make_window(Settings(target_path=str(target), draft_path=str(draft), n_threads=1),
-                         first_run=True)
+    window = make_window(
+        Settings(target_path=str(target), draft_path=str(draft), n_threads=1), first_run=True
+    )
     assert getattr(window, "_probe", None) is None
     qtbot.waitUntil(lambda: window.loaded is not None, timeout=30_000)

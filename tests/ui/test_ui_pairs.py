@@ -19,8 +19,10 @@ def saved_library(tmp_path: Path, tiny_pair: tuple[Path, Path]) -> Library:
     target, draft = (shutil.copy(p, tmp_path / p.name) for p in tiny_pair)
     library = Library()
     t, d = library.import_gguf(Path(target)), library.import_gguf(Path(draft))
-    library.save_profile(Profile("Coding pair", t.id, d.id, n_ctx=1024, kv_type="f32",
-                                 draft_max=4), make_active=False)
+    library.save_profile(
+        Profile("Coding pair", t.id, d.id, n_ctx=1024, kv_type="f32", draft_max=4),
+        make_active=False,
+    )
     library.save_profile(Profile("Chat pair", t.id, None, n_ctx=768), make_active=True)
     return library
 
@@ -29,8 +31,11 @@ def menu_texts(menu: QMenu) -> list[str]:
     return [a.text() for a in menu.actions() if a.text() and not a.isSeparator()]
 
 
-def test_change_pair_menu_lists_saved_pairs(qtbot, isolated: Path,  # type: ignore[no-untyped-def]
-                                            tiny_pair: tuple[Path, Path]) -> None:
+def test_change_pair_menu_lists_saved_pairs(
+    qtbot,
+    isolated: Path,  # type: ignore[no-untyped-def]
+    tiny_pair: tuple[Path, Path],
+) -> None:
     library = saved_library(isolated, tiny_pair)
     bar = PairBar()
     qtbot.addWidget(bar)
@@ -63,8 +68,12 @@ def test_change_pair_menu_lists_saved_pairs(qtbot, isolated: Path,  # type: igno
     assert bar.pair_name.text() == "Evening chat"
 
 
-def test_saved_pair_loads_with_its_settings(make_window, qtbot, isolated: Path,  # type: ignore[no-untyped-def]
-                                            tiny_pair: tuple[Path, Path]) -> None:
+def test_saved_pair_loads_with_its_settings(
+    make_window,
+    qtbot,
+    isolated: Path,  # type: ignore[no-untyped-def]
+    tiny_pair: tuple[Path, Path],
+) -> None:
     library = saved_library(isolated, tiny_pair)
     window = make_window()
     coding = library.profiles["Coding pair"]
@@ -77,8 +86,10 @@ def test_saved_pair_loads_with_its_settings(make_window, qtbot, isolated: Path, 
     errors: list[object] = []
     window.failed.connect(errors.append)
     window.apply_pair_choice(choice)
-    qtbot.waitUntil(lambda: bool(errors) or window.loaded is not None and
-                    window.loaded.n_ctx == 1024, timeout=60_000)
+    qtbot.waitUntil(
+        lambda: bool(errors) or window.loaded is not None and window.loaded.n_ctx == 1024,
+        timeout=60_000,
+    )
     assert not errors, errors
     assert window.loaded.n_ctx == 1024  # the models were loaded with the pair's context
     assert window.settings.n_ctx == 1024 and window.settings.draft_max == 4

@@ -30,10 +30,17 @@ def _write_conversation(folder: Path, name: str, text: str, **overrides: object)
 def test_settings_of_the_wrong_type_start_the_window_with_a_note(make_window, isolated) -> None:
     config = isolated / "config"
     config.mkdir()
-    (config / "settings.json").write_text(json.dumps({
-        "max_tokens": "100", "baseline": "no", "temperature": "0.7",  # seen in practice
-        "colour_style": "underline", "target_path": "/no/such/dir/\u0000.gguf",
-    }))
+    (config / "settings.json").write_text(
+        json.dumps(
+            {
+                "max_tokens": "100",
+                "baseline": "no",
+                "temperature": "0.7",  # seen in practice
+                "colour_style": "underline",
+                "target_path": "/no/such/dir/\u0000.gguf",
+            }
+        )
+    )
     (config / "window.ini").write_text("[General]\nsideTab=abc\ngeometry=@ByteArray(junk)\n")
     window = make_window()
     banner = window.chat.notes_banner
@@ -102,7 +109,10 @@ def test_read_only_data_folder_keeps_message_and_answer_and_saves_later(
         ask(window, qtbot, "third question")
     saved = ConversationStore().load(window.conversation.id)
     assert [m.content for m in saved.messages if m.role == "user"] == [
-        "keep this question", "second question", "third question"]
+        "keep this question",
+        "second question",
+        "third question",
+    ]
     assert saved == window.conversation and banner.isHidden()
 
 
@@ -160,8 +170,11 @@ def test_window_layout_file_that_would_block_or_flood_is_moved_aside(
 def test_stored_message_with_an_endless_image_does_not_hang_start_up(isolated: Path) -> None:
     """Markdown ``![x](/dev/zero)`` made QTextBrowser read /dev/zero forever. Run in a child
     process so that a regression fails on the timeout instead of hanging the suite."""
-    _write_conversation(isolated / "data" / "conversations", "endless",
-                        'look: ![x](/dev/zero) <img src="/dev/urandom"> ![y](file:///dev/zero)')
+    _write_conversation(
+        isolated / "data" / "conversations",
+        "endless",
+        'look: ![x](/dev/zero) <img src="/dev/urandom"> ![y](file:///dev/zero)',
+    )
     child = (
         "from PySide6.QtWidgets import QApplication\n"
         "app = QApplication([])\n"
@@ -173,6 +186,7 @@ def test_stored_message_with_an_endless_image_does_not_hang_start_up(isolated: P
     )
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root), "QT_QPA_PLATFORM": "offscreen"}
-    result = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=60
+    )
     assert "started: endless" in result.stdout, result.stderr[-2000:]

@@ -80,8 +80,9 @@ def test_guard_banner_tells_its_figures_apart() -> None:
 
 
 def test_guard_banner_says_a_cost_pause_is_about_cost_and_what_to_do() -> None:
-    event = GuardEvent(True, 0.86, 0.99, 12, reason="cost", speed_ratio=0.61,
-                       draft_cost_fraction=0.74, probe_in=64)
+    event = GuardEvent(
+        True, 0.86, 0.99, 12, reason="cost", speed_ratio=0.61, draft_cost_fraction=0.74, probe_in=64
+    )
     text = guard_text(event, SpecConfig())
     assert "a draft pass costs 74 % of a target pass" in text
     assert "0.61× the target-only speed" in text

@@ -163,16 +163,19 @@ class Page(QWizardPage):
         """A failed request's message; an unreachable Hub is said once, by the wizard."""
         if failure.unreachable:
             self.owner.mark_offline("a request to the Hub got no answer")
-            return error_html("The Hugging Face Hub cannot be reached, so this needs a "
-                              "network. Use “Models on this computer”, or Retry.")
+            return error_html(
+                "The Hugging Face Hub cannot be reached, so this needs a "
+                "network. Use “Models on this computer”, or Retry."
+            )
         return error_html(failure.message)
 
 
 def status_label() -> QLabel:
     label = QLabel()
     label.setWordWrap(True)
-    label.setTextInteractionFlags(label.textInteractionFlags()
-                                  | label.textInteractionFlags().TextSelectableByMouse)
+    label.setTextInteractionFlags(
+        label.textInteractionFlags() | label.textInteractionFlags().TextSelectableByMouse
+    )
     return label
 
 

@@ -65,8 +65,9 @@ def still_to_download(root: Path, item: DownloadItem) -> int:
 
 class ReviewPage(Page):
     def __init__(self, wizard: PairWizard) -> None:
-        super().__init__(wizard, "Review",
-                         "Check the pair, its download size and its memory estimate.")
+        super().__init__(
+            wizard, "Review", "Check the pair, its download size and its memory estimate."
+        )
         self.summary = status_label()
         self.name = QLineEdit()
         self.name.textChanged.connect(self.completeChanged)
@@ -94,8 +95,9 @@ class ReviewPage(Page):
         s = self.state
         target_facts = s.target_facts
         assert target_facts is not None and s.hardware is not None
-        est = estimate_pair(target_facts, s.target_size, s.draft_facts, s.draft_size,
-                            s.n_ctx, s.kv_type)
+        est = estimate_pair(
+            target_facts, s.target_size, s.draft_facts, s.draft_size, s.n_ctx, s.kv_type
+        )
         fit = assess(est, s.hardware)
         root = self.owner.models_root
         items = self.items()
@@ -108,9 +110,12 @@ class ReviewPage(Page):
             f"<b>Target:</b> {escape(s.target_name)} ({human_bytes(s.target_size)})",
             f"<b>Draft:</b> {escape(s.draft_name)}"
             + (f" ({human_bytes(s.draft_size)})" if s.draft_size else ""),
-            (f"<b>To download:</b> {human_bytes(missing)} into {escape(str(root))} "
-             f"({human_bytes(free)} free)") if items else
-            "<b>To download:</b> nothing; both models are on this computer",
+            (
+                f"<b>To download:</b> {human_bytes(missing)} into {escape(str(root))} "
+                f"({human_bytes(free)} free)"
+            )
+            if items
+            else "<b>To download:</b> nothing; both models are on this computer",
             f"<b>Memory at {s.n_ctx:,} tokens:</b> weights {gib(est.target.weights)} + "
             f"{gib(est.draft.weights if est.draft else 0)}, KV cache "
             f"{gib(est.target.kv + (est.draft.kv if est.draft else 0))}, compute "
@@ -124,8 +129,7 @@ class ReviewPage(Page):
         if warning:
             rows.append(note_html(warning))
         self.summary.setText("<br>".join(rows))
-        self.setButtonText(self.owner.WizardButton.CommitButton,
-                           "Download" if items else "Next")
+        self.setButtonText(self.owner.WizardButton.CommitButton, "Download" if items else "Next")
         # A name the person typed is kept; the suggestion follows the pair.
         if not self.name.text() or self.name.text() == self._suggested:
             self._suggested = self.owner.library.unique_profile_name(self._default_name())
@@ -138,15 +142,20 @@ class ReviewPage(Page):
         ratio = s.draft_size / s.target_size
         if ratio <= DRAFT_SIZE_WARNING:
             return ""
-        return (f"Warning: the draft is {ratio:.0%} of the target's size "
-                f"({human_bytes(s.draft_size)} beside {human_bytes(s.target_size)}). A draft "
-                "costs about its size per token, so this one will likely make answers slower. "
-                "Go Back and choose a smaller draft or quantization.")
+        return (
+            f"Warning: the draft is {ratio:.0%} of the target's size "
+            f"({human_bytes(s.draft_size)} beside {human_bytes(s.target_size)}). A draft "
+            "costs about its size per token, so this one will likely make answers slower. "
+            "Go Back and choose a smaller draft or quantization."
+        )
 
     def _default_name(self) -> str:
         s = self.state
-        target = (_local_name(s.target_local) if s.target_local is not None
-                  else _repo_name(s.target_repo or ""))
+        target = (
+            _local_name(s.target_local)
+            if s.target_local is not None
+            else _repo_name(s.target_repo or "")
+        )
         if s.draft_ngram:
             return f"{target} + n-gram"
         if s.draft_local is not None:
@@ -188,9 +197,12 @@ class ReviewPage(Page):
 
 class DownloadPage(Page):
     def __init__(self, wizard: PairWizard) -> None:
-        super().__init__(wizard, "Download",
-                         "The models are downloaded and checked against the Hub's sha256. "
-                         "An interrupted download resumes where it stopped.")
+        super().__init__(
+            wizard,
+            "Download",
+            "The models are downloaded and checked against the Hub's sha256. "
+            "An interrupted download resumes where it stopped.",
+        )
         self.bar = QProgressBar()
         self.bar.setRange(0, 1000)
         self.status = status_label()
@@ -237,12 +249,16 @@ class DownloadPage(Page):
         eta = f", about {p.eta_s:.0f} s left" if p.eta_s is not None else ""
         part = f" (part {p.part} of {p.parts})" if p.parts > 1 else ""
         item = self._items[reply.item]
-        which = "target" if item.repo_id == self.state.target_repo and \
-            item.group == self.state.target_group else "draft"
+        which = (
+            "target"
+            if item.repo_id == self.state.target_repo and item.group == self.state.target_group
+            else "draft"
+        )
         self.status.setText(
             f"Downloading the {which}: {escape(Path(p.filename).name)}{part}<br>"
             f"{human_bytes(p.done)} of {human_bytes(p.total)} at "
-            f"{human_bytes(p.speed_bps)}/s{eta}")
+            f"{human_bytes(p.speed_bps)}/s{eta}"
+        )
 
     def on_result(self, reply: object) -> None:
         if not isinstance(reply, Downloaded):
@@ -250,12 +266,18 @@ class DownloadPage(Page):
         s = self.state
         try:
             for item, paths in zip(self._items, reply.paths, strict=True):
-                model = self.owner.library.add_downloaded(item.repo_id,
-                                                          [Path(p) for p in paths],
-                                                          item.group.first.sha256,
-                                                          models_root=self.owner.models_root)
-                if item.repo_id == s.target_repo and item.group == s.target_group and \
-                        s.target_local is None and s.target_model_id is None:
+                model = self.owner.library.add_downloaded(
+                    item.repo_id,
+                    [Path(p) for p in paths],
+                    item.group.first.sha256,
+                    models_root=self.owner.models_root,
+                )
+                if (
+                    item.repo_id == s.target_repo
+                    and item.group == s.target_group
+                    and s.target_local is None
+                    and s.target_model_id is None
+                ):
                     s.target_model_id = model.id
                 else:
                     s.draft_model_id = model.id
@@ -271,14 +293,15 @@ class DownloadPage(Page):
         self.cancel_button.setEnabled(False)
         self.resume_button.setVisible(True)
         # A corrupt file was deleted, so nothing is resumed: the download starts over.
-        self.resume_button.setText("Download again" if failure.corrupt else
-                                   "Retry" if not failure.cancelled else "Resume")
+        self.resume_button.setText(
+            "Download again" if failure.corrupt else "Retry" if not failure.cancelled else "Resume"
+        )
         if failure.cancelled:
-            self.status.setText(escape("Download paused. Resume continues from where it "
-                                       "stopped."))
+            self.status.setText(escape("Download paused. Resume continues from where it stopped."))
         else:
-            self.status.setText(self.failure_text(failure) if failure.unreachable
-                                else error_html(failure.message))
+            self.status.setText(
+                self.failure_text(failure) if failure.unreachable else error_html(failure.message)
+            )
 
     def isComplete(self) -> bool:  # noqa: N802 - Qt name
         return self._done
@@ -295,9 +318,12 @@ class VerifyPage(Page):
     as active when the person says so."""
 
     def __init__(self, wizard: PairWizard) -> None:
-        super().__init__(wizard, "Verification",
-                         "Both models are loaded and a short calibration prompt measures how "
-                         "often the target accepts the draft's tokens, and how fast it runs.")
+        super().__init__(
+            wizard,
+            "Verification",
+            "Both models are loaded and a short calibration prompt measures how "
+            "often the target accepts the draft's tokens, and how fast it runs.",
+        )
         self.bar = QProgressBar()
         self.steps = status_label()
         self.status = status_label()
@@ -308,8 +334,10 @@ class VerifyPage(Page):
         self.activate = QCheckBox("Make this the active pair")
         self.activate.toggled.connect(self._activate_toggled)
         self.use_ngram = QPushButton("Save with n-gram drafting instead")
-        self.use_ngram.setToolTip("Keep the target, draft from repeats of the conversation "
-                                  "(no draft model); try it on your own prompts")
+        self.use_ngram.setToolTip(
+            "Keep the target, draft from repeats of the conversation "
+            "(no draft model); try it on your own prompts"
+        )
         self.use_ngram.clicked.connect(self._use_ngram)
         buttons = QHBoxLayout()
         buttons.addWidget(self.cancel_button)
@@ -361,8 +389,9 @@ class VerifyPage(Page):
         self.bar.setValue(reply.index - 1)
         done = "".join(f"✓ {escape(t)}<br>" for t in self._done_steps)
         self._done_steps.append(reply.text)
-        self.steps.setText(f"{done}▶ <b>{escape(reply.text)}</b> "
-                           f"(step {reply.index} of {reply.total})")
+        self.steps.setText(
+            f"{done}▶ <b>{escape(reply.text)}</b> (step {reply.index} of {reply.total})"
+        )
         self.status.setText("")
 
     def on_result(self, reply: object) -> None:
@@ -376,17 +405,23 @@ class VerifyPage(Page):
         if reply.speedup >= 1.05:
             verdict = f"×{reply.speedup:.2f} — {percent:.0f} % faster with the draft."
         elif reply.speedup >= 1.0:
-            verdict = (f"×{reply.speedup:.2f} — about as fast as the target alone "
-                       f"({percent:.0f} % faster, within run-to-run noise).")
+            verdict = (
+                f"×{reply.speedup:.2f} — about as fast as the target alone "
+                f"({percent:.0f} % faster, within run-to-run noise)."
+            )
         else:
-            verdict = (f"×{reply.speedup:.2f} — {percent:.0f} % slower with the draft on this "
-                       "computer.")
+            verdict = (
+                f"×{reply.speedup:.2f} — {percent:.0f} % slower with the draft on this computer."
+            )
         trials = ", ".join(f"{n} tokens: {t:.1f} tok/s" for n, t in reply.trials)
         noise = f"two runs of the target alone differed by {reply.noise:.0%}"
-        sure = (f"clearly the faster one ({noise})" if reply.length_sure else
-                f"not sure: the lengths ran within {reply.length_margin:.0%} of each other "
-                f"and {noise}, so one run each cannot tell them apart; the adaptive draft "
-                "length settles it while you chat")
+        sure = (
+            f"clearly the faster one ({noise})"
+            if reply.length_sure
+            else f"not sure: the lengths ran within {reply.length_margin:.0%} of each other "
+            f"and {noise}, so one run each cannot tell them apart; the adaptive draft "
+            "length settles it while you chat"
+        )
         lines = [
             f"<b>Speed:</b> {reply.spec_tok_s:.1f} tok/s with the draft, "
             f"{reply.base_tok_s:.1f} tok/s target alone: <b>{escape(verdict)}</b>",
@@ -395,16 +430,22 @@ class VerifyPage(Page):
             f"Both models loaded in {reply.load_s:.1f} s.",
         ]
         if reply.slower:
-            lines.append(note_html(
-                "This pair is slower than the target alone here. Alternatives: save it with "
-                "n-gram drafting instead, run the wizard again with a smaller draft or "
-                "quantization, or save it anyway without making it active."))
+            lines.append(
+                note_html(
+                    "This pair is slower than the target alone here. Alternatives: save it with "
+                    "n-gram drafting instead, run the wizard again with a smaller draft or "
+                    "quantization, or save it anyway without making it active."
+                )
+            )
         self.status.setText("<br>".join(lines))
         self.activate.blockSignals(True)
         self.activate.setChecked(not reply.slower)
         self.activate.blockSignals(False)
-        self.activate.setText("Make this the active pair" if not reply.slower else
-                              "Make this the active pair anyway (it is slower)")
+        self.activate.setText(
+            "Make this the active pair"
+            if not reply.slower
+            else "Make this the active pair anyway (it is slower)"
+        )
         self.activate.setVisible(True)
         self.use_ngram.setVisible(reply.slower)
         self.retry.setVisible(True)
@@ -424,8 +465,9 @@ class VerifyPage(Page):
         self.cancel_button.setVisible(False)
         self.retry.setVisible(True)
         self.use_ngram.setVisible(True)
-        self.status.setText(escape("Calibration cancelled.") if failure.cancelled
-                            else error_html(failure.message))
+        self.status.setText(
+            escape("Calibration cancelled.") if failure.cancelled else error_html(failure.message)
+        )
 
     def isComplete(self) -> bool:  # noqa: N802 - Qt name
         return self.state.calibration is not None or self.state.draft_ngram
@@ -451,13 +493,21 @@ class FinishPage(Page):
         draft_max = 8
         if cal is not None:
             draft_max = cal.draft_max
-            calibration = {"acceptance": cal.acceptance, "speedup": cal.speedup,
-                           "spec_tok_s": cal.spec_tok_s, "base_tok_s": cal.base_tok_s,
-                           "draft_length_margin": cal.length_margin}
+            calibration = {
+                "acceptance": cal.acceptance,
+                "speedup": cal.speedup,
+                "spec_tok_s": cal.spec_tok_s,
+                "base_tok_s": cal.base_tok_s,
+                "draft_length_margin": cal.length_margin,
+            }
         profile = Profile(
-            name=s.profile_name, target=s.target_model_id,
+            name=s.profile_name,
+            target=s.target_model_id,
             draft=None if s.draft_ngram else s.draft_model_id,
-            n_ctx=s.n_ctx, kv_type=s.kv_type, draft_max=draft_max, calibration=calibration,
+            n_ctx=s.n_ctx,
+            kv_type=s.kv_type,
+            draft_max=draft_max,
+            calibration=calibration,
         )
         activate = s.activate or s.draft_ngram
         try:
@@ -466,11 +516,15 @@ class FinishPage(Page):
             self.status.setText(error_html(str(exc)))
             return
         self.saved = profile.name
-        where = ("is now the active pair" if activate else
-                 "is saved but not active (you chose to keep the current pair)")
+        where = (
+            "is now the active pair"
+            if activate
+            else "is saved but not active (you chose to keep the current pair)"
+        )
         self.status.setText(
             f"The pair <b>{escape(profile.name)}</b> {where}. Its context size "
             f"({s.n_ctx:,} tokens), KV cache type ({s.kv_type}) and draft length "
             f"({draft_max}) are applied when it loads. Switch, rename or delete saved "
-            "pairs from Change pair… in the pair bar.")
+            "pairs from Change pair… in the pair bar."
+        )
         self.owner.profile_saved.emit(profile.name)

@@ -101,9 +101,13 @@ class OfflineNote(QWidget):
             return
         self.retry.setEnabled(True)
         self.setVisible(state.online is False)
-        self.label.setText(note_html(
-            f"Offline: the Hugging Face Hub cannot be reached ({state.offline_reason}). "
-            "Models on this computer still work."))
+        self.label.setText(
+            note_html(
+                f"Offline: the Hugging Face Hub cannot be reached ({state.offline_reason}). "
+                "Models on this computer still work."
+            )
+        )
+
 
 if TYPE_CHECKING:
     from app.ui.wizard.wizard import PairWizard
@@ -111,8 +115,9 @@ if TYPE_CHECKING:
 
 class HardwarePage(Page):
     def __init__(self, wizard: PairWizard) -> None:
-        super().__init__(wizard, "Your hardware",
-                         "SpecDeck sizes the pair for the memory this machine has free.")
+        super().__init__(
+            wizard, "Your hardware", "SpecDeck sizes the pair for the memory this machine has free."
+        )
         self.devices = status_label()
         self.offline = OfflineNote(wizard)
         self.ctx = QSpinBox()
@@ -162,7 +167,8 @@ class HardwarePage(Page):
         stored = "A token is stored." if has_stored_token() else "No token stored."
         self.token_status.setText(
             f"{stored} It is kept in huggingface_hub's own token store, never in SpecDeck's "
-            f"settings. {extra}")
+            f"settings. {extra}"
+        )
 
     def _show_hardware(self) -> None:
         hw = self.state.hardware
@@ -171,16 +177,16 @@ class HardwarePage(Page):
         for gpu in hw.gpus:
             rows.append(f"<b>{gpu.name}:</b> {gib(gpu.free)} free of {gib(gpu.total)}")
         if not hw.gpus:
-            rows.append("No GPU in use: the models run on the CPU "
-                        f"({hw.cpu_count} cores).")
+            rows.append(f"No GPU in use: the models run on the CPU ({hw.cpu_count} cores).")
         rows.append(f"<b>System RAM:</b> {gib(hw.ram_free)} available of {gib(hw.ram_total)}")
         self.devices.setText("<br>".join(rows))
 
     def _save_token(self) -> None:
         text = self.token.text().strip()
         if not text:
-            self.token_status.setText(error_html("Paste a token from "
-                                                 "huggingface.co/settings/tokens first."))
+            self.token_status.setText(
+                error_html("Paste a token from huggingface.co/settings/tokens first.")
+            )
             return
         self.save_token.setEnabled(False)
         self.token_status.setText("Checking the token with the Hub…")
@@ -213,9 +219,12 @@ class HardwarePage(Page):
 
 class TargetPage(Page):
     def __init__(self, wizard: PairWizard) -> None:
-        super().__init__(wizard, "Target model",
-                         "The model whose answers you want: a curated pair, a search of the "
-                         "Hugging Face Hub, or a GGUF already on this computer.")
+        super().__init__(
+            wizard,
+            "Target model",
+            "The model whose answers you want: a curated pair, a search of the "
+            "Hugging Face Hub, or a GGUF already on this computer.",
+        )
         self.offline = OfflineNote(wizard)
         self.tabs = QTabWidget()
         self.catalog_list = QListWidget()
@@ -272,8 +281,9 @@ class TargetPage(Page):
         for entry, fit in self.owner.catalog.targets_for(hardware):
             where = f"≈ {gib(fit.needed)} at {entry.quant}" if fit else ""
             label = f" — {fit.label.value} on this computer" if fit else ""
-            item = QListWidgetItem(f"{entry.repo}  ·  {entry.params_b:g}B  {where}{label}\n"
-                                   f"{entry.notes}")
+            item = QListWidgetItem(
+                f"{entry.repo}  ·  {entry.params_b:g}B  {where}{label}\n{entry.notes}"
+            )
             item.setData(Qt.ItemDataRole.UserRole, entry.repo)
             if fit is not None:
                 item.setToolTip(f"{fit.label.value}: {fit.message}")
@@ -323,11 +333,16 @@ class TargetPage(Page):
             item.setData(Qt.ItemDataRole.UserRole, hit.repo_id)
             if hit.gated:
                 item.setForeground(QColor(FIT_COLOURS[FitLabel.TIGHT]))
-                item.setToolTip("A gated repository: accept its license on the Hugging Face "
-                                "website, then save an access token on the first page")
+                item.setToolTip(
+                    "A gated repository: accept its license on the Hugging Face "
+                    "website, then save an access token on the first page"
+                )
             self.results.addItem(item)
-        self.search_status.setText(f"{len(reply.hits)} GGUF repositories, most downloaded first"
-                                   if reply.hits else "Nothing found; try fewer words.")
+        self.search_status.setText(
+            f"{len(reply.hits)} GGUF repositories, most downloaded first"
+            if reply.hits
+            else "Nothing found; try fewer words."
+        )
 
     def _fill_local(self, reply: LocalScanned) -> None:
         self.local = [m for m in reply.models]
@@ -339,22 +354,29 @@ class TargetPage(Page):
             if hardware is not None:
                 trained = model.facts.context_length
                 n_ctx = min(self.state.n_ctx, trained) if trained > 0 else self.state.n_ctx
-                est = estimate_pair(model.facts, model.size, None, 0, n_ctx,
-                                    self.state.kv_type)
+                est = estimate_pair(model.facts, model.size, None, 0, n_ctx, self.state.kv_type)
                 fit = f" — {assess(est, hardware).label.value}"
             where = "in your library" if model.in_library else model.path
             f = model.facts
-            item = QListWidgetItem(f"{model.name}  ·  {human_bytes(model.size)}{fit}\n"
-                                   f"{f.architecture}, {f.n_layer} layers, trained context "
-                                   f"{f.context_length:,} · {where}")
+            item = QListWidgetItem(
+                f"{model.name}  ·  {human_bytes(model.size)}{fit}\n"
+                f"{f.architecture}, {f.n_layer} layers, trained context "
+                f"{f.context_length:,} · {where}"
+            )
             item.setToolTip(model.path)
             self.local_list.addItem(item)
             if want is not None and model.path == want:
                 self.local_list.setCurrentItem(item)
-        problems = [f"{escape(p)}: {escape(why)}" for p, why in reply.unreadable
-                    if want is None or p == want]
-        text = (f"{len(self.local)} GGUF model(s) on this computer" if self.local else
-                "No GGUF models on this computer yet: browse to a file.")
+        problems = [
+            f"{escape(p)}: {escape(why)}"
+            for p, why in reply.unreadable
+            if want is None or p == want
+        ]
+        text = (
+            f"{len(self.local)} GGUF model(s) on this computer"
+            if self.local
+            else "No GGUF models on this computer yet: browse to a file."
+        )
         if problems:
             text += "<br>" + error_html("Not usable: ") + "<br>".join(problems[:3])
         self.local_status.setText(text)
@@ -410,9 +432,12 @@ class TargetPage(Page):
 
 class QuantPage(Page):
     def __init__(self, wizard: PairWizard) -> None:
-        super().__init__(wizard, "Quantization",
-                         "Smaller files run faster and fit more easily; larger ones are more "
-                         "accurate. The best quantization that fits is preselected.")
+        super().__init__(
+            wizard,
+            "Quantization",
+            "Smaller files run faster and fit more easily; larger ones are more "
+            "accurate. The best quantization that fits is preselected.",
+        )
         self.status = status_label()
         self.retry = QPushButton("Retry")
         self.retry.clicked.connect(self.initializePage)
@@ -428,8 +453,10 @@ class QuantPage(Page):
         self.forget_requests()
         self.retry.setVisible(False)
         self.table.setRowCount(0)
-        if self.state.inspected is not None and self.state.inspected.repo_id == \
-                self.state.target_repo:
+        if (
+            self.state.inspected is not None
+            and self.state.inspected.repo_id == self.state.target_repo
+        ):
             self._fill()
             return
         self.status.setText(f"Reading {self.state.target_repo} (file list and model header)…")
@@ -454,7 +481,8 @@ class QuantPage(Page):
             f"<b>{inspected.repo_id}</b>: {f.architecture}, {f.n_layer} layers, "
             f"trained context {f.context_length:,} tokens. Memory is for the target alone at "
             f"{self.state.n_ctx:,} tokens of context; a draft adds a little (see Review)."
-            + (f"<br>{capped}" if capped else ""))
+            + (f"<br>{capped}" if capped else "")
+        )
         options = []
         self.table.setRowCount(len(inspected.groups))
         for row, group in enumerate(inspected.groups):
@@ -465,8 +493,9 @@ class QuantPage(Page):
             self.table.setItem(row, 1, cell(group.label))
             self.table.setItem(row, 2, cell(human_bytes(group.size)))
             self.table.setItem(row, 3, cell(gib(est.needed)))
-            self.table.setItem(row, 4, cell(fit.label.value, colour=FIT_COLOURS[fit.label],
-                                            tooltip=fit.message))
+            self.table.setItem(
+                row, 4, cell(fit.label.value, colour=FIT_COLOURS[fit.label], tooltip=fit.message)
+            )
         self.table.resizeColumnsToContents()
         preferred = self.state.target_entry.quant if self.state.target_entry else None
         previous = self.state.target_group.quant if self.state.target_group else None
@@ -494,8 +523,10 @@ def cap_context(wizard: PairWizard, trained: int) -> str:
         return ""
     asked, state.n_ctx = state.n_ctx, trained
     wizard.page_hardware.ctx.setValue(trained)
-    return (f"Context size lowered from {asked:,} to {trained:,} tokens: the model was "
-            "trained on no more, and answers badly past that.")
+    return (
+        f"Context size lowered from {asked:,} to {trained:,} tokens: the model was "
+        "trained on no more, and answers badly past that."
+    )
 
 
 class DraftPage(Page):
@@ -503,10 +534,13 @@ class DraftPage(Page):
     person types, GGUFs on this computer, or no draft model at all (n-gram drafting)."""
 
     def __init__(self, wizard: PairWizard) -> None:
-        super().__init__(wizard, "Draft model",
-                         "A small model with the same vocabulary proposes tokens for the "
-                         "target to check. Candidates are checked by their GGUF headers "
-                         "before anything is downloaded.")
+        super().__init__(
+            wizard,
+            "Draft model",
+            "A small model with the same vocabulary proposes tokens for the "
+            "target to check. Candidates are checked by their GGUF headers "
+            "before anything is downloaded.",
+        )
         self.status = status_label()
         self.retry = QPushButton("Retry")
         self.retry.clicked.connect(self.initializePage)
@@ -523,8 +557,10 @@ class DraftPage(Page):
         self.check_repo.clicked.connect(self._check_repo)
         self.browse = QPushButton("Browse for a draft…")
         self.browse.clicked.connect(self._browse)
-        self.ngram = QCheckBox("Continue with n-gram drafting (no draft model: drafts come "
-                               "from repeats of the conversation so far)")
+        self.ngram = QCheckBox(
+            "Continue with n-gram drafting (no draft model: drafts come "
+            "from repeats of the conversation so far)"
+        )
         self.ngram.toggled.connect(self._ngram_toggled)
         quant_row = QFormLayout()
         quant_row.addRow("Draft quantization", self.quant)
@@ -562,9 +598,12 @@ class DraftPage(Page):
         self.repo.setEnabled(hub_target and online)
         self.check_repo.setEnabled(hub_target and online)
         self.repo.setPlaceholderText(
-            "owner/Name-GGUF of a draft on the Hub" if hub_target and online else
-            "Offline: Hub repositories cannot be checked now" if not online else
-            "The target is a local file: browse to a draft file instead")
+            "owner/Name-GGUF of a draft on the Hub"
+            if hub_target and online
+            else "Offline: Hub repositories cannot be checked now"
+            if not online
+            else "The target is a local file: browse to a draft file instead"
+        )
         if hub_target and online:
             group = self.state.target_group
             assert group is not None and self.state.target_repo is not None
@@ -572,8 +611,9 @@ class DraftPage(Page):
             self.submit(FindDrafts(self.state.target_repo, group.first.path, self.owner.catalog))
         else:
             self._hub_done = True
-            self._hub_message = ("" if not hub_target else
-                                 "Offline: only drafts on this computer can be checked.")
+            self._hub_message = (
+                "" if not hub_target else "Offline: only drafts on this computer can be checked."
+            )
         self._scan()
 
     def _target_vocab(self) -> object:
@@ -584,8 +624,7 @@ class DraftPage(Page):
     def _scan(self) -> None:
         paths = tuple(m.path for m in self.owner.library.models.values() if m.available)
         target = self.state.target_local.path if self.state.target_local else None
-        self.submit(ScanLocal(paths, tuple(self._extra), target,
-                              self._target_vocab()))  # type: ignore[arg-type]
+        self.submit(ScanLocal(paths, tuple(self._extra), target, self._target_vocab()))  # type: ignore[arg-type]
 
     def _browse(self) -> None:
         path = browse_gguf(self, "Draft model (GGUF)")
@@ -602,8 +641,9 @@ class DraftPage(Page):
         repo = self.repo.text().strip()
         reason = unsafe_repo_id_reason(repo) if repo else "is empty"
         if reason is not None or "/" not in repo:
-            self.status.setText(error_html(f"“{repo}” is not a repository name like "
-                                           "owner/Name-GGUF"))
+            self.status.setText(
+                error_html(f"“{repo}” is not a repository name like owner/Name-GGUF")
+            )
             return
         group = self.state.target_group
         assert group is not None and self.state.target_repo is not None
@@ -641,9 +681,12 @@ class DraftPage(Page):
                 self.table.selectRow(0)
                 self.status.setText(f"{escape(reply.option.candidate.repo)} is compatible.")
             else:
-                self.status.setText(error_html(
-                    f"{reply.option.candidate.repo} cannot draft for this target: "
-                    f"{mismatch_in_words(reply.option.mismatch or '')}"))
+                self.status.setText(
+                    error_html(
+                        f"{reply.option.candidate.repo} cannot draft for this target: "
+                        f"{mismatch_in_words(reply.option.mismatch or '')}"
+                    )
+                )
             return
         if not isinstance(reply, DraftsDone):
             return
@@ -661,17 +704,21 @@ class DraftPage(Page):
     def _summarise(self) -> None:
         if not self._hub_done:
             return
-        good = sum(o.compatible for o in self.options) + sum(
-            m.mismatch is None for m in self.local)
+        good = sum(o.compatible for o in self.options) + sum(m.mismatch is None for m in self.local)
         if good:
             text = f"{good} compatible draft(s), fastest sensible choice first."
-            self.status.setText(escape(text + (" " + self._hub_message
-                                               if self._hub_message else "")))
+            self.status.setText(
+                escape(text + (" " + self._hub_message if self._hub_message else ""))
+            )
         else:
-            self.status.setText(note_html(
-                "No compatible draft model was found. " + self._hub_message +
-                " Type a draft repository, browse to a file on this computer, or continue "
-                "with n-gram drafting, which needs no draft model."))
+            self.status.setText(
+                note_html(
+                    "No compatible draft model was found. "
+                    + self._hub_message
+                    + " Type a draft repository, browse to a file on this computer, or continue "
+                    "with n-gram drafting, which needs no draft model."
+                )
+            )
         self._select_first()
 
     def _select_first(self) -> None:
@@ -694,28 +741,62 @@ class DraftPage(Page):
         rows: list[tuple[list[str], bool, str, str]] = []
         for option in self.options:
             group = option.group
-            verdict = "compatible" if option.compatible else (
-                f"incompatible: {mismatch_in_words(option.mismatch)}" if option.mismatch else
-                f"not checked: {option.error}")
-            rows.append(([option.candidate.repo, group.quant if group else "–",
-                          human_bytes(group.size) if group else "–", option.candidate.source,
-                          verdict], option.compatible, option.candidate.notes,
-                         option.mismatch or ""))
+            verdict = (
+                "compatible"
+                if option.compatible
+                else (
+                    f"incompatible: {mismatch_in_words(option.mismatch)}"
+                    if option.mismatch
+                    else f"not checked: {option.error}"
+                )
+            )
+            rows.append(
+                (
+                    [
+                        option.candidate.repo,
+                        group.quant if group else "–",
+                        human_bytes(group.size) if group else "–",
+                        option.candidate.source,
+                        verdict,
+                    ],
+                    option.compatible,
+                    option.candidate.notes,
+                    option.mismatch or "",
+                )
+            )
         for model in self.local:
-            verdict = "compatible" if model.mismatch is None else \
-                f"incompatible: {mismatch_in_words(model.mismatch)}"
-            rows.append(([model.name, model.facts.quantization, human_bytes(model.size),
-                          "on this computer", verdict], model.mismatch is None, model.path,
-                         model.mismatch or ""))
+            verdict = (
+                "compatible"
+                if model.mismatch is None
+                else f"incompatible: {mismatch_in_words(model.mismatch)}"
+            )
+            rows.append(
+                (
+                    [
+                        model.name,
+                        model.facts.quantization,
+                        human_bytes(model.size),
+                        "on this computer",
+                        verdict,
+                    ],
+                    model.mismatch is None,
+                    model.path,
+                    model.mismatch or "",
+                )
+            )
         for row, (texts, compatible, tooltip, detail) in enumerate(rows):
             colour = "#2e7d32" if compatible else "#c62828"
             for column, text in enumerate(texts):
-                tip = tooltip if column == 0 else (
-                    f"{text}\n({detail})" if column == 4 and detail else text)
+                tip = (
+                    tooltip
+                    if column == 0
+                    else (f"{text}\n({detail})" if column == 4 and detail else text)
+                )
                 item = cell(text, colour=colour if column == 4 else None, tooltip=tip)
                 if not compatible:
-                    item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsSelectable
-                                  & ~Qt.ItemFlag.ItemIsEnabled)
+                    item.setFlags(
+                        item.flags() & ~Qt.ItemFlag.ItemIsSelectable & ~Qt.ItemFlag.ItemIsEnabled
+                    )
                 self.table.setItem(row, column, item)
         self.table.blockSignals(False)
         self.table.resizeColumnsToContents()
@@ -779,4 +860,3 @@ class DraftPage(Page):
         else:
             s.draft_local = self.local[row - len(self.options)]
         return True
-

@@ -47,8 +47,9 @@ class PairWizard(QWizard):
         self.catalog = catalog or Catalog.load()
         self.models_root = models_root or models_dir()
         self.state = WizardState(hardware=hardware)
-        self.client = HubClient(self.models_root, endpoint=endpoint, token=token,
-                                offline=offline, parent=self)
+        self.client = HubClient(
+            self.models_root, endpoint=endpoint, token=token, offline=offline, parent=self
+        )
         self._probe_id: int | None = None
         self.client.result.connect(self._on_probe)
         self.page_hardware = HardwarePage(self)
@@ -59,11 +60,28 @@ class PairWizard(QWizard):
         self.page_download = DownloadPage(self)
         self.page_verify = VerifyPage(self)
         self.page_finish = FinishPage(self)
-        (self.id_hardware, self.id_target, self.id_quant, self.id_draft, self.id_review,
-         self.id_download, self.id_verify, self.id_finish) = (
-            self.addPage(page) for page in (
-                self.page_hardware, self.page_target, self.page_quant, self.page_draft,
-                self.page_review, self.page_download, self.page_verify, self.page_finish))
+        (
+            self.id_hardware,
+            self.id_target,
+            self.id_quant,
+            self.id_draft,
+            self.id_review,
+            self.id_download,
+            self.id_verify,
+            self.id_finish,
+        ) = (
+            self.addPage(page)
+            for page in (
+                self.page_hardware,
+                self.page_target,
+                self.page_quant,
+                self.page_draft,
+                self.page_review,
+                self.page_download,
+                self.page_verify,
+                self.page_finish,
+            )
+        )
         self._closed = False
 
     # --- online or not ----------------------------------------------------------------

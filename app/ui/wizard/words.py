@@ -5,15 +5,18 @@ from __future__ import annotations
 import re
 
 _EXPLANATIONS = (
-    ("vocabulary type", "the two models split text into tokens by different methods "
-                        "(different tokenizer families)"),
-    ("add_bos", "one model starts every prompt with a begin-of-text token and the other "
-                "does not"),
+    (
+        "vocabulary type",
+        "the two models split text into tokens by different methods (different tokenizer families)",
+    ),
+    ("add_bos", "one model starts every prompt with a begin-of-text token and the other does not"),
     ("add_eos", "one model ends every prompt with an end-of-text token and the other does not"),
     ("BOS token id", "the models use different tokens to mark the start of a text"),
     ("EOS token id", "the models use different tokens to mark the end of an answer"),
-    ("vocabulary size", "the vocabularies have very different sizes, so they are different "
-                        "vocabularies"),
+    (
+        "vocabulary size",
+        "the vocabularies have very different sizes, so they are different vocabularies",
+    ),
 )
 _TOKEN_RE = re.compile(r"^token (\d+): target (.*), draft (.*)$")
 
@@ -25,9 +28,11 @@ def mismatch_in_words(mismatch: str | None) -> str:
     match = _TOKEN_RE.match(mismatch)
     if match is not None:
         token_id, target, draft = match.groups()
-        return (f"the models spell token {token_id} differently (target {target}, draft "
-                f"{draft}), so they come from different tokenizers and the target would "
-                "misread every draft token")
+        return (
+            f"the models spell token {token_id} differently (target {target}, draft "
+            f"{draft}), so they come from different tokenizers and the target would "
+            "misread every draft token"
+        )
     for key, words in _EXPLANATIONS:
         if mismatch.startswith(key):
             return f"{words} ({mismatch})"
