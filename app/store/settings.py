@@ -206,30 +206,73 @@ def _model_path(text: str) -> str:
     return text
 
 
-PARSERS: dict[str, Parser] = {
-    "system_prompt": _prompt,
-    "temperature": _float_in(0.0, 5.0),
-    "top_k": _int_in(0, 100_000, " (0 turns top-k off)"),
-    "top_p": _float_in(0.0, 1.0, low_open=True),
-    "min_p": _float_in(0.0, 1.0, high_open=True),
-    "seed": _seed,
-    "max_tokens": _int_in(1, 131_072),
-    "ignore_eos": _bool,
-    "draft_adaptive": _bool,
-    "draft_max": _int_in(1, 64),
-    "p_min": _float_in(0.0, 1.0, high_open=True),
-    "rule": _choice(tuple(r.value for r in AcceptRule)),
-    "target_path": _model_path,
-    "draft_path": _model_path,
-    "draft_source": _choice(tuple(s.value for s in DraftSource)),
-    "target_gpu_layers": _int_in(-1, 999, " (-1 offloads every layer that fits)"),
-    "draft_gpu_layers": _int_in(-1, 999, " (-1 offloads every layer that fits)"),
-    "n_ctx": _int_in(256, 1_048_576),
-    "n_threads": _int_in(0, 512, " (0 uses every core)"),
-    "weight_repacking": _choice(REPACK_CHOICES),
-    "baseline": _bool,
-    "colour_style": _choice(COLOUR_STYLES),
+@dataclass(frozen=True)
+class FieldInfo:
+    """Everything said about one setting, in one place: how typed text is parsed and
+    checked, and the label and hint the settings panel shows."""
+
+    parse: Parser
+    label: str = ""
+    hint: str = ""
+
+
+_LAYERS = " (-1 offloads every layer that fits)"
+FIELDS: dict[str, FieldInfo] = {
+    "system_prompt": FieldInfo(_prompt, "System prompt"),
+    "temperature": FieldInfo(
+        _float_in(0.0, 5.0),
+        "Temperature",
+        "0 = greedy (exact match with the baseline is expected)",
+    ),
+    "top_k": FieldInfo(_int_in(0, 100_000, " (0 turns top-k off)"), "Top-k", "0 turns top-k off"),
+    "top_p": FieldInfo(
+        _float_in(0.0, 1.0, low_open=True), "Top-p", "nucleus sampling mass, (0, 1]"
+    ),
+    "min_p": FieldInfo(
+        _float_in(0.0, 1.0, high_open=True),
+        "Min-p",
+        "drop tokens below this fraction of the top probability",
+    ),
+    "seed": FieldInfo(_seed, "Seed", "empty = a new random seed every answer"),
+    "max_tokens": FieldInfo(_int_in(1, 131_072), "Max tokens", "longest answer, in tokens"),
+    "ignore_eos": FieldInfo(_bool, "Ignore end of generation"),
+    "draft_adaptive": FieldInfo(_bool, "Draft length mode"),
+    "draft_max": FieldInfo(
+        _int_in(1, 64), "Draft length", "fixed draft length, or the ceiling when adaptive"
+    ),
+    "p_min": FieldInfo(
+        _float_in(0.0, 1.0, high_open=True),
+        "Confidence cut-off",
+        "stop drafting when the draft's confidence falls below this",
+    ),
+    "rule": FieldInfo(_choice(tuple(r.value for r in AcceptRule)), "Acceptance rule"),
+    "target_path": FieldInfo(_model_path, "Target model"),
+    "draft_path": FieldInfo(_model_path, "Draft model"),
+    "draft_source": FieldInfo(_choice(tuple(s.value for s in DraftSource)), "Draft source"),
+    "target_gpu_layers": FieldInfo(
+        _int_in(-1, 999, _LAYERS), "Target GPU layers", "-1 = every layer that fits; 0 = CPU only"
+    ),
+    "draft_gpu_layers": FieldInfo(
+        _int_in(-1, 999, _LAYERS), "Draft GPU layers", "-1 = every layer that fits; 0 = CPU only"
+    ),
+    "n_ctx": FieldInfo(
+        _int_in(256, 1_048_576), "Context size", "tokens of conversation both models can hold"
+    ),
+    "n_threads": FieldInfo(
+        _int_in(0, 512, " (0 uses every core)"),
+        "CPU threads",
+        "0 = every core; fewer threads help on a busy machine and with tiny models",
+    ),
+    "weight_repacking": FieldInfo(
+        _choice(REPACK_CHOICES),
+        "Weight repacking",
+        "auto, on or off. auto: on unless a one-time check finds that it crashes this CPU's "
+        "llama.cpp (Intel AMX); the SPECDECK_REPACK environment variable overrides it",
+    ),
+    "baseline": FieldInfo(_bool, "Baseline side-by-side"),
+    "colour_style": FieldInfo(_choice(COLOUR_STYLES), "Token colours"),
 }
+PARSERS: dict[str, Parser] = {name: info.parse for name, info in FIELDS.items()}
 
 
 def parse_field(name: str, text: str) -> Any:

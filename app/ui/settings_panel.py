@@ -23,29 +23,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.config import AcceptRule
-from app.store.settings import Invalid, Settings, with_field
+from app.store.settings import FIELDS, Invalid, Settings, with_field
 from app.ui.theme import CHOICE_LABELS, CHOICES
 
 INVALID_STYLE = "QLineEdit { border: 1px solid #D55E00; background: #FDEBE1; }"
-
-HINTS = {
-    "temperature": "0 = greedy (exact match with the baseline is expected)",
-    "top_k": "0 turns top-k off",
-    "top_p": "nucleus sampling mass, (0, 1]",
-    "min_p": "drop tokens below this fraction of the top probability",
-    "seed": "empty = a new random seed every answer",
-    "max_tokens": "longest answer, in tokens",
-    "draft_max": "fixed draft length, or the ceiling when adaptive",
-    "p_min": "stop drafting when the draft's confidence falls below this",
-    "target_gpu_layers": "-1 = every layer that fits; 0 = CPU only",
-    "draft_gpu_layers": "-1 = every layer that fits; 0 = CPU only",
-    "n_ctx": "tokens of conversation both models can hold",
-    "n_threads": "0 = every core; fewer threads help on a busy machine and with tiny models",
-    "weight_repacking": (
-        "auto, on or off. auto: on unless a one-time check finds that it crashes this CPU's "
-        "llama.cpp (Intel AMX); the SPECDECK_REPACK environment variable overrides it"
-    ),
-}
 
 
 class FieldEdit(QWidget):
@@ -59,7 +40,7 @@ class FieldEdit(QWidget):
         self._panel = panel
         self.edit = QLineEdit(self)
         self.edit.setObjectName(f"field_{name}")
-        self.edit.setToolTip(HINTS.get(name, ""))
+        self.edit.setToolTip(FIELDS[name].hint)
         self.edit.setPlaceholderText("random" if name == "seed" else "")
         self.reason = QLabel(self)
         self.reason.setObjectName(f"reason_{name}")
@@ -108,21 +89,6 @@ class SettingsPanel(QScrollArea):
 
     SAMPLING = ("temperature", "top_k", "top_p", "min_p", "seed", "max_tokens")
     MODELS = ("target_gpu_layers", "draft_gpu_layers", "n_ctx", "n_threads", "weight_repacking")
-    LABELS = {
-        "temperature": "Temperature",
-        "top_k": "Top-k",
-        "top_p": "Top-p",
-        "min_p": "Min-p",
-        "seed": "Seed",
-        "max_tokens": "Max tokens",
-        "draft_max": "Draft length",
-        "p_min": "Confidence cut-off",
-        "target_gpu_layers": "Target GPU layers",
-        "draft_gpu_layers": "Draft GPU layers",
-        "n_ctx": "Context size",
-        "n_threads": "CPU threads",
-        "weight_repacking": "Weight repacking",
-    }
 
     def __init__(self, settings: Settings, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -164,7 +130,7 @@ class SettingsPanel(QScrollArea):
         self.draft_mode.currentIndexChanged.connect(self._commit_mode)
         form.addRow("Draft length mode", self.draft_mode)
         for name in ("draft_max", "p_min"):
-            form.addRow(self.LABELS[name], self._field(name))
+            form.addRow(FIELDS[name].label, self._field(name))
         self.rule = QComboBox()
         self.rule.setObjectName("rule")
         self.rule.addItem("Rejection sampling", AcceptRule.REJECTION.value)
@@ -211,7 +177,7 @@ class SettingsPanel(QScrollArea):
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
         for name in names:
-            form.addRow(self.LABELS[name], self._field(name))
+            form.addRow(FIELDS[name].label, self._field(name))
         return box
 
     def _field(self, name: str) -> FieldEdit:
@@ -254,7 +220,7 @@ class SettingsPanel(QScrollArea):
 
     def refusal(self) -> str:
         """Why an answer cannot start with the settings as typed ("" when it can)."""
-        reasons = [f"{self.LABELS[name]}: {error}" for name, error in self.errors().items()]
+        reasons = [f"{FIELDS[name].label}: {error}" for name, error in self.errors().items()]
         if not self.prompt_reason.isHidden():
             reasons.append(f"System prompt: {self.prompt_reason.text()}")
         return "; ".join(reasons)

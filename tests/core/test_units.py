@@ -227,3 +227,14 @@ def test_a_draft_as_slow_as_its_target_is_paused_at_once_and_rarely_probed() -> 
     # doubling alone would probe at 16, 48, 112, 240, 496, 1008 and 2032 tokens; the costs
     # skip three of every four of those
     assert probes <= 2
+
+
+def test_each_setting_is_described_once_and_completely() -> None:
+    from dataclasses import fields
+
+    from app.store.settings import FIELDS, PARSERS, Settings
+
+    names = [f.name for f in fields(Settings)]
+    assert list(FIELDS) == names  # one entry per field, in the dataclass's order
+    assert all(info.label for info in FIELDS.values())
+    assert {name: info.parse for name, info in FIELDS.items()} == PARSERS
