@@ -413,7 +413,7 @@ class DraftController:
         if self.economics.steps >= 2 and not self.can_ever_pay():
             return self._pause("cost", self.economics.ratio(self.costs))
         if len(self._window) >= window and self.rolling_acceptance < self.break_even():
-            return self._pause("disagreement", self.economics.ratio(self.costs))
+            return self._pause(self._reason(disagrees=True), self.economics.ratio(self.costs))
         ratio = self.economics.ratio(self.costs)
         steps = self.economics.steps
         # A probe after a failed one is judged on fewer steps: drafting has already been seen
@@ -424,7 +424,7 @@ class DraftController:
         ):
             # slow because the draft disagrees, or because it costs too much while agreeing
             disagrees = bool(self._window) and self.rolling_acceptance < self.break_even()
-            return self._pause("disagreement" if disagrees else "cost", ratio)
+            return self._pause(self._reason(disagrees=disagrees), ratio)
         if steps >= max(window, 3):
             self._failed_probes = 0  # drafting pays: the next pause starts from a short probe
         return None
@@ -451,6 +451,16 @@ class DraftController:
             self.paused = True
             self._paused_tokens = 0
             self.probe_in = memory.probe_in
+
+    def _reason(self, *, disagrees: bool) -> str:
+        """Why drafting stops paying. A draft costing half a target pass or more needs near-
+        perfect agreement to pay: its break-even is high because of its price, so while it is
+        mostly right the price is the reason given; a draft mostly wrong disagrees."""
+        fraction = self.costs.draft_cost_fraction()
+        mostly_right = not self._window or self.rolling_acceptance >= 0.5
+        if fraction is not None and fraction >= EXPENSIVE_DRAFT and mostly_right:
+            return "cost"
+        return "disagreement" if disagrees else "cost"
 
     def can_ever_pay(self) -> bool:
         """Whether any draft length could beat the target alone even if every drafted token
