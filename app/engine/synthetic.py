@@ -104,22 +104,37 @@ def write_tiny_llama(
                 value += (jitter.standard_normal(value.shape) * noise * value.std()).astype(
                     np.float32
                 )
+    write_llama(path, shape, tensors, spm_tokenizer((tokens, scores, types), chat_template))
+    return path
+
+
+def spm_tokenizer(
+    vocab: tuple[list[str], list[float], list[int]],
+    chat_template: str | None = None,
+    *,
+    model: str = "llama",
+    add_flags: bool = True,
+) -> list[TokenizerField]:
+    """The metadata of ``vocabulary()``'s SPM vocabulary: ids 0/1/2 are unk/bos/eos."""
+    tokens, scores, types = vocab
     V = gguf.GGUFValueType
-    tokenizer: list[TokenizerField] = [
-        ("tokenizer.ggml.model", "llama", V.STRING, None),
+    fields: list[TokenizerField] = [
+        ("tokenizer.ggml.model", model, V.STRING, None),
         ("tokenizer.ggml.tokens", tokens, V.ARRAY, V.STRING),
         ("tokenizer.ggml.scores", scores, V.ARRAY, V.FLOAT32),
         ("tokenizer.ggml.token_type", types, V.ARRAY, V.INT32),
         ("tokenizer.ggml.bos_token_id", 1, V.UINT32, None),
         ("tokenizer.ggml.eos_token_id", 2, V.UINT32, None),
         ("tokenizer.ggml.unknown_token_id", 0, V.UINT32, None),
-        ("tokenizer.ggml.add_bos_token", True, V.BOOL, None),
-        ("tokenizer.ggml.add_eos_token", False, V.BOOL, None),
     ]
+    if add_flags:
+        fields += [
+            ("tokenizer.ggml.add_bos_token", True, V.BOOL, None),
+            ("tokenizer.ggml.add_eos_token", False, V.BOOL, None),
+        ]
     if chat_template:
-        tokenizer.append(("tokenizer.chat_template", chat_template, V.STRING, None))
-    _write_llama(path, shape, tensors, tokenizer)
-    return path
+        fields.append(("tokenizer.chat_template", chat_template, V.STRING, None))
+    return fields
 
 
 _DONOR_KEYS = (
@@ -184,12 +199,13 @@ def _embedded(small: dict[str, np.ndarray], shape: TinyShape, scale: int) -> dic
     return out
 
 
-def _write_llama(
+def write_llama(
     path: Path,
     shape: TinyShape,
     tensors: dict[str, np.ndarray],
     tokenizer: list[TokenizerField],
 ) -> None:
+    """A llama-architecture F32 GGUF of ``shape`` with these tensors and tokenizer fields."""
     path.parent.mkdir(parents=True, exist_ok=True)
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_name(path.stem)
@@ -242,6 +258,6 @@ def write_vocab_donor_pair(
             value[active] += (jitter.standard_normal(int(active.sum())) * noise).astype(
                 np.float32
             ) * value[active].std()
-    _write_llama(draft, small_shape, small, tokenizer)
-    _write_llama(target, wide_shape, wide, tokenizer)
+    write_llama(draft, small_shape, small, tokenizer)
+    write_llama(target, wide_shape, wide, tokenizer)
     return target, draft

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import gguf
 import numpy as np
 
-from app.engine.synthetic import TinyShape, vocabulary
+from app.engine.synthetic import TinyShape, spm_tokenizer, vocabulary, write_llama
 
 MID = TinyShape(n_embd=512, n_layer=4, n_head=8, n_head_kv=4, n_ff=1536, n_ctx=1024)
 SMALL = TinyShape(n_ctx=1024)
@@ -57,31 +56,5 @@ def write_looping_llama(
             f"blk.{i}.ffn_up.weight": np.zeros((f, e), np.float32),
             f"blk.{i}.ffn_down.weight": np.zeros((e, f), np.float32),
         }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_name(path.stem)
-    writer.add_context_length(shape.n_ctx)
-    writer.add_embedding_length(e)
-    writer.add_block_count(shape.n_layer)
-    writer.add_feed_forward_length(f)
-    writer.add_head_count(shape.n_head)
-    writer.add_head_count_kv(shape.n_head_kv)
-    writer.add_rope_dimension_count(e // shape.n_head)
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    writer.add_tokenizer_model("llama")
-    writer.add_token_list(tokens)
-    writer.add_token_scores(scores)
-    writer.add_token_types(types)
-    writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
-    writer.add_unk_token_id(0)
-    writer.add_add_bos_token(True)
-    writer.add_add_eos_token(False)
-    for name, value in tensors.items():
-        writer.add_tensor(name, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    write_llama(path, shape, tensors, spm_tokenizer((tokens, scores, types)))
     return path
