@@ -99,16 +99,26 @@ class CostModel:
     def __init__(self) -> None:
         self.verify = BatchCost()
         self.draft = BatchCost()
+        # break-even by draft length: a 30-step bisection, asked several times per step,
+        # valid until the next observation
+        self._break_even: dict[int, float] = {}
+        self._can_pay: dict[int, bool] = {}
 
     def observe_draft(self, ms_per_token: float) -> None:
         """One single-token draft pass."""
-        self.draft.observe(1, ms_per_token)
+        self.observe_draft_pass(1, ms_per_token)
 
     def observe_draft_pass(self, n_tokens: int, ms: float) -> None:
         self.draft.observe(n_tokens, ms)
+        self._forget_derived()
 
     def observe_verify(self, n_tokens: int, ms: float) -> None:
         self.verify.observe(n_tokens, ms)
+        self._forget_derived()
+
+    def _forget_derived(self) -> None:
+        self._break_even.clear()
+        self._can_pay.clear()
 
     def verify_ms(self, n_tokens: int) -> float | None:
         return self.verify.ms(n_tokens)
@@ -160,10 +170,24 @@ class CostModel:
     def best_speedup(self, acceptance: float, k_max: int) -> float:
         return max((self.speedup(acceptance, k) for k in range(1, max(k_max, 1) + 1)), default=1)
 
+    def can_ever_pay(self, k_max: int) -> bool:
+        """Whether any draft length up to ``k_max`` could beat the target alone even if every
+        drafted token were accepted (a draft as slow as its target never can)."""
+        known = self._can_pay.get(k_max)
+        if known is None:
+            known = self._can_pay[k_max] = self.best_speedup(0.999, k_max) >= 1.0
+        return known
+
     def break_even(self, k: int) -> float:
         """Smallest per-token acceptance at which draft length k beats the target alone."""
         if not self.ready() or k <= 0:
             return 0.0
+        known = self._break_even.get(k)
+        if known is None:
+            known = self._break_even[k] = self._bisect_break_even(k)
+        return known
+
+    def _bisect_break_even(self, k: int) -> float:
         low, high = 0.0, 0.999
         if self.speedup(high, k) < 1.0:
             return 1.0
@@ -463,9 +487,8 @@ class DraftController:
         return "disagreement" if disagrees else "cost"
 
     def can_ever_pay(self) -> bool:
-        """Whether any draft length could beat the target alone even if every drafted token
-        were accepted, by the measured costs (a draft as slow as its target never can)."""
-        return self.costs.best_speedup(0.999, max(self.config.draft_max, 1)) >= 1.0
+        """Whether any draft length could beat the target alone, by the measured costs."""
+        return self.costs.can_ever_pay(max(self.config.draft_max, 1))
 
     def tick_paused(self) -> bool:
         """Count one target-only token while paused; True when it is time to probe again."""
