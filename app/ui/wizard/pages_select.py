@@ -113,6 +113,36 @@ if TYPE_CHECKING:
     from app.ui.wizard.wizard import PairWizard
 
 
+class LocalFiles:
+    """Models on this computer for a wizard page: the library's files plus any the person
+    browsed to; a browsed file is selected once it has been read."""
+
+    BROWSE_TITLE = "Model (GGUF)"
+    _extra: list[str]
+    _want: str | None
+
+    def _init_local_files(self) -> None:
+        self._extra = []
+        self._want = None
+
+    def _library_paths(self) -> tuple[str, ...]:
+        return tuple(m.path for m in self.owner.library.models.values() if m.available)  # type: ignore[attr-defined]
+
+    def _browse(self) -> None:
+        path = browse_gguf(self, self.BROWSE_TITLE)  # type: ignore[arg-type]
+        if path:
+            self.add_local_file(path)
+
+    def add_local_file(self, path: str) -> None:
+        if path not in self._extra:
+            self._extra.append(path)
+        self._want = path
+        self._scan()
+
+    def _scan(self) -> None:
+        raise NotImplementedError
+
+
 class HardwarePage(Page):
     def __init__(self, wizard: PairWizard) -> None:
         super().__init__(
@@ -217,7 +247,9 @@ class HardwarePage(Page):
         return True
 
 
-class TargetPage(Page):
+class TargetPage(LocalFiles, Page):
+    BROWSE_TITLE = "Target model (GGUF)"
+
     def __init__(self, wizard: PairWizard) -> None:
         super().__init__(
             wizard,
@@ -262,8 +294,7 @@ class TargetPage(Page):
             widget.currentItemChanged.connect(lambda *_: self.completeChanged.emit())
         self.tabs.currentChanged.connect(lambda *_: self.completeChanged.emit())
         self.local: list[LocalModel] = []
-        self._extra: list[str] = []
-        self._want: str | None = None  # a browsed file, selected once it is read
+        self._init_local_files()
         self._shown_offline = False
         wizard.online_changed.connect(self._online_changed)
 
@@ -299,19 +330,7 @@ class TargetPage(Page):
 
     def _scan(self) -> None:
         self.local_status.setText("Reading the GGUF models on this computer…")
-        paths = tuple(m.path for m in self.owner.library.models.values() if m.available)
-        self.submit(ScanLocal(paths, tuple(self._extra)))
-
-    def _browse(self) -> None:
-        path = browse_gguf(self, "Target model (GGUF)")
-        if path:
-            self.add_local_file(path)
-
-    def add_local_file(self, path: str) -> None:
-        if path not in self._extra:
-            self._extra.append(path)
-        self._want = path
-        self._scan()
+        self.submit(ScanLocal(self._library_paths(), tuple(self._extra)))
 
     def _search(self) -> None:
         query = self.query.text().strip()
@@ -529,7 +548,8 @@ def cap_context(wizard: PairWizard, trained: int) -> str:
     )
 
 
-class DraftPage(Page):
+class DraftPage(LocalFiles, Page):
+    BROWSE_TITLE = "Draft model (GGUF)"
     """Drafts from the Hub (other repos, or a smaller quantization of the target), a repo the
     person types, GGUFs on this computer, or no draft model at all (n-gram drafting)."""
 
@@ -577,8 +597,7 @@ class DraftPage(Page):
         layout.addWidget(self.ngram)
         self.options: list[DraftOption] = []
         self.local: list[LocalModel] = []
-        self._extra: list[str] = []
-        self._want: str | None = None
+        self._init_local_files()
         self._typed = ""
         self._hub_done = False
         self._hub_message = ""
@@ -622,20 +641,10 @@ class DraftPage(Page):
         return self.state.inspected.vocab if self.state.inspected is not None else None
 
     def _scan(self) -> None:
-        paths = tuple(m.path for m in self.owner.library.models.values() if m.available)
         target = self.state.target_local.path if self.state.target_local else None
-        self.submit(ScanLocal(paths, tuple(self._extra), target, self._target_vocab()))  # type: ignore[arg-type]
-
-    def _browse(self) -> None:
-        path = browse_gguf(self, "Draft model (GGUF)")
-        if path:
-            self.add_local_file(path)
-
-    def add_local_file(self, path: str) -> None:
-        if path not in self._extra:
-            self._extra.append(path)
-        self._want = path
-        self._scan()
+        self.submit(
+            ScanLocal(self._library_paths(), tuple(self._extra), target, self._target_vocab())  # type: ignore[arg-type]
+        )
 
     def _check_repo(self) -> None:
         repo = self.repo.text().strip()
