@@ -8,6 +8,7 @@ speculative sampling requires.
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 
@@ -22,28 +23,37 @@ def greedy(logits: np.ndarray) -> int:
 
 _scratch = threading.local()
 
+_SAFE_EXP = 60.0  # |peak| below this: exp() of a whole row cannot overflow float32's sum
 
-def _buffer(n: int) -> np.ndarray:
-    """A float32 scratch row reused per thread: a 151,936-entry temporary per call would cost
-    an allocation and page faults on every token."""
-    buf = getattr(_scratch, "row", None)
+
+def _scratch_row(name: str, n: int, dtype: type) -> np.ndarray:
+    """A scratch row reused per thread: a 151,936-entry temporary per call would cost an
+    allocation and page faults on every token."""
+    buf = getattr(_scratch, name, None)
     if buf is None or buf.shape[0] < n:
-        buf = np.empty(n, dtype=np.float32)
-        _scratch.row = buf
+        buf = np.full(n, 1, dtype=dtype)
+        setattr(_scratch, name, buf)
     return buf[:n]
 
 
 def top_probability(logits: np.ndarray, best: int | None = None) -> float:
     """Softmax probability of the argmax token (``best``, when the caller knows it).
 
-    Three passes over the row in float32 into a reused buffer (subtract, exp, sum); the
-    pairwise float32 sum is exact to ~1e-6 relative, far below what a person reads.
+    Two passes over the row: exp in float32 into a reused buffer, then a BLAS dot with ones
+    for the sum (SIMD, about 2x faster than ``ndarray.sum``). With the peak within +-60 the
+    exp needs no shift by the peak (sum <= 151,936 * e^60 fits float32). Relative error
+    ~1e-5 at most on real rows, far below what a person reads or the calibration bins.
     """
-    peak = logits[best] if best is not None else logits.max()
-    buf = _buffer(logits.shape[0])
-    np.subtract(logits, peak, out=buf)
+    n = logits.shape[0]
+    peak = float(logits[best]) if best is not None else float(logits.max())
+    buf = _scratch_row("row", n, np.float32)
+    ones = _scratch_row("ones", n, np.float32)
+    if -_SAFE_EXP <= peak <= _SAFE_EXP:
+        np.exp(logits, out=buf)
+        return math.exp(peak) / float(np.dot(buf, ones))
+    np.subtract(logits, np.float32(peak), out=buf)
     np.exp(buf, out=buf)
-    return 1.0 / float(buf.sum())
+    return 1.0 / float(np.dot(buf, ones))
 
 
 def top_two_margin(logits: np.ndarray) -> tuple[int, int, float]:

@@ -305,7 +305,13 @@ def test_collapse_guard_falls_back_to_target_and_stays_exact(tiny_dir: Path, tin
         guards = [e for e in events if isinstance(e, GuardEvent)]
         assert guards and guards[0].paused
         assert guards[0].acceptance < guards[0].break_even
-        assert "below break-even" in guards[0].message
+        # The named reason follows the measured costs: on a loaded machine the tiny draft's
+        # pass can time as dearer than the target's, and then its price is the reason given.
+        if guards[0].reason == "disagreement":
+            assert "below break-even" in guards[0].message
+        else:
+            assert guards[0].reason == "cost"
+            assert "of a target pass" in guards[0].message
         paused_at = events.index(guards[0])
         after = [e for e in events[paused_at:] if isinstance(e, TokenEvent)]
         assert after and after[0].kind is TokenKind.TARGET
@@ -316,3 +322,29 @@ def test_collapse_guard_falls_back_to_target_and_stays_exact(tiny_dir: Path, tin
         assert check.identical or check.near_tie
     finally:
         eng.close()
+
+
+def test_target_weights_are_loaded_once_for_both_runs(engine: Engine) -> None:
+    """The target-only run gets its own KV cache over the same llama.cpp model, not a second
+    copy of the weights: llama.cpp itself reports one model pointer behind both contexts."""
+    import llama_cpp
+
+    request = GenerationRequest(engine.tokenize(PROMPTS[0]), max_tokens=4)
+    run(engine, request)
+    run(engine, replace(request, speculative=False))
+    spec_ctx, base_ctx = engine.spec_ctx, engine.base_ctx
+    assert spec_ctx.ptr != base_ctx.ptr  # two caches …
+    behind = {
+        ctypes_address(llama_cpp.llama_get_model(ctx.ptr)) for ctx in (spec_ctx, base_ctx)
+    }
+    assert behind == {ctypes_address(engine.target.ptr)}  # … one set of weights
+    assert engine.draft is not None
+    assert ctypes_address(engine.draft.ptr) not in behind
+
+
+def ctypes_address(pointer: object) -> int:
+    import ctypes
+
+    address = ctypes.cast(pointer, ctypes.c_void_p).value
+    assert address
+    return address

@@ -8,7 +8,7 @@ import pytest
 from app.engine.adaptive import CostModel, DraftController, expected_tokens
 from app.engine.config import SamplerConfig, SpecConfig
 from app.engine.ngram import propose
-from app.engine.sampling import distribution, residual, top_two_margin
+from app.engine.sampling import distribution, residual, top_probability, top_two_margin
 from app.engine.textstream import TextStream
 from app.models.compat import IncompatiblePairError, VocabInfo, check_compatible, first_mismatch
 
@@ -50,6 +50,23 @@ def test_top_two_margin() -> None:
     best, second, margin = top_two_margin(np.array([0.1, 3.0, 2.5, -1.0], dtype=np.float32))
     assert (best, second) == (1, 2)
     assert margin == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("peak", [-200.0, -30.0, 0.0, 12.0, 59.0, 61.0, 250.0])
+@pytest.mark.parametrize("scale", [0.1, 3.0, 30.0])
+def test_top_probability_matches_float64_softmax(peak: float, scale: float) -> None:
+    """Flat and peaked rows of a real vocabulary's size, with the peak on both sides of the
+    range where exp() runs without shifting by the peak."""
+    rng = np.random.default_rng(abs(int(peak * 7 + scale * 3)))
+    row = (rng.standard_normal(151_936) * scale).astype(np.float32)
+    best = 4321
+    row[best] = row.max() + 2.0
+    row += np.float32(peak - row[best])
+    exact = 1.0 / np.exp(row.astype(np.float64) - float(row[best])).sum()
+    assert top_probability(row, best) == pytest.approx(exact, rel=2e-5)
+    assert top_probability(row) == pytest.approx(exact, rel=2e-5)
+    small = np.array([1.0, 3.0, 2.0], dtype=np.float32)  # a shorter row after a longer one
+    assert top_probability(small, 1) == pytest.approx(1 / (1 + np.exp(-2) + np.exp(-1)))
 
 
 def test_ngram_proposes_continuation_of_latest_match() -> None:
