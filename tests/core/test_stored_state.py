@@ -396,7 +396,7 @@ def test_library_file_is_read_bounded_and_type_checked(tmp_path: Path) -> None:
         json.dumps({"models": [model], "profiles": [profile], "active": "p"})
     )  # version 1: no version key
     library = Library(tmp_path)
-    assert library.models["file:/m.gguf"].parts == ("/m.gguf",) and library.active == "p"
+    assert library.models["file:/m.gguf"].parts == ("/m.gguf",) and library.v1_active == "p"
     library.save()
     assert json.loads(library_file.read_text())["version"] == LIBRARY_SCHEMA.current
     assert Library(tmp_path).models == library.models

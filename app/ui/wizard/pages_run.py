@@ -484,6 +484,7 @@ class FinishPage(Page):
         layout.addWidget(self.status)
         layout.addStretch(1)
         self.saved: str | None = None
+        self.activated: str | None = None  # the saved pair, when it is to be loaded now
 
     def initializePage(self) -> None:  # noqa: N802 - Qt name
         s = self.state
@@ -511,11 +512,12 @@ class FinishPage(Page):
         )
         activate = s.activate or s.draft_ngram
         try:
-            self.owner.library.save_profile(profile, make_active=activate)
+            self.owner.library.save_profile(profile)
         except LibraryError as exc:
             self.status.setText(error_html(str(exc)))
             return
         self.saved = profile.name
+        self.activated = profile.name if activate else None
         where = (
             "is now the active pair"
             if activate
