@@ -107,8 +107,9 @@ def test_context_too_small_for_the_default_answer_resets_both(tmp_path: Path) ->
 
 
 def test_unversioned_file_of_today_loads_unchanged_and_is_saved_with_a_version(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("SPECDECK_DATA_DIR", str(tmp_path / "data"))  # no library: no pair name
     custom = Settings(
         temperature=0.3,
         top_k=7,

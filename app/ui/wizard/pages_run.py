@@ -487,6 +487,7 @@ class FinishPage(Page):
         self.activated: str | None = None  # the saved pair, when it is to be loaded now
 
     def initializePage(self) -> None:  # noqa: N802 - Qt name
+        self.activated = None
         s = self.state
         cal = None if s.draft_ngram else s.calibration
         assert s.target_model_id is not None
