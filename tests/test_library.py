@@ -49,7 +49,7 @@ def test_profiles_and_delete(library: Library, tmp_path: Path) -> None:
     target = library.add_downloaded("acme/Big", [downloaded])
     draft = library.import_gguf(write_gguf(tmp_path / "small.gguf"))
     library.save_profile(Profile("Big + small", target.id, draft.id, n_ctx=2048))
-    assert library.active_profile() is not None
+    assert list(library.profiles) == ["Big + small"]
     assert library.pairs_using(draft.id) == ["Big + small"]
     assert library.unique_profile_name("Big + small") == "Big + small (2)"
     t_spec, d_spec = library.model_specs(library.profiles["Big + small"])
@@ -58,7 +58,7 @@ def test_profiles_and_delete(library: Library, tmp_path: Path) -> None:
         library.delete_model(target.id)
     library.delete_model(target.id, force=True)
     assert not Path(target.path).exists()  # downloaded: the file goes
-    assert library.profiles == {} and library.active is None
+    assert library.profiles == {}
     library.delete_model(draft.id)
     assert Path(draft.path).exists()  # imported: the file stays where the person put it
     with pytest.raises(LibraryError, match="not in the library"):

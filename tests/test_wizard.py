@@ -172,7 +172,7 @@ def test_wizard_to_saved_active_pair(qtbot, tiny_hub: FakeHub, tmp_path: Path) -
     assert not wizard.client._thread.isRunning()
     assert wizard.client.worker._engine is None  # the calibration's models are freed
     reloaded = Library()
-    assert reloaded.active == "Tiny pair"
+    assert wizard.page_finish.activated == "Tiny pair"  # the window loads it now
     profile = reloaded.profiles["Tiny pair"]
     assert profile.n_ctx == 512 and profile.draft is not None
     assert profile.draft_max == cal.draft_max

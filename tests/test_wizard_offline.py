@@ -166,7 +166,7 @@ def test_offline_pair_from_models_on_this_computer(
     finally:
         wizard.accept()
     library = Library()
-    assert library.active == "Offline pair"
+    assert wizard.page_finish.activated == "Offline pair"  # the window loads it now
     target, draft = library.model_specs(library.profiles["Offline pair"])
     assert Path(target.path) == local_models["target"]
     assert draft is not None and Path(draft.path) == local_models["draft"]
@@ -280,4 +280,4 @@ def test_draft_dead_end_offers_quantization_typed_repo_and_ngram(  # type: ignor
         wizard.accept()
     library = Library()
     profile = library.profiles["Lonely-1B + n-gram"]
-    assert profile.draft is None and library.active == profile.name
+    assert profile.draft is None and wizard.page_finish.activated == profile.name

@@ -2,8 +2,10 @@
 
 ``library.json`` lives in the user data folder (``SPECDECK_DATA_DIR`` overrides it, which
 tests use). It lists downloaded and imported GGUF models with the facts read from their
-headers, and named profiles (a target, an optional draft and their settings), one of which
-is active. Writes are atomic so a crash never leaves a half-written library.
+headers, and named profiles (saved pairs: a target, an optional draft and their settings).
+Which pair is current is not kept here but in the settings, with the saved pair's name
+(``app.store.current_pair`` says why). Writes are atomic so a crash never leaves a
+half-written library.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 from app.engine.config import ModelSpec
 from app.models.gguf_header import GGUFFormatError, model_facts, read_local_header
 from app.models.hub import SPLIT_RE, unsafe_repo_id_reason
+from app.store.current_pair import LIBRARY_FILE, LIBRARY_LIMIT, V1_ACTIVE_KEY, same_file
 from app.store.fileio import (
     StoredFileError,
     atomic_write_text,
@@ -25,13 +28,22 @@ from app.store.fileio import (
     json_text,
     read_json_object,
 )
-from app.store.migrations import MigrationError, Schema, upgrade
+from app.store.migrations import Document, MigrationError, Schema, upgrade
 from app.store.paths import data_dir
 
-LIBRARY_LIMIT = 64 << 20  # bytes; thousands of models fit in a few MB
+
+def _forget_the_active_pair(document: Document) -> Document:
+    """Version 1 -> 2: the current pair moved to the settings. What version 1 called active
+    is kept, as a record only, for the settings' own upgrade (``app.store.current_pair``)."""
+    active = document.pop("active", None)
+    if active is not None:
+        document[V1_ACTIVE_KEY] = active
+    return document
+
+
 # Format versions of library.json ("version"; a file without it is version 1). A change of
 # format bumps ``current`` and appends the step from the previous version.
-LIBRARY_SCHEMA = Schema("model library", current=1, steps=())
+LIBRARY_SCHEMA = Schema("model library", current=2, steps=(_forget_the_active_pair,))
 LIBRARY_VERSION = LIBRARY_SCHEMA.current
 
 
@@ -221,10 +233,10 @@ class Library:
         self.root = root or data_dir()
         # Only files in here are SpecDeck's own downloads, which delete_model may remove.
         self.models_root = models_root or self.root / "models"
-        self.file = self.root / "library.json"
+        self.file = self.root / LIBRARY_FILE
         self.models: dict[str, LibraryModel] = {}
         self.profiles: dict[str, Profile] = {}
-        self.active: str | None = None
+        self.v1_active: str | None = None  # a record for the settings' upgrade, nothing more
         self._load()
 
     def _load(self) -> None:
@@ -249,14 +261,14 @@ class Library:
         try:
             models = [_model_from_json(raw) for raw in _list_of(upgraded.data, "models")]
             profiles = [_profile_from_json(raw) for raw in _list_of(upgraded.data, "profiles")]
-            active = upgraded.data.get("active")
-            if active is not None and not isinstance(active, str):
+            v1_active = upgraded.data.get(V1_ACTIVE_KEY)
+            if v1_active is not None and not isinstance(v1_active, str):
                 raise ValueError("'active' is not a pair name")
         except (ValueError, TypeError, KeyError) as exc:
             raise self._damaged(exc) from exc
         self.models = {model.id: model for model in models}
         self.profiles = {profile.name: profile for profile in profiles}
-        self.active = active
+        self.v1_active = v1_active
 
     def _damaged(self, exc: Exception) -> LibraryError:
         reason = exc if isinstance(exc, StoredFileError) else f"{type(exc).__name__}: {exc}"
@@ -270,8 +282,9 @@ class Library:
             LIBRARY_SCHEMA.key: LIBRARY_SCHEMA.current,
             "models": [asdict(m) for m in self.models.values()],
             "profiles": [asdict(p) for p in self.profiles.values()],
-            "active": self.active,
         }
+        if self.v1_active is not None:
+            data[V1_ACTIVE_KEY] = self.v1_active
         atomic_write_text(self.file, json_text(data, indent=2))
 
     # --- models -------------------------------------------------------------------------
@@ -363,7 +376,7 @@ class Library:
 
     # --- profiles -----------------------------------------------------------------------
 
-    def save_profile(self, profile: Profile, *, make_active: bool = True) -> Profile:
+    def save_profile(self, profile: Profile) -> Profile:
         for model_id in (profile.target, profile.draft):
             if model_id is not None and model_id not in self.models:
                 raise LibraryError(
@@ -372,20 +385,16 @@ class Library:
         if not profile.name.strip():
             raise LibraryError("a pair needs a name")
         self.profiles[profile.name] = profile
-        if make_active:
-            self.active = profile.name
         self.save()
         return profile
 
     def delete_profile(self, name: str, *, save: bool = True) -> None:
         self.profiles.pop(name, None)
-        if self.active == name:
-            self.active = None
         if save:
             self.save()
 
     def rename_profile(self, old: str, new: str) -> Profile:
-        """Rename a saved pair, keeping its place as the active one."""
+        """Rename a saved pair (the settings follow when it is the current one)."""
         if old not in self.profiles:
             raise LibraryError(f"there is no pair named {old!r}")
         if not new.strip():
@@ -396,19 +405,17 @@ class Library:
         self.profiles = {
             (new if k == old else k): (renamed if k == old else v) for k, v in self.profiles.items()
         }
-        if self.active == old:
-            self.active = new
         self.save()
         return renamed
 
-    def set_active(self, name: str) -> None:
-        if name not in self.profiles:
-            raise LibraryError(f"there is no pair named {name!r}")
-        self.active = name
-        self.save()
-
-    def active_profile(self) -> Profile | None:
-        return self.profiles.get(self.active) if self.active else None
+    def current_profile(self, name: str, target_path: str | None) -> Profile | None:
+        """The saved pair ``name`` when it describes the current pair, whose target is
+        ``target_path``: None when there is no such pair or its target is another file."""
+        profile = self.profiles.get(name) if name else None
+        model = self.models.get(profile.target) if profile is not None else None
+        if model is None or not target_path or not same_file(model.path, target_path):
+            return None
+        return profile
 
     def unique_profile_name(self, base: str) -> str:
         name, n = base, 2

@@ -4,6 +4,9 @@ The file lives under platformdirs' ``user_config_dir("specdeck")``; the environm
 ``SPECDECK_CONFIG_DIR`` overrides the directory (tests, portable installs). Every field can
 be parsed from the text a person typed, and a refused value comes back with the reason, so
 the settings panel can say why instead of silently clamping. No Qt here.
+
+The settings own the current pair: its files, its draft source and the name of the saved
+pair it came from (``app.store.current_pair`` says why here and not in the library).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from app.engine.config import (
     SpecConfig,
 )
 from app.engine.repacking import CHOICES as REPACK_CHOICES
+from app.store.current_pair import LIBRARY_FILE, MAX_PAIR_NAME, adopt_v1_active_pair
 from app.store.fileio import (
     StoredFileError,
     atomic_write_text,
@@ -32,8 +36,8 @@ from app.store.fileio import (
     move_aside,
     read_json_object,
 )
-from app.store.migrations import MigrationError, Schema, upgrade
-from app.store.paths import config_dir
+from app.store.migrations import Document, MigrationError, Schema, upgrade
+from app.store.paths import config_dir, data_dir
 
 SETTINGS_FILE = "settings.json"
 COLOUR_STYLES = ("colour", "underline", "background", "off")
@@ -60,6 +64,7 @@ class Settings:
     target_path: str = ""
     draft_path: str = ""
     draft_source: str = DraftSource.MODEL.value
+    pair_name: str = ""  # the saved pair the files came from; "" for files chosen directly
     target_gpu_layers: int = -1
     draft_gpu_layers: int = -1
     n_ctx: int = 4096
@@ -206,6 +211,14 @@ def _model_path(text: str) -> str:
     return text
 
 
+def _pair_name(text: str) -> str:
+    if "\x00" in text:
+        raise Invalid("a pair name must not contain a NUL character")
+    if len(text) > MAX_PAIR_NAME:
+        raise Invalid(f"a pair name must be at most {MAX_PAIR_NAME} characters long")
+    return text
+
+
 @dataclass(frozen=True)
 class FieldInfo:
     """Everything said about one setting, in one place: how typed text is parsed and
@@ -249,6 +262,7 @@ FIELDS: dict[str, FieldInfo] = {
     "target_path": FieldInfo(_model_path, "Target model"),
     "draft_path": FieldInfo(_model_path, "Draft model"),
     "draft_source": FieldInfo(_choice(tuple(s.value for s in DraftSource)), "Draft source"),
+    "pair_name": FieldInfo(_pair_name, "Saved pair"),
     "target_gpu_layers": FieldInfo(
         _int_in(-1, 999, _LAYERS), "Target GPU layers", "-1 = every layer that fits; 0 = CPU only"
     ),
@@ -324,9 +338,16 @@ def validate(settings: Settings) -> dict[str, str]:
 # --- persistence --------------------------------------------------------------------------
 
 SETTINGS_LIMIT = 1 << 20  # bytes; real files are about 1 KB plus the system prompt
+
+
+def _name_the_current_pair(document: Document) -> Document:
+    """Version 1 -> 2: "pair_name" joins the files (version 1 kept it in the library)."""
+    return adopt_v1_active_pair(document, data_dir() / LIBRARY_FILE)
+
+
 # Format versions of settings.json: a file without "version" is version 1. A change of format
 # bumps SETTINGS_SCHEMA.current and appends the step from the previous version.
-SETTINGS_SCHEMA = Schema("settings", current=1, steps=())
+SETTINGS_SCHEMA = Schema("settings", current=2, steps=(_name_the_current_pair,))
 _HINTS = get_type_hints(Settings)
 _KIND_WORDS = {bool: "true or false", int: "a whole number", float: "a number", str: "text"}
 

@@ -124,6 +124,7 @@ class MainWindow(QMainWindow):
         self.client = EngineClient(self)
         self.loaded: PairLoaded | None = None
         self.pair_kv_type = "f16"  # the KV cache type of the chosen saved pair
+        self.pair_name = self.settings.pair_name  # the chosen saved pair ("" for plain files)
         self._loaded_key: tuple[object, ...] | None = None
         self._verdict: Judgement | None = None
         self._answer_settings: Settings = self.settings  # the settings the answer ran with
@@ -182,7 +183,7 @@ class MainWindow(QMainWindow):
         self._restore_layout()
         self._follow_theme()
         if autoload and is_existing_file(self.settings.target_path):
-            self.pair_kv_type = active_pair_kv_type(self.settings.target_path)
+            self.pair_kv_type = active_pair_kv_type(self.pair_name, self.settings.target_path)
             self.load_pair(
                 self.settings.target_path,
                 self.settings.draft_path or None,
@@ -278,6 +279,7 @@ class MainWindow(QMainWindow):
         self.pair_bar.change_requested.connect(self.change_pair)
         self.pair_bar.files_requested.connect(lambda: self.change_pair(files=True))
         self.pair_bar.saved_pair_requested.connect(lambda name: self.change_pair(saved=name))
+        self.pair_bar.current_renamed.connect(self._pair_renamed)
         self.pair_bar.demo_requested.connect(self.load_demo)
         self.pair_bar.source_changed.connect(self._source_changed)
         self.chat.send_requested.connect(self.send)
@@ -383,7 +385,7 @@ class MainWindow(QMainWindow):
         kv = self.pair_kv_type
         draft_spec = replace(s.draft_spec(draft), kv_type=kv) if draft else None
         self.pair_bar.set_busy("Loading models…")
-        self.pair_bar.show_pair(target, draft, source)
+        self.pair_bar.show_pair(target, draft, source, self.pair_name)
         return self.client.load(
             LoadPair(replace(s.target_spec(target), kv_type=kv), draft_spec, source)
         )
@@ -391,6 +393,7 @@ class MainWindow(QMainWindow):
     def load_demo(self) -> int:
         s = self.settings
         self.pair_bar.set_busy("Preparing the demo pair…")
+        self.pair_name = ""
         spec = s.target_spec("")
         return self.client.load(LoadPair(spec, s.draft_spec(""), DraftSource.MODEL, demo=True))
 
@@ -408,6 +411,7 @@ class MainWindow(QMainWindow):
         """Load a chosen pair with the settings it was saved with (context size, KV cache
         type, draft length); a pair of plain files keeps the window's settings."""
         self.pair_kv_type = choice.settings.kv_type if choice.settings else "f16"
+        self.pair_name = choice.settings.name if choice.settings else ""
         if choice.settings is not None:
             changes = choice.settings.settings_changes()
             # The new pair loads with these below: the old one is not reloaded for them.
@@ -434,7 +438,9 @@ class MainWindow(QMainWindow):
         draft = self.settings.draft_path or None
         if source is DraftSource.MODEL and not draft:
             self.chat.error_banner.show_text("No draft model chosen yet: use Change pair….")
-            self.pair_bar.show_pair(self.settings.target_path, None, DraftSource.NGRAM)
+            self.pair_bar.show_pair(
+                self.settings.target_path, None, DraftSource.NGRAM, self.pair_name
+            )
             return
         self.load_pair(self.settings.target_path, draft, source)
 
@@ -447,6 +453,11 @@ class MainWindow(QMainWindow):
         current = (self.loaded.draft_source, self.loaded.draft_path) if self.loaded else None
         if target and current != (source, draft):
             self.load_pair(target, draft, source)
+
+    def _pair_renamed(self, name: str) -> None:
+        """The current saved pair was renamed ("" when deleted) in the saved-pairs dialog."""
+        self.pair_name = name
+        self.settings_panel.update_settings(pair_name=name)
 
     def reload_pair(self) -> None:
         """Start the engine again with the pair it had before it died."""
@@ -488,10 +499,13 @@ class MainWindow(QMainWindow):
         self._engine_lost = False
         self.reload_button.hide()
         self._set_loading(None)
-        self.pair_bar.show_pair(message.target_path, message.draft_path, message.draft_source)
+        self.pair_bar.show_pair(
+            message.target_path, message.draft_path, message.draft_source, self.pair_name
+        )
         changes: dict[str, object] = {
             "target_path": message.target_path,
             "draft_source": DraftSource(message.draft_source).value,
+            "pair_name": self.pair_bar.current_name or "",
         }
         if message.draft_path:
             changes["draft_path"] = message.draft_path

@@ -40,6 +40,7 @@ class PairBar(QFrame):
     files_requested = Signal()  # local GGUF files
     demo_requested = Signal()
     saved_pair_requested = Signal(str)  # the name of a saved pair
+    current_renamed = Signal(str)  # the current saved pair's new name; "" when deleted
     source_changed = Signal(object)  # DraftSource
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -53,6 +54,7 @@ class PairBar(QFrame):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(8, 4, 8, 4)
         layout.setSpacing(6)
+        self.current_name: str | None = None  # the saved pair shown, None for plain files
         self.pair_name = self._pair(layout, "Pair")
         self.pair_name.setMaximumWidth(PAIR_NAME_WIDTH)
         self.target = self._pair(layout, "Target")
@@ -117,7 +119,7 @@ class PairBar(QFrame):
             for name in sorted(library.profiles, key=str.lower):
                 action = self.menu.addAction(name)
                 action.setCheckable(True)
-                action.setChecked(name == library.active)
+                action.setChecked(name == self.current_name)
                 action.triggered.connect(
                     lambda _checked=False, n=name: self.saved_pair_requested.emit(n)
                 )
@@ -132,10 +134,18 @@ class PairBar(QFrame):
         except LibraryError as exc:
             self.status.setText(str(exc))
             return
-        SavedPairsDialog(library, self).exec()
-        self.show_pair_name(active_pair_name(self.target.toolTip() or None))
+        dialog = SavedPairsDialog(library, self, self.current_name)
+        dialog.exec()
+        self.follow_saved_pairs(dialog.current)
+
+    def follow_saved_pairs(self, current: str | None) -> None:
+        """After renames and deletes: show the current pair's name and tell the window."""
+        if current != self.current_name:
+            self.show_pair_name(current)
+            self.current_renamed.emit(current or "")
 
     def show_pair_name(self, name: str | None) -> None:
+        self.current_name = name
         self.pair_name.setText(name or "—")  # an ElidedLabel: it elides to the room it has
         self.pair_name.setToolTip(
             f"Saved pair “{name}”" if name else "Not a saved pair (files chosen directly)"
@@ -158,10 +168,13 @@ class PairBar(QFrame):
         layout.addSpacing(8)
         return value
 
-    def show_pair(self, target: str | None, draft: str | None, source: DraftSource) -> None:
+    def show_pair(
+        self, target: str | None, draft: str | None, source: DraftSource, saved: str = ""
+    ) -> None:
+        """Show a pair's files; ``saved`` is the saved pair they came from ("" for none)."""
         self.target.setText(Path(target).name if target else "none loaded")
         self.target.setToolTip(target or "")
-        self.show_pair_name(active_pair_name(target))
+        self.show_pair_name(active_pair_name(saved, target))
         if source is DraftSource.NGRAM:
             self.draft.setText("n-gram (prompt lookup)")
             self.draft.setToolTip("")

@@ -1,7 +1,9 @@
 """How "Change pair…" asks for a pair: a saved pair, the pair wizard, or file pickers.
 
 Everything ends in a ``PairChoice``; a saved pair (and so the wizard's) also brings the
-``PairSettings`` it was saved with, which the window applies before it loads the pair.
+``PairSettings`` it was saved with, which the window applies before it loads the pair. Which
+saved pair is current is the settings' ``pair_name`` (see ``app.store.current_pair``): the
+window keeps it, and the functions here only look the name up in the library.
 """
 
 from __future__ import annotations
@@ -62,45 +64,31 @@ def pair_settings(profile: Profile) -> PairSettings:
 
 
 def choice_for_profile(library: Library, name: str) -> PairChoice:
-    """The saved pair ``name``, made active; raises ``LibraryError`` when it cannot load."""
+    """The saved pair ``name``; raises ``LibraryError`` when it cannot load."""
     profile = library.profiles.get(name)
     if profile is None:
         raise LibraryError(f"there is no saved pair named {name!r}")
     target, draft = library.model_specs(profile)
-    library.set_active(name)
     source = DraftSource.MODEL if draft is not None else DraftSource.NGRAM
     return PairChoice(
         target.path, draft.path if draft is not None else None, source, pair_settings(profile)
     )
 
 
-def active_pair_name(target_path: str | None) -> str | None:
-    """The active saved pair's name when ``target_path`` is its target, else None."""
-    if not target_path:
-        return None
+def active_pair_name(name: str, target_path: str | None) -> str | None:
+    """``name`` when it is a saved pair whose target is ``target_path``, else None."""
     try:
-        library = Library()
+        profile = Library().current_profile(name, target_path)
     except LibraryError:
         return None
-    profile = library.active_profile()
-    model = library.models.get(profile.target) if profile is not None else None
-    if profile is None or model is None:
-        return None
-    try:
-        same = Path(model.path).resolve() == Path(target_path).resolve()
-    except (OSError, RuntimeError):
-        return None
-    return profile.name if same else None
+    return profile.name if profile is not None else None
 
 
-def active_pair_kv_type(target_path: str) -> str:
-    """The KV cache type to reload ``target_path`` with: the active saved pair's when that
+def active_pair_kv_type(name: str, target_path: str) -> str:
+    """The KV cache type to reload ``target_path`` with: the saved pair ``name``'s when that
     pair's target it is (the other settings persist in the window's own settings)."""
-    name = active_pair_name(target_path)
-    if name is None:
-        return "f16"
     try:
-        profile = Library().profiles.get(name)
+        profile = Library().current_profile(name, target_path)
     except LibraryError:
         return "f16"
     return pair_settings(profile).kv_type if profile is not None else "f16"
@@ -116,11 +104,10 @@ def _from_wizard(parent: QWidget) -> PairChoice | None | bool:
     saved: list[str] = []
     wizard.profile_saved.connect(saved.append)
     wizard.exec()
-    library = wizard.library
     # A pair saved without being made active (the person kept the current one) does not load.
-    if not saved or library.active != saved[-1]:
+    if not saved or wizard.page_finish.activated != saved[-1]:
         return None
-    return choice_for_profile(library, saved[-1])
+    return choice_for_profile(wizard.library, saved[-1])
 
 
 def _from_files(parent: QWidget, start: str) -> PairChoice | None:
@@ -159,12 +146,16 @@ def choose_pair(
 
 
 class SavedPairsDialog(QDialog):
-    """Rename and delete saved pairs (the models stay in the library)."""
+    """Rename and delete saved pairs (the models stay in the library). ``current`` is the
+    current pair's name, followed through renames (None once it is deleted)."""
 
-    def __init__(self, library: Library, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, library: Library, parent: QWidget | None = None, current: str | None = None
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Saved pairs")
         self.library = library
+        self.current = current
         self.list = QListWidget()
         self.list.currentItemChanged.connect(lambda *_: self._enable())
         self.message = QLabel()
@@ -189,7 +180,7 @@ class SavedPairsDialog(QDialog):
     def refresh(self, select: str | None = None) -> None:
         self.list.clear()
         for name in sorted(self.library.profiles, key=str.lower):
-            active = " (active)" if name == self.library.active else ""
+            active = " (active)" if name == self.current else ""
             item = QListWidgetItem(f"{name}{active}")
             item.setData(256, name)
             self.list.addItem(item)
@@ -216,10 +207,12 @@ class SavedPairsDialog(QDialog):
 
     def rename(self, old: str, new: str) -> bool:
         try:
-            self.library.rename_profile(old, new.strip()[:MAX_PAIR_NAME])
+            renamed = self.library.rename_profile(old, new.strip()[:MAX_PAIR_NAME])
         except LibraryError as exc:
             self.message.setText(str(exc))
             return False
+        if self.current == old:
+            self.current = renamed.name
         self.message.setText("")
         self.refresh(select=new.strip()[:MAX_PAIR_NAME])
         return True
@@ -236,4 +229,6 @@ class SavedPairsDialog(QDialog):
 
     def delete(self, name: str) -> None:
         self.library.delete_profile(name)
+        if self.current == name:
+            self.current = None
         self.refresh()

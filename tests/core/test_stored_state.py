@@ -107,8 +107,9 @@ def test_context_too_small_for_the_default_answer_resets_both(tmp_path: Path) ->
 
 
 def test_unversioned_file_of_today_loads_unchanged_and_is_saved_with_a_version(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("SPECDECK_DATA_DIR", str(tmp_path / "data"))  # no library: no pair name
     custom = Settings(
         temperature=0.3,
         top_k=7,
@@ -396,7 +397,7 @@ def test_library_file_is_read_bounded_and_type_checked(tmp_path: Path) -> None:
         json.dumps({"models": [model], "profiles": [profile], "active": "p"})
     )  # version 1: no version key
     library = Library(tmp_path)
-    assert library.models["file:/m.gguf"].parts == ("/m.gguf",) and library.active == "p"
+    assert library.models["file:/m.gguf"].parts == ("/m.gguf",) and library.v1_active == "p"
     library.save()
     assert json.loads(library_file.read_text())["version"] == LIBRARY_SCHEMA.current
     assert Library(tmp_path).models == library.models

@@ -484,8 +484,10 @@ class FinishPage(Page):
         layout.addWidget(self.status)
         layout.addStretch(1)
         self.saved: str | None = None
+        self.activated: str | None = None  # the saved pair, when it is to be loaded now
 
     def initializePage(self) -> None:  # noqa: N802 - Qt name
+        self.activated = None
         s = self.state
         cal = None if s.draft_ngram else s.calibration
         assert s.target_model_id is not None
@@ -511,11 +513,12 @@ class FinishPage(Page):
         )
         activate = s.activate or s.draft_ngram
         try:
-            self.owner.library.save_profile(profile, make_active=activate)
+            self.owner.library.save_profile(profile)
         except LibraryError as exc:
             self.status.setText(error_html(str(exc)))
             return
         self.saved = profile.name
+        self.activated = profile.name if activate else None
         where = (
             "is now the active pair"
             if activate
