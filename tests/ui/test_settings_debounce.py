@@ -8,7 +8,7 @@ from PySide6.QtCore import QTimer
 
 from app.store.settings import Settings, SettingsStore
 from app.ui.settings_panel import PROMPT_DEBOUNCE_MS, SettingsPanel
-from tests.ui.conftest import live_threads_and_timers
+from tests.ui.conftest import live_threads_and_timers, load
 
 
 def _panel(qtbot) -> tuple[SettingsPanel, list[Settings]]:  # noqa: ANN001
@@ -75,3 +75,16 @@ def test_nothing_typed_is_lost_when_the_window_closes_at_once(make_window, qtbot
     again = make_window()
     assert again.settings_panel.system_prompt.toPlainText() == "Be brief."
     assert again.settings_panel.fields["max_tokens"].edit.text() == "77"
+
+
+def test_a_model_field_typed_before_closing_is_kept_and_the_close_still_ends(
+    make_window,  # noqa: ANN001
+    qtbot,  # noqa: ANN001
+    tiny_pair,  # noqa: ANN001
+) -> None:
+    window = make_window(Settings(n_ctx=1024, n_threads=1))
+    load(window, qtbot, *tiny_pair)
+    window.settings_panel.fields["n_ctx"].edit.setText("2048")  # needs a reload when applied
+    window.close()  # applies it on the way out; the engine still stops
+    qtbot.waitUntil(lambda: not window.client.running, timeout=30_000)
+    assert SettingsStore().load().n_ctx == 2048
