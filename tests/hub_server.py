@@ -4,7 +4,8 @@ It speaks the part of the Hub HTTP API that huggingface_hub 2.x uses for our fea
 ``/api/models`` search, ``/api/models/{repo}/tree/{rev}``, ``/api/models/{repo}/revision/{rev}``,
 ``/api/whoami-v2`` and ``/{repo}/resolve/{rev}/{file}`` (HEAD, GET, Range) with the ETag /
 X-Linked-Etag / X-Linked-Size / X-Repo-Commit headers. It can answer 401 for a gated repo,
-404, drop a connection part-way through a file, report a wrong sha256, and slow down.
+404, drop a connection part-way through a file, report a wrong sha256, slow down, and answer
+a given status (503, 429 with ``Retry-After``…) to the next requests for a path (``fail_next``).
 
 It can also be hostile (``FakeHub.hostile``, see :class:`Hostile`): endless bodies, a byte
 every few seconds, wrong ranges, redirects elsewhere, raw listing bodies, endless pages.
@@ -97,6 +98,8 @@ class FakeHub:
         self.repos: dict[str, FakeRepo] = {}
         self.valid_tokens = {"hf_valid_test_token"}
         self.drop_after: dict[str, list[int]] = {}  # file name -> byte counts, one per GET
+        # "GET /api/models/a/b/tree/main" -> (status, extra headers), one per request, then normal
+        self.fail_next: dict[str, list[tuple[int, dict[str, str]]]] = {}
         self.chunk_delay_s = 0.0
         self.hostile = Hostile()
         self.sent: dict[str, int] = {}  # file name -> body bytes the client accepted
@@ -152,6 +155,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.hub.log.append(
             Logged(self.command, path, self.headers.get("Range"), self.headers.get("Authorization"))
         )
+        failures = self.hub.fail_next.get(f"{self.command} {path}")
+        if failures:
+            status, headers = failures.pop(0)
+            return self._json({"error": f"HTTP {status} from the test Hub"}, status, headers)
         query = parse_qs(parts.query)
         if path == "/api/models":
             return self._search(query)

@@ -22,6 +22,7 @@ from app.engine.engine_protocol import (
     BenchRequest,
     CancelFlag,
     ChatPromptRequest,
+    ChildLaunch,
     CloseRequest,
     CompareRequest,
     DoneReply,
@@ -52,7 +53,7 @@ def _device_description(spec: ModelSpec) -> str:
 class _ChildSession:
     """Runs in the engine process: owns the Engine, answers one request at a time."""
 
-    def __init__(self, conn: Connection, cancel: Any) -> None:
+    def __init__(self, conn: Connection, cancel: CancelFlag) -> None:
         self.conn = conn
         self.cancel = cancel
         self.engine: Any = None
@@ -215,15 +216,16 @@ def _redirect_stderr(log_path: str) -> None:
         pass
 
 
-def child_main(conn: Connection, cancel: CancelFlag, log_path: str) -> None:
+def child_main(launch: ChildLaunch) -> None:
     """Entry point of the engine process."""
     import faulthandler
 
     os.environ.setdefault("GGML_NO_BACKTRACE", "1")  # no gdb attach on an abort
-    _redirect_stderr(log_path)
+    _redirect_stderr(launch.log_path)
     with contextlib.suppress(Exception):
         faulthandler.enable(file=sys.__stderr__ or sys.stderr)
-    session = _ChildSession(conn, cancel)
+    conn = launch.conn
+    session = _ChildSession(conn, launch.cancel)
     try:
         while True:
             try:

@@ -34,11 +34,13 @@ from app.engine.engine_child import child_main
 from app.engine.engine_protocol import (
     CLOSE_SECONDS,
     LOG_TAIL_BYTES,
+    PROCESS_NAME,
     TEMPLATE_SECONDS,
     BenchRequest,
     CancelFlag,
     ChatPromptRequest,
     ChatTemplateHung,
+    ChildLaunch,
     CloseRequest,
     CompareRequest,
     DoneReply,
@@ -119,9 +121,8 @@ class EngineHost:
         os.close(handle)
         self._log_path = Path(log_name)
         parent_end, child_end = self._context.Pipe(duplex=True)
-        process = self._context.Process(
-            target=child_main, args=(child_end, self._cancel, log_name), name="specdeck-engine"
-        )
+        launch = ChildLaunch(child_end, self._cancel, log_name)
+        process = self._context.Process(target=child_main, args=(launch,), name=PROCESS_NAME)
         process.start()
         child_end.close()  # so that the child's death reads as end-of-file here
         self._process, self._conn = process, parent_end

@@ -14,6 +14,7 @@ import pickle
 import signal
 import traceback
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import Any
 
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec
@@ -25,6 +26,7 @@ TEMPLATE_SECONDS = 5.0  # a chat template that renders longer than this is broke
 CLOSE_SECONDS = 10.0
 LOG_TAIL_BYTES = 4096
 PROGRESS_STEP = 0.01  # send load progress when it moved by 1 %
+PROCESS_NAME = "specdeck-engine"
 
 # --- requests (parent -> child) -----------------------------------------------------------
 
@@ -274,3 +276,16 @@ class CancelFlag:
 
     def is_set(self) -> bool:
         return bool(self._byte.value)
+
+
+@dataclass(frozen=True)
+class ChildLaunch:
+    """What the engine process starts with: ``EngineHost`` builds it, ``child_main`` reads it.
+
+    Pickled by the "spawn" start method, which hands the pipe end and the shared cancel byte
+    over to the child.
+    """
+
+    conn: Connection  # the child's end of the duplex pipe
+    cancel: CancelFlag  # written by the parent only
+    log_path: str  # the child's stderr (native messages) goes here; the parent reads its tail

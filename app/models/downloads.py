@@ -44,10 +44,12 @@ from app.models.hub import (
 from app.models.hub_http import (
     DEFAULT_STALL_TIMEOUT_S,
     BadResponse,
+    RetryPolicy,
     TransferLimits,
-    TransferStalled,
     Watch,
     content_range_start,
+    pause,
+    retryable,
     stream,
 )
 
@@ -379,6 +381,7 @@ class Downloader:
         with _open_part(part) as out:
             if offset:
                 _hash_prefix(part, offset, digest)
+            retry = RetryPolicy(retries=self.max_retries, first_wait_s=self.retry_wait_s)
             failures = 0
             while offset < size:
                 if cancel.is_set():
@@ -398,10 +401,12 @@ class Downloader:
                 except (DownloadError, BadResponse):
                     raise
                 except Exception as exc:
+                    # huggingface_hub's http_backoff would start the file again from byte 0:
+                    # this loop resumes from the .part file, by the same rules and waits.
                     failures += 1
-                    if failures > self.max_retries or not _is_transient(exc):
+                    if failures > retry.retries or not retryable(exc):
                         raise explain(exc, f"downloading {final.name}") from exc
-                    time.sleep(self.retry_wait_s * failures)
+                    pause(retry.wait_s(failures, exc), cancel)
                 try:
                     out.flush()
                 except OSError as exc:
@@ -624,15 +629,6 @@ def _hash_prefix(part: Path, length: int, digest: Any) -> None:
                 break
             digest.update(block)
             remaining -= len(block)
-
-
-def _is_transient(exc: Exception) -> bool:
-    import httpx2
-
-    if isinstance(exc, httpx2.TransportError | ConnectionError | TransferStalled):
-        return True
-    response = getattr(exc, "response", None)
-    return response is not None and response.status_code in (408, 429, 500, 502, 503, 504)
 
 
 class _Progress:

@@ -5,19 +5,33 @@ has a stall timeout and may have a total deadline, and every job can be cancelle
 ``threading.Event`` that is checked between requests and between chunks. Requests go
 through huggingface_hub's session, so its offline mode, proxies and redirect rules (the
 token is dropped when a redirect leaves the origin) still apply.
+
+Failed requests are retried by huggingface_hub's rules (``retryable``: the exceptions and
+status codes its ``http_backoff`` retries by default; its waits, doubling to a cap; its
+reading of ``Retry-After`` and ``RateLimit``), but not by ``http_backoff`` itself: it sleeps
+through a cancel and past any deadline, honours any ``Retry-After`` in full (a hostile server
+can park the thread for a day) and reads a whole body unbounded, and ``http_stream_backoff``
+catches a connection dropped while the caller reads the body and fails with "generator
+didn't stop after throw()". Whole requests (listings, header ranges) are retried by
+``with_retries`` when the Hub answered (``retryable_answer``); downloads resume from their
+``.part`` file in ``app.models.downloads``, by ``retryable``.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 MAX_ERROR_BODY = 1 << 20
 DEFAULT_STALL_TIMEOUT_S = 30.0
@@ -49,6 +63,26 @@ class BadResponse(HubError):
 
 
 @dataclass(frozen=True)
+class RetryPolicy:
+    """How often a failed request is tried again and how long it waits in between.
+
+    The defaults are ``huggingface_hub.utils.http_backoff``'s: five retries, waiting 1 s and
+    doubling up to 8 s. A server's ``Retry-After`` (or exhausted ``RateLimit``) lengthens a
+    wait up to ``max_wait_s``, never beyond it.
+    """
+
+    retries: int = 5
+    first_wait_s: float = 1.0
+    max_wait_s: float = 8.0
+
+    def wait_s(self, failures: int, error: BaseException) -> float:
+        """The wait before retry number ``failures`` (1, 2, …) after ``error``."""
+        wait = min(self.max_wait_s, self.first_wait_s * 2 ** (failures - 1))
+        asked = _server_asked_wait_s(error)
+        return wait if asked is None else min(self.max_wait_s, max(wait, asked))
+
+
+@dataclass(frozen=True)
 class TransferLimits:
     """How long a job may wait: per transfer without progress, and in total."""
 
@@ -56,6 +90,7 @@ class TransferLimits:
     deadline_s: float | None = None
     cancel: threading.Event | None = None
     stall_min_bytes: int = STALL_MIN_BYTES
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
     def watch(self, what: str) -> Watch:
         return Watch(self, what)
@@ -104,11 +139,105 @@ class Watch:
             self._window_start, self._window_bytes = now, 0
         self.check()
 
+    def pause(self, seconds: float) -> bool:
+        """Wait before a retry: False (without waiting) when the wait would pass the deadline;
+        a cancel ends the wait at once and raises."""
+        if self.deadline is not None and time.monotonic() + seconds >= self.deadline:
+            return False
+        pause(seconds, self.limits.cancel)
+        self.check()
+        return True
+
     def stalled(self) -> TransferStalled:
         return TransferStalled(
             f"{self.what}: the transfer stalled (almost no data for "
             f"{self.limits.stall_timeout_s:g} s). Check the network and try again"
         )
+
+
+@cache
+def _backoff_defaults() -> tuple[tuple[type[BaseException], ...], tuple[int, ...]]:
+    """What huggingface_hub retries by default: the defaults of its public ``http_backoff``."""
+    from huggingface_hub.utils import http_backoff
+
+    parameters = inspect.signature(http_backoff).parameters
+    exceptions = parameters["retry_on_exceptions"].default
+    statuses = parameters["retry_on_status_codes"].default
+    return (
+        exceptions if isinstance(exceptions, tuple) else (exceptions,),
+        statuses if isinstance(statuses, tuple) else (statuses,),
+    )
+
+
+def retryable(error: BaseException) -> bool:
+    """A failure that trying again may cure, by huggingface_hub's rules.
+
+    Its transport errors and status codes (408, 429, 5xx), plus this module's own names for
+    them: a stall is a read timeout, and a ``ConnectionError`` is a dropped connection.
+    """
+    exceptions, statuses = _backoff_defaults()
+    if isinstance(error, (TransferStalled, ConnectionError, *exceptions)):
+        return True
+    if isinstance(error, HubError):
+        return False  # cancelled, past the deadline, or an answer no real Hub sends
+    response = getattr(error, "response", None)
+    return getattr(response, "status_code", None) in statuses
+
+
+def retryable_answer(error: BaseException) -> bool:
+    """``retryable``, except when the Hub could not be reached at all or the request stalled.
+
+    For the wizard's whole requests (listings, header reads): each of those already cost its
+    wait, and an unreachable Hub must be known within seconds (the person then chooses
+    Retry or the models on this computer), not after a minute of backoff.
+    """
+    import httpx2
+
+    return retryable(error) and not isinstance(error, httpx2.ConnectError | TransferStalled)
+
+
+def _server_asked_wait_s(error: BaseException) -> float | None:
+    """The wait the server asked for (``RateLimit`` on a 429, else ``Retry-After`` seconds)."""
+    from huggingface_hub.utils import parse_ratelimit_headers
+
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    if getattr(response, "status_code", None) == 429:
+        limit = parse_ratelimit_headers(headers)
+        if limit is not None and limit.remaining == 0:
+            return float(limit.reset_in_seconds)
+    asked = str(headers.get("Retry-After", "")).strip()
+    return float(asked) if asked.isdigit() else None
+
+
+def pause(seconds: float, cancel: threading.Event | None) -> None:
+    """Sleep, unless ``cancel`` is set meanwhile (the caller checks which happened)."""
+    if cancel is not None:
+        cancel.wait(seconds)
+    elif seconds > 0:
+        time.sleep(seconds)
+
+
+def with_retries(attempt: Callable[[], T], watch: Watch) -> T:
+    """``attempt()``, tried again after a ``retryable_answer`` while the job's limits allow.
+
+    For whole requests only: each attempt starts the request from its beginning.
+    """
+    policy = watch.limits.retry
+    failures = 0
+    while True:
+        try:
+            return attempt()
+        except Exception as error:
+            failures += 1
+            if (
+                failures > policy.retries
+                or not retryable_answer(error)
+                or not watch.pause(policy.wait_s(failures, error))
+            ):
+                raise
 
 
 def _map_transport(exc: Exception, watch: Watch) -> Exception:
@@ -267,9 +396,13 @@ def get_json(
     url: str, headers: dict[str, str], watch: Watch, *, max_bytes: int
 ) -> tuple[Any, str | None]:
     """A JSON document of at most ``max_bytes`` and the URL of its next page, if any."""
-    with stream(url, headers, watch) as response:
-        body = read_capped(response, max_bytes + 1, watch)
-        next_link = response.links.get("next", {}).get("url")
+
+    def fetch() -> tuple[bytes, str | None]:
+        with stream(url, headers, watch) as response:
+            body = read_capped(response, max_bytes + 1, watch)
+            return body, response.links.get("next", {}).get("url")
+
+    body, next_link = with_retries(fetch, watch)
     if len(body) > max_bytes:
         raise BadResponse(f"{watch.what}: the answer is larger than {max_bytes >> 20} MiB")
     try:
@@ -304,6 +437,9 @@ class HttpRangeSource:
         )
 
     def read_at(self, offset: int, size: int) -> bytes:
+        return with_retries(lambda: self._read_once(offset, size), self.watch)
+
+    def _read_once(self, offset: int, size: int) -> bytes:
         from huggingface_hub.utils import build_hf_headers
 
         headers = build_hf_headers(token=self.token)

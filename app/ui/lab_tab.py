@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, Qt, QThread, Signal
-from PySide6.QtGui import QCloseEvent, QShowEvent
+from PySide6.QtGui import QCloseEvent, QFontMetrics, QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -71,6 +71,11 @@ TABLE_COLUMNS = (
     "guard pauses",
 )
 REFRESH_S = 1.0  # live redraws of the plot; the full analysis (bootstraps) runs at the end
+# In a narrow dock the tab scrolls sideways rather than squeezing (see _keep_readable):
+MIN_FIELD_CHARS = 36  # the target path and the configuration lines
+MIN_TEXT_CHARS = 48  # the verdict and messages, so they wrap into lines, not a thin column
+TABLE_KEY_COLUMNS = 5  # phase … speedup stay in view; the table scrolls the rest itself
+CATEGORY_GAP_PX = 18  # between the plot's category labels
 
 
 @dataclass(frozen=True)
@@ -256,6 +261,29 @@ class LabTab(QWidget):
         column.addWidget(self.plot, 2)
         column.addLayout(apply_row)
         column.addWidget(self.table, 1)
+        self._keep_readable()
+
+    def _keep_readable(self) -> None:
+        """Minimum widths, so that a narrow dock scrolls the tab instead of squeezing it."""
+        chars = self.fontMetrics().averageCharWidth()
+        self.target.setMinimumWidth(chars * MIN_FIELD_CHARS)
+        # one configuration per line: a wrapped path would read as a second configuration
+        self.configs.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.configs.setMinimumWidth(chars * MIN_FIELD_CHARS)
+        for label in (self.message, self.verdict):
+            label.setMinimumWidth(chars * MIN_TEXT_CHARS)
+
+    def _fit_plot_to_categories(self, labels: list[str]) -> None:
+        """Wide enough for every category's full name side by side."""
+        metrics = QFontMetrics(self.plot.font())
+        widest = max((metrics.horizontalAdvance(label) for label in labels), default=0)
+        left_axis = self.plot.getAxis("left").width()
+        self.plot.setMinimumWidth(int(left_axis + len(labels) * (widest + CATEGORY_GAP_PX)))
+
+    def _fit_table_to_key_columns(self) -> None:
+        columns = sum(self.table.columnWidth(c) for c in range(TABLE_KEY_COLUMNS))
+        frame = 2 * self.table.frameWidth() + self.table.verticalScrollBar().sizeHint().width()
+        self.table.setMinimumWidth(columns + frame)
 
     # --- building a plan ------------------------------------------------------------------
 
@@ -501,11 +529,8 @@ class LabTab(QWidget):
             self.plot.addItem(
                 pg.ScatterPlotItem(xs, ys, size=6, brush=pg.mkBrush(colour), pen=None, name=config)
             )
-        axis = self.plot.getAxis("bottom")
-        short = len(categories) > 6  # a narrow side panel: keep the category labels apart
-        axis.setTicks(
-            [[(i, c[:5] + "." if short and len(c) > 6 else c) for i, c in enumerate(categories)]]
-        )
+        self.plot.getAxis("bottom").setTicks([list(enumerate(categories))])
+        self._fit_plot_to_categories(categories)
 
     def _fill_table(self, analysis: Analysis) -> None:
         cells = sorted(
@@ -535,6 +560,7 @@ class LabTab(QWidget):
             for column, text in enumerate(values):
                 self.table.setItem(row, column, QTableWidgetItem(text))
         self.table.resizeColumnsToContents()
+        self._fit_table_to_key_columns()
 
     def _show_verdict(self, analysis: Analysis) -> None:
         verdict = analysis.verdict

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import replace
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QFormLayout,
@@ -21,12 +21,14 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+from superqt.utils import qdebounced
 
 from app.engine.config import AcceptRule
 from app.store.settings import FIELDS, Invalid, Settings, with_field
 from app.ui.theme import CHOICE_LABELS, CHOICES
 
 INVALID_STYLE = "QLineEdit { border: 1px solid #D55E00; background: #FDEBE1; }"
+PROMPT_DEBOUNCE_MS = 400  # the system prompt is checked and saved once typing pauses
 
 
 class FieldEdit(QWidget):
@@ -53,7 +55,7 @@ class FieldEdit(QWidget):
         layout.addWidget(self.edit)
         layout.addWidget(self.reason)
         self.edit.textEdited.connect(self._check)
-        self.edit.editingFinished.connect(self._commit)
+        self.edit.editingFinished.connect(self.commit)
 
     def set_value(self, value: object) -> None:
         self.edit.setText("" if value is None else str(value))
@@ -77,7 +79,8 @@ class FieldEdit(QWidget):
         self._show(None)
         return updated
 
-    def _commit(self) -> None:
+    def commit(self) -> None:
+        """Apply the text as typed when it is valid (also done when editing finishes)."""
         if self._check(self.edit.text()) is not None:
             self.accepted.emit(self.name, self.edit.text())
 
@@ -105,11 +108,10 @@ class SettingsPanel(QScrollArea):
         self.system_prompt.setObjectName("system_prompt")
         self.system_prompt.setPlaceholderText("Optional instructions sent before every chat")
         self.system_prompt.setFixedHeight(72)
-        self._prompt_timer = QTimer(self)
-        self._prompt_timer.setSingleShot(True)
-        self._prompt_timer.setInterval(400)
-        self._prompt_timer.timeout.connect(self._commit_prompt)
-        self.system_prompt.textChanged.connect(self._prompt_timer.start)
+        self._prompt_later = qdebounced(
+            self._commit_prompt, timeout=PROMPT_DEBOUNCE_MS, parent=self
+        )
+        self.system_prompt.textChanged.connect(self._prompt_later)
         prompt_layout = QVBoxLayout(prompt_box)
         prompt_layout.addWidget(self.system_prompt)
         self.prompt_reason = QLabel()
@@ -247,10 +249,14 @@ class SettingsPanel(QScrollArea):
         self._apply(updated)
 
     def flush_pending(self) -> None:
-        """Commit a system prompt edit still waiting for its debounce."""
-        if self._prompt_timer.isActive():
-            self._prompt_timer.stop()
-            self._commit_prompt()
+        """Apply what is typed and not yet applied: before an answer starts, and on close.
+
+        A system prompt edit still waiting for its debounce, and a field edited without
+        Return or leaving it (a closing window does not always take the focus away first).
+        """
+        self._prompt_later.flush(restart_timer=False)  # no timer left running on close
+        for editor in self.fields.values():
+            editor.commit()
 
     def _commit_mode(self, _index: int) -> None:
         self._apply(replace(self._settings, draft_adaptive=bool(self.draft_mode.currentData())))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -14,11 +15,20 @@ import pytest
 
 from app.engine.chat_template import ChatFormatter, ChatTemplateError, Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec
+from app.engine.engine_child import child_main
 from app.engine.engine_host import (
     EngineCrashed,
     EngineHost,
     LoadRequest,
     describe_exit,
+)
+from app.engine.engine_protocol import (
+    PROCESS_NAME,
+    CancelFlag,
+    ChildLaunch,
+    CloseRequest,
+    FailedReply,
+    PlainChatRequest,
 )
 from app.engine.events import RunSummary, TokenEvent
 from app.engine.synthetic import TinyShape, write_tiny_llama
@@ -226,3 +236,35 @@ def test_the_pipe_costs_well_under_the_per_token_budget(tiny_pair) -> None:
     cost = measure_pipe_cost(events, rounds=3)
     # budget: 0.05 ms per token for the whole boundary (measured ~0.007 + ~0.002 here)
     assert cost["pipe_child_ms_per_token"] + cost["pipe_parent_cpu_ms_per_token"] < 0.05, cost
+
+
+def test_the_child_reads_its_launch_and_writes_native_output_to_its_log(tmp_path) -> None:
+    """``child_main`` started by hand from one ``ChildLaunch``, as ``EngineHost`` starts it."""
+    context = multiprocessing.get_context("spawn")
+    parent_end, child_end = context.Pipe(duplex=True)
+    log = tmp_path / "engine.log"
+    log.touch()
+    launch = ChildLaunch(child_end, CancelFlag(), str(log))
+    process = context.Process(target=child_main, args=(launch,), name=PROCESS_NAME)
+    process.start()
+    child_end.close()
+    try:
+        parent_end.send((7, PlainChatRequest()))
+        assert parent_end.poll(60), "the child never answered"
+        seq, reply = parent_end.recv()
+        assert seq == 7 and isinstance(reply, FailedReply)
+        assert "No model pair is loaded" in reply.message
+        if os.name != "nt":  # faulthandler's report of the abort goes to the launch's log
+            os.kill(process.pid, signal.SIGABRT)
+            process.join(30)
+            assert process.exitcode == -signal.SIGABRT
+            assert "Fatal Python error" in log.read_text(errors="replace")
+        else:
+            parent_end.send((0, CloseRequest()))
+            process.join(30)
+            assert process.exitcode == 0
+    finally:
+        if process.is_alive():
+            process.kill()
+        process.join(5)
+        parent_end.close()
