@@ -112,8 +112,10 @@ Source: https://github.com/specdeck/SpecDeck
 Files: *
 Copyright: 2026 SpecDeck developers
 License: MIT
- Bundles Python, Qt (LGPL-3.0) via PySide6, llama.cpp (MIT), NumPy (BSD) and
- pyqtgraph (MIT); their licence files are inside /opt/specdeck/_internal.
+ Bundles Python, Qt (LGPL-3.0) via PySide6, llama.cpp (MIT), NumPy (BSD),
+ pyqtgraph (MIT), superqt (BSD-3-Clause), QtPy (MIT), huggingface_hub (Apache-2.0),
+ psutil (BSD-3-Clause) and platformdirs (MIT); their licence files are inside
+ /opt/specdeck/_internal.
 COPYRIGHT
         GLIBC="$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')"
         GLIBC="${GLIBC:-2.31}"
