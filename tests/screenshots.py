@@ -1,0 +1,136 @@
+"""Offscreen screenshots of the main window answering with real models (a developer script,
+not a test): ``python -m tests.screenshots OUT_DIR [case ...]``.
+
+Cases:
+- ``code``: Qwen2.5-Coder F32 + Q2_K at T = 0, a code answer, light and dark, 1024x640 and
+  1920x1080, then with the target-only comparison unfolded;
+- ``sampled``: the same pair at T = 0.8 (rejection sampling: texts differ by design);
+- ``divergence``: SmolLM2 F16 + Q4_1 at T = 0 with a fixed draft length of 8, a prompt where
+  batched arithmetic flips a near-tie (measured: the answers part at token 75, margin
+  0.0012 on this machine; another CPU may part elsewhere or not at all, and the verdict says
+  which);
+- ``continue``: an answer cut off at Max tokens, with Continue offered.
+The wizard's pages are shot by its own tests: ``SPECDECK_SCREENSHOTS=DIR pytest
+tests/test_wizard.py tests/test_wizard_offline.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+_home = tempfile.mkdtemp(prefix="specdeck-shots-")
+os.environ["SPECDECK_CONFIG_DIR"] = f"{_home}/config"
+os.environ["SPECDECK_DATA_DIR"] = f"{_home}/data"
+
+from PySide6.QtCore import QEventLoop, QTimer, SignalInstance  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from app.engine.config import DraftSource  # noqa: E402
+from app.models.shipped import qwen_coder_pair, smollm2_pair  # noqa: E402
+from app.store.settings import Settings, SettingsStore  # noqa: E402
+
+SIZES = ((1024, 640), (1920, 1080))
+PALINDROME = "Write a Python function that checks whether a string is a palindrome."
+BASE = Settings(max_tokens=64, n_ctx=2048, temperature=0.0, seed=42, n_threads=2)
+
+
+def wait(signal: SignalInstance, timeout_s: float = 900) -> object:
+    loop = QEventLoop()
+    got: list[object] = []
+    signal.connect(lambda *args: (got.append(args), loop.quit()))
+    QTimer.singleShot(int(timeout_s * 1000), loop.quit)
+    loop.exec()
+    return got[0] if got else None
+
+
+def settle(rounds: int = 25) -> None:
+    for _ in range(rounds):
+        QApplication.processEvents()
+        time.sleep(0.01)
+
+
+class Shooter:
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        out.mkdir(parents=True, exist_ok=True)
+
+    def window(self, settings: Settings, target: Path, draft: Path):  # type: ignore[no-untyped-def]
+        from app.ui.main_window import MainWindow
+
+        SettingsStore().save(settings)
+        window = MainWindow(autoload=False)
+        window.resize(1920, 1080)
+        window.show()
+        settle()
+        window.load_pair(str(target), str(draft), DraftSource.MODEL)
+        if wait(window.pair_loaded) is None:
+            raise SystemExit("the pair did not load")
+        return window
+
+    def ask(self, window, prompt: str) -> None:  # type: ignore[no-untyped-def]
+        window.chat.input.setPlainText(prompt)
+        window.chat.input.submit()
+        if wait(window.answer_finished) is None:
+            raise SystemExit("no answer")
+        settle(40)
+
+    def save(self, window, name: str, sizes=SIZES, themes=("light", "dark")) -> None:  # type: ignore[no-untyped-def]
+        for width, height in sizes:
+            window.resize(width, height)
+            settle()
+            for theme in themes:
+                window.set_theme(theme)
+                settle()
+                path = self.out / f"{name}-{width}x{height}-{theme}.png"
+                window.grab().save(str(path))
+                print("saved", path, flush=True)
+        window.set_theme("light")
+        settle()
+
+
+def main(argv: list[str]) -> int:
+    out = Path(argv[0])
+    cases = argv[1:] or ["code", "sampled", "divergence", "continue"]
+    app = QApplication.instance() or QApplication([])
+    app.setStyle("Fusion")
+    shooter = Shooter(out)
+    qwen, smol = qwen_coder_pair(), smollm2_pair()
+    for case in cases:
+        if case == "code":
+            window = shooter.window(BASE, *qwen)
+            shooter.ask(window, PALINDROME)
+            shooter.save(window, "window")
+            window.chat.set_comparison_open(True)
+            shooter.save(window, "chat-code-answer-comparison", themes=("light",))
+        elif case == "sampled":
+            settings = replace(BASE, temperature=0.8, max_tokens=48)
+            window = shooter.window(settings, *qwen)
+            shooter.ask(window, "Write a four-line poem about the sea.")
+            window.chat.set_comparison_open(True)
+            shooter.save(window, "sampled-answer-t0.8", sizes=((1024, 640),))
+        elif case == "divergence":
+            settings = replace(BASE, max_tokens=96, draft_adaptive=False, draft_max=8)
+            window = shooter.window(settings, *smol)
+            shooter.ask(window, "Explain recursion to a child.")
+            window.chat.set_comparison_open(True)
+            shooter.save(window, "divergence-t0", sizes=((1024, 640), (1920, 1080)))
+        elif case == "continue":
+            settings = replace(BASE, max_tokens=24)
+            window = shooter.window(settings, *qwen)
+            shooter.ask(window, "List the planets of the solar system with one fact each.")
+            shooter.save(window, "continue-offered", sizes=((1024, 640),), themes=("light",))
+        else:
+            raise SystemExit(f"unknown case {case!r}")
+        window.close()
+        settle()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
