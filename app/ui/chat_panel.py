@@ -6,6 +6,8 @@ thread paints at most 25 times a second however fast the engine streams.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
@@ -22,14 +24,15 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.config import SpecConfig
-from app.engine.events import GuardEvent, RunSummary
+from app.engine.events import GuardEvent, RunSummary, TextTail, TokenEvent
+from app.store.conversations import ChatMessage
 from app.ui.answer_verdict import guard_text
 from app.ui.chat_input import ChatInput
 from app.ui.palette import STYLE_LABELS, STYLES, legend_html
 from app.ui.theme import BANNERS
 from app.ui.token_view import TokenView
 from app.ui.transcript import Transcript
-from app.workers.engine_worker import TIMING_RULE, EventBatch
+from app.workers.messages import TIMING_RULE, EventBatch
 
 FLUSH_MS = 40
 
@@ -319,6 +322,56 @@ class ChatPanel(QWidget):
 
     def stop_timers(self) -> None:
         self._flush_timer.stop()
+
+    # --- what the window shows through the panel -----------------------------------------
+
+    def show_error(self, html_text: str) -> None:
+        self.error_banner.show_text(html_text)
+
+    def hide_error(self) -> None:
+        self.error_banner.hide()
+
+    def add_error_action(self, button: QPushButton) -> None:
+        """A button in the error banner, before its close button (e.g. Reload pair)."""
+        layout = self.error_banner.layout()
+        assert isinstance(layout, QHBoxLayout)
+        layout.insertWidget(layout.count() - 1, button)
+
+    def show_notes(self, html_text: str) -> None:
+        self.notes_banner.show_text(html_text)
+
+    def show_save_failure(self, html_text: str) -> None:
+        self.save_banner.show_text(html_text)
+
+    def clear_save_failure(self) -> bool:
+        """Hide the save banner; True when it was showing (the saves caught up)."""
+        shown = not self.save_banner.isHidden()
+        self.save_banner.hide()
+        return shown
+
+    def show_messages(self, messages: Sequence[ChatMessage], **shown: object) -> None:
+        """The conversation in the transcript (see ``Transcript.show_messages``)."""
+        self.transcript.show_messages(messages, **shown)  # type: ignore[arg-type]
+
+    def answer_stream(self) -> list[TokenEvent | TextTail]:
+        """The tokens of the answer just streamed, in order, queued ones included."""
+        self.flush()
+        return self.spec_view.stream()
+
+    def clear_input(self) -> None:
+        self.input.clear()
+
+    def clear_placeholders(self) -> None:
+        self.spec_view.setPlaceholderText("")
+        self.base_view.setPlaceholderText("")
+
+    def show_stopped(self, text: str) -> None:
+        """Why an answer has no verdict (stopped, the engine crashed)."""
+        self.verdict.setText(text)
+
+    def splitters(self) -> dict[str, QSplitter]:
+        """The splitters whose sizes the window keeps between sessions."""
+        return {"chat": self.split, "answer": self.panes}
 
     # --- actions -------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from app.store.conversations import ChatMessage
 from app.ui.palette import KIND_LABELS, kind_format
 from app.ui.theme import CODE_BACKGROUND
 from app.ui.token_view import token_tooltip
+from app.workers.chat_session import CODE_KINDS
 
 WELCOME = (
     "### New chat\n\n"
@@ -42,13 +43,6 @@ WELCOME = (
     "Enter sends, Shift+Enter adds a line."
 )
 NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
-KIND_CODES = {
-    TokenKind.ACCEPTED: "a",
-    TokenKind.RESAMPLED: "r",
-    TokenKind.BONUS: "b",
-    TokenKind.TARGET: "t",
-}
-CODE_KINDS = {code: kind for kind, code in KIND_CODES.items()}
 STOP_WORDS = {
     "eog": "finished",
     "max_tokens": "cut off at Max tokens",
@@ -56,21 +50,6 @@ STOP_WORDS = {
     "cancelled": "stopped",
     "context_full": "context full",
 }
-
-
-def kinds_of(events: Sequence[TokenEvent | TextTail]) -> list[list[object]]:
-    """Run-length token kinds over the characters of an answer: [[code, characters], ...]."""
-    runs: list[list[object]] = []
-    for event in events:
-        code = KIND_CODES[event.kind] if isinstance(event, TokenEvent) else "t"
-        text = event.piece if isinstance(event, TokenEvent) else event.text
-        if not text:
-            continue
-        if runs and runs[-1][0] == code:
-            runs[-1][1] = int(runs[-1][1]) + len(text)  # type: ignore[call-overload]
-        else:
-            runs.append([code, len(text)])
-    return runs
 
 
 def char_kinds(runs: object, length: int) -> list[TokenKind] | None:

@@ -1,0 +1,175 @@
+"""The chat session without Qt: conversation -> job, finished job -> stored answer."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from app.engine.config import DraftSource
+from app.engine.events import RunSummary, StopReason, TextTail, TokenEvent, TokenKind
+from app.engine.exactness import Judgement
+from app.store.conversations import ChatMessage, Conversation, ConversationStore
+from app.store.settings import Settings
+from app.workers.chat_session import ChatSession, kinds_of
+from app.workers.messages import JobDone, PairLoaded
+
+ROOT = Path(__file__).resolve().parents[2]
+PAIR = PairLoaded(1, "/m/target.gguf", "/m/draft.gguf", DraftSource.MODEL, "CPU", 10, 512, 0.1)
+
+
+def summary(mode: str, text: str, tokens: int, **changes: object) -> RunSummary:
+    run = RunSummary(
+        mode=mode,
+        tokens=tokens,
+        elapsed_s=1.0,
+        tok_s=float(tokens),
+        ttft_ms=5.0,
+        acceptance_rate=0.75 if mode == "speculative" else 0.0,
+        mean_accepted_length=1.5,
+        target_passes_per_token=0.5,
+        p50_itl_ms=1.0,
+        p95_itl_ms=2.0,
+        stop_reason=StopReason.EOG,
+        decode_s=0.8,
+        steps=2,
+        drafted=4 if mode == "speculative" else 0,
+        accepted=3 if mode == "speculative" else 0,
+        text=text,
+    )
+    return replace(run, **changes)  # type: ignore[arg-type]
+
+
+def stream_of(*pieces: tuple[str, TokenKind]) -> list[TokenEvent | TextTail]:
+    return [TokenEvent(i, 100 + i, piece, kind, step=0) for i, (piece, kind) in enumerate(pieces)]
+
+
+def test_the_session_module_imports_no_qt() -> None:
+    code = (
+        "import sys, app.workers.chat_session, app.workers.messages\n"
+        "print([n for n in sys.modules if n.split('.')[0] in ('PySide6', 'shiboken6')])"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_the_job_carries_the_system_prompt_and_the_conversation_without_stored_system() -> None:
+    conversation = Conversation.new().with_message(ChatMessage("system", "old system text"))
+    session = ChatSession(conversation)
+    session.add_user("Hello there")
+    settings = Settings(system_prompt="Be brief.", baseline=False, temperature=0.3)
+    job = session.start(settings)
+    assert job.messages == (
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hello there"},
+    )
+    assert job.settings is settings and job.baseline is False
+    assert not job.cancel.is_set()
+    assert session.conversation.title == "Hello there"
+    blank = session.start(Settings(system_prompt="   "))
+    assert blank.messages == ({"role": "user", "content": "Hello there"},) and blank.baseline
+
+
+def test_a_finished_answer_is_stored_with_its_figures_kinds_pair_and_settings() -> None:
+    session = ChatSession()
+    session.add_user("Say hi")
+    settings = Settings(temperature=0.0, max_tokens=32, seed=7)
+    session.start(settings)
+    session.judge(Judgement("2.00× faster", "identical to the baseline", None))
+    spec = summary("speculative", "Hi you", 2)
+    base = summary("baseline", "Hi you", 2, tok_s=1.0)
+    stream = stream_of(("Hi", TokenKind.ACCEPTED), (" you", TokenKind.BONUS))
+    message = session.finish(JobDone(1, False, spec, base, 12), stream, PAIR)
+    assert message is not None and session.conversation.messages[-1] is message
+    assert [m.role for m in session.conversation.messages] == ["user", "assistant"]
+    assert message.content == "Hi you"
+    stats = message.stats
+    assert stats["tokens"] == 2 and stats["spec_tok_s"] == 2.0 and stats["base_tok_s"] == 1.0
+    assert stats["acceptance"] == 0.75 and stats["accepted"] == 3 and stats["drafted"] == 4
+    assert stats["tokens_per_pass"] == 2.0 and stats["stop_reason"] == "eog"
+    assert stats["verdict"] == "2.00× faster — identical to the baseline"
+    assert stats["kinds"] == [["a", 2], ["b", 4]]
+    assert stats["pair"] == "target.gguf + draft.gguf"
+    assert stats["settings"]["seed"] == 7 and stats["settings"]["max_tokens"] == 32
+    assert "stopped" not in stats
+
+
+def test_stored_figures_survive_the_store(tmp_path) -> None:  # noqa: ANN001
+    session = ChatSession()
+    session.add_user("Say hi")
+    session.start(Settings())
+    stream = stream_of(("Hi", TokenKind.TARGET))
+    session.finish(JobDone(1, False, summary("speculative", "Hi", 1), None, 3), stream, None)
+    store = ConversationStore(tmp_path)
+    store.save(session.conversation)
+    again = store.load(session.conversation.id)
+    assert again.messages[-1].stats == session.conversation.messages[-1].stats
+    assert "pair" not in again.messages[-1].stats and "base_tok_s" not in again.messages[-1].stats
+
+
+def test_a_stopped_answer_keeps_what_was_written_and_says_stopped() -> None:
+    session = ChatSession()
+    session.add_user("Count")
+    session.start(Settings())
+    spec = summary("speculative", "1 2", 2, stop_reason=StopReason.CANCELLED)
+    message = session.finish(JobDone(1, True, spec, None, 3), [], PAIR)
+    assert message is not None and message.stats["stopped"] is True
+    assert "verdict" not in message.stats  # no judgement arrived
+
+
+def test_a_job_that_wrote_nothing_stores_nothing() -> None:
+    session = ChatSession()
+    session.add_user("Count")
+    session.start(Settings())
+    assert session.finish(JobDone(1, True, None, None, 0), [], PAIR) is None
+    empty = summary("speculative", "", 0)
+    assert session.finish(JobDone(1, False, empty, None, 3), [], PAIR) is None
+    assert [m.role for m in session.conversation.messages] == ["user"]
+
+
+def test_regenerate_drops_the_last_answer_and_asks_the_same_question_again() -> None:
+    session = ChatSession()
+    session.add_user("First")
+    session.start(Settings())
+    session.finish(JobDone(1, False, summary("speculative", "A1", 1), None, 3), [], None)
+    session.add_user("Second")
+    session.start(Settings())
+    session.finish(JobDone(2, False, summary("speculative", "A2", 1), None, 3), [], None)
+    assert session.last_answer == "A2"
+    assert session.drop_last_answer() is True
+    assert [m.content for m in session.conversation.messages] == ["First", "A1", "Second"]
+    job = session.start(Settings(system_prompt=""))
+    assert [m["content"] for m in job.messages] == ["First", "A1", "Second"]
+    assert session.last_answer == "A1"
+
+
+def test_regenerate_with_nothing_to_answer_says_so() -> None:
+    assert ChatSession().drop_last_answer() is False
+    only_answer = Conversation.new().with_message(ChatMessage("assistant", "orphan"))
+    session = ChatSession(only_answer)
+    assert session.drop_last_answer() is False and session.conversation.messages == ()
+
+
+def test_a_new_answer_forgets_the_previous_judgement() -> None:
+    session = ChatSession()
+    session.add_user("Q")
+    session.start(Settings())
+    session.judge(Judgement("fast", "", None))
+    session.start(Settings())
+    assert session.judgement is None
+    message = session.finish(JobDone(1, False, summary("speculative", "A", 1), None, 3), [], None)
+    assert message is not None and "verdict" not in message.stats
+
+
+def test_kinds_run_lengths_count_characters_and_the_released_tail_is_target() -> None:
+    stream = [
+        *stream_of(("ab", TokenKind.ACCEPTED), ("c", TokenKind.ACCEPTED), ("", TokenKind.BONUS)),
+        TextTail("xyz"),
+    ]
+    assert kinds_of(stream) == [["a", 3], ["t", 3]]
