@@ -86,6 +86,7 @@ class ChatPanel(QWidget):
     send_requested = Signal(str)
     stop_requested = Signal()
     regenerate_requested = Signal()
+    continue_requested = Signal()
     new_chat_requested = Signal()
     style_changed = Signal(str)
     baseline_toggled = Signal(bool)
@@ -110,6 +111,7 @@ class ChatPanel(QWidget):
         self._generating = False
         self._has_messages = False
         self._last_answer = ""
+        self._can_continue = False
         self._refusal = ""
 
         self.legend = QLabel(legend_html(style))
@@ -172,6 +174,12 @@ class ChatPanel(QWidget):
         self.send.setObjectName("sendButton")
         self.send.setDefault(True)
         self.send.clicked.connect(self._send_or_stop)
+        self.continue_button = QPushButton("Continue")
+        self.continue_button.setObjectName("continueButton")
+        self.continue_button.setToolTip(
+            "The last answer was cut off at the token limit (Max tokens): write more of it"
+        )
+        self.continue_button.clicked.connect(self.continue_requested)
         self.regenerate = QPushButton("Regenerate")
         self.regenerate.clicked.connect(self.regenerate_requested)
         self.copy = QPushButton("Copy")
@@ -180,7 +188,7 @@ class ChatPanel(QWidget):
         self.new_chat = QPushButton("New chat")
         self.new_chat.clicked.connect(self.new_chat_requested)
         buttons = QVBoxLayout()
-        for button in (self.send, self.regenerate, self.copy, self.new_chat):
+        for button in (self.send, self.continue_button, self.regenerate, self.copy, self.new_chat):
             buttons.addWidget(button)
         input_row = QHBoxLayout()
         input_row.addWidget(self.input, 1)
@@ -279,9 +287,13 @@ class ChatPanel(QWidget):
             self.flush()
             self._flush_timer.stop()
 
-    def set_conversation_state(self, has_messages: bool, last_answer: str) -> None:
-        """Regenerate needs a question, Copy an answer: both are off in an empty chat."""
+    def set_conversation_state(
+        self, has_messages: bool, last_answer: str, can_continue: bool = False
+    ) -> None:
+        """Regenerate needs a question, Copy an answer: both are off in an empty chat.
+        Continue is shown only while the last answer is one cut off at the token limit."""
         self._has_messages, self._last_answer = has_messages, last_answer
+        self._can_continue = can_continue
         self._update_buttons()
 
     def set_refusal(self, reason: str) -> None:
@@ -298,6 +310,8 @@ class ChatPanel(QWidget):
             refused = f"Fix the settings first — {self._refusal}" if self._refusal else ""
             self.send.setToolTip(refused)
         self.regenerate.setEnabled(idle and self._has_messages)
+        self.continue_button.setVisible(self._can_continue and idle)
+        self.continue_button.setEnabled(idle and not self._refusal)
         self.copy.setEnabled(idle and bool(self._last_answer or self.spec_view.text()))
 
     def baseline_not_run(self, reason: str) -> None:

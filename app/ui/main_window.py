@@ -44,6 +44,7 @@ from app.ui.window_layout import WindowLayout
 from app.workers.chat_session import ChatSession
 from app.workers.messages import (
     Busy,
+    ChatJob,
     EventBatch,
     JobDone,
     LoadPair,
@@ -262,6 +263,7 @@ class MainWindow(QMainWindow):
         self.chat.send_requested.connect(self.send)
         self.chat.stop_requested.connect(self.stop)
         self.chat.regenerate_requested.connect(self.regenerate)
+        self.chat.continue_requested.connect(self.continue_answer)
         self.chat.new_chat_requested.connect(self.new_chat)
         update = self.settings_panel.update_settings
         self.chat.style_changed.connect(lambda style: update(colour_style=style))
@@ -453,23 +455,7 @@ class MainWindow(QMainWindow):
     # --- chat ------------------------------------------------------------------------------
 
     def send(self, text: str) -> None:
-        if self.client.generating:
-            return
-        if self.loaded is None and not self.client.loading:
-            self.chat.show_error(
-                "<b>No model pair loaded.</b> Click Demo pair (works offline) or Change pair…"
-            )
-            return
-        if self._engine_lost and not self.client.loading:
-            self.chat.show_error(
-                "<b>The engine is not running.</b> Click Reload pair; your message is kept."
-            )
-            self.reload_button.setVisible(self.loaded is not None)
-            return
-        self.settings_panel.flush_pending()
-        refused = self.settings_panel.refusal()
-        if refused:
-            self.chat.show_error(f"<b>Not sent.</b> {refused}")
+        if self.client.generating or not self._ready_to_answer():
             return
         self.chat.clear_input()
         self.session.add_user(text)
@@ -477,11 +463,39 @@ class MainWindow(QMainWindow):
         # memory (and in the transcript) and is written at the next save that works.
         self._save_conversation()
         self.conversations.refresh(self.conversation.id)
-        self._start_answer()
+        self._start_answer(self.session.start(self.settings))
 
-    def _start_answer(self) -> None:
-        job = self.session.start(self.settings)
-        self.chat.show_messages(self.conversation.messages, pending=True)
+    def continue_answer(self) -> None:
+        """More of the answer cut off at the token limit, appended to the same message."""
+        if self.client.generating or not self.session.can_continue:
+            return
+        if self._ready_to_answer():
+            self._start_answer(self.session.start_continue(self.settings))
+
+    def _ready_to_answer(self) -> bool:
+        """A pair to answer with and settings that were accepted; else the banner says why."""
+        if self.loaded is None and not self.client.loading:
+            self.chat.show_error(
+                "<b>No model pair loaded.</b> Click Demo pair (works offline) or Change pair…"
+            )
+            return False
+        if self._engine_lost and not self.client.loading:
+            self.chat.show_error(
+                "<b>The engine is not running.</b> Click Reload pair; your message is kept."
+            )
+            self.reload_button.setVisible(self.loaded is not None)
+            return False
+        self.settings_panel.flush_pending()
+        refused = self.settings_panel.refusal()
+        if refused:
+            self.chat.show_error(f"<b>Not sent.</b> {refused}")
+            return False
+        return True
+
+    def _start_answer(self, job: ChatJob) -> None:
+        # a continuation extends the last message: no new "answering…" message below it
+        pending = not self.session.continuing
+        self.chat.show_messages(self.conversation.messages, pending=pending)
         self.chat.begin_answer(job.baseline)
         self.charts.reset()
         self.chat.set_generating(True)
@@ -495,7 +509,7 @@ class MainWindow(QMainWindow):
         if self.client.generating or not self.session.drop_last_answer():
             return
         self._save_conversation()
-        self._start_answer()
+        self._start_answer(self.session.start(self.settings))
 
     def new_chat(self) -> None:
         if self.client.generating:
@@ -581,7 +595,8 @@ class MainWindow(QMainWindow):
 
     def _show_conversation(self, last_events: Sequence[TokenEvent | TextTail] = ()) -> None:
         messages = self.conversation.messages
-        self.chat.set_conversation_state(bool(messages), self.session.last_answer)
+        session = self.session
+        self.chat.set_conversation_state(bool(messages), session.last_answer, session.can_continue)
         self.chat.show_messages(messages, last_events=last_events)
         self.conversations.refresh(self.conversation.id)
 

@@ -107,6 +107,9 @@ def stats_line(stats: dict[str, object]) -> str:
     drafted, accepted = stats.get("drafted"), stats.get("accepted")
     if isinstance(drafted, int) and isinstance(accepted, int):
         bits.append(f"accepted {accepted}/{drafted} drafted" if drafted else "nothing drafted")
+    continued = stats.get("continued")
+    if isinstance(continued, int) and not isinstance(continued, bool) and continued > 0:
+        bits.append("continued" if continued == 1 else f"continued {continued}×")
     stop = stats.get("stop_reason")
     if stats.get("stopped"):
         bits.append("stopped")
@@ -190,8 +193,9 @@ class Transcript(QTextBrowser):
                 last = index == len(visible) - 1
                 self._colour(message, start, cursor.position(), last_events if last else ())
                 line = stats_line(message.stats)
-                if message.stats.get("stop_reason") == "max_tokens":
-                    line += " — raise Max tokens and Regenerate for the rest"
+                cut = message.stats.get("stop_reason") == "max_tokens"
+                if cut and last and not message.stats.get("stopped") and not pending:
+                    line += " — Continue writes more"
                 if line:
                     _plain_block(cursor)
                     cursor.insertHtml(f"<span style='font-size: small;'>{escape(line)}</span>")
@@ -230,6 +234,11 @@ class Transcript(QTextBrowser):
         for event in events:
             text = event.piece if isinstance(event, TokenEvent) else event.text
             tokens += [event if isinstance(event, TokenEvent) else None] * len(text)
+        if len(tokens) < len(message.content) and message.content.endswith(
+            "".join(e.piece if isinstance(e, TokenEvent) else e.text for e in events)
+        ):  # a continued answer: the stream is its last part
+            padding: list[TokenEvent | None] = [None] * (len(message.content) - len(tokens))
+            tokens = padding + tokens
         tokens = tokens[offset : offset + len(source)] if len(tokens) >= len(source) else []
         cursor = QTextCursor(self.document())
         cursor.setPosition(start)

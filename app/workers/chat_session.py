@@ -3,11 +3,18 @@
 ``ChatSession`` turns the conversation and the settings into the worker's ``ChatJob``, and a
 finished job (its summaries, the judgement, the streamed tokens, the loaded pair) into the
 assistant ``ChatMessage`` that is stored with its figures. The window only shows and saves.
+
+An answer cut off at the token limit can be continued: the job's messages end with that
+unfinished answer (the chat formatter renders it without an end-of-turn, see
+``app.engine.chat_template``), and what the continuation writes is appended to the same
+message, its figures merged with the first part's.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from app.engine.events import RunSummary, TextTail, TokenEvent, TokenKind
@@ -81,6 +88,7 @@ class ChatSession:
         self.judgement: Judgement | None = None
         self.answer_settings: Settings | None = None  # the settings the answer runs with
         self.baseline_asked = False  # the answer's job also runs the target alone
+        self.continuing = False  # the job writes more of the last answer
 
     # --- the conversation ----------------------------------------------------------------
 
@@ -94,6 +102,15 @@ class ChatSession:
             return False
         self.conversation = self.conversation.without_last_answer()
         return bool(self.conversation.messages)
+
+    @property
+    def can_continue(self) -> bool:
+        """The last answer was cut off at the token limit (and not stopped by the person)."""
+        messages = self.conversation.messages
+        if not messages or messages[-1].role != "assistant":
+            return False
+        stats = messages[-1].stats
+        return stats.get("stop_reason") == "max_tokens" and not stats.get("stopped")
 
     @property
     def last_answer(self) -> str:
@@ -116,7 +133,20 @@ class ChatSession:
         self.judgement = None
         self.answer_settings = settings
         self.baseline_asked = settings.baseline
+        self.continuing = False
         return ChatJob(self.prompt(settings), settings, baseline=settings.baseline)
+
+    def start_continue(self, settings: Settings) -> ChatJob:
+        """The job writing more of the cut-off last answer: the conversation ends with it, so
+        the model goes on from its last token. Only the speculative run: a baseline would
+        describe the continuation alone, not the message it extends."""
+        if not self.can_continue:
+            raise ValueError("the last answer was not cut off at the token limit")
+        self.judgement = None
+        self.answer_settings = settings
+        self.baseline_asked = False
+        self.continuing = True
+        return ChatJob(self.prompt(settings), settings, baseline=False)
 
     def judge(self, judgement: Judgement) -> None:
         self.judgement = judgement
@@ -128,6 +158,8 @@ class ChatSession:
         settings = self.answer_settings
         if spec is None or not (spec.tokens or spec.text) or settings is None:
             return None
+        if self.continuing:
+            return self._extend(spec, stream, done.cancelled)
         stats: dict[str, object] = {
             "spec_tok_s": round(spec.tok_s, 2),
             "acceptance": round(spec.acceptance_rate, 4),
@@ -144,3 +176,79 @@ class ChatSession:
         message = ChatMessage("assistant", spec.text, stats=stats)
         self.conversation = self.conversation.with_message(message)
         return message
+
+    def _extend(self, spec: RunSummary, stream: Stream, cancelled: bool) -> ChatMessage:
+        """The last answer with the continuation appended and the figures of both parts."""
+        last = self.conversation.messages[-1]
+        old = last.stats
+        before, added = _count(old, "tokens"), spec.tokens
+        tokens = before + added
+        accepted = _count(old, "accepted") + spec.accepted
+        drafted = _count(old, "drafted") + spec.drafted
+        seconds = _seconds(before, old.get("spec_tok_s")) + _seconds(added, spec.tok_s)
+        passes = _seconds(before, old.get("tokens_per_pass")) + _seconds(
+            added, spec.tokens_per_pass
+        )
+        stats = dict(old)
+        stats.update(
+            tokens=tokens,
+            accepted=accepted,
+            drafted=drafted,
+            acceptance=round(accepted / drafted, 4) if drafted else 0.0,
+            spec_tok_s=round(tokens / seconds, 2) if seconds > 0 else 0.0,
+            tokens_per_pass=round(tokens / passes, 3) if passes > 0 else 0.0,
+            stop_reason=spec.stop_reason.value,
+            continued=_count(old, "continued") + 1,
+        )
+        runs = old.get("kinds")
+        if _covers(runs, len(last.content)):
+            stats["kinds"] = _joined(runs, kinds_of(stream))  # type: ignore[arg-type]
+        else:  # kinds that did not fit the first part cannot colour the whole
+            stats.pop("kinds", None)
+        if cancelled:
+            stats["stopped"] = True
+        message = replace(last, content=last.content + spec.text, stats=stats)
+        self.conversation = replace(
+            self.conversation,
+            updated=time.time(),
+            messages=(*self.conversation.messages[:-1], message),
+        )
+        return message
+
+
+def _count(stats: dict[str, object], key: str) -> int:
+    """A stored count; stored files are hostile, so anything but a count is 0."""
+    value = stats.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _seconds(tokens: int, rate: object) -> float:
+    """Time (or passes) that ``tokens`` took at ``rate`` per second (or per pass)."""
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or rate <= 0:
+        return 0.0
+    return tokens / float(rate)
+
+
+def _covers(runs: object, length: int) -> bool:
+    """Stored kinds that are well formed and cover exactly ``length`` characters."""
+    if not isinstance(runs, list):
+        return False
+    total = 0
+    for run in runs:
+        if not (isinstance(run, list) and len(run) == 2 and run[0] in CODE_KINDS):
+            return False
+        count = run[1]
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            return False
+        total += count
+    return total == length
+
+
+def _joined(first: list[list[object]], second: list[list[object]]) -> list[list[object]]:
+    runs = [list(run) for run in first]
+    for code, count in second:
+        if runs and runs[-1][0] == code:
+            runs[-1][1] = int(runs[-1][1]) + int(count)  # type: ignore[call-overload]
+        else:
+            runs.append([code, count])
+    return runs

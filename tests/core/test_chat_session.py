@@ -173,3 +173,122 @@ def test_kinds_run_lengths_count_characters_and_the_released_tail_is_target() ->
         TextTail("xyz"),
     ]
     assert kinds_of(stream) == [["a", 3], ["t", 3]]
+
+
+# --- Continue: an answer cut off at the token limit -------------------------------------------
+
+
+def _cut_answer(session: ChatSession, text: str = "Once upon") -> ChatMessage:
+    session.add_user("Tell a story")
+    session.start(Settings(system_prompt="Be kind."))
+    spec = summary("speculative", text, 2, stop_reason=StopReason.MAX_TOKENS, tok_s=4.0)
+    stream = stream_of(("Once", TokenKind.ACCEPTED), (" upon", TokenKind.TARGET))
+    message = session.finish(JobDone(1, False, spec, None, 5), stream, PAIR)
+    assert message is not None
+    return message
+
+
+def test_only_a_last_answer_cut_at_the_token_limit_can_be_continued() -> None:
+    session = ChatSession()
+    assert not session.can_continue
+    _cut_answer(session)
+    assert session.can_continue
+    session.add_user("and then?")
+    assert not session.can_continue  # the cut answer is no longer the last message
+    finished = ChatSession()
+    finished.add_user("Hi")
+    finished.start(Settings())
+    finished.finish(JobDone(1, False, summary("speculative", "Hello", 1), None, 3), [], None)
+    assert not finished.can_continue
+    stopped = ChatSession()
+    stopped.add_user("Hi")
+    stopped.start(Settings())
+    cut = summary("speculative", "Hel", 1, stop_reason=StopReason.MAX_TOKENS)
+    stopped.finish(JobDone(1, True, cut, None, 3), [], None)
+    assert not stopped.can_continue  # Stop was the person's choice, not the limit
+    try:
+        stopped.start_continue(Settings())
+    except ValueError as error:
+        assert "cut off" in str(error)
+    else:
+        raise AssertionError("a stopped answer was continued")
+
+
+def test_continue_sends_the_unfinished_answer_last_and_no_baseline() -> None:
+    session = ChatSession()
+    _cut_answer(session)
+    job = session.start_continue(Settings(system_prompt="Be kind.", baseline=True))
+    assert job.messages == (
+        {"role": "system", "content": "Be kind."},
+        {"role": "user", "content": "Tell a story"},
+        {"role": "assistant", "content": "Once upon"},
+    )
+    assert job.baseline is False and session.baseline_asked is False and session.continuing
+
+
+def test_a_continuation_extends_the_same_message_and_merges_its_figures() -> None:
+    session = ChatSession()
+    first = _cut_answer(session)
+    session.start_continue(Settings())
+    more = summary(
+        "speculative",
+        " a time",
+        3,
+        stop_reason=StopReason.EOG,
+        tok_s=6.0,
+        drafted=2,
+        accepted=1,
+        target_passes_per_token=1.0,
+    )
+    stream = stream_of((" a", TokenKind.TARGET), (" time", TokenKind.ACCEPTED))
+    message = session.finish(JobDone(2, False, more, None, 9), stream, PAIR)
+    assert message is not None
+    assert [m.role for m in session.conversation.messages] == ["user", "assistant"]
+    assert session.conversation.messages[-1] is message
+    assert message.content == "Once upon a time" and message.created == first.created
+    stats = message.stats
+    assert stats["tokens"] == 5 and stats["accepted"] == 4 and stats["drafted"] == 6
+    assert stats["acceptance"] == round(4 / 6, 4)
+    assert stats["spec_tok_s"] == round(5 / (2 / 4.0 + 3 / 6.0), 2)  # 5 tokens in 1.0 s
+    assert stats["tokens_per_pass"] == round(5 / (2 / 2.0 + 3 / 1.0), 3)  # 4 target passes
+    assert stats["stop_reason"] == "eog" and stats["continued"] == 1
+    assert stats["kinds"] == [["a", 4], ["t", 7], ["a", 5]]  # " upon" + " a" join up
+    assert stats["pair"] == first.stats["pair"]
+    assert not session.can_continue  # it finished this time
+
+
+def test_a_continuation_cut_again_can_be_continued_again() -> None:
+    session = ChatSession()
+    _cut_answer(session)
+    for count in (1, 2):
+        session.start_continue(Settings())
+        more = summary("speculative", " and", 1, stop_reason=StopReason.MAX_TOKENS)
+        session.finish(JobDone(2, False, more, None, 9), stream_of((" and", TokenKind.BONUS)), None)
+        assert session.conversation.messages[-1].stats["continued"] == count
+        assert session.can_continue
+    assert session.last_answer == "Once upon and and"
+
+
+def test_a_continuation_that_wrote_nothing_leaves_the_answer_as_it_was() -> None:
+    session = ChatSession()
+    first = _cut_answer(session)
+    session.start_continue(Settings())
+    assert session.finish(JobDone(2, True, None, None, 9), [], PAIR) is None
+    assert session.conversation.messages[-1] == first and session.can_continue
+
+
+def test_stored_kinds_that_do_not_fit_are_dropped_not_misapplied() -> None:
+    hostile = ChatMessage(
+        "assistant",
+        "Once upon",
+        stats={"stop_reason": "max_tokens", "kinds": [["a", 99]], "tokens": "many"},
+    )
+    conversation = Conversation.new().with_message(ChatMessage("user", "Tell a story"))
+    session = ChatSession(conversation.with_message(hostile))
+    session.start_continue(Settings())
+    more = summary("speculative", " a time", 3)
+    message = session.finish(
+        JobDone(2, False, more, None, 9), stream_of((" a time", TokenKind.TARGET)), None
+    )
+    assert message is not None and message.content == "Once upon a time"
+    assert "kinds" not in message.stats and message.stats["tokens"] == 3
