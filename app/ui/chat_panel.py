@@ -31,7 +31,7 @@ from app.ui.chat_input import ChatInput
 from app.ui.palette import STYLE_LABELS, STYLES, legend_html
 from app.ui.theme import BANNERS
 from app.ui.token_view import TokenView
-from app.ui.transcript import Transcript
+from app.ui.transcript import Transcript, char_kinds
 from app.workers.messages import TIMING_RULE, EventBatch
 
 FLUSH_MS = 40
@@ -66,6 +66,24 @@ class Banner(QFrame):
 
     def text(self) -> str:
         return self.label.text() if self.isVisible() or not self.isHidden() else ""
+
+
+def _figures(tokens: object, tok_s: object) -> str:
+    """ " · N tokens · R tok/s" from stored figures, each only when it is a number."""
+    text = ""
+    if isinstance(tokens, int) and not isinstance(tokens, bool):
+        text += f" · {tokens} tokens"
+    if isinstance(tok_s, int | float) and not isinstance(tok_s, bool):
+        text += f" · {tok_s:.1f} tok/s"
+    return text
+
+
+def _word_end(text: str, start: int, longest: int = 40) -> int:
+    """Where the word at ``start`` ends (at most ``longest`` characters on)."""
+    end = start + 1
+    while end < min(len(text), start + longest) and not text[end].isspace():
+        end += 1
+    return end
 
 
 def _pane(title: str, view: TokenView, note: QLabel | None = None) -> tuple[QWidget, QLabel]:
@@ -366,6 +384,48 @@ class ChatPanel(QWidget):
     def show_messages(self, messages: Sequence[ChatMessage], **shown: object) -> None:
         """The conversation in the transcript (see ``Transcript.show_messages``)."""
         self.transcript.show_messages(messages, **shown)  # type: ignore[arg-type]
+
+    def show_stored_answer(self, message: ChatMessage | None) -> None:
+        """A reopened answer's comparison, as it was after the live answer: the answer
+        coloured by its stored token kinds beside the stored target-only answer, the verdict,
+        and where the two part. Folded away unless they part."""
+        self.guard_banner.hide()
+        self.spec_header.setText("<b>Speculative</b>")
+        self.base_header.setText("<b>Baseline — target only</b>")
+        if message is None:
+            self.spec_view.clear_tokens()
+            self.base_view.clear_tokens()
+            self.verdict.setText("")
+            self.base_box.setVisible(self.baseline_box.isChecked())
+            self.set_comparison_open(False)
+            return
+        stats = message.stats
+        self.spec_view.show_text(
+            message.content, char_kinds(stats.get("kinds"), len(message.content))
+        )
+        self.spec_header.setText(
+            f"<b>Speculative</b>{_figures(stats.get('tokens'), stats.get('spec_tok_s'))}"
+        )
+        verdict = stats.get("verdict")
+        self.verdict.setText(verdict if isinstance(verdict, str) else "")
+        self.verdict.setToolTip(self.verdict.text())
+        baseline = stats.get("baseline")
+        diverged = False
+        if isinstance(baseline, dict) and isinstance(baseline.get("text"), str):
+            self.base_view.show_text(baseline["text"])
+            part = " (of the answer before Continue)" if stats.get("continued") else ""
+            figures = _figures(baseline.get("tokens"), baseline.get("tok_s"))
+            self.base_header.setText(f"<b>Baseline — target only</b>{figures}{part}")
+            self.base_box.setVisible(True)
+            at = baseline.get("diverged_at")
+            if isinstance(at, int) and not isinstance(at, bool):
+                diverged = True
+                for view in (self.spec_view, self.base_view):
+                    view.mark_characters(at, _word_end(view.toPlainText(), at))
+        else:
+            self.base_view.clear_tokens("Not kept: this answer ran without the baseline.")
+            self.base_box.setVisible(False)
+        self.set_comparison_open(diverged)
 
     def answer_stream(self) -> list[TokenEvent | TextTail]:
         """The tokens of the answer just streamed, in order, queued ones included."""

@@ -161,6 +161,7 @@ class MainWindow(QMainWindow):
         self.session = ChatSession(
             self._first_conversation([info.id for info in scan.conversations])
         )
+        self.chat.show_stored_answer(self.session.last_reply)
         self._show_conversation()
         layout_notes = self.layout_file.check()
         self.show_notes([*self.settings_store.notes, *scan.notes, *layout_notes])
@@ -530,6 +531,7 @@ class MainWindow(QMainWindow):
             text = html.escape(str(error))
             self.chat.show_error(f"<b>Could not open the conversation.</b> {text}")
             return
+        self.chat.show_stored_answer(self.session.last_reply)
         self._show_conversation()
 
     @property

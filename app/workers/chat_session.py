@@ -19,7 +19,7 @@ from pathlib import Path
 
 from app.engine.events import RunSummary, TextTail, TokenEvent, TokenKind
 from app.engine.exactness import Judgement
-from app.store.conversations import ChatMessage, Conversation
+from app.store.conversations import BASELINE_TEXT_LIMIT, ChatMessage, Conversation
 from app.store.settings import Settings
 from app.workers.messages import ChatJob, JobDone, PairLoaded
 
@@ -76,6 +76,26 @@ def answer_details(
     return details
 
 
+def baseline_record(
+    base: RunSummary, judgement: Judgement | None, stream: Stream
+) -> dict[str, object]:
+    """The target-only answer kept beside the message, for the comparison when it is
+    reopened: its text and figures, and where (in characters) the two answers part when
+    they were expected to be identical."""
+    record: dict[str, object] = {
+        "text": base.text,
+        "tokens": base.tokens,
+        "tok_s": round(base.tok_s, 2),
+        "ttft_ms": round(base.ttft_ms, 1),
+        "stop_reason": base.stop_reason.value,
+    }
+    index = judgement.divergence if judgement is not None else None
+    tokens = [event for event in stream if isinstance(event, TokenEvent)]
+    if index is not None and 0 <= index <= len(tokens):
+        record["diverged_at"] = sum(len(event.piece) for event in tokens[:index])
+    return record
+
+
 class ChatSession:
     """One conversation and the answer in progress.
 
@@ -113,9 +133,15 @@ class ChatSession:
         return stats.get("stop_reason") == "max_tokens" and not stats.get("stopped")
 
     @property
+    def last_reply(self) -> ChatMessage | None:
+        """The last assistant message, whose comparison is shown under the conversation."""
+        replies = [m for m in self.conversation.messages if m.role == "assistant"]
+        return replies[-1] if replies else None
+
+    @property
     def last_answer(self) -> str:
-        answers = [m.content for m in self.conversation.messages if m.role == "assistant"]
-        return answers[-1] if answers else ""
+        reply = self.last_reply
+        return reply.content if reply is not None else ""
 
     # --- one answer ----------------------------------------------------------------------
 
@@ -168,6 +194,8 @@ class ChatSession:
         }
         if base is not None:
             stats["base_tok_s"] = round(base.tok_s, 2)
+            if len(base.text) <= BASELINE_TEXT_LIMIT:
+                stats["baseline"] = baseline_record(base, self.judgement, stream)
         if self.judgement is not None:
             stats["verdict"] = self.judgement.text
         if done.cancelled:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -292,3 +293,91 @@ def test_stored_kinds_that_do_not_fit_are_dropped_not_misapplied() -> None:
     )
     assert message is not None and message.content == "Once upon a time"
     assert "kinds" not in message.stats and message.stats["tokens"] == 3
+
+
+# --- the target-only answer kept with the message ---------------------------------------------
+
+
+def test_the_baseline_text_and_figures_are_kept_with_the_answer() -> None:
+    session = ChatSession()
+    session.add_user("Say hi")
+    session.start(Settings(baseline=True))
+    spec = summary("speculative", "Hi you", 2)
+    base = summary("baseline", "Hi there", 2, tok_s=3.0, stop_reason=StopReason.MAX_TOKENS)
+    stream = stream_of(("Hi", TokenKind.ACCEPTED), (" you", TokenKind.RESAMPLED))
+    session.judge(Judgement("1.00×", "differs at token 1", 1))
+    message = session.finish(JobDone(1, False, spec, base, 12), stream, PAIR)
+    assert message is not None
+    assert message.stats["baseline"] == {
+        "text": "Hi there",
+        "tokens": 2,
+        "tok_s": 3.0,
+        "ttft_ms": 5.0,
+        "stop_reason": "max_tokens",
+        "diverged_at": 2,  # token 1 starts after "Hi"
+    }
+    plain = ChatSession()
+    plain.add_user("Say hi")
+    plain.start(Settings(baseline=False))
+    answer = plain.finish(JobDone(1, False, spec, None, 12), stream, PAIR)
+    assert answer is not None and "baseline" not in answer.stats
+
+
+def test_a_continuation_keeps_the_first_parts_baseline() -> None:
+    session = ChatSession()
+    session.add_user("Tell a story")
+    session.start(Settings())
+    cut = summary("speculative", "Once upon", 2, stop_reason=StopReason.MAX_TOKENS)
+    base = summary("baseline", "Once upon", 2, stop_reason=StopReason.MAX_TOKENS)
+    session.finish(JobDone(1, False, cut, base, 5), [], None)
+    session.start_continue(Settings())
+    session.finish(JobDone(2, False, summary("speculative", " a time", 2), None, 9), [], None)
+    stats = session.conversation.messages[-1].stats
+    assert stats["baseline"]["text"] == "Once upon" and stats["continued"] == 1
+
+
+def _stored_with(tmp_path: Path, baseline: object) -> tuple[Conversation, list[str]]:
+    store = ConversationStore(tmp_path)
+    answer = ChatMessage("assistant", "Hi", stats={"tokens": 1, "baseline": baseline})
+    conversation = Conversation.new().with_message(ChatMessage("user", "Q")).with_message(answer)
+    store.save(conversation)
+    scan = store.scan()
+    return store.load(conversation.id), scan.notes
+
+
+def test_a_stored_baseline_is_type_checked_and_bounded(tmp_path: Path) -> None:
+    from app.store.conversations import BASELINE_TEXT_LIMIT
+
+    good = {"text": "Hi!", "tokens": 2, "tok_s": 1.5, "stop_reason": "eog", "diverged_at": 1}
+    loaded, notes = _stored_with(tmp_path / "good", {**good, "extra": "x" * 10})
+    assert loaded.messages[-1].stats["baseline"] == good and notes == []
+    odd_figures = {"text": "Hi!", "tokens": "two", "tok_s": True, "diverged_at": -3}
+    loaded, notes = _stored_with(tmp_path / "figures", odd_figures)
+    assert loaded.messages[-1].stats["baseline"] == {"text": "Hi!"} and notes == []
+    for name, hostile in {
+        "list": ["Hi"],
+        "number": 3,
+        "textless": {"tokens": 2},
+        "huge": {"text": "x" * (BASELINE_TEXT_LIMIT + 1)},
+    }.items():
+        loaded, notes = _stored_with(tmp_path / name, hostile)
+        assert "baseline" not in loaded.messages[-1].stats, name
+        assert loaded.messages[-1].content == "Hi" and loaded.messages[-1].stats["tokens"] == 1
+        assert any("target-only answer stored with message 2" in note for note in notes), name
+
+
+def test_an_old_conversation_without_a_baseline_still_loads(tmp_path: Path) -> None:
+    old = {
+        "id": "old1",
+        "title": "Old",
+        "created": 1.0,
+        "updated": 2.0,
+        "messages": [
+            {"role": "user", "content": "Q", "created": 1.0},
+            {"role": "assistant", "content": "A", "created": 2.0, "stats": {"tokens": 1}},
+        ],
+    }
+    (tmp_path / "old1.json").write_text(json.dumps(old), encoding="utf-8")
+    loaded = ConversationStore(tmp_path).load("old1")
+    assert loaded.messages[-1].stats == {"tokens": 1}
+    assert ChatSession(loaded).last_reply == loaded.messages[-1]
