@@ -381,9 +381,16 @@ class ChatPanel(QWidget):
         self.save_banner.hide()
         return shown
 
-    def show_messages(self, messages: Sequence[ChatMessage], **shown: object) -> None:
+    def show_messages(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        pending: bool = False,
+        last_events: Sequence[TokenEvent | TextTail] = (),
+        continuing: bool = False,
+    ) -> None:
         """The conversation in the transcript (see ``Transcript.show_messages``)."""
-        self.transcript.show_messages(messages, **shown)  # type: ignore[arg-type]
+        self.transcript.show_messages(messages, pending, last_events, continuing)
 
     def show_stored_answer(self, message: ChatMessage | None) -> None:
         """A reopened answer's comparison, as it was after the live answer: the answer

@@ -495,8 +495,10 @@ class MainWindow(QMainWindow):
 
     def _start_answer(self, job: ChatJob) -> None:
         # a continuation extends the last message: no new "answering…" message below it
-        pending = not self.session.continuing
-        self.chat.show_messages(self.conversation.messages, pending=pending)
+        continuing = self.session.continuing
+        self.chat.show_messages(
+            self.conversation.messages, pending=not continuing, continuing=continuing
+        )
         self.chat.begin_answer(job.baseline)
         self.charts.reset()
         self.chat.set_generating(True)

@@ -144,10 +144,11 @@ class Transcript(QTextBrowser):
         self.viewport().setMouseTracking(True)
         self._dark = False
         self._style = "colour"
-        self._shown: tuple[Sequence[ChatMessage], bool, Sequence[TokenEvent | TextTail]] = (
+        self._shown: tuple[Sequence[ChatMessage], bool, Sequence[TokenEvent | TextTail], bool] = (
             (),
             False,
             (),
+            False,
         )
         self._coloured: list[_Coloured] = []
 
@@ -172,9 +173,10 @@ class Transcript(QTextBrowser):
         messages: Sequence[ChatMessage],
         pending: bool = False,
         last_events: Sequence[TokenEvent | TextTail] = (),
+        continuing: bool = False,
     ) -> None:
         """Render the conversation; ``last_events`` give the last answer's token detail."""
-        self._shown = (messages, pending, last_events)
+        self._shown = (messages, pending, last_events, continuing)
         self._coloured = []
         self.clear()
         visible = [m for m in messages if m.role != "system"]
@@ -194,7 +196,9 @@ class Transcript(QTextBrowser):
                 self._colour(message, start, cursor.position(), last_events if last else ())
                 line = stats_line(message.stats)
                 cut = message.stats.get("stop_reason") == "max_tokens"
-                if cut and last and not message.stats.get("stopped") and not pending:
+                if last and continuing:
+                    line += " — continuing… (the token stream is below)"
+                elif cut and last and not message.stats.get("stopped") and not pending:
                     line += " — Continue writes more"
                 if line:
                     _plain_block(cursor)

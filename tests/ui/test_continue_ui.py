@@ -32,6 +32,9 @@ def test_continue_extends_the_cut_off_answer_and_saves_it(make_window, qtbot, ti
     with qtbot.waitSignal(window.answer_finished, timeout=60_000) as blocker:
         qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
         assert button.isHidden()  # not offered again while it writes
+        shown = window.chat.transcript.toPlainText()
+        assert "continuing…" in shown and "Continue writes more" not in shown
+        assert "answering…" not in shown  # the same message grows; no new one below it
     more = blocker.args[0].speculative
     assert more.tokens > 0
     assert [m.role for m in window.conversation.messages] == ["user", "assistant"]
