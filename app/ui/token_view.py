@@ -61,6 +61,7 @@ class TokenView(QPlainTextEdit):
         self._divergence: int | None = None
         # a stored answer: its text and the kind of each character (no token detail)
         self._stored: tuple[str, list[TokenKind] | None] | None = None
+        self._stored_mark: tuple[int, int] | None = None  # characters marked in it
 
     # --- content -------------------------------------------------------------------------
 
@@ -88,6 +89,7 @@ class TokenView(QPlainTextEdit):
         self._length = 0
         self._divergence = None
         self._stored = None
+        self._stored_mark = None
         self.setExtraSelections([])
         self.clear()
         self.setPlaceholderText(placeholder)
@@ -184,11 +186,12 @@ class TokenView(QPlainTextEdit):
 
     def _repaint(self) -> None:
         if self._stored is not None:
-            stored, marked = self._stored, self.extraSelections()
+            stored, marked = self._stored, self._stored_mark
             self.clear_tokens(self.placeholderText())
             self._stored = stored
             self._paint_stored()
-            self.setExtraSelections(marked)
+            if marked is not None:
+                self.mark_characters(*marked)
             return
         events: list[TokenEvent | TextTail] = list(self._events)
         if self._tail:
@@ -218,6 +221,7 @@ class TokenView(QPlainTextEdit):
         """Mark where a stored answer parts from the other (characters, not tokens)."""
         text = self.toPlainText()
         if 0 <= start < len(text):
+            self._stored_mark = (start, end)
             begin, stop = _units(text[:start]), _units(text[: max(end, start + 1)])
             self._highlight((begin, stop))
 

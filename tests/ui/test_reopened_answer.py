@@ -63,9 +63,12 @@ def test_where_the_answers_part_is_marked_in_both_and_the_comparison_opens(
     window = make_window()
     chat = window.chat
     assert chat.compare.isChecked() and chat.answer_box.isVisible()
-    for view, word in ((chat.spec_view, "cat"), (chat.base_view, "dog")):
-        marks = view.extraSelections()
-        assert len(marks) == 1 and marks[0].cursor.selectedText() == word
+    for dark in (False, True):  # a theme change repaints the stored text, marks and all
+        window.set_theme("dark" if dark else "light")
+        for view, word in ((chat.spec_view, "cat"), (chat.base_view, "dog")):
+            marks = view.extraSelections()
+            assert len(marks) == 1 and marks[0].cursor.selectedText() == word
+            assert view.toPlainText().startswith("The ")
     assert chat.verdict.text() == "differs at token 1"
 
 
