@@ -5,6 +5,11 @@ template that does not compile or raises while rendering becomes a ``ChatTemplat
 the caller can fall back to the plain format. Time is bounded one level up: the engine
 process renders, and its parent kills it when rendering outlives ``TEMPLATE_SECONDS``
 (``app.engine.engine_host``): a Python loop in Jinja cannot be stopped from inside.
+
+A conversation that ends with an assistant message asks to continue that message (llama.cpp's
+"continue final message", or assistant prefill): the turns before it are rendered with the
+generation prompt and its text follows unfinished, with no end-of-turn after it, exactly as
+the model saw its own answer while writing it.
 """
 
 from __future__ import annotations
@@ -62,6 +67,11 @@ class ChatFormatter:
         self._broken = None
 
     def render(self, messages: Sequence[Message]) -> str:
+        if messages and messages[-1].role == "assistant":  # continue the unfinished answer
+            return self._render(messages[:-1]) + messages[-1].content
+        return self._render(messages)
+
+    def _render(self, messages: Sequence[Message]) -> str:
         if self._broken is not None:
             raise ChatTemplateError(f"the chat template does not compile ({self._broken[:300]})")
         if self._jinja is None:

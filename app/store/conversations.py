@@ -34,6 +34,11 @@ CONVERSATION_LIMIT = 64 << 20  # bytes; a very long chat is a few MB
 CONVERSATION_SCHEMA = Schema("conversation", current=1, steps=(), key="format")
 ID_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
 ID_LIMIT = 64
+# The target-only answer kept beside an assistant message (stats["baseline"]): its text is
+# bounded like an answer's (Max tokens is at most 131,072 tokens), its figures are numbers.
+BASELINE_TEXT_LIMIT = 1 << 20  # characters
+BASELINE_FIGURES = ("tokens", "tok_s", "ttft_ms", "diverged_at")
+STOP_REASON_LIMIT = 40
 
 
 def is_conversation_id(text: str) -> bool:
@@ -100,7 +105,26 @@ def _stamp(value: object) -> float | None:
     return stamp if 0.0 <= stamp <= _LATEST_TIME else None
 
 
-def _message_from_json(raw: object, index: int) -> ChatMessage:
+def baseline_from_json(raw: object) -> dict[str, Any] | None:
+    """A stored baseline (the target-only answer beside a message), or None when it is not
+    one: text within ``BASELINE_TEXT_LIMIT``, counts and figures as numbers."""
+    if not isinstance(raw, dict):
+        return None
+    text = raw.get("text")
+    if not isinstance(text, str) or len(text) > BASELINE_TEXT_LIMIT:
+        return None
+    baseline: dict[str, Any] = {"text": text}
+    for key in BASELINE_FIGURES:
+        value = raw.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            baseline[key] = value
+    stop = raw.get("stop_reason")
+    if isinstance(stop, str) and len(stop) <= STOP_REASON_LIMIT:
+        baseline["stop_reason"] = stop
+    return baseline
+
+
+def _message_from_json(raw: object, index: int, repairs: list[str]) -> ChatMessage:
     if not isinstance(raw, dict):
         raise ValueError(f"message {index + 1} is not an object")
     role, content = raw.get("role"), raw.get("content")
@@ -110,12 +134,22 @@ def _message_from_json(raw: object, index: int) -> ChatMessage:
         )
     if not isinstance(content, str):
         raise ValueError(f"message {index + 1} has no text content")
-    stats = raw.get("stats")
+    stats = dict(raw["stats"]) if isinstance(raw.get("stats"), dict) else {}
+    if "baseline" in stats:  # shown as text: checked, not passed on as it came
+        baseline = baseline_from_json(stats["baseline"])
+        if baseline is None:
+            del stats["baseline"]
+            repairs.append(
+                f"the target-only answer stored with message {index + 1} was not usable "
+                f"(text of at most {BASELINE_TEXT_LIMIT:,} characters); it is left out"
+            )
+        else:
+            stats["baseline"] = baseline
     return ChatMessage(
         role=role,
         content=content,
         created=_stamp(raw.get("created")) or 0.0,
-        stats=stats if isinstance(stats, dict) else {},  # derived figures: safe to drop
+        stats=stats,  # derived figures: safe to drop
     )
 
 
@@ -129,7 +163,7 @@ def conversation_from_json(
     messages_raw = data.get("messages", [])
     if not isinstance(messages_raw, list):
         raise ValueError("its messages are not a list")
-    messages = tuple(_message_from_json(m, i) for i, m in enumerate(messages_raw))
+    messages = tuple(_message_from_json(m, i, repairs) for i, m in enumerate(messages_raw))
     inner_id = data.get("id")
     if expected_id is not None:
         conversation_id = expected_id

@@ -1,18 +1,13 @@
-"""The verdict of the answer on screen (judged by ``exactness.judge``), the guard banner's
-words, and what a saved answer keeps beside its text."""
+"""The verdict of the answer on screen (judged by ``exactness.judge``) and the guard
+banner's words."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
-
 from app.engine.config import AcceptRule, SpecConfig
-from app.engine.events import GuardEvent, RunSummary, TextTail, TokenEvent
+from app.engine.events import GuardEvent
 from app.engine.exactness import Comparison, Judgement, judge, percent_pair
 from app.store.settings import Settings
 from app.ui.stats_export import AnswerStats
-from app.ui.transcript import kinds_of
-from app.workers.engine_worker import PairLoaded
 
 
 def judge_answer(
@@ -60,30 +55,3 @@ def guard_text(event: GuardEvent, spec: SpecConfig) -> str:
         f"{spec.guard_window} steps) is below the break-even {break_even}. {then} "
         f"{event.advice}"
     )
-
-
-def answer_details(
-    spec: RunSummary,
-    stream: Sequence[TokenEvent | TextTail],
-    settings: Settings,
-    pair: PairLoaded | None,
-) -> dict[str, object]:
-    """What a saved answer keeps beside its text: figures, token kinds, the pair, the settings."""
-    details: dict[str, object] = {
-        "accepted": spec.accepted,
-        "drafted": spec.drafted,
-        "tokens_per_pass": round(spec.tokens_per_pass, 3),
-        "kinds": kinds_of(stream),
-        "settings": {
-            "temperature": settings.temperature,
-            "rule": settings.rule,
-            "draft_max": settings.draft_max,
-            "draft_adaptive": settings.draft_adaptive,
-            "seed": settings.seed,
-            "max_tokens": settings.max_tokens,
-        },
-    }
-    if pair is not None:
-        draft = Path(pair.draft_path).name if pair.draft_path else "n-gram drafting"
-        details["pair"] = f"{Path(pair.target_path).name} + {draft}"
-    return details

@@ -31,7 +31,7 @@ from app.engine.events import GuardEvent, RunSummary, StepEvent
 from app.ui.palette import BASE_PEN, OKABE_ITO, SPEC_PEN
 from app.ui.stats_export import AnswerStats, to_csv, to_json
 from app.ui.theme import CHART
-from app.workers.engine_worker import EventBatch
+from app.workers.messages import EventBatch
 
 REDRAW_MS = 50
 INITIAL_LIMITS = {"acceptance": (10.0, 1.05), "tok_s": (10.0, 1.0), "draft_length": (10.0, 10.0)}
@@ -302,6 +302,10 @@ class ChartsPanel(QWidget):
             self.plots[name].setYRange(0, limits[1], padding=0.02)
         self._dirty = set(self.plots)
         self._redraw()
+
+    def set_verdict(self, text: str) -> None:
+        """The verdict exported with the answer's statistics."""
+        self.stats.verdict = text
 
     def ingest(self, batch: EventBatch) -> None:
         if batch.tokens and batch.elapsed_s > 0:

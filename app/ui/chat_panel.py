@@ -6,6 +6,8 @@ thread paints at most 25 times a second however fast the engine streams.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
@@ -22,14 +24,15 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.config import SpecConfig
-from app.engine.events import GuardEvent, RunSummary
+from app.engine.events import GuardEvent, RunSummary, TextTail, TokenEvent
+from app.store.conversations import ChatMessage
 from app.ui.answer_verdict import guard_text
 from app.ui.chat_input import ChatInput
 from app.ui.palette import STYLE_LABELS, STYLES, legend_html
 from app.ui.theme import BANNERS
 from app.ui.token_view import TokenView
-from app.ui.transcript import Transcript
-from app.workers.engine_worker import TIMING_RULE, EventBatch
+from app.ui.transcript import Transcript, char_kinds
+from app.workers.messages import TIMING_RULE, EventBatch
 
 FLUSH_MS = 40
 
@@ -65,6 +68,24 @@ class Banner(QFrame):
         return self.label.text() if self.isVisible() or not self.isHidden() else ""
 
 
+def _figures(tokens: object, tok_s: object) -> str:
+    """ " · N tokens · R tok/s" from stored figures, each only when it is a number."""
+    text = ""
+    if isinstance(tokens, int) and not isinstance(tokens, bool):
+        text += f" · {tokens} tokens"
+    if isinstance(tok_s, int | float) and not isinstance(tok_s, bool):
+        text += f" · {tok_s:.1f} tok/s"
+    return text
+
+
+def _word_end(text: str, start: int, longest: int = 40) -> int:
+    """Where the word at ``start`` ends (at most ``longest`` characters on)."""
+    end = start + 1
+    while end < min(len(text), start + longest) and not text[end].isspace():
+        end += 1
+    return end
+
+
 def _pane(title: str, view: TokenView, note: QLabel | None = None) -> tuple[QWidget, QLabel]:
     box = QWidget()
     layout = QVBoxLayout(box)
@@ -83,6 +104,7 @@ class ChatPanel(QWidget):
     send_requested = Signal(str)
     stop_requested = Signal()
     regenerate_requested = Signal()
+    continue_requested = Signal()
     new_chat_requested = Signal()
     style_changed = Signal(str)
     baseline_toggled = Signal(bool)
@@ -107,6 +129,7 @@ class ChatPanel(QWidget):
         self._generating = False
         self._has_messages = False
         self._last_answer = ""
+        self._can_continue = False
         self._refusal = ""
 
         self.legend = QLabel(legend_html(style))
@@ -169,6 +192,12 @@ class ChatPanel(QWidget):
         self.send.setObjectName("sendButton")
         self.send.setDefault(True)
         self.send.clicked.connect(self._send_or_stop)
+        self.continue_button = QPushButton("Continue")
+        self.continue_button.setObjectName("continueButton")
+        self.continue_button.setToolTip(
+            "The last answer was cut off at the token limit (Max tokens): write more of it"
+        )
+        self.continue_button.clicked.connect(self.continue_requested)
         self.regenerate = QPushButton("Regenerate")
         self.regenerate.clicked.connect(self.regenerate_requested)
         self.copy = QPushButton("Copy")
@@ -177,7 +206,7 @@ class ChatPanel(QWidget):
         self.new_chat = QPushButton("New chat")
         self.new_chat.clicked.connect(self.new_chat_requested)
         buttons = QVBoxLayout()
-        for button in (self.send, self.regenerate, self.copy, self.new_chat):
+        for button in (self.send, self.continue_button, self.regenerate, self.copy, self.new_chat):
             buttons.addWidget(button)
         input_row = QHBoxLayout()
         input_row.addWidget(self.input, 1)
@@ -276,9 +305,13 @@ class ChatPanel(QWidget):
             self.flush()
             self._flush_timer.stop()
 
-    def set_conversation_state(self, has_messages: bool, last_answer: str) -> None:
-        """Regenerate needs a question, Copy an answer: both are off in an empty chat."""
+    def set_conversation_state(
+        self, has_messages: bool, last_answer: str, can_continue: bool = False
+    ) -> None:
+        """Regenerate needs a question, Copy an answer: both are off in an empty chat.
+        Continue is shown only while the last answer is one cut off at the token limit."""
         self._has_messages, self._last_answer = has_messages, last_answer
+        self._can_continue = can_continue
         self._update_buttons()
 
     def set_refusal(self, reason: str) -> None:
@@ -295,6 +328,8 @@ class ChatPanel(QWidget):
             refused = f"Fix the settings first — {self._refusal}" if self._refusal else ""
             self.send.setToolTip(refused)
         self.regenerate.setEnabled(idle and self._has_messages)
+        self.continue_button.setVisible(self._can_continue and idle)
+        self.continue_button.setEnabled(idle and not self._refusal)
         self.copy.setEnabled(idle and bool(self._last_answer or self.spec_view.text()))
 
     def baseline_not_run(self, reason: str) -> None:
@@ -319,6 +354,105 @@ class ChatPanel(QWidget):
 
     def stop_timers(self) -> None:
         self._flush_timer.stop()
+
+    # --- what the window shows through the panel -----------------------------------------
+
+    def show_error(self, html_text: str) -> None:
+        self.error_banner.show_text(html_text)
+
+    def hide_error(self) -> None:
+        self.error_banner.hide()
+
+    def add_error_action(self, button: QPushButton) -> None:
+        """A button in the error banner, before its close button (e.g. Reload pair)."""
+        layout = self.error_banner.layout()
+        assert isinstance(layout, QHBoxLayout)
+        layout.insertWidget(layout.count() - 1, button)
+
+    def show_notes(self, html_text: str) -> None:
+        self.notes_banner.show_text(html_text)
+
+    def show_save_failure(self, html_text: str) -> None:
+        self.save_banner.show_text(html_text)
+
+    def clear_save_failure(self) -> bool:
+        """Hide the save banner; True when it was showing (the saves caught up)."""
+        shown = not self.save_banner.isHidden()
+        self.save_banner.hide()
+        return shown
+
+    def show_messages(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        pending: bool = False,
+        last_events: Sequence[TokenEvent | TextTail] = (),
+        continuing: bool = False,
+    ) -> None:
+        """The conversation in the transcript (see ``Transcript.show_messages``)."""
+        self.transcript.show_messages(messages, pending, last_events, continuing)
+
+    def show_stored_answer(self, message: ChatMessage | None) -> None:
+        """A reopened answer's comparison, as it was after the live answer: the answer
+        coloured by its stored token kinds beside the stored target-only answer, the verdict,
+        and where the two part. Folded away unless they part."""
+        self.guard_banner.hide()
+        self.spec_header.setText("<b>Speculative</b>")
+        self.base_header.setText("<b>Baseline — target only</b>")
+        if message is None:
+            self.spec_view.clear_tokens()
+            self.base_view.clear_tokens()
+            self.verdict.setText("")
+            self.base_box.setVisible(self.baseline_box.isChecked())
+            self.set_comparison_open(False)
+            return
+        stats = message.stats
+        self.spec_view.show_text(
+            message.content, char_kinds(stats.get("kinds"), len(message.content))
+        )
+        self.spec_header.setText(
+            f"<b>Speculative</b>{_figures(stats.get('tokens'), stats.get('spec_tok_s'))}"
+        )
+        verdict = stats.get("verdict")
+        self.verdict.setText(verdict if isinstance(verdict, str) else "")
+        self.verdict.setToolTip(self.verdict.text())
+        baseline = stats.get("baseline")
+        diverged = False
+        if isinstance(baseline, dict) and isinstance(baseline.get("text"), str):
+            self.base_view.show_text(baseline["text"])
+            part = " (of the answer before Continue)" if stats.get("continued") else ""
+            figures = _figures(baseline.get("tokens"), baseline.get("tok_s"))
+            self.base_header.setText(f"<b>Baseline — target only</b>{figures}{part}")
+            self.base_box.setVisible(True)
+            at = baseline.get("diverged_at")
+            if isinstance(at, int) and not isinstance(at, bool):
+                diverged = True
+                for view in (self.spec_view, self.base_view):
+                    view.mark_characters(at, _word_end(view.toPlainText(), at))
+        else:
+            self.base_view.clear_tokens("Not kept: this answer ran without the baseline.")
+            self.base_box.setVisible(False)
+        self.set_comparison_open(diverged)
+
+    def answer_stream(self) -> list[TokenEvent | TextTail]:
+        """The tokens of the answer just streamed, in order, queued ones included."""
+        self.flush()
+        return self.spec_view.stream()
+
+    def clear_input(self) -> None:
+        self.input.clear()
+
+    def clear_placeholders(self) -> None:
+        self.spec_view.setPlaceholderText("")
+        self.base_view.setPlaceholderText("")
+
+    def show_stopped(self, text: str) -> None:
+        """Why an answer has no verdict (stopped, the engine crashed)."""
+        self.verdict.setText(text)
+
+    def splitters(self) -> dict[str, QSplitter]:
+        """The splitters whose sizes the window keeps between sessions."""
+        return {"chat": self.split, "answer": self.panes}
 
     # --- actions -------------------------------------------------------------------------
 

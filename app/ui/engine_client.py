@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal
 
-from app.workers.engine_worker import (
+from app.workers.engine_worker import EngineWorker
+from app.workers.messages import (
     Busy,
     ChatJob,
-    EngineWorker,
     EventBatch,
     JobDone,
     LoadPair,

@@ -4,22 +4,19 @@ from __future__ import annotations
 
 import gc
 import html
-import os
-import stat
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
+import psutil
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QGuiApplication, QIcon, QShowEvent
 from PySide6.QtWidgets import (
-    QBoxLayout,
     QDockWidget,
     QMainWindow,
     QPushButton,
     QScrollArea,
-    QSplitter,
     QTabWidget,
     QToolBar,
     QWidget,
@@ -27,12 +24,11 @@ from PySide6.QtWidgets import (
 
 from app.engine.config import DraftSource
 from app.engine.events import TextTail, TokenEvent
-from app.engine.exactness import Judgement, acceptance_text
-from app.store.conversations import ChatMessage, Conversation, ConversationStore
-from app.store.fileio import move_aside
+from app.engine.exactness import acceptance_text
+from app.store.conversations import Conversation, ConversationStore
 from app.store.pending_saves import PendingSaves, SaveFailure
 from app.store.settings import Settings, SettingsStore
-from app.ui.answer_verdict import answer_details, judge_answer
+from app.ui.answer_verdict import judge_answer
 from app.ui.charts import ChartsPanel
 from app.ui.chat_panel import ChatPanel
 from app.ui.conversation_list import ConversationList
@@ -44,7 +40,9 @@ from app.ui.pair_chooser import PairChoice, active_pair_kv_type, choose_pair
 from app.ui.settings_panel import SettingsPanel
 from app.ui.theme import CHOICES as THEME_CHOICES
 from app.ui.theme import apply_palette, is_dark
-from app.workers.engine_worker import (
+from app.ui.window_layout import WindowLayout
+from app.workers.chat_session import ChatSession
+from app.workers.messages import (
     Busy,
     ChatJob,
     EventBatch,
@@ -57,8 +55,6 @@ from app.workers.engine_worker import (
 
 NARROW_WINDOW = 1280  # px: below this the settings and charts docks start as tabs
 ICON_DIR = Path(__file__).resolve().parents[2] / "resources" / "icons"
-LAYOUT_FILE = "window.ini"
-LAYOUT_LIMIT = 1 << 20  # bytes; a real one is under 2 KB
 SAVE_RETRY_MS = 5000  # while a save is failing, try again this often
 NOTES_SHOWN = 6
 
@@ -83,18 +79,8 @@ def app_icon() -> QIcon:
 def process_rss(pid: int | None = None) -> int | None:
     """Resident memory of this process, or of process ``pid`` (the engine process)."""
     try:
-        with open(f"/proc/{pid or 'self'}/statm", encoding="ascii") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError, AttributeError):
-        pass
-    if pid is not None:
-        return None
-    try:
-        import resource
-
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return int(peak) * (1 if sys.platform == "darwin" else 1024)
-    except (ImportError, OSError):
+        return int(psutil.Process(pid).memory_info().rss)
+    except (psutil.Error, OSError):
         return None
 
 
@@ -126,10 +112,8 @@ class MainWindow(QMainWindow):
         self.pair_kv_type = "f16"  # the KV cache type of the chosen saved pair
         self.pair_name = self.settings.pair_name  # the chosen saved pair ("" for plain files)
         self._loaded_key: tuple[object, ...] | None = None
-        self._verdict: Judgement | None = None
-        self._answer_settings: Settings = self.settings  # the settings the answer ran with
         self._shown_once = False
-        self._layout_usable = True
+        self.layout_file = WindowLayout(self.settings_store.directory)
         self._engine_lost = False  # the engine process died; Reload pair brings it back
 
         self.pair_bar = PairBar()
@@ -175,12 +159,15 @@ class MainWindow(QMainWindow):
         self._add_engine_actions()
         self._wire()
         scan = self.store.scan()
-        self.conversation = self._first_conversation([info.id for info in scan.conversations])
+        self.session = ChatSession(
+            self._first_conversation([info.id for info in scan.conversations])
+        )
+        self.chat.show_stored_answer(self.session.last_reply)
         self._show_conversation()
-        layout_notes = self._check_layout_file()
+        layout_notes = self.layout_file.check()
         self.show_notes([*self.settings_store.notes, *scan.notes, *layout_notes])
         self.resize(1560, 960)
-        self._restore_layout()
+        self._docks_restored = self.layout_file.restore(self, self.side)
         self._follow_theme()
         if autoload and is_existing_file(self.settings.target_path):
             self.pair_kv_type = active_pair_kv_type(self.pair_name, self.settings.target_path)
@@ -190,7 +177,7 @@ class MainWindow(QMainWindow):
                 DraftSource(self.settings.draft_source),
             )
         elif not self.settings.target_path:
-            self.pair_bar.status.setText("Choose a pair to start →")
+            self.pair_bar.show_hint("Choose a pair to start →")
             if first_run:
                 self._probe = HubProbe(self)
                 self._probe.finished.connect(self._first_start)
@@ -202,17 +189,13 @@ class MainWindow(QMainWindow):
         self.reload_button.setObjectName("reloadPair")
         self.reload_button.hide()
         self.reload_button.clicked.connect(self.reload_pair)
-        banner = self.chat.error_banner.layout()
-        assert isinstance(banner, QBoxLayout)
-        banner.insertWidget(banner.count() - 1, self.reload_button)
+        self.chat.add_error_action(self.reload_button)
         self.cancel_load_button = QPushButton("Cancel")
         self.cancel_load_button.setObjectName("cancelLoad")
         self.cancel_load_button.setToolTip("Stop loading the models")
         self.cancel_load_button.hide()
         self.cancel_load_button.clicked.connect(self.client.cancel_load)
-        bar = self.pair_bar.layout()
-        assert isinstance(bar, QBoxLayout)
-        bar.insertWidget(bar.indexOf(self.pair_bar.busy) + 1, self.cancel_load_button)
+        self.pair_bar.add_beside_progress(self.cancel_load_button)
 
     def _pair_toolbar(self) -> QToolBar:
         bar = QToolBar("Model pair", self)
@@ -239,7 +222,7 @@ class MainWindow(QMainWindow):
     # --- theme -----------------------------------------------------------------------------
 
     def _follow_theme(self) -> None:
-        choice = str(self._qsettings().value("theme", "system"))
+        choice = self.layout_file.value("theme", "system")
         self.theme_choice = choice if choice in THEME_CHOICES else "system"
         self.settings_panel.show_theme(self.theme_choice)
         self.settings_panel.theme_changed.connect(self.set_theme)
@@ -255,9 +238,7 @@ class MainWindow(QMainWindow):
     def set_theme(self, choice: str) -> None:
         self.theme_choice = choice if choice in THEME_CHOICES else "system"
         self.settings_panel.show_theme(self.theme_choice)
-        state = self._qsettings()
-        state.setValue("theme", self.theme_choice)
-        state.sync()
+        self.layout_file.set_value("theme", self.theme_choice)
         self.apply_theme()
 
     def apply_theme(self) -> None:
@@ -285,6 +266,7 @@ class MainWindow(QMainWindow):
         self.chat.send_requested.connect(self.send)
         self.chat.stop_requested.connect(self.stop)
         self.chat.regenerate_requested.connect(self.regenerate)
+        self.chat.continue_requested.connect(self.continue_answer)
         self.chat.new_chat_requested.connect(self.new_chat)
         update = self.settings_panel.update_settings
         self.chat.style_changed.connect(lambda style: update(colour_style=style))
@@ -295,60 +277,13 @@ class MainWindow(QMainWindow):
         self.conversations.deleted.connect(self._conversation_deleted)
         self.conversations.failed.connect(self._conversation_action_failed)
 
-    # --- layout persistence ----------------------------------------------------------------
-
-    def _qsettings(self) -> QSettings:
-        return QSettings(str(self._layout_file()), QSettings.Format.IniFormat)
-
-    def _layout_file(self) -> Path:
-        return self.settings_store.directory / LAYOUT_FILE
-
-    def _check_layout_file(self) -> list[str]:
-        """QSettings reads window.ini whole and blocks on a FIFO: anything but a small regular
-        file is moved aside (or, when that fails, the layout is neither read nor written)."""
-        path = self._layout_file()
-        try:
-            info = path.lstat()
-        except OSError:
-            return []
-        if stat.S_ISREG(info.st_mode) and info.st_size <= LAYOUT_LIMIT:
-            return []
-        moved = move_aside(path, "damaged")
-        self._layout_usable = moved is not None
-        where = f"moved to {moved.name}" if moved else "left as it is; the layout is not saved"
-        return [f"the window layout file {path} is not a small regular file; it was {where}"]
-
-    def _splitters(self) -> dict[str, QSplitter]:
-        return {"chat": self.chat.split, "answer": self.chat.panes}
-
-    def _restore_layout(self) -> None:
-        if not self._layout_usable:
-            return
-        state = self._qsettings()
-        geometry = state.value("geometry")
-        if isinstance(geometry, QByteArray):
-            self.restoreGeometry(geometry)
-        docks = state.value("windowState")
-        self._docks_restored = isinstance(docks, QByteArray) and self.restoreState(docks)
-        tab = state.value("sideTab")
-        if isinstance(tab, int | str) and str(tab).isdigit():  # window.ini is stored state too
-            self.side.setCurrentIndex(int(tab))
-
-    def _restore_splitters(self) -> None:
-        """Splitter sizes are restored once the window has its final size."""
-        if not self._layout_usable:
-            return
-        state = self._qsettings()
-        for name, splitter in self._splitters().items():
-            value = state.value(f"splitter/{name}")
-            if isinstance(value, QByteArray):
-                splitter.restoreState(value)
+    # --- layout --------------------------------------------------------------------------
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt override
         super().showEvent(event)
         if not self._shown_once:
             self._shown_once = True
-            self._restore_splitters()
+            self.layout_file.restore_splitters(self.chat.splitters())
             if not self._docks_restored:  # once the layout has its final size
                 QTimer.singleShot(0, self, self.share_width)
 
@@ -365,17 +300,6 @@ class MainWindow(QMainWindow):
             return
         docks = [self.settings_dock, self.charts_dock]
         self.resizeDocks(docks, [int(width * 0.22), int(width * 0.28)], Qt.Orientation.Horizontal)
-
-    def _save_layout(self) -> None:
-        if not self._layout_usable:
-            return
-        state = self._qsettings()
-        state.setValue("geometry", self.saveGeometry())
-        state.setValue("windowState", self.saveState())
-        for name, splitter in self._splitters().items():
-            state.setValue(f"splitter/{name}", splitter.saveState())
-        state.setValue("sideTab", self.side.currentIndex())
-        state.sync()
 
     # --- pair ------------------------------------------------------------------------------
 
@@ -402,7 +326,7 @@ class MainWindow(QMainWindow):
         try:
             choice = choose_pair(self, start, files=files, saved=saved)
         except Exception as error:  # noqa: BLE001 - a broken wizard must not take the app down
-            self.chat.error_banner.show_text(f"<b>Could not choose a pair.</b> {error}")
+            self.chat.show_error(f"<b>Could not choose a pair.</b> {error}")
             return
         if choice is not None:
             self.apply_pair_choice(choice)
@@ -426,7 +350,7 @@ class MainWindow(QMainWindow):
             if self.settings.target_path or self.client.loading:
                 return
         else:
-            self.chat.error_banner.show_text(
+            self.chat.show_error(
                 "<b>The Hugging Face Hub cannot be reached</b>, so SpecDeck starts with the "
                 "offline demo pair. Use Change pair… when you are online."
             )
@@ -437,7 +361,7 @@ class MainWindow(QMainWindow):
             return
         draft = self.settings.draft_path or None
         if source is DraftSource.MODEL and not draft:
-            self.chat.error_banner.show_text("No draft model chosen yet: use Change pair….")
+            self.chat.show_error("No draft model chosen yet: use Change pair….")
             self.pair_bar.show_pair(
                 self.settings.target_path, None, DraftSource.NGRAM, self.pair_name
             )
@@ -466,7 +390,7 @@ class MainWindow(QMainWindow):
             self.change_pair()
             return
         self.reload_button.hide()
-        self.chat.error_banner.hide()
+        self.chat.hide_error()
         self.load_pair(pair.target_path, pair.draft_path, pair.draft_source)
 
     def _on_busy(self, message: Busy) -> None:
@@ -479,13 +403,7 @@ class MainWindow(QMainWindow):
     def _set_loading(self, text: str | None, progress: float | None = None) -> None:
         """The pair bar's busy indicator: a percentage while llama.cpp reports one."""
         self.pair_bar.set_busy(text)
-        bar = self.pair_bar.busy
-        if progress is None:
-            bar.setRange(0, 0)
-        else:
-            bar.setRange(0, 100)
-            bar.setValue(round(progress * 100))
-        bar.setTextVisible(progress is not None)
+        self.pair_bar.set_progress(progress)
         self.cancel_load_button.setVisible(text is not None and self.client.loading)
 
     def _on_loaded(self, message: PairLoaded) -> None:
@@ -534,7 +452,7 @@ class MainWindow(QMainWindow):
             self._engine_lost = True
         self._set_loading(None)
         self.reload_button.setVisible(self._engine_lost and self.loaded is not None)
-        self.chat.error_banner.show_text(f"<b>{message.title}.</b> {message.message}")
+        self.chat.show_error(f"<b>{message.title}.</b> {message.message}")
         self.statusBar().showMessage(f"{message.title}: {message.message}", 10000)
         self.failed.emit(message)
 
@@ -552,65 +470,70 @@ class MainWindow(QMainWindow):
     # --- chat ------------------------------------------------------------------------------
 
     def send(self, text: str) -> None:
-        if self.client.generating:
+        if self.client.generating or not self._ready_to_answer():
             return
-        if self.loaded is None and not self.client.loading:
-            self.chat.error_banner.show_text(
-                "<b>No model pair loaded.</b> Click Demo pair (works offline) or Change pair…"
-            )
-            return
-        if self._engine_lost and not self.client.loading:
-            self.chat.error_banner.show_text(
-                "<b>The engine is not running.</b> Click Reload pair; your message is kept."
-            )
-            self.reload_button.setVisible(self.loaded is not None)
-            return
-        self.settings_panel.flush_pending()
-        refused = self.settings_panel.refusal()
-        if refused:
-            self.chat.error_banner.show_text(f"<b>Not sent.</b> {refused}")
-            return
-        self.chat.input.clear()
-        self.conversation = self.conversation.with_message(ChatMessage("user", text))
+        self.chat.clear_input()
+        self.session.add_user(text)
         # Acknowledged: on disk it survives a crash; when it cannot be written it stays in
         # memory (and in the transcript) and is written at the next save that works.
         self._save_conversation()
         self.conversations.refresh(self.conversation.id)
-        self._start_answer()
+        self._start_answer(self.session.start(self.settings))
 
-    def _start_answer(self) -> None:
-        messages = []
-        if self.settings.system_prompt.strip():
-            messages.append({"role": "system", "content": self.settings.system_prompt})
-        messages += [m.as_prompt() for m in self.conversation.messages if m.role != "system"]
-        self._verdict = None
-        self._answer_settings = self.settings
-        self.chat.transcript.show_messages(self.conversation.messages, pending=True)
-        self.chat.begin_answer(self.settings.baseline)
+    def continue_answer(self) -> None:
+        """More of the answer cut off at the token limit, appended to the same message."""
+        if self.client.generating or not self.session.can_continue:
+            return
+        if self._ready_to_answer():
+            self._start_answer(self.session.start_continue(self.settings))
+
+    def _ready_to_answer(self) -> bool:
+        """A pair to answer with and settings that were accepted; else the banner says why."""
+        if self.loaded is None and not self.client.loading:
+            self.chat.show_error(
+                "<b>No model pair loaded.</b> Click Demo pair (works offline) or Change pair…"
+            )
+            return False
+        if self._engine_lost and not self.client.loading:
+            self.chat.show_error(
+                "<b>The engine is not running.</b> Click Reload pair; your message is kept."
+            )
+            self.reload_button.setVisible(self.loaded is not None)
+            return False
+        self.settings_panel.flush_pending()
+        refused = self.settings_panel.refusal()
+        if refused:
+            self.chat.show_error(f"<b>Not sent.</b> {refused}")
+            return False
+        return True
+
+    def _start_answer(self, job: ChatJob) -> None:
+        # a continuation extends the last message: no new "answering…" message below it
+        continuing = self.session.continuing
+        self.chat.show_messages(
+            self.conversation.messages, pending=not continuing, continuing=continuing
+        )
+        self.chat.begin_answer(job.baseline)
         self.charts.reset()
         self.chat.set_generating(True)
-        self.client.chat(ChatJob(tuple(messages), self.settings, baseline=self.settings.baseline))
+        self.client.chat(job)
 
     def stop(self) -> None:
         self.client.cancel()
         self.statusBar().showMessage("Stopping…", 2000)
 
     def regenerate(self) -> None:
-        if self.client.generating or not self.conversation.messages:
-            return
-        self.conversation = self.conversation.without_last_answer()
-        if not self.conversation.messages:
+        if self.client.generating or not self.session.drop_last_answer():
             return
         self._save_conversation()
-        self._start_answer()
+        self._start_answer(self.session.start(self.settings))
 
     def new_chat(self) -> None:
         if self.client.generating:
             return
-        self.conversation = Conversation.new()
+        self.session = ChatSession()
         self.chat.begin_answer(self.settings.baseline)
-        self.chat.spec_view.setPlaceholderText("")
-        self.chat.base_view.setPlaceholderText("")
+        self.chat.clear_placeholders()
         self.charts.reset()
         self._show_conversation()
 
@@ -619,12 +542,17 @@ class MainWindow(QMainWindow):
             return
         unsaved = self.saves.unsaved(conversation_id)
         try:
-            self.conversation = unsaved or self.store.load(conversation_id)
+            self.session = ChatSession(unsaved or self.store.load(conversation_id))
         except (OSError, ValueError) as error:
             text = html.escape(str(error))
-            self.chat.error_banner.show_text(f"<b>Could not open the conversation.</b> {text}")
+            self.chat.show_error(f"<b>Could not open the conversation.</b> {text}")
             return
+        self.chat.show_stored_answer(self.session.last_reply)
         self._show_conversation()
+
+    @property
+    def conversation(self) -> Conversation:
+        return self.session.conversation
 
     def _first_conversation(self, ids: list[str]) -> Conversation:
         """The most recent conversation that still reads (a file may change meanwhile)."""
@@ -641,7 +569,7 @@ class MainWindow(QMainWindow):
             self.new_chat()
 
     def _conversation_action_failed(self, message: str) -> None:
-        self.chat.error_banner.show_text(html.escape(message))
+        self.chat.show_error(html.escape(message))
 
     # --- stored state ----------------------------------------------------------------------
 
@@ -652,7 +580,7 @@ class MainWindow(QMainWindow):
         shown = [html.escape(note) for note in notes[:NOTES_SHOWN]]
         if len(notes) > NOTES_SHOWN:
             shown.append(f"… and {len(notes) - NOTES_SHOWN} more")
-        self.chat.notes_banner.show_text(
+        self.chat.show_notes(
             "<b>Some stored data could not be used as it was:</b><br>" + "<br>".join(shown)
         )
         for note in notes:
@@ -666,8 +594,7 @@ class MainWindow(QMainWindow):
 
     def _report_save(self, failure: SaveFailure | None) -> None:
         if failure is None:
-            if not self.chat.save_banner.isHidden():
-                self.chat.save_banner.hide()
+            if self.chat.clear_save_failure():
                 self.conversations.refresh(self.conversation.id)  # drop "not saved yet"
                 self.statusBar().showMessage(
                     "Saved: everything kept in memory is on disk now.", 5000
@@ -675,7 +602,7 @@ class MainWindow(QMainWindow):
             self.save_retry.stop()
             return
         kept = "it is" if failure.waiting == 1 else f"{failure.waiting} items are"
-        self.chat.save_banner.show_text(
+        self.chat.show_save_failure(
             f"<b>{html.escape(failure.describe())}</b><br>Nothing is lost: {kept} kept in "
             "memory and saved as soon as the folder can be written to (retried every "
             f"{SAVE_RETRY_MS // 1000} s). Free some space or fix the folder's permissions."
@@ -686,9 +613,9 @@ class MainWindow(QMainWindow):
 
     def _show_conversation(self, last_events: Sequence[TokenEvent | TextTail] = ()) -> None:
         messages = self.conversation.messages
-        answers = [m.content for m in messages if m.role == "assistant"]
-        self.chat.set_conversation_state(bool(messages), answers[-1] if answers else "")
-        self.chat.transcript.show_messages(messages, last_events=last_events)
+        session = self.session
+        self.chat.set_conversation_state(bool(messages), session.last_answer, session.can_continue)
+        self.chat.show_messages(messages, last_events=last_events)
         self.conversations.refresh(self.conversation.id)
 
     def _on_batch(self, batch: EventBatch) -> None:
@@ -699,37 +626,23 @@ class MainWindow(QMainWindow):
             self.status["speed"].setText(f"{batch.run} {rate:.1f} tok/s")
 
     def _on_verdict(self, verdict: Verdict) -> None:
-        judgement = judge_answer(self.charts.stats, verdict.comparison, self._answer_settings)
+        settings = self.session.answer_settings or self.settings
+        judgement = judge_answer(self.charts.stats, verdict.comparison, settings)
         if judgement is None:
             return
-        self._verdict = judgement
+        self.session.judge(judgement)
         self.chat.show_verdict(judgement.text, judgement.divergence)
-        self.charts.stats.verdict = judgement.text
+        self.charts.set_verdict(judgement.text)
 
     def _on_done(self, done: JobDone) -> None:
         self.chat.set_generating(False)
-        spec, base = done.speculative, done.baseline
-        if spec is not None and (spec.tokens or spec.text):
-            stats: dict[str, object] = {
-                "spec_tok_s": round(spec.tok_s, 2),
-                "acceptance": round(spec.acceptance_rate, 4),
-                "tokens": spec.tokens,
-                "stop_reason": spec.stop_reason.value,
-            }
-            if base is not None:
-                stats["base_tok_s"] = round(base.tok_s, 2)
-            if self._verdict is not None:
-                stats["verdict"] = self._verdict.text
-            if done.cancelled:
-                stats["stopped"] = True
-            stream = self.chat.spec_view.stream()
-            stats.update(answer_details(spec, stream, self._answer_settings, self.loaded))
-            self.conversation = self.conversation.with_message(
-                ChatMessage("assistant", spec.text, stats=stats)
-            )
+        stream = self.chat.answer_stream()
+        if self.session.finish(done, stream, self.loaded) is not None:
             self._save_conversation()
-        self._show_conversation(self.chat.spec_view.stream())
-        self.chat.answer_done(self._verdict is not None and self._verdict.divergence is not None)
+        self._show_conversation(stream)
+        judgement = self.session.judgement
+        self.chat.answer_done(judgement is not None and judgement.divergence is not None)
+        spec, base = done.speculative, done.baseline
         if spec is not None:
             speed = f"spec {spec.tok_s:.1f} tok/s"
             if base is not None:
@@ -739,9 +652,9 @@ class MainWindow(QMainWindow):
         if done.cancelled:
             lost = self._engine_lost
             self.statusBar().showMessage("The engine crashed." if lost else "Stopped.", 4000)
-            if not self._verdict:
-                self.chat.verdict.setText(f"{'engine crashed' if lost else 'stopped'} — no verdict")
-            if self._answer_settings.baseline and base is None:
+            if judgement is None:
+                self.chat.show_stopped(f"{'engine crashed' if lost else 'stopped'} — no verdict")
+            if self.session.baseline_asked and base is None:
                 self.chat.baseline_not_run("Not run: the answer was stopped before the baseline.")
         self._update_resources()
         self.answer_finished.emit(done)
@@ -750,7 +663,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
         self.settings_panel.flush_pending()
-        self._save_layout()
+        self.layout_file.save(self, self.side, self.chat.splitters())
         self.chat.stop_timers()
         self.charts.stop()
         self.save_retry.stop()

@@ -7,6 +7,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
+    QBoxLayout,
     QComboBox,
     QFrame,
     QHBoxLayout,
@@ -201,3 +202,21 @@ class PairBar(QFrame):
         self.change.setEnabled(text is None)
         self.demo.setEnabled(text is None)
         self.source.setEnabled(text is None)
+
+    def set_progress(self, progress: float | None) -> None:
+        """A percentage while llama.cpp reports one, else a busy indicator."""
+        if progress is None:
+            self.busy.setRange(0, 0)
+        else:
+            self.busy.setRange(0, 100)
+            self.busy.setValue(round(progress * 100))
+        self.busy.setTextVisible(progress is not None)
+
+    def add_beside_progress(self, widget: QWidget) -> None:
+        """A control next to the load progress bar (e.g. Cancel)."""
+        layout = self.layout()
+        assert isinstance(layout, QBoxLayout)
+        layout.insertWidget(layout.indexOf(self.busy) + 1, widget)
+
+    def show_hint(self, text: str) -> None:
+        self.status.setText(text)

@@ -10,7 +10,7 @@ selection without touching the token formats.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from html import escape
 
 from PySide6.QtCore import QEvent
@@ -59,6 +59,9 @@ class TokenView(QPlainTextEdit):
         self._length = 0
         self._pending: list[TokenEvent | TextTail] = []
         self._divergence: int | None = None
+        # a stored answer: its text and the kind of each character (no token detail)
+        self._stored: tuple[str, list[TokenKind] | None] | None = None
+        self._stored_mark: tuple[int, int] | None = None  # characters marked in it
 
     # --- content -------------------------------------------------------------------------
 
@@ -85,9 +88,38 @@ class TokenView(QPlainTextEdit):
         self._tail = ""
         self._length = 0
         self._divergence = None
+        self._stored = None
+        self._stored_mark = None
         self.setExtraSelections([])
         self.clear()
         self.setPlaceholderText(placeholder)
+
+    def show_text(self, text: str, kinds: Sequence[TokenKind] | None = None) -> None:
+        """A stored answer: its text, coloured by the stored kind of each character when the
+        kinds fit it; there is no token detail to hover."""
+        self.clear_tokens()
+        self._stored = (
+            text,
+            list(kinds) if kinds is not None and len(kinds) == len(text) else None,
+        )
+        self._paint_stored()
+
+    def _paint_stored(self) -> None:
+        if self._stored is None:
+            return
+        text, kinds = self._stored
+        cursor = QTextCursor(self.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.beginEditBlock()
+        start = 0
+        for end in range(1, len(text) + 1):
+            if end < len(text) and (kinds is None or kinds[end] is kinds[start]):
+                continue
+            kind = kinds[start] if kinds is not None else TokenKind.TARGET
+            cursor.insertText(text[start:end], kind_format(kind, self._style, self._dark))
+            start = end
+        cursor.endEditBlock()
+        self._length = _units(text)
 
     def queue(self, events: Iterable[object]) -> None:
         self._pending.extend(e for e in events if isinstance(e, TokenEvent | TextTail))
@@ -153,6 +185,14 @@ class TokenView(QPlainTextEdit):
         self._repaint()
 
     def _repaint(self) -> None:
+        if self._stored is not None:
+            stored, marked = self._stored, self._stored_mark
+            self.clear_tokens(self.placeholderText())
+            self._stored = stored
+            self._paint_stored()
+            if marked is not None:
+                self.mark_characters(*marked)
+            return
         events: list[TokenEvent | TextTail] = list(self._events)
         if self._tail:
             events.append(TextTail(self._tail))
@@ -175,7 +215,17 @@ class TokenView(QPlainTextEdit):
 
     def mark_divergence(self, index: int | None) -> None:
         self._divergence = index
-        span = self.token_span(index) if index is not None else None
+        self._highlight(self.token_span(index) if index is not None else None)
+
+    def mark_characters(self, start: int, end: int) -> None:
+        """Mark where a stored answer parts from the other (characters, not tokens)."""
+        text = self.toPlainText()
+        if 0 <= start < len(text):
+            self._stored_mark = (start, end)
+            begin, stop = _units(text[:start]), _units(text[: max(end, start + 1)])
+            self._highlight((begin, stop))
+
+    def _highlight(self, span: tuple[int, int] | None) -> None:
         if span is None:
             self.setExtraSelections([])
             return

@@ -33,6 +33,7 @@ from app.store.conversations import ChatMessage
 from app.ui.palette import KIND_LABELS, kind_format
 from app.ui.theme import CODE_BACKGROUND
 from app.ui.token_view import token_tooltip
+from app.workers.chat_session import CODE_KINDS
 
 WELCOME = (
     "### New chat\n\n"
@@ -42,13 +43,6 @@ WELCOME = (
     "Enter sends, Shift+Enter adds a line."
 )
 NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
-KIND_CODES = {
-    TokenKind.ACCEPTED: "a",
-    TokenKind.RESAMPLED: "r",
-    TokenKind.BONUS: "b",
-    TokenKind.TARGET: "t",
-}
-CODE_KINDS = {code: kind for kind, code in KIND_CODES.items()}
 STOP_WORDS = {
     "eog": "finished",
     "max_tokens": "cut off at Max tokens",
@@ -56,21 +50,6 @@ STOP_WORDS = {
     "cancelled": "stopped",
     "context_full": "context full",
 }
-
-
-def kinds_of(events: Sequence[TokenEvent | TextTail]) -> list[list[object]]:
-    """Run-length token kinds over the characters of an answer: [[code, characters], ...]."""
-    runs: list[list[object]] = []
-    for event in events:
-        code = KIND_CODES[event.kind] if isinstance(event, TokenEvent) else "t"
-        text = event.piece if isinstance(event, TokenEvent) else event.text
-        if not text:
-            continue
-        if runs and runs[-1][0] == code:
-            runs[-1][1] = int(runs[-1][1]) + len(text)  # type: ignore[call-overload]
-        else:
-            runs.append([code, len(text)])
-    return runs
 
 
 def char_kinds(runs: object, length: int) -> list[TokenKind] | None:
@@ -128,6 +107,9 @@ def stats_line(stats: dict[str, object]) -> str:
     drafted, accepted = stats.get("drafted"), stats.get("accepted")
     if isinstance(drafted, int) and isinstance(accepted, int):
         bits.append(f"accepted {accepted}/{drafted} drafted" if drafted else "nothing drafted")
+    continued = stats.get("continued")
+    if isinstance(continued, int) and not isinstance(continued, bool) and continued > 0:
+        bits.append("continued" if continued == 1 else f"continued {continued}×")
     stop = stats.get("stop_reason")
     if stats.get("stopped"):
         bits.append("stopped")
@@ -162,10 +144,11 @@ class Transcript(QTextBrowser):
         self.viewport().setMouseTracking(True)
         self._dark = False
         self._style = "colour"
-        self._shown: tuple[Sequence[ChatMessage], bool, Sequence[TokenEvent | TextTail]] = (
+        self._shown: tuple[Sequence[ChatMessage], bool, Sequence[TokenEvent | TextTail], bool] = (
             (),
             False,
             (),
+            False,
         )
         self._coloured: list[_Coloured] = []
 
@@ -190,9 +173,10 @@ class Transcript(QTextBrowser):
         messages: Sequence[ChatMessage],
         pending: bool = False,
         last_events: Sequence[TokenEvent | TextTail] = (),
+        continuing: bool = False,
     ) -> None:
         """Render the conversation; ``last_events`` give the last answer's token detail."""
-        self._shown = (messages, pending, last_events)
+        self._shown = (messages, pending, last_events, continuing)
         self._coloured = []
         self.clear()
         visible = [m for m in messages if m.role != "system"]
@@ -211,8 +195,11 @@ class Transcript(QTextBrowser):
                 last = index == len(visible) - 1
                 self._colour(message, start, cursor.position(), last_events if last else ())
                 line = stats_line(message.stats)
-                if message.stats.get("stop_reason") == "max_tokens":
-                    line += " — raise Max tokens and Regenerate for the rest"
+                cut = message.stats.get("stop_reason") == "max_tokens"
+                if last and continuing:
+                    line += " — continuing… (the token stream is below)"
+                elif cut and last and not message.stats.get("stopped") and not pending:
+                    line += " — Continue writes more"
                 if line:
                     _plain_block(cursor)
                     cursor.insertHtml(f"<span style='font-size: small;'>{escape(line)}</span>")
@@ -251,6 +238,11 @@ class Transcript(QTextBrowser):
         for event in events:
             text = event.piece if isinstance(event, TokenEvent) else event.text
             tokens += [event if isinstance(event, TokenEvent) else None] * len(text)
+        if len(tokens) < len(message.content) and message.content.endswith(
+            "".join(e.piece if isinstance(e, TokenEvent) else e.text for e in events)
+        ):  # a continued answer: the stream is its last part
+            padding: list[TokenEvent | None] = [None] * (len(message.content) - len(tokens))
+            tokens = padding + tokens
         tokens = tokens[offset : offset + len(source)] if len(tokens) >= len(source) else []
         cursor = QTextCursor(self.document())
         cursor.setPosition(start)

@@ -18,16 +18,14 @@ finished, on the same loaded weights, so each run's tokens/sec comes from its ow
 from __future__ import annotations
 
 import os
-import threading
 import time
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from app.engine.chat_template import ChatTemplateError
-from app.engine.config import DraftSource, ModelSpec
+from app.engine.config import DraftSource
 from app.engine.engine_host import (
     CancelFlag,
     ChatTemplateHung,
@@ -36,144 +34,22 @@ from app.engine.engine_host import (
     LoadRequest,
     PairInfo,
 )
-from app.engine.events import Event, RunSummary, StopReason, TokenEvent
-from app.engine.exactness import Comparison
-from app.errors import (
-    ContextOverflowError,
-    GenerationCancelled,
-    ModelLoadError,
-    SpecDeckError,
+from app.engine.events import RunSummary, StopReason, TokenEvent
+from app.errors import GenerationCancelled, SpecDeckError
+from app.workers.messages import (
+    Busy,
+    ChatJob,
+    EventBatch,
+    JobDone,
+    LoadPair,
+    PairLoaded,
+    Verdict,
+    WorkerError,
+    describe_error,
 )
-from app.models.compat import IncompatiblePairError
-from app.store.settings import Settings
 
-TIMING_RULE = (
-    "Runs one after the other: the baseline starts when the speculative answer is done, "
-    "so each tok/s comes from its own compute."
-)
 CRASH_DRILL_VAR = "SPECDECK_CRASH_DRILL_TOKENS"
 BATCH_SECONDS = 0.015  # events are handed to the UI thread at most ~65 times a second
-
-# --- requests (UI -> worker) ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LoadPair:
-    target: ModelSpec  # with demo=True only n_ctx / n_gpu_layers are used
-    draft: ModelSpec | None
-    draft_source: DraftSource = DraftSource.MODEL
-    demo: bool = False
-
-
-@dataclass(frozen=True)
-class ChatJob:
-    messages: tuple[dict[str, str], ...]
-    settings: Settings
-    baseline: bool = True
-    cancel: threading.Event = field(default_factory=threading.Event, compare=False)
-
-
-# --- replies (worker -> UI) ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Busy:
-    request_id: int
-    text: str
-    progress: float | None = None  # 0..1 while a model loads
-
-
-@dataclass(frozen=True)
-class PairLoaded:
-    request_id: int
-    target_path: str
-    draft_path: str | None
-    draft_source: DraftSource
-    device: str
-    weights_bytes: int
-    n_ctx: int
-    load_s: float
-
-
-@dataclass(frozen=True)
-class EventBatch:
-    request_id: int
-    run: str  # "speculative" | "baseline"
-    events: tuple[Event, ...]
-    elapsed_s: float  # since this run started
-    tokens: int  # tokens produced by this run so far
-
-
-@dataclass(frozen=True)
-class Verdict:
-    request_id: int
-    comparison: Comparison | None  # None when no baseline ran to the end; text: exactness.judge
-
-
-@dataclass(frozen=True)
-class JobDone:
-    request_id: int
-    cancelled: bool
-    speculative: RunSummary | None
-    baseline: RunSummary | None
-    prompt_tokens: int
-
-
-@dataclass(frozen=True)
-class WorkerError:
-    request_id: int
-    title: str
-    message: str
-    detail: str = ""
-    can_reload: bool = False  # the engine process died; reloading the pair brings it back
-
-
-def describe_error(error: BaseException) -> tuple[str, str]:
-    """A title and a message a person can act on."""
-    if isinstance(error, EngineCrashed):
-        return describe_crash(error)
-    if isinstance(error, GenerationCancelled):
-        return "Stopped", str(error)
-    if isinstance(error, IncompatiblePairError):
-        return "Incompatible pair", f"{error}. Pick a draft made from the same tokenizer."
-    if isinstance(error, ContextOverflowError):
-        return "Context full", str(error)
-    if isinstance(error, ModelLoadError):
-        return "Model could not be loaded", str(error)
-    if isinstance(error, SpecDeckError):
-        return "SpecDeck", str(error)
-    if isinstance(error, MemoryError):
-        return "Out of memory", (
-            "The models do not fit in memory. Lower the context size or the GPU layers, "
-            "or choose smaller models."
-        )
-    if isinstance(error, FileNotFoundError):
-        return "File not found", f"{error}. Choose the model files again with Change pair…"
-    return "Unexpected error", f"{type(error).__name__}: {error}"
-
-
-def describe_crash(crash: EngineCrashed) -> tuple[str, str]:
-    if crash.stage == "loading":
-        return "Model crashed llama.cpp", (
-            f"llama.cpp crashed while loading {crash.model} ({crash.how}). The file is damaged "
-            "or not supported by this llama.cpp build; choose another one with Change pair…"
-            + (f" llama.cpp said: {_said(crash)}" if _said(crash) else "")
-        )
-    stage = {
-        "prefill": "reading the prompt",
-        "generating": "generating the answer",
-        "idle": "idle",
-    }.get(crash.stage, crash.stage)
-    return "The engine crashed", (
-        f"The engine process died while {stage} with {crash.model}: {crash.how}. "
-        "The window, the conversation and your typed text are kept; click Reload pair "
-        "to start the engine again."
-    )
-
-
-def _said(crash: EngineCrashed) -> str:
-    text = str(crash)
-    return text.split("llama.cpp said: ", 1)[1] if "llama.cpp said: " in text else ""
 
 
 class EngineWorker(QObject):

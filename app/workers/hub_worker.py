@@ -749,7 +749,7 @@ def _message(exc: BaseException) -> str:
     if isinstance(exc, HubError):
         return str(exc)
     try:
-        from app.workers.engine_worker import describe_error
+        from app.workers.messages import describe_error
     except ImportError:
         return f"{type(exc).__name__}: {exc}"
     title, message = describe_error(exc)

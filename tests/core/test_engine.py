@@ -334,9 +334,7 @@ def test_target_weights_are_loaded_once_for_both_runs(engine: Engine) -> None:
     run(engine, replace(request, speculative=False))
     spec_ctx, base_ctx = engine.spec_ctx, engine.base_ctx
     assert spec_ctx.ptr != base_ctx.ptr  # two caches …
-    behind = {
-        ctypes_address(llama_cpp.llama_get_model(ctx.ptr)) for ctx in (spec_ctx, base_ctx)
-    }
+    behind = {ctypes_address(llama_cpp.llama_get_model(ctx.ptr)) for ctx in (spec_ctx, base_ctx)}
     assert behind == {ctypes_address(engine.target.ptr)}  # … one set of weights
     assert engine.draft is not None
     assert ctypes_address(engine.draft.ptr) not in behind

@@ -6,7 +6,7 @@ from app.engine.config import AcceptRule, SpecConfig
 from app.engine.events import GuardEvent, RunSummary, StepEvent, StopReason
 from app.engine.exactness import Comparison, judge, percent_pair
 from app.ui.answer_verdict import guard_text
-from app.workers.engine_worker import EventBatch, Verdict
+from app.workers.messages import EventBatch, Verdict
 
 
 def summary(mode: str, tokens: int, tok_s: float, drafted: int = 0, accepted: int = 0):  # noqa: ANN201

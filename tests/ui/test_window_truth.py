@@ -14,7 +14,7 @@ from PySide6.QtGui import QColor, QImage, QPalette, QTextCursor, QTextFormat
 from app.engine.config import DraftSource
 from app.engine.events import RunSummary, StepEvent, StopReason, TokenKind
 from app.store.settings import Settings
-from app.workers.engine_worker import EventBatch
+from app.workers.messages import EventBatch
 from tests.ui.conftest import ask, load
 
 FAST = Settings(max_tokens=48, n_ctx=1024, temperature=0.0, seed=1, n_threads=1)
@@ -151,7 +151,7 @@ def _summary(mode: str, tokens: int, tok_s: float, drafted: int = 0) -> RunSumma
 
 
 def test_nothing_drafted_shows_no_speedup_in_the_window(make_window, qtbot) -> None:
-    from app.workers.engine_worker import Verdict
+    from app.workers.messages import Verdict
 
     window = make_window()
     window.charts.ingest(EventBatch(1, "speculative", (_summary("speculative", 96, 5.2),), 1, 96))

@@ -1,0 +1,282 @@
+"""The conversation on screen and the answer being written for it, without Qt.
+
+``ChatSession`` turns the conversation and the settings into the worker's ``ChatJob``, and a
+finished job (its summaries, the judgement, the streamed tokens, the loaded pair) into the
+assistant ``ChatMessage`` that is stored with its figures. The window only shows and saves.
+
+An answer cut off at the token limit can be continued: the job's messages end with that
+unfinished answer (the chat formatter renders it without an end-of-turn, see
+``app.engine.chat_template``), and what the continuation writes is appended to the same
+message, its figures merged with the first part's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from app.engine.events import RunSummary, TextTail, TokenEvent, TokenKind
+from app.engine.exactness import Judgement
+from app.store.conversations import BASELINE_TEXT_LIMIT, ChatMessage, Conversation
+from app.store.settings import Settings
+from app.workers.messages import ChatJob, JobDone, PairLoaded
+
+KIND_CODES = {
+    TokenKind.ACCEPTED: "a",
+    TokenKind.RESAMPLED: "r",
+    TokenKind.BONUS: "b",
+    TokenKind.TARGET: "t",
+}
+CODE_KINDS = {code: kind for kind, code in KIND_CODES.items()}
+
+Stream = Sequence[TokenEvent | TextTail]
+
+
+def kinds_of(events: Stream) -> list[list[object]]:
+    """Run-length token kinds over the characters of an answer: [[code, characters], ...]."""
+    runs: list[list[object]] = []
+    for event in events:
+        code = KIND_CODES[event.kind] if isinstance(event, TokenEvent) else "t"
+        text = event.piece if isinstance(event, TokenEvent) else event.text
+        if not text:
+            continue
+        if runs and runs[-1][0] == code:
+            runs[-1][1] = int(runs[-1][1]) + len(text)  # type: ignore[call-overload]
+        else:
+            runs.append([code, len(text)])
+    return runs
+
+
+def answer_details(
+    spec: RunSummary,
+    stream: Stream,
+    settings: Settings,
+    pair: PairLoaded | None,
+) -> dict[str, object]:
+    """What a saved answer keeps beside its text: figures, token kinds, the pair, the settings."""
+    details: dict[str, object] = {
+        "accepted": spec.accepted,
+        "drafted": spec.drafted,
+        "tokens_per_pass": round(spec.tokens_per_pass, 3),
+        "kinds": kinds_of(stream),
+        "settings": {
+            "temperature": settings.temperature,
+            "rule": settings.rule,
+            "draft_max": settings.draft_max,
+            "draft_adaptive": settings.draft_adaptive,
+            "seed": settings.seed,
+            "max_tokens": settings.max_tokens,
+        },
+    }
+    if pair is not None:
+        draft = Path(pair.draft_path).name if pair.draft_path else "n-gram drafting"
+        details["pair"] = f"{Path(pair.target_path).name} + {draft}"
+    return details
+
+
+def baseline_record(
+    base: RunSummary, judgement: Judgement | None, stream: Stream
+) -> dict[str, object]:
+    """The target-only answer kept beside the message, for the comparison when it is
+    reopened: its text and figures, and where (in characters) the two answers part when
+    they were expected to be identical."""
+    record: dict[str, object] = {
+        "text": base.text,
+        "tokens": base.tokens,
+        "tok_s": round(base.tok_s, 2),
+        "ttft_ms": round(base.ttft_ms, 1),
+        "stop_reason": base.stop_reason.value,
+    }
+    index = judgement.divergence if judgement is not None else None
+    tokens = [event for event in stream if isinstance(event, TokenEvent)]
+    if index is not None and 0 <= index <= len(tokens):
+        record["diverged_at"] = sum(len(event.piece) for event in tokens[:index])
+    return record
+
+
+class ChatSession:
+    """One conversation and the answer in progress.
+
+    ``start`` builds the job for the conversation as it is; ``judge`` keeps the verdict of the
+    answer; ``finish`` stores the answer with its figures. Nothing here is shown or saved.
+    """
+
+    def __init__(self, conversation: Conversation | None = None) -> None:
+        self.conversation = conversation or Conversation.new()
+        self.judgement: Judgement | None = None
+        self.answer_settings: Settings | None = None  # the settings the answer runs with
+        self.baseline_asked = False  # the answer's job also runs the target alone
+        self.continuing = False  # the job writes more of the last answer
+
+    # --- the conversation ----------------------------------------------------------------
+
+    def add_user(self, text: str) -> None:
+        self.conversation = self.conversation.with_message(ChatMessage("user", text))
+
+    def drop_last_answer(self) -> bool:
+        """Before Regenerate: the conversation without its final answer; True when a question
+        is left to answer."""
+        if not self.conversation.messages:
+            return False
+        self.conversation = self.conversation.without_last_answer()
+        return bool(self.conversation.messages)
+
+    @property
+    def can_continue(self) -> bool:
+        """The last answer was cut off at the token limit (and not stopped by the person)."""
+        messages = self.conversation.messages
+        if not messages or messages[-1].role != "assistant":
+            return False
+        stats = messages[-1].stats
+        return stats.get("stop_reason") == "max_tokens" and not stats.get("stopped")
+
+    @property
+    def last_reply(self) -> ChatMessage | None:
+        """The last assistant message, whose comparison is shown under the conversation."""
+        replies = [m for m in self.conversation.messages if m.role == "assistant"]
+        return replies[-1] if replies else None
+
+    @property
+    def last_answer(self) -> str:
+        reply = self.last_reply
+        return reply.content if reply is not None else ""
+
+    # --- one answer ----------------------------------------------------------------------
+
+    def prompt(self, settings: Settings) -> tuple[dict[str, str], ...]:
+        """The system prompt from the settings, then the conversation (stored system
+        messages are not sent: the settings' prompt is the one in force)."""
+        messages = []
+        if settings.system_prompt.strip():
+            messages.append({"role": "system", "content": settings.system_prompt})
+        messages += [m.as_prompt() for m in self.conversation.messages if m.role != "system"]
+        return tuple(messages)
+
+    def start(self, settings: Settings) -> ChatJob:
+        """The job answering the conversation as it is now."""
+        self.judgement = None
+        self.answer_settings = settings
+        self.baseline_asked = settings.baseline
+        self.continuing = False
+        return ChatJob(self.prompt(settings), settings, baseline=settings.baseline)
+
+    def start_continue(self, settings: Settings) -> ChatJob:
+        """The job writing more of the cut-off last answer: the conversation ends with it, so
+        the model goes on from its last token. Only the speculative run: a baseline would
+        describe the continuation alone, not the message it extends."""
+        if not self.can_continue:
+            raise ValueError("the last answer was not cut off at the token limit")
+        self.judgement = None
+        self.answer_settings = settings
+        self.baseline_asked = False
+        self.continuing = True
+        return ChatJob(self.prompt(settings), settings, baseline=False)
+
+    def judge(self, judgement: Judgement) -> None:
+        self.judgement = judgement
+
+    def finish(self, done: JobDone, stream: Stream, pair: PairLoaded | None) -> ChatMessage | None:
+        """Store the answer (the speculative run's text, with its figures and token kinds);
+        a job that wrote nothing stores nothing."""
+        spec, base = done.speculative, done.baseline
+        settings = self.answer_settings
+        if spec is None or not (spec.tokens or spec.text) or settings is None:
+            return None
+        if self.continuing:
+            return self._extend(spec, stream, done.cancelled)
+        stats: dict[str, object] = {
+            "spec_tok_s": round(spec.tok_s, 2),
+            "acceptance": round(spec.acceptance_rate, 4),
+            "tokens": spec.tokens,
+            "stop_reason": spec.stop_reason.value,
+        }
+        if base is not None:
+            stats["base_tok_s"] = round(base.tok_s, 2)
+            if len(base.text) <= BASELINE_TEXT_LIMIT:
+                stats["baseline"] = baseline_record(base, self.judgement, stream)
+        if self.judgement is not None:
+            stats["verdict"] = self.judgement.text
+        if done.cancelled:
+            stats["stopped"] = True
+        stats.update(answer_details(spec, stream, settings, pair))
+        message = ChatMessage("assistant", spec.text, stats=stats)
+        self.conversation = self.conversation.with_message(message)
+        return message
+
+    def _extend(self, spec: RunSummary, stream: Stream, cancelled: bool) -> ChatMessage:
+        """The last answer with the continuation appended and the figures of both parts."""
+        last = self.conversation.messages[-1]
+        old = last.stats
+        before, added = _count(old, "tokens"), spec.tokens
+        tokens = before + added
+        accepted = _count(old, "accepted") + spec.accepted
+        drafted = _count(old, "drafted") + spec.drafted
+        seconds = _seconds(before, old.get("spec_tok_s")) + _seconds(added, spec.tok_s)
+        passes = _seconds(before, old.get("tokens_per_pass")) + _seconds(
+            added, spec.tokens_per_pass
+        )
+        stats = dict(old)
+        stats.update(
+            tokens=tokens,
+            accepted=accepted,
+            drafted=drafted,
+            acceptance=round(accepted / drafted, 4) if drafted else 0.0,
+            spec_tok_s=round(tokens / seconds, 2) if seconds > 0 else 0.0,
+            tokens_per_pass=round(tokens / passes, 3) if passes > 0 else 0.0,
+            stop_reason=spec.stop_reason.value,
+            continued=_count(old, "continued") + 1,
+        )
+        runs = old.get("kinds")
+        if _covers(runs, len(last.content)):
+            stats["kinds"] = _joined(runs, kinds_of(stream))  # type: ignore[arg-type]
+        else:  # kinds that did not fit the first part cannot colour the whole
+            stats.pop("kinds", None)
+        if cancelled:
+            stats["stopped"] = True
+        message = replace(last, content=last.content + spec.text, stats=stats)
+        self.conversation = replace(
+            self.conversation,
+            updated=time.time(),
+            messages=(*self.conversation.messages[:-1], message),
+        )
+        return message
+
+
+def _count(stats: dict[str, object], key: str) -> int:
+    """A stored count; stored files are hostile, so anything but a count is 0."""
+    value = stats.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _seconds(tokens: int, rate: object) -> float:
+    """Time (or passes) that ``tokens`` took at ``rate`` per second (or per pass)."""
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or rate <= 0:
+        return 0.0
+    return tokens / float(rate)
+
+
+def _covers(runs: object, length: int) -> bool:
+    """Stored kinds that are well formed and cover exactly ``length`` characters."""
+    if not isinstance(runs, list):
+        return False
+    total = 0
+    for run in runs:
+        if not (isinstance(run, list) and len(run) == 2 and run[0] in CODE_KINDS):
+            return False
+        count = run[1]
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            return False
+        total += count
+    return total == length
+
+
+def _joined(first: list[list[object]], second: list[list[object]]) -> list[list[object]]:
+    runs = [list(run) for run in first]
+    for code, count in second:
+        if runs and runs[-1][0] == code:
+            runs[-1][1] = int(runs[-1][1]) + int(count)  # type: ignore[call-overload]
+        else:
+            runs.append([code, count])
+    return runs
