@@ -214,8 +214,23 @@ class SettingsPanel(QScrollArea):
         self.theme.blockSignals(False)
 
     def update_settings(self, **changes: object) -> None:
-        """Change fields that other widgets own (pair, view options) and announce it."""
-        self._apply(replace(self._settings, **changes))  # type: ignore[arg-type]
+        """Change fields that other widgets own (pair, view options, a saved pair's context
+        size …) and announce it. Their editors show the new values, so that committing what
+        is typed (``flush_pending``, on Send and on close) cannot write the old ones back."""
+        updated = replace(self._settings, **changes)  # type: ignore[arg-type]
+        for name in changes:
+            editor = self.fields.get(name)
+            if editor is not None:
+                editor.set_value(getattr(updated, name))
+        if "draft_adaptive" in changes:
+            self.draft_mode.blockSignals(True)
+            self.draft_mode.setCurrentIndex(0 if updated.draft_adaptive else 1)
+            self.draft_mode.blockSignals(False)
+        if "rule" in changes:
+            self.rule.blockSignals(True)
+            self.rule.setCurrentIndex(max(self.rule.findData(updated.rule), 0))
+            self.rule.blockSignals(False)
+        self._apply(updated)
 
     def errors(self) -> dict[str, str]:
         return {name: e for name, f in self.fields.items() if (e := f.error())}
