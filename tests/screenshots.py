@@ -35,7 +35,7 @@ from app.engine.config import DraftSource  # noqa: E402
 from app.models.shipped import qwen_coder_pair, smollm2_pair  # noqa: E402
 from app.store.settings import Settings, SettingsStore  # noqa: E402
 
-SIZES = ((1024, 640), (1920, 1080))
+SIZES = ((1920, 1080), (1024, 640))  # wide first: a narrow window tabs its docks for good
 PALINDROME = "Write a Python function that checks whether a string is a palindrome."
 BASE = Settings(max_tokens=64, n_ctx=2048, temperature=0.0, seed=42, n_threads=2)
 
@@ -74,6 +74,8 @@ class Shooter:
         return window
 
     def ask(self, window, prompt: str) -> None:  # type: ignore[no-untyped-def]
+        window.new_chat()  # the window reopens the latest conversation: each case starts anew
+        settle()
         window.chat.input.setPlainText(prompt)
         window.chat.input.submit()
         if wait(window.answer_finished) is None:
@@ -83,6 +85,7 @@ class Shooter:
     def save(self, window, name: str, sizes=SIZES, themes=("light", "dark")) -> None:  # type: ignore[no-untyped-def]
         for width, height in sizes:
             window.resize(width, height)
+            window.share_width()  # the first-run layout a window of this size gets
             settle()
             for theme in themes:
                 window.set_theme(theme)
@@ -119,7 +122,7 @@ def main(argv: list[str]) -> int:
             window = shooter.window(settings, *smol)
             shooter.ask(window, "Explain recursion to a child.")
             window.chat.set_comparison_open(True)
-            shooter.save(window, "divergence-t0", sizes=((1024, 640), (1920, 1080)))
+            shooter.save(window, "divergence-t0", sizes=SIZES)
         elif case == "continue":
             settings = replace(BASE, max_tokens=24)
             window = shooter.window(settings, *qwen)

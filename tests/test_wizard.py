@@ -58,6 +58,7 @@ def tiny_catalog() -> Catalog:
 def shoot(page: QWizardPage, name: str) -> None:
     folder = os.environ.get("SPECDECK_SCREENSHOTS")
     if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
         page.window().grab().save(str(Path(folder) / f"wizard_{name}.png"))
 
 
