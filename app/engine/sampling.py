@@ -90,25 +90,33 @@ def _draw(probs: np.ndarray, uniform: float) -> int:
     return min(index, probs.size - 1)
 
 
-_CANDIDATE_WINDOWS = (6.0, 12.0, 24.0)  # nats below the peak searched before a full partition
+_SAMPLE_STRIDE = 16  # every 16th logit estimates where the row's top k begin
+_EXPECTED_ABOVE = 4  # the threshold is set so that about 4k entries pass it
+_MOST_ABOVE = 64  # more than 64k entries passing (a flat row, ties): partition everything
 
 
 def _top_k_ids(logits: np.ndarray, k: int) -> np.ndarray:
-    """Ids of the k largest logits (any order). Looks near the peak first: a comparison pass
-    is far cheaper than partitioning the whole vocabulary, and on a peaked row it finds k.
-    A flat row (much of the vocabulary near the peak) goes straight to the full partition."""
-    peak = logits.max()
-    crowded = logits.shape[0] // 8
-    for window in _CANDIDATE_WINDOWS:
-        mask = logits >= peak - window
-        count = int(np.count_nonzero(mask))
-        if count > crowded:
-            break
-        if count >= k:
-            near = np.flatnonzero(mask)
-            if count == k:
-                return near
-            return near[np.argpartition(logits[near], -k)[-k:]]
+    """Ids of the k largest logits (any order), exactly.
+
+    A threshold from a strided sample (the sample's 4k/16-th largest value) keeps about 4k
+    entries of any row, peaked or flat; when at least k pass it, the k largest are among
+    them, so one comparison pass and a partition of those few replace a partition of the
+    whole vocabulary (about 60 us instead of 200 us on a 151,936-entry row). When fewer
+    than k pass (or far too many, or NaNs), the whole row is partitioned.
+    """
+    n = logits.shape[0]
+    if k * _MOST_ABOVE > n:
+        return np.argpartition(logits, -k)[-k:]
+    sample = logits[::_SAMPLE_STRIDE]
+    rank = min(sample.size, max(1, k * _EXPECTED_ABOVE // _SAMPLE_STRIDE))
+    threshold = np.partition(sample, sample.size - rank)[sample.size - rank]
+    mask = logits >= threshold
+    count = int(np.count_nonzero(mask))
+    if k <= count <= k * _MOST_ABOVE:
+        near = np.flatnonzero(mask)
+        if count == k:
+            return near
+        return near[np.argpartition(logits[near], -k)[-k:]]
     return np.argpartition(logits, -k)[-k:]
 
 

@@ -8,7 +8,13 @@ import pytest
 from app.engine.adaptive import CostModel, DraftController, expected_tokens
 from app.engine.config import SamplerConfig, SpecConfig
 from app.engine.ngram import propose
-from app.engine.sampling import distribution, residual, top_probability, top_two_margin
+from app.engine.sampling import (
+    _top_k_ids,
+    distribution,
+    residual,
+    top_probability,
+    top_two_margin,
+)
 from app.engine.textstream import TextStream
 from app.models.compat import IncompatiblePairError, VocabInfo, check_compatible, first_mismatch
 
@@ -67,6 +73,30 @@ def test_top_probability_matches_float64_softmax(peak: float, scale: float) -> N
     assert top_probability(row) == pytest.approx(exact, rel=2e-5)
     small = np.array([1.0, 3.0, 2.0], dtype=np.float32)  # a shorter row after a longer one
     assert top_probability(small, 1) == pytest.approx(1 / (1 + np.exp(-2) + np.exp(-1)))
+
+
+@pytest.mark.parametrize("shape", ["flat", "peaked", "ties", "few-high", "nan"])
+@pytest.mark.parametrize("k", [1, 40, 300, 5000])
+def test_top_k_ids_are_exactly_the_k_largest(shape: str, k: int) -> None:
+    rng = np.random.default_rng(k)
+    n = 151_936
+    row = rng.standard_normal(n).astype(np.float32)
+    if shape == "peaked":
+        row = row * 4
+        row[rng.integers(0, n, 50)] += 20
+    elif shape == "ties":
+        row = np.round(row).astype(np.float32)  # a handful of distinct values, huge ties
+    elif shape == "few-high":
+        row[:3] = 100.0  # fewer than k far above the rest: the sample's threshold misses
+    elif shape == "nan":
+        row[::1000] = np.nan
+    ids = _top_k_ids(row, k)
+    assert len(ids) == k == len(set(ids.tolist()))
+    clean = np.nan_to_num(row, nan=np.inf)  # NaN ranks above everything, as in argpartition
+    kth = np.sort(clean)[-k]
+    chosen = clean[ids]
+    assert np.all(chosen >= kth)  # nothing below the k-th largest value …
+    assert np.count_nonzero(clean > kth) <= np.count_nonzero(chosen > kth)  # … all above it
 
 
 def test_ngram_proposes_continuation_of_latest_match() -> None:
