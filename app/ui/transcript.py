@@ -111,7 +111,9 @@ def stats_line(stats: dict[str, object]) -> str:
     if isinstance(continued, int) and not isinstance(continued, bool) and continued > 0:
         bits.append("continued" if continued == 1 else f"continued {continued}×")
     stop = stats.get("stop_reason")
-    if stats.get("stopped"):
+    if stats.get("interrupted"):
+        bits.append("cut off: the engine stopped")
+    elif stats.get("stopped"):
         bits.append("stopped")
     elif isinstance(stop, str):
         bits.append(STOP_WORDS.get(stop, stop))

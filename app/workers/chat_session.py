@@ -61,19 +61,28 @@ def answer_details(
         "drafted": spec.drafted,
         "tokens_per_pass": round(spec.tokens_per_pass, 3),
         "kinds": kinds_of(stream),
-        "settings": {
-            "temperature": settings.temperature,
-            "rule": settings.rule,
-            "draft_max": settings.draft_max,
-            "draft_adaptive": settings.draft_adaptive,
-            "seed": settings.seed,
-            "max_tokens": settings.max_tokens,
-        },
+        "settings": settings_record(settings),
     }
     if pair is not None:
-        draft = Path(pair.draft_path).name if pair.draft_path else "n-gram drafting"
-        details["pair"] = f"{Path(pair.target_path).name} + {draft}"
+        details["pair"] = pair_record(pair)
     return details
+
+
+def settings_record(settings: Settings) -> dict[str, object]:
+    """The settings an answer was written with, as stored beside it."""
+    return {
+        "temperature": settings.temperature,
+        "rule": settings.rule,
+        "draft_max": settings.draft_max,
+        "draft_adaptive": settings.draft_adaptive,
+        "seed": settings.seed,
+        "max_tokens": settings.max_tokens,
+    }
+
+
+def pair_record(pair: PairLoaded) -> str:
+    draft = Path(pair.draft_path).name if pair.draft_path else "n-gram drafting"
+    return f"{Path(pair.target_path).name} + {draft}"
 
 
 def baseline_record(
@@ -179,9 +188,12 @@ class ChatSession:
 
     def finish(self, done: JobDone, stream: Stream, pair: PairLoaded | None) -> ChatMessage | None:
         """Store the answer (the speculative run's text, with its figures and token kinds);
-        a job that wrote nothing stores nothing."""
+        a job that wrote nothing stores nothing. A job cut off before its run could finish
+        (the engine crashed) keeps what had streamed, marked as interrupted."""
         spec, base = done.speculative, done.baseline
         settings = self.answer_settings
+        if spec is None and done.cancelled and settings is not None and not self.continuing:
+            return self._keep_interrupted(stream, settings, pair)
         if spec is None or not (spec.tokens or spec.text) or settings is None:
             return None
         if self.continuing:
@@ -202,6 +214,31 @@ class ChatSession:
             stats["stopped"] = True
         stats.update(answer_details(spec, stream, settings, pair))
         message = ChatMessage("assistant", spec.text, stats=stats)
+        self.conversation = self.conversation.with_message(message)
+        return message
+
+    def _keep_interrupted(
+        self, stream: Stream, settings: Settings, pair: PairLoaded | None
+    ) -> ChatMessage | None:
+        """The text that streamed before the run was cut off, with what is known of it: its
+        tokens and their kinds, the pair and the settings; no speed (the run never ended)."""
+        text = "".join(e.piece if isinstance(e, TokenEvent) else e.text for e in stream)
+        if not text.strip():
+            return None
+        tokens = [e for e in stream if isinstance(e, TokenEvent)]
+        drafted_kinds = (TokenKind.ACCEPTED, TokenKind.RESAMPLED)
+        stats: dict[str, object] = {
+            "tokens": len(tokens),
+            "stopped": True,
+            "interrupted": True,
+            "accepted": sum(e.kind is TokenKind.ACCEPTED for e in tokens),
+            "drafted": sum(e.kind in drafted_kinds for e in tokens),
+            "kinds": kinds_of(stream),
+            "settings": settings_record(settings),
+        }
+        if pair is not None:
+            stats["pair"] = pair_record(pair)
+        message = ChatMessage("assistant", text, stats=stats)
         self.conversation = self.conversation.with_message(message)
         return message
 

@@ -246,18 +246,23 @@ class EngineWorker(QObject):
         except GenerationCancelled:
             self.done.emit(JobDone(request_id, True, None, None, len(prompt)))
             return
-        base = None
-        if job.baseline and not job.cancel.is_set():
-            try:
-                base = self._stream(request_id, "baseline", host, job, prompt)
-            except GenerationCancelled:
-                base = None
-        cancelled = job.cancel.is_set() or spec.stop_reason is StopReason.CANCELLED
-        if not cancelled:
-            comparison = None
-            if base is not None and base.stop_reason is not StopReason.CANCELLED:
-                comparison = host.compare(prompt, spec.token_ids, base.token_ids)
-            self.verdict.emit(Verdict(request_id, comparison))
+        try:
+            base = None
+            if job.baseline and not job.cancel.is_set():
+                try:
+                    base = self._stream(request_id, "baseline", host, job, prompt)
+                except GenerationCancelled:
+                    base = None
+            cancelled = job.cancel.is_set() or spec.stop_reason is StopReason.CANCELLED
+            if not cancelled:
+                comparison = None
+                if base is not None and base.stop_reason is not StopReason.CANCELLED:
+                    comparison = host.compare(prompt, spec.token_ids, base.token_ids)
+                self.verdict.emit(Verdict(request_id, comparison))
+        except Exception as error:  # noqa: BLE001 - the answer is written: keep it
+            self._report(request_id, error)
+            self.done.emit(JobDone(request_id, True, spec, None, len(prompt)))
+            return
         self.done.emit(JobDone(request_id, cancelled, spec, base, len(prompt)))
 
     def _stream(

@@ -381,3 +381,38 @@ def test_an_old_conversation_without_a_baseline_still_loads(tmp_path: Path) -> N
     loaded = ConversationStore(tmp_path).load("old1")
     assert loaded.messages[-1].stats == {"tokens": 1}
     assert ChatSession(loaded).last_reply == loaded.messages[-1]
+
+
+def test_an_answer_cut_off_by_an_engine_crash_keeps_what_streamed(tmp_path: Path) -> None:
+    """The engine died mid answer: no summary came back, but the streamed text is kept as an
+    interrupted answer (tokens and kinds, no speed), saved and reloaded as such."""
+    session = ChatSession(Conversation.new())
+    session.add_user("Tell me a story")
+    session.start(Settings(baseline=True))
+    stream = stream_of(
+        ("Once", TokenKind.ACCEPTED),
+        (" upon", TokenKind.RESAMPLED),
+        (" a", TokenKind.BONUS),
+        (" time", TokenKind.TARGET),
+    )
+    kept = session.finish(JobDone(1, True, None, None, 12), stream, PAIR)
+    assert kept is not None and kept.content == "Once upon a time"
+    assert kept.stats["interrupted"] is True and kept.stats["stopped"] is True
+    assert kept.stats["tokens"] == 4
+    assert (kept.stats["accepted"], kept.stats["drafted"]) == (1, 2)
+    assert kept.stats["kinds"] == [["a", 4], ["r", 5], ["b", 2], ["t", 5]]
+    assert kept.stats["pair"] == "target.gguf + draft.gguf"
+    assert "spec_tok_s" not in kept.stats  # the run never ended: no speed is claimed
+    assert [m.role for m in session.conversation.messages] == ["user", "assistant"]
+    store = ConversationStore(tmp_path)
+    store.save(session.conversation)
+    again = store.load(session.conversation.id)
+    assert again.messages[-1].content == "Once upon a time"
+    assert again.messages[-1].stats["interrupted"] is True
+
+    # a crash before anything streamed stores nothing
+    empty = ChatSession(Conversation.new())
+    empty.add_user("Hello")
+    empty.start(Settings())
+    assert empty.finish(JobDone(2, True, None, None, 3), [], PAIR) is None
+    assert [m.role for m in empty.conversation.messages] == ["user"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -52,9 +53,15 @@ def test_killed_engine_mid_answer_keeps_window_text_and_reloads(
     # the window, the conversation and the typed text survive
     assert window.isVisible()
     assert window.chat.input.toPlainText() == "a question typed while it streams"
-    assert [m.content for m in window.conversation.messages] == ["hello the model"]
+    # what streamed before the crash is kept as an interrupted answer, on screen and on disk
+    messages = window.conversation.messages
+    assert [m.role for m in messages] == ["user", "assistant"]
+    assert messages[0].content == "hello the model"
+    assert messages[1].content and messages[1].stats["interrupted"] is True
+    assert "spec_tok_s" not in messages[1].stats
+    assert "cut off: the engine stopped" in window.chat.transcript.toPlainText()
     stored = ConversationStore().load(window.conversation.id)
-    assert [m.content for m in stored.messages] == ["hello the model"]
+    assert [m.content for m in stored.messages] == [m.content for m in messages]
     assert "engine crashed" in window.chat.error_banner.label.text().lower()
     assert window.reload_button.isVisible()
 
@@ -73,8 +80,36 @@ def test_killed_engine_mid_answer_keeps_window_text_and_reloads(
     done = blocker.args[0]
     assert not done.cancelled and done.speculative.tokens > 0
     contents = [m.content for m in window.conversation.messages]
-    assert contents[0] == "hello the model" and contents[1] == "a question typed while it streams"
+    assert contents[0] == "hello the model" and contents[2] == "a question typed while it streams"
     assert window.conversation.messages[-1].role == "assistant"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+def test_engine_killed_during_the_baseline_keeps_the_finished_answer_and_its_figures(
+    make_window, qtbot, tiny_pair, isolated
+) -> None:
+    window = make_window(replace(LONG, baseline=True))
+    load(window, qtbot, *tiny_pair)
+    engine_pid = window.client.engine_pid
+    window.chat.input.setPlainText("hello the model")
+    with (
+        qtbot.waitSignal(window.answer_finished, timeout=120_000) as finished,
+        qtbot.waitSignal(window.failed, timeout=120_000),
+    ):
+        window.chat.input.submit()
+        qtbot.waitUntil(
+            lambda: window.status["speed"].text().startswith("baseline"), timeout=120_000
+        )
+        os.kill(engine_pid, signal.SIGKILL)
+    done = finished.args[0]
+    assert done.cancelled and done.speculative is not None and done.baseline is None
+    answer = window.conversation.messages[-1]
+    assert answer.role == "assistant" and answer.content == done.speculative.text
+    assert answer.stats["tokens"] == done.speculative.tokens  # the full figures, not a stub
+    assert answer.stats["spec_tok_s"] == round(done.speculative.tok_s, 2)
+    assert "interrupted" not in answer.stats
+    stored = ConversationStore().load(window.conversation.id)
+    assert stored.messages[-1].content == done.speculative.text
 
 
 def test_gguf_that_aborts_llama_cpp_is_a_load_error_naming_the_file(
