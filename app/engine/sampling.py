@@ -110,10 +110,9 @@ def _top_k_ids(logits: np.ndarray, k: int) -> np.ndarray:
     sample = logits[::_SAMPLE_STRIDE]
     rank = min(sample.size, max(1, k * _EXPECTED_ABOVE // _SAMPLE_STRIDE))
     threshold = np.partition(sample, sample.size - rank)[sample.size - rank]
-    mask = logits >= threshold
-    count = int(np.count_nonzero(mask))
+    near = np.flatnonzero(logits >= threshold)
+    count = near.size
     if k <= count <= k * _MOST_ABOVE:
-        near = np.flatnonzero(mask)
         if count == k:
             return near
         return near[np.argpartition(logits[near], -k)[-k:]]
