@@ -408,6 +408,15 @@ class DraftController:
         k = round(sum(self._drafted) / len(self._drafted)) if self._drafted else self.draft_len
         return self.costs.break_even(max(k, 1))
 
+    def pause_threshold(self) -> float:
+        """The agreement below which drafting pauses. A fixed length N is the person's choice:
+        its own break-even. An adaptive length can shorten its blocks instead, so only an
+        agreement at which no length pays (the shortest's break-even, the lowest) pauses it;
+        a loss in wall time is caught by the measured step costs either way."""
+        if not self.config.adaptive:
+            return self.break_even()
+        return min(self.break_even(), self.costs.break_even(max(self.config.draft_min, 1)))
+
     # --- the guard -----------------------------------------------------------------------------
 
     def _pause(self, reason: str, ratio: float | None) -> PauseDecision:
@@ -418,7 +427,7 @@ class DraftController:
         self.last_pause = PauseDecision(
             reason,
             self.rolling_acceptance,
-            self.break_even(),
+            self.pause_threshold(),
             ratio,
             self.costs.draft_cost_fraction(),
             self.probe_in,
@@ -436,18 +445,22 @@ class DraftController:
         window = self._window.maxlen or 1
         if self.economics.steps >= 2 and not self.can_ever_pay():
             return self._pause("cost", self.economics.ratio(self.costs))
-        if len(self._window) >= window and self.rolling_acceptance < self.break_even():
+        if len(self._window) >= window and self.rolling_acceptance < self.pause_threshold():
             return self._pause(self._reason(disagrees=True), self.economics.ratio(self.costs))
         ratio = self.economics.ratio(self.costs)
         steps = self.economics.steps
         # A probe after a failed one is judged on fewer steps: drafting has already been seen
         # to lose on this pair, and every probing step it loses again is paid in full.
         judged_after = 3 if self._failed_probes else max(window, 3)
+        # A fixed length that loses badly is paused at once; an adaptive one that starts with
+        # long blocks on a hard prompt shortens them as its calibration learns, so it is
+        # judged on a full window unless a probe has already failed.
+        early = 3 if not self.config.adaptive or self._failed_probes else max(window, 3)
         if ratio is not None and (
-            (steps >= 3 and ratio < 0.8) or (steps >= judged_after and ratio < 1.0)
+            (steps >= early and ratio < 0.8) or (steps >= judged_after and ratio < 1.0)
         ):
             # slow because the draft disagrees, or because it costs too much while agreeing
-            disagrees = bool(self._window) and self.rolling_acceptance < self.break_even()
+            disagrees = bool(self._window) and self.rolling_acceptance < self.pause_threshold()
             return self._pause(self._reason(disagrees=disagrees), ratio)
         if steps >= max(window, 3):
             self._failed_probes = 0  # drafting pays: the next pause starts from a short probe

@@ -282,7 +282,7 @@ class Engine:
                     other_ms=max(other_ms, 0.0),
                     next_draft_len=controller.draft_len,
                     rolling_acceptance=controller.rolling_acceptance,
-                    break_even=controller.break_even(),
+                    break_even=controller.pause_threshold(),
                 )
                 clock.count_step(len(drafts), outcome.accepted)
             if paid:
@@ -304,7 +304,7 @@ class Engine:
                 yield GuardEvent(
                     False,
                     controller.rolling_acceptance,
-                    controller.break_even(),
+                    controller.pause_threshold(),
                     step,
                     reason="probe",
                 )

@@ -234,6 +234,47 @@ def test_a_probe_after_a_failed_one_is_judged_within_three_steps() -> None:
     assert controller.probe_in == 2 * decision.probe_in  # the next probe waits twice as long
 
 
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_an_early_loss_pauses_a_fixed_length_at_once_and_an_adaptive_one_after_a_window(
+    adaptive: bool,
+) -> None:
+    """A fixed length losing badly in its first steps is paused after three; an adaptive one
+    (which drafts long blocks before its calibration has learned, and shortens them as it
+    does) is judged on a full window, and still paused when the loss lasts."""
+    from app.engine.adaptive import DraftController
+
+    config = SpecConfig(guard_window=8, probe_every=16, draft_max=8, adaptive=adaptive)
+    controller = DraftController(config)
+    controller.costs.observe_draft(20.0)
+    controller.costs.observe_verify(1, 100.0)
+    controller.costs.observe_verify(9, 140.0)
+    controller.economics.observe_target_only(100.0)
+    paused_at = None
+    for step in range(1, 13):  # 8 drafted, 2 accepted: 3 tokens for 300 ms, a 0.6x loss
+        controller.observe_step(drafted=8, accepted=2)
+        controller.observe_step_cost(paid_draft=True, tokens=3, ms=500.0, host_ms=1.0)
+        if controller.check_pause() is not None:
+            paused_at = step
+            break
+    assert paused_at == (8 if adaptive else 3)
+
+
+def test_an_adaptive_length_pauses_for_disagreement_only_where_no_length_pays() -> None:
+    from app.engine.adaptive import DraftController
+
+    for adaptive in (False, True):
+        controller = DraftController(SpecConfig(draft_max=16, adaptive=adaptive))
+        controller.costs.observe_draft(20.0)
+        controller.costs.observe_verify(1, 100.0)
+        controller.costs.observe_verify(17, 180.0)
+        for _ in range(8):
+            controller.observe_step(drafted=8, accepted=3)
+        shortest, drafted = controller.costs.break_even(1), controller.costs.break_even(8)
+        assert shortest < drafted
+        expected = shortest if adaptive else drafted
+        assert controller.pause_threshold() == pytest.approx(expected)
+
+
 def test_break_even_follows_the_blocks_actually_drafted() -> None:
     from app.engine.adaptive import DraftController
 
