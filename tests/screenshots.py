@@ -34,6 +34,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from app.engine.config import DraftSource  # noqa: E402
 from app.models.shipped import qwen_coder_pair, smollm2_pair  # noqa: E402
 from app.store.settings import Settings, SettingsStore  # noqa: E402
+from app.ui.window_layout import LAYOUT_FILE  # noqa: E402
 
 SIZES = ((1920, 1080), (1024, 640))  # wide first: a narrow window tabs its docks for good
 PALINDROME = "Write a Python function that checks whether a string is a palindrome."
@@ -63,7 +64,10 @@ class Shooter:
     def window(self, settings: Settings, target: Path, draft: Path):  # type: ignore[no-untyped-def]
         from app.ui.main_window import MainWindow
 
-        SettingsStore().save(settings)
+        store = SettingsStore()
+        store.save(settings)
+        # each case lays out as a first start: not as the previous case's window was left
+        (store.directory / LAYOUT_FILE).unlink(missing_ok=True)
         window = MainWindow(autoload=False)
         window.resize(1920, 1080)
         window.show()
