@@ -38,13 +38,12 @@ from app.engine.engine_protocol import (
 )
 from app.engine.events import Event, RunSummary, TokenEvent
 from app.errors import GenerationCancelled, SpecDeckError
+from app.models.hardware import gpu_offload
 
 
 def _device_description(spec: ModelSpec) -> str:
-    import llama_cpp
-
     threads = spec.threads()
-    if bool(llama_cpp.llama_supports_gpu_offload()) and spec.n_gpu_layers != 0:
+    if gpu_offload() and spec.n_gpu_layers != 0:
         layers = "all layers" if spec.n_gpu_layers < 0 else f"{spec.n_gpu_layers} layers"
         return f"GPU ({layers}) + CPU {threads} threads"
     return f"CPU · {threads} threads"

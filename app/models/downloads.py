@@ -111,6 +111,14 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TB"
 
 
+def free_bytes(folder: Path, disk_usage: DiskUsageFn = shutil.disk_usage) -> int:
+    """Free space where ``folder`` is, or would be once created (its nearest existing parent)."""
+    probe = folder
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    return int(disk_usage(str(probe)).free)
+
+
 def is_offline(offline: bool = False) -> bool:
     return offline or constants.is_offline_mode()
 
@@ -346,10 +354,7 @@ class Downloader:
         return meta.size, meta.etag
 
     def _check_disk_space(self, needed: int) -> None:
-        probe = self.dest_root
-        while not probe.exists() and probe.parent != probe:
-            probe = probe.parent
-        free = int(self.disk_usage(str(probe)).free)
+        free = free_bytes(self.dest_root, self.disk_usage)
         if needed + self.reserve_bytes > free:
             raise NotEnoughDiskSpace(
                 f"not enough disk space in {self.dest_root}: the download needs "

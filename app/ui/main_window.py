@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 from app.engine.config import DraftSource
 from app.engine.events import TextTail, TokenEvent
 from app.engine.exactness import acceptance_text
+from app.models.fit import gib
 from app.store.conversations import Conversation, ConversationStore
 from app.store.pending_saves import PendingSaves, SaveFailure
 from app.store.settings import Settings, SettingsStore
@@ -35,7 +36,7 @@ from app.ui.conversation_list import ConversationList
 from app.ui.elided_label import ElidedLabel
 from app.ui.engine_client import EngineClient
 from app.ui.first_run import HubProbe
-from app.ui.pair_bar import PairBar, human_bytes
+from app.ui.pair_bar import PairBar
 from app.ui.pair_chooser import PairChoice, active_pair_kv_type, choose_pair
 from app.ui.settings_panel import SettingsPanel
 from app.ui.theme import CHOICES as THEME_CHOICES
@@ -442,9 +443,9 @@ class MainWindow(QMainWindow):
             rss += engine_rss  # the models live in the engine process
         self.pair_bar.show_resources(self.loaded.device, self.loaded.weights_bytes, rss)
         self.status["device"].setText(self.loaded.device)
-        weights = human_bytes(self.loaded.weights_bytes)
+        weights = gib(self.loaded.weights_bytes)
         self.status["memory"].setText(
-            f"memory {human_bytes(rss)} (weights {weights})" if rss else f"weights {weights}"
+            f"memory {gib(rss)} (weights {weights})" if rss else f"weights {weights}"
         )
 
     def _on_error(self, message: WorkerError) -> None:

@@ -19,21 +19,13 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.config import DraftSource
+from app.models.fit import gib
 from app.models.library import Library, LibraryError
 from app.ui.elided_label import ElidedLabel
 from app.ui.pair_chooser import SavedPairsDialog, active_pair_name
 
 PAIR_NAME_WIDTH = 160  # px; the full name is in the tooltip
 WIDE_BAR = 1200  # px: narrower bars leave device and memory to the status bar
-
-
-def human_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit in ("B", "KB") else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GB"
 
 
 class PairBar(QFrame):
@@ -189,9 +181,9 @@ class PairBar(QFrame):
     def show_resources(self, device: str, weights_bytes: int, rss_bytes: int | None) -> None:
         self.device.setText(device)
         self.device.setToolTip(device)
-        text = f"weights {human_bytes(weights_bytes)}"
+        text = f"weights {gib(weights_bytes)}"
         if rss_bytes:
-            text += f" · process {human_bytes(rss_bytes)}"
+            text += f" · process {gib(rss_bytes)}"
         self.memory.setText(text)
         self.memory.setToolTip(text)
 

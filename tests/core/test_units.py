@@ -326,3 +326,27 @@ def test_each_setting_is_described_once_and_completely() -> None:
     assert list(FIELDS) == names  # one entry per field, in the dataclass's order
     assert all(info.label for info in FIELDS.values())
     assert {name: info.parse for name, info in FIELDS.items()} == PARSERS
+
+
+def test_sizes_have_one_formatter_each_and_free_space_one_probe(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """File sizes in SI units (as the Hub lists them), memory in binary units labelled as
+    such; free space where a models folder is or will be (its nearest existing parent)."""
+    import shutil
+    from types import SimpleNamespace
+
+    from app.models.downloads import free_bytes, human_bytes
+    from app.models.fit import gib
+
+    assert human_bytes(491_400_064) == "491.4 MB"
+    assert human_bytes(999) == "999 B"
+    assert gib(348.7 * 2**20) == "349 MiB" and gib(2.7 * 2**30) == "2.7 GiB"
+    asked: list[str] = []
+
+    def usage(path: str) -> SimpleNamespace:
+        asked.append(path)
+        return SimpleNamespace(free=12345)
+
+    not_yet = tmp_path / "models" / "acme--Repo"
+    assert free_bytes(not_yet, usage) == 12345
+    assert asked == [str(tmp_path)]
+    assert free_bytes(tmp_path) == shutil.disk_usage(tmp_path).free

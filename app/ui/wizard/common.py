@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from html import escape
 from typing import TYPE_CHECKING
 
 from PySide6.QtGui import QColor
@@ -185,10 +186,6 @@ def note_html(message: str) -> str:
 
 def error_html(message: str) -> str:
     return f"<span style='color:#c62828'>{escape(message)}</span>"
-
-
-def escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def make_table(headers: list[str]) -> QTableWidget:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
 import threading
+from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,10 +17,10 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from app.models.downloads import DownloadProgress, human_bytes
+from app.models.downloads import DownloadProgress, free_bytes, human_bytes
 from app.models.fit import assess, estimate_pair, gib
 from app.models.library import LibraryError, Profile
-from app.ui.wizard.common import FIT_COLOURS, Page, error_html, escape, note_html, status_label
+from app.ui.wizard.common import FIT_COLOURS, Page, error_html, note_html, status_label
 from app.workers.hub_worker import (
     CALIBRATION_DRAFT_LENGTHS,
     Calibrate,
@@ -102,10 +102,7 @@ class ReviewPage(Page):
         root = self.owner.models_root
         items = self.items()
         missing = sum(still_to_download(root, item) for item in items)
-        probe = root if root.exists() else root.parent
-        while not probe.exists() and probe.parent != probe:
-            probe = probe.parent
-        free = shutil.disk_usage(probe).free
+        free = free_bytes(root)
         rows = [
             f"<b>Target:</b> {escape(s.target_name)} ({human_bytes(s.target_size)})",
             f"<b>Draft:</b> {escape(s.draft_name)}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from html import escape
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
@@ -40,7 +41,6 @@ from app.ui.wizard.common import (
     Page,
     cell,
     error_html,
-    escape,
     make_table,
     note_html,
     status_label,
