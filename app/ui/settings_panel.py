@@ -7,9 +7,10 @@ under it, and the last valid value stays in force until the text is fixed.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Collection
 from dataclasses import replace
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QFormLayout,
@@ -196,17 +197,23 @@ class SettingsPanel(QScrollArea):
 
     def set_settings(self, settings: Settings) -> None:
         self._settings = settings
+        self._show(settings, None)
+
+    def _show(self, settings: Settings, names: Collection[str] | None) -> None:
+        """Put ``settings``' values in their editors (``names`` only, or all), without
+        announcing them: whoever calls this decides what is applied."""
         for name, editor in self.fields.items():
-            editor.set_value(getattr(settings, name))
-        self.system_prompt.blockSignals(True)
-        self.system_prompt.setPlainText(settings.system_prompt)
-        self.system_prompt.blockSignals(False)
-        self.draft_mode.blockSignals(True)
-        self.draft_mode.setCurrentIndex(0 if settings.draft_adaptive else 1)
-        self.draft_mode.blockSignals(False)
-        self.rule.blockSignals(True)
-        self.rule.setCurrentIndex(max(self.rule.findData(settings.rule), 0))
-        self.rule.blockSignals(False)
+            if names is None or name in names:
+                editor.set_value(getattr(settings, name))
+        if names is None or "system_prompt" in names:
+            with QSignalBlocker(self.system_prompt):
+                self.system_prompt.setPlainText(settings.system_prompt)
+        if names is None or "draft_adaptive" in names:
+            with QSignalBlocker(self.draft_mode):
+                self.draft_mode.setCurrentIndex(0 if settings.draft_adaptive else 1)
+        if names is None or "rule" in names:
+            with QSignalBlocker(self.rule):
+                self.rule.setCurrentIndex(max(self.rule.findData(settings.rule), 0))
 
     def show_theme(self, choice: str) -> None:
         self.theme.blockSignals(True)
@@ -218,18 +225,7 @@ class SettingsPanel(QScrollArea):
         size …) and announce it. Their editors show the new values, so that committing what
         is typed (``flush_pending``, on Send and on close) cannot write the old ones back."""
         updated = replace(self._settings, **changes)  # type: ignore[arg-type]
-        for name in changes:
-            editor = self.fields.get(name)
-            if editor is not None:
-                editor.set_value(getattr(updated, name))
-        if "draft_adaptive" in changes:
-            self.draft_mode.blockSignals(True)
-            self.draft_mode.setCurrentIndex(0 if updated.draft_adaptive else 1)
-            self.draft_mode.blockSignals(False)
-        if "rule" in changes:
-            self.rule.blockSignals(True)
-            self.rule.setCurrentIndex(max(self.rule.findData(updated.rule), 0))
-            self.rule.blockSignals(False)
+        self._show(updated, changes.keys())
         self._apply(updated)
 
     def errors(self) -> dict[str, str]:
