@@ -212,6 +212,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         result = run_bench_in_child(target, draft, prompts, settings, source=source, on_row=show)
     Path(args.json).write_text(json.dumps(result, indent=2))
+    pair = result["aggregate"].get("pair")
+    if pair:
+        print(
+            f"pair: a draft pass costs {pair['draft_cost_fraction']:.0%} of a target pass; "
+            f"with every drafted token accepted it could reach at most "
+            f"×{pair['ceiling_speedup']:.2f} (draft length {pair['ceiling_draft_len']})",
+            file=sys.stderr,
+        )
     print(json.dumps(result["aggregate"], indent=2))
     return 0
 

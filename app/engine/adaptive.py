@@ -188,12 +188,20 @@ class CostModel:
         return known
 
     def _bisect_break_even(self, k: int) -> float:
+        single, step, draft = self.verify_ms(1), self.verify_ms(k + 1), self.draft_ms(1)
+        if single is None or step is None or draft is None:
+            return 0.0
+        if single <= 0.0:
+            return 1.0
+        # speedup(a, k) >= 1  <=>  expected_tokens(a, k) >= cost / single; the ratio is
+        # fixed for the bisection, so each of its 30 steps is one power, not a cost lookup
+        needed = (k * draft + step) / single
         low, high = 0.0, 0.999
-        if self.speedup(high, k) < 1.0:
+        if expected_tokens(high, k) < needed:
             return 1.0
         for _ in range(30):
             mid = (low + high) / 2
-            if self.speedup(mid, k) >= 1.0:
+            if expected_tokens(mid, k) >= needed:
                 high = mid
             else:
                 low = mid

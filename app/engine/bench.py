@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from app.engine.adaptive import CostModel
 from app.engine.chat_template import Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
 from app.engine.engine import Engine
@@ -154,6 +155,41 @@ def aggregate(rows: list[dict]) -> dict:
     return {k: v for k, v in summary.items() if v is not None}
 
 
+def pair_economics(costs: CostModel, k_max: int) -> dict:
+    """What the measured pass costs allow this pair at most, whatever the prompt.
+
+    ``ceiling_speedup`` is the speedup if every drafted token were accepted, at the best
+    draft length up to ``k_max``: a pair whose draft pass costs a third of a target pass on
+    a device where verifying 17 tokens costs 2.5 single passes cannot reach 2x on any
+    prompt, and the bench says so rather than leaving it to be guessed from the medians.
+    Empty for prompt lookup (no draft passes to measure).
+    """
+    single, draft = costs.verify_ms(1), costs.draft_ms(1)
+    if single is None or draft is None or single <= 0 or k_max < 1:
+        return {}
+
+    def all_accepted(k: int) -> float:  # k + 1 tokens for k draft passes and one verification
+        return (k + 1) * single / (k * draft + (costs.verify_ms(k + 1) or single))
+
+    best = max(range(1, k_max + 1), key=all_accepted)
+    verify = {
+        str(n): round(ms, 2)
+        for n in sorted({2, 5, 9, k_max + 1})
+        if n <= k_max + 1 and (ms := costs.verify_ms(n)) is not None
+    }
+    return {
+        "target_pass_ms": round(single, 2),
+        "draft_pass_ms": round(draft, 2),
+        "draft_cost_fraction": round(draft / single, 4),
+        "verify_ms_by_tokens": verify,
+        "ceiling_speedup": round(all_accepted(best), 3),
+        "ceiling_draft_len": best,
+        "break_even_acceptance": {
+            str(k): round(costs.break_even(k), 4) for k in (1, 2, 4, 8, 16) if k <= k_max
+        },
+    }
+
+
 def lineage(
     target: ModelSpec, draft: ModelSpec | None, source: DraftSource, settings: BenchSettings
 ) -> dict:
@@ -206,11 +242,12 @@ def run_bench(
             rows.append(row)
             if on_row:
                 on_row(row)
+        economics = pair_economics(engine.costs, settings.spec.draft_max)
     finally:
         engine.close()
     return {
         "prompts": rows,
-        "aggregate": aggregate(rows),
+        "aggregate": aggregate(rows) | ({"pair": economics} if economics else {}),
         "lineage": lineage(target, draft, source, settings)
         | {"load_s": round(load_s, 3), "peak_rss_bytes": peak_rss_bytes()},
     }

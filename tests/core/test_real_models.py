@@ -118,6 +118,9 @@ def test_bench_cli_writes_per_prompt_and_aggregate(tmp_path: Path, tiny_pair) ->
     assert [r["id"] for r in data["prompts"]] == ["a", "b"]
     assert len(data["lineage"]["target"]["sha256"]) == 64
     assert "median_speedup" in data["aggregate"]
+    pair = data["aggregate"]["pair"]
+    assert pair["draft_cost_fraction"] > 0.0 and pair["ceiling_speedup"] > 0.0
+    assert "could reach at most" in result.stderr
 
 
 def test_bench_cli_fails_on_bad_input(tmp_path: Path, tiny_pair) -> None:

@@ -52,6 +52,37 @@ def test_residual_removes_draft_mass() -> None:
     np.testing.assert_allclose(r.dense(4), expected, atol=1e-12)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_sparse_residual_equals_the_dense_definition(seed: int) -> None:
+    """Same ids in the same (ascending) order and the same probabilities as a dense pass over
+    the vocabulary, so a given uniform number picks the same token."""
+    rng = np.random.default_rng(seed)
+    n_vocab = 5000
+    config = SamplerConfig(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05)
+    p = distribution(rng.normal(0, 3, n_vocab).astype(np.float32), config)
+    draft_logits = rng.normal(0, 3, n_vocab + 64).astype(np.float32)
+    draft_logits[n_vocab + 3] = 40.0  # the draft's own extra token, outside the target's vocab
+    draft_logits[p.ids[:5]] += 6.0  # overlap with the target's support
+    q = distribution(draft_logits, config)
+    got = residual(p, q, n_vocab)
+    dense = p.dense(n_vocab)
+    inside = q.ids < n_vocab
+    dense[q.ids[inside]] -= q.probs[inside]
+    np.maximum(dense, 0.0, out=dense)
+    ids = np.flatnonzero(dense)
+    np.testing.assert_array_equal(got.ids, ids)
+    np.testing.assert_allclose(got.probs, dense[ids] / dense[ids].sum(), rtol=1e-12, atol=0)
+    for u in rng.random(50):
+        assert got.sample(float(u)) == int(ids[_draw_index(dense[ids], float(u))])
+
+
+def _draw_index(probs: np.ndarray, uniform: float) -> int:
+    cumulative = np.cumsum(probs)
+    return min(
+        int(np.searchsorted(cumulative, uniform * cumulative[-1], side="right")), probs.size - 1
+    )
+
+
 def test_top_two_margin() -> None:
     best, second, margin = top_two_margin(np.array([0.1, 3.0, 2.5, -1.0], dtype=np.float32))
     assert (best, second) == (1, 2)
@@ -137,6 +168,44 @@ def test_cost_model_break_even_and_speedup() -> None:
     assert 0.0 < a < 1.0
     assert costs.speedup(a, 4) == pytest.approx(1.0, abs=1e-3)
     assert expected_tokens(0.0, 4) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("draft_ms", [2.0, 25.0, 60.0, 99.0, 140.0])
+def test_break_even_is_where_speculation_starts_to_pay(draft_ms: float) -> None:
+    costs = CostModel()
+    costs.observe_draft(draft_ms)
+    costs.observe_verify(1, 70.0)
+    costs.observe_verify(17, 160.0)
+    for k in (1, 2, 4, 8, 16):
+        a = costs.break_even(k)
+        if a >= 1.0:  # no acceptance pays at this length
+            assert costs.speedup(0.999, k) < 1.0
+            continue
+        assert costs.speedup(a, k) >= 1.0 - 1e-6
+        assert a == 0.0 or costs.speedup(max(a - 1e-3, 0.0), k) < 1.0
+
+
+def test_bench_reports_the_pair_ceiling_from_measured_costs() -> None:
+    from app.engine.bench import pair_economics
+
+    costs = CostModel()
+    assert pair_economics(costs, 16) == {}  # nothing measured: no claim
+    costs.observe_draft(25.0)
+    costs.observe_verify(1, 70.0)
+    costs.observe_verify(17, 160.0)
+    report = pair_economics(costs, 16)
+    speedups = {k: (k + 1) * 70.0 / (k * 25.0 + costs.verify_ms(k + 1)) for k in range(1, 17)}
+    best = max(speedups, key=speedups.__getitem__)
+    assert report["ceiling_draft_len"] == best
+    assert report["ceiling_speedup"] == pytest.approx(speedups[best], abs=1e-3)
+    assert report["draft_cost_fraction"] == pytest.approx(25.0 / 70.0, abs=1e-4)
+    assert report["break_even_acceptance"]["4"] == pytest.approx(costs.break_even(4), abs=1e-4)
+    # a draft as slow as its target can never pay, whatever it proposes
+    slow = CostModel()
+    slow.observe_draft(70.0)
+    slow.observe_verify(1, 70.0)
+    slow.observe_verify(17, 160.0)
+    assert pair_economics(slow, 16)["ceiling_speedup"] < 1.0
 
 
 def test_controller_pauses_below_break_even_and_probes_again() -> None:
