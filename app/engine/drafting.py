@@ -219,40 +219,63 @@ class ModelDrafter(_Counting):
 
 
 class CombinedDrafter:
-    """Prompt lookup first where the conversation repeats itself, the draft model otherwise."""
+    """Prompt lookup first where the conversation repeats itself, the draft model otherwise.
+
+    A lookup block costs no draft pass, only a longer verification batch. Each source keeps
+    its measured rate (tokens produced per millisecond of drafting plus verification), and
+    a lookup match goes first while the lookup's rate is within ``LOOKUP_SHARE`` of the
+    model's: lookups resume a copied run right after the edit that broke it, so they get a
+    little slack. A lookup that lost is retried as the model's steps pull its rate back up.
+    Lookup blocks have their own length: short after a miss, doubled after each fully
+    accepted block up to the controller's ceiling, so a miss costs a short batch and a long
+    copy is verified in few passes. (The controller's adaptive length prices every token at
+    a draft pass, which a lookup token does not cost.)
+    """
 
     name = "n-gram + draft model"
+    confidence_driven = True  # the controller gives the ceiling; each source drafts within it
+    LOOKUP_SHARE = 0.9
+    FIRST_LOOKUP = 8
+    SHORT_LOOKUP = 4
+    _RECOVERY = 0.05  # per model step, the lookup's rate moves this share toward the model's
 
     def __init__(self, lookup: NgramDrafter, model: ModelDrafter) -> None:
         self.lookup = lookup
         self.model = model
         self.counters = DrafterCounters()
-        self._last: _Counting = model
-
-    @property
-    def confidence_driven(self) -> bool:
-        return self._last is self.model
+        self.lookup_len = self.FIRST_LOOKUP
+        self.rates = {lookup.name: _Ema(alpha=0.3), model.name: _Ema(alpha=0.3)}
 
     def prefill(self, prompt: list[int]) -> None:
         self.model.prefill(prompt)
 
+    def _lookup_goes_first(self) -> bool:
+        lookup, model = self.rates[self.lookup.name], self.rates[self.model.name]
+        if lookup.value is None or model.value is None:
+            return True
+        if lookup.value >= self.LOOKUP_SHARE * model.value:
+            return True
+        lookup.value += self._RECOVERY * (model.value - lookup.value)
+        return False
+
     def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
-        # lookup proposals are free, but a bad one still costs a longer verification batch:
-        # they go first only while they have been accepted at least half the time
-        recent = self.lookup.recent
-        # free tokens earn a small bonus, but not a worse acceptance than the model's
-        if (recent.value or 0.0) >= max(0.5, (self.model.recent.value or 0.0) - 0.1):
-            block = self.lookup.propose(committed, DraftLimits(limits.k))
+        if self._lookup_goes_first():
+            block = self.lookup.propose(committed, DraftLimits(min(self.lookup_len, limits.k)))
             if len(block.tokens) >= 2:
-                self._last = self.lookup
                 return block
-        else:  # a lookup that failed lately earns another chance slowly
-            recent.value = (recent.value or 0.0) + 0.02
-        self._last = self.model
         return self.model.propose(committed, limits)
 
     def observe(self, block: DraftBlock, accepted: int) -> None:
-        source = self.lookup if block.source == self.lookup.name else self.model
+        from_lookup = block.source == self.lookup.name
+        source = self.lookup if from_lookup else self.model
         source.observe(block, accepted)
-        if block.tokens:
-            self.counters.count(block, accepted)
+        if not block.tokens:
+            return
+        self.counters.count(block, accepted)
+        verify_ms = self.model.costs.verify_ms(len(block.tokens) + 1)
+        if verify_ms is not None:
+            produced = accepted + 1  # the target's own token comes with every verification
+            self.rates[source.name].update(produced / max(block.ms + verify_ms, 1e-3))
+        if from_lookup:
+            full = accepted == len(block.tokens)
+            self.lookup_len = 2 * len(block.tokens) if full else self.SHORT_LOOKUP

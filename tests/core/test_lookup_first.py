@@ -1,0 +1,81 @@
+"""Prompt lookup next to a draft model: which source drafts, and how long lookup blocks are.
+
+The combined drafter is the one the engine builds for a real (tiny) pair; the target's
+verdicts are played in by hand so each policy rule is seen on its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.engine.config import GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
+from app.engine.drafting import CombinedDrafter, DraftBlock, DraftLimits
+from app.engine.engine import Engine
+from app.engine.randomness import Randomness
+
+
+@pytest.fixture()
+def combined(tiny_pair: tuple[Path, Path]):
+    target, draft = tiny_pair
+    engine = Engine(
+        ModelSpec(str(target), n_ctx=512, n_threads=2), ModelSpec(str(draft), n_threads=2)
+    )
+    try:
+        # the verification cost line the rates are priced with: 10 ms single, 30 ms for 17
+        engine.costs.observe_verify(1, 10.0)
+        engine.costs.observe_verify(17, 30.0)
+        request = GenerationRequest((1, 2, 3), sampler=SamplerConfig(), spec=SpecConfig())
+        drafter = engine._drafter(request, Randomness(None))
+        assert isinstance(drafter, CombinedDrafter)
+        yield drafter
+    finally:
+        engine.close()
+
+
+# a conversation that repeats itself: after "... 40 41" the lookup proposes "42 43 ..."
+REPEATED = list(range(10, 70)) + list(range(30, 42))
+LIMITS = DraftLimits(16)
+
+
+def _play(drafter: CombinedDrafter, committed: list[int], accepted: int | None) -> DraftBlock:
+    """Propose, then let the target accept ``accepted`` tokens (None: all of them)."""
+    drafter.model.prefill(committed)
+    block = drafter.propose(committed, LIMITS)
+    drafter.observe(block, len(block.tokens) if accepted is None else accepted)
+    return block
+
+
+def test_a_lookup_match_goes_first_and_its_length_doubles_while_accepted(combined) -> None:
+    first = _play(combined, REPEATED, None)
+    assert first.source == "n-gram" and first.passes == 0
+    assert first.tokens == list(range(42, 42 + CombinedDrafter.FIRST_LOOKUP))
+    second = _play(combined, REPEATED + first.tokens, None)
+    assert second.source == "n-gram"
+    assert len(second.tokens) == min(2 * len(first.tokens), LIMITS.k)
+
+
+def test_a_missed_lookup_comes_back_short(combined) -> None:
+    missed = _play(combined, REPEATED, 1)  # the answer departs from the copy: an edit
+    assert missed.source == "n-gram"
+    retry = _play(combined, REPEATED, None)
+    assert retry.source == "n-gram"  # still first: its rate is not yet below the model's
+    assert len(retry.tokens) == CombinedDrafter.SHORT_LOOKUP
+
+
+def test_a_losing_lookup_yields_to_the_model_and_is_retried_later(combined) -> None:
+    lookup, model = combined.rates[combined.lookup.name], combined.rates[combined.model.name]
+    model.value = 1.0  # tokens per ms the model's blocks have produced
+    lookup.value = 0.2  # far below: lookups have been missing
+    first = _play(combined, REPEATED, None)
+    assert first.source == "draft model"
+    assert 0.2 < lookup.value < model.value  # each model step pulls the lookup's rate up
+    sources = [_play(combined, REPEATED, None).source for _ in range(200)]
+    assert "n-gram" in sources, "a lookup that lost must be tried again"
+    assert sources.index("n-gram") >= 1  # not at once
+
+
+def test_without_a_match_the_model_drafts(combined) -> None:
+    block = _play(combined, list(range(10, 70)), None)  # nothing repeats
+    assert block.source == "draft model" and block.passes >= 1
