@@ -15,6 +15,7 @@ probes again after a number of tokens that doubles each time a probe fails.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -206,6 +207,34 @@ class CostModel:
             else:
                 low = mid
         return high
+
+
+class AnswerBias:
+    """This answer's correction to the pair's calibration: a shift in log-odds, learned
+    online from the tokens the target judges (the bias term of online Platt scaling).
+
+    The calibration is learned over everything the pair has drafted, but acceptance at a
+    given confidence depends on the text: in a story the draft's distribution is spread
+    over words that the target happens to pick as well, in code a low confidence means
+    a real fork. The shift starts at zero for each answer and follows what this answer's
+    tokens show, so drafting lengthens where spread-but-right drafts keep being accepted
+    and shortens where confident drafts keep failing.
+    """
+
+    RATE = 0.1  # log-odds moved per judged token, times its surprise
+    LIMIT = 3.0
+
+    def __init__(self) -> None:
+        self.shift = 0.0
+
+    def adjust(self, acceptance: float) -> float:
+        a = min(max(acceptance, 1e-3), 1.0 - 1e-3)
+        z = math.log(a / (1.0 - a)) + self.shift
+        return 1.0 / (1.0 + math.exp(-z))
+
+    def observe(self, predicted: float, accepted: bool) -> None:
+        surprise = (1.0 if accepted else 0.0) - self.adjust(predicted)
+        self.shift = min(max(self.shift + self.RATE * surprise, -self.LIMIT), self.LIMIT)
 
 
 # Upper edges of the draft-confidence bins the calibration learns acceptance for.
@@ -451,11 +480,14 @@ class DraftController:
         if not self.config.collapse_guard or self.paused or not self.costs.ready():
             return None
         window = self._window.maxlen or 1
-        if self.economics.steps >= 2 and not self.can_ever_pay():
-            return self._pause("cost", self.economics.ratio(self.costs))
-        if len(self._window) >= window and self.rolling_acceptance < self.pause_threshold():
-            return self._pause(self._reason(disagrees=True), self.economics.ratio(self.costs))
         ratio = self.economics.ratio(self.costs)
+        # The cost lines say no length can pay; the steps' own speed outranks them (a pass
+        # timed while the machine was busy inflates a line, and "it cannot pay" beside a
+        # measured gain would be a false claim)
+        if self.economics.steps >= 2 and not self.can_ever_pay() and (ratio or 0.0) < 1.0:
+            return self._pause("cost", ratio)
+        if len(self._window) >= window and self.rolling_acceptance < self.pause_threshold():
+            return self._pause(self._reason(disagrees=True), ratio)
         steps = self.economics.steps
         # A probe after a failed one is judged on fewer steps: drafting has already been seen
         # to lose on this pair, and every probing step it loses again is paid in full.

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.engine import ngram
-from app.engine.adaptive import ConfidenceCalibration, CostModel, _Ema
+from app.engine.adaptive import AnswerBias, ConfidenceCalibration, CostModel, _Ema
 from app.engine.config import SamplerConfig, SpecConfig
 from app.engine.llama_backend import LlamaContext
 from app.engine.randomness import DRAW, Randomness
@@ -152,6 +152,15 @@ class ModelDrafter(_Counting):
         # With temperature > 0 the draft samples from q under both rules: rejection sampling
         # needs it, and it makes sample-and-match's acceptance sum(p*q) <= sum(min(p, q)).
         self.stochastic = not sampler.greedy
+        self.bias = AnswerBias()
+
+    def observe(self, block: DraftBlock, accepted: int) -> None:
+        super().observe(block, accepted)
+        # judged tokens only: the drafted prefix the target accepted and the first it refused
+        for index, confidence in enumerate(block.confidences[: accepted + 1]):
+            if confidence is not None:
+                predicted = self.calibration.acceptance(confidence)
+                self.bias.observe(predicted, index < accepted)
 
     def prefill(self, prompt: list[int]) -> None:
         """Bring the draft's cache up to the prompt with the target's prefill, not in step 1."""
@@ -195,7 +204,7 @@ class ModelDrafter(_Counting):
                 if confidence < self.spec.p_min:
                     break
                 if adaptive:
-                    acceptance = self.calibration.acceptance(confidence)
+                    acceptance = self.bias.adjust(self.calibration.acceptance(confidence))
                     all_accepted *= acceptance
                     if all_accepted < limits.include:
                         block.declined = (token, confidence)

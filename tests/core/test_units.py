@@ -386,6 +386,22 @@ def test_a_draft_as_slow_as_its_target_is_paused_at_once_and_rarely_probed() -> 
     assert probes <= 2
 
 
+def test_measured_speed_outranks_cost_lines_that_say_no_draft_can_pay() -> None:
+    """Cost lines timed while the machine was busy can claim a draft pass costs more than a
+    target pass; while the steps themselves run faster than target-only, drafting goes on
+    (and no banner says "it cannot pay" beside a measured gain)."""
+    controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=8))
+    controller.costs.observe_draft(120.0)  # inflated: a busy moment
+    controller.costs.observe_verify(1, 100.0)
+    controller.costs.observe_verify(9, 120.0)
+    assert not controller.can_ever_pay()
+    controller.economics.observe_target_only(100.0)  # one target-only token: 100 ms
+    for _ in range(8):  # 9 tokens in 400 ms: 2.25x target-only
+        controller.observe_step(drafted=8, accepted=8)
+        controller.observe_step_cost(paid_draft=True, tokens=9, ms=400.0, host_ms=1.0)
+        assert controller.check_pause() is None
+
+
 def test_each_setting_is_described_once_and_completely() -> None:
     from dataclasses import fields
 
@@ -419,3 +435,20 @@ def test_sizes_have_one_formatter_each_and_free_space_one_probe(tmp_path) -> Non
     assert free_bytes(not_yet, usage) == 12345
     assert asked == [str(tmp_path)]
     assert free_bytes(tmp_path) == shutil.disk_usage(tmp_path).free
+
+
+def test_answer_bias_follows_what_this_answer_accepts() -> None:
+    from app.engine.adaptive import AnswerBias
+
+    bias = AnswerBias()
+    assert bias.adjust(0.4) == pytest.approx(0.4)  # a new answer starts from the calibration
+    for _ in range(20):  # spread drafts (calibrated 0.4) that the target keeps accepting
+        bias.observe(0.4, accepted=True)
+    lengthened = bias.adjust(0.4)
+    assert lengthened > 0.6
+    for _ in range(20):  # then confident ones (0.9) that keep failing
+        bias.observe(0.9, accepted=False)
+    assert bias.shift < 0.0 and bias.adjust(0.9) < 0.85
+    for _ in range(1000):
+        bias.observe(0.01, accepted=True)
+    assert abs(bias.shift) <= AnswerBias.LIMIT  # bounded: the calibration still matters
