@@ -11,6 +11,7 @@ lets a prompt-lookup match go first — free tokens where the answer repeats the
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -67,6 +68,8 @@ class DraftLimits:
     k: int
     keep_drafting: float = 0.0  # pay another draft pass while P(all accepted) * a exceeds this
     include: float = 0.0  # keep an already drafted token while P(all accepted) exceeds this
+    # a token after which the answer ends: nothing drafted past it can ever be used
+    ends_answer: Callable[[int], bool] | None = None
 
 
 class Drafter(Protocol):
@@ -101,6 +104,14 @@ class _Counting:
         return None
 
 
+def _through_end(tokens: list[int], ends_answer: Callable[[int], bool]) -> list[int]:
+    """``tokens`` up to and including the first one that ends the answer."""
+    for index, token in enumerate(tokens):
+        if ends_answer(token):
+            return tokens[: index + 1]
+    return tokens
+
+
 class NgramDrafter(_Counting):
     """Prompt lookup over the whole conversation: no model, no cost, no confidence."""
 
@@ -115,6 +126,8 @@ class NgramDrafter(_Counting):
     def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
         began = time.perf_counter()
         tokens = self.index.propose(committed, k=limits.k, min_n=self.min_match)
+        if limits.ends_answer is not None:
+            tokens = _through_end(tokens, limits.ends_answer)
         block = DraftBlock(tokens=tokens, probs=[None] * len(tokens), source=self.name)
         block.confidences = [None] * len(tokens)
         block.ms = (time.perf_counter() - began) * 1000.0
@@ -218,6 +231,8 @@ class ModelDrafter(_Counting):
                 block.probs.append(confidence)
             if len(block.tokens) >= limits.k:
                 break
+            if limits.ends_answer is not None and limits.ends_answer(token):
+                break
             if adaptive and all_accepted * acceptance < limits.keep_drafting:
                 break
             self._pass([token])
@@ -269,7 +284,10 @@ class CombinedDrafter:
 
     def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
         if self._lookup_goes_first():
-            block = self.lookup.propose(committed, DraftLimits(min(self.lookup_len, limits.k)))
+            block = self.lookup.propose(
+                committed,
+                DraftLimits(min(self.lookup_len, limits.k), ends_answer=limits.ends_answer),
+            )
             if len(block.tokens) >= 2:
                 return block
         return self.model.propose(committed, limits)

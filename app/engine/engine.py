@@ -220,6 +220,7 @@ class Engine:
                             want,
                             keep_drafting=controller.keep_drafting_threshold(),
                             include=controller.include_threshold(),
+                            ends_answer=None if request.ignore_eos else self.target.is_eog,
                         ),
                     )
             drafts = block.tokens if block else []

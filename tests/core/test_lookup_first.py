@@ -79,3 +79,42 @@ def test_a_losing_lookup_yields_to_the_model_and_is_retried_later(combined) -> N
 def test_without_a_match_the_model_drafts(combined) -> None:
     block = _play(combined, list(range(10, 70)), None)  # nothing repeats
     assert block.source == "draft model" and block.passes >= 1
+
+
+def test_a_lookup_block_stops_at_a_token_that_ends_the_answer(combined) -> None:
+    ends = DraftLimits(16, ends_answer=lambda token: token == 45)
+    block = combined.propose(REPEATED, ends)
+    assert block.source == "n-gram" and block.tokens == [42, 43, 44, 45]
+
+
+def test_a_model_block_stops_at_a_token_that_ends_the_answer(combined) -> None:
+    committed = list(range(10, 70))
+    combined.model.prefill(committed)
+    block = combined.model.propose(committed, DraftLimits(16, ends_answer=lambda _: True))
+    assert len(block.tokens) == 1 and block.passes == 1  # the catch-up pass, nothing after
+
+
+def test_no_draft_runs_past_the_end_of_a_real_answer(smollm2_pair, monkeypatch) -> None:
+    """SmolLM2 answers end with <|im_end|>; both models agree on what follows it, so before
+    this rule blocks ran on past the end and paid draft passes for tokens never used."""
+    target, draft = smollm2_pair
+    engine = Engine(
+        ModelSpec(str(target), n_ctx=1024, n_threads=2), ModelSpec(str(draft), n_threads=2)
+    )
+    blocks: list[list[int]] = []
+    observe = CombinedDrafter.observe
+
+    def record(self: CombinedDrafter, block: DraftBlock, accepted: int) -> None:
+        blocks.append(list(block.tokens))
+        observe(self, block, accepted)
+
+    monkeypatch.setattr(CombinedDrafter, "observe", record)
+    try:
+        prompt = engine.tokenize_chat([{"role": "user", "content": "Say hello in one word."}])
+        events = list(engine.generate(GenerationRequest(prompt, max_tokens=64)))
+        summary = events[-1]
+        assert summary.stop_reason.value == "eog"
+        ended = [b for b in blocks if any(engine.target.is_eog(t) for t in b)]
+        assert all(engine.target.is_eog(b[-1]) for b in ended)
+    finally:
+        engine.close()
