@@ -168,10 +168,16 @@ class FitResult:
 
 
 def gib(n: float) -> str:
-    """Binary size for memory figures: GiB, or MiB below one GiB."""
-    if abs(n) < 1 << 30:
+    """Binary size for memory figures: GiB, MiB below one GiB, KiB or bytes below one MiB
+    (a small model or cache is never shown as "0 MiB")."""
+    size = abs(n)
+    if size >= 1 << 30:
+        return f"{n / (1 << 30):.1f} GiB"
+    if size >= MIB or size == 0:
         return f"{n / MIB:.0f} MiB"
-    return f"{n / (1 << 30):.1f} GiB"
+    if size >= 1 << 10:
+        return f"{n / (1 << 10):.0f} KiB"
+    return f"{n:.0f} B"
 
 
 def assess(estimate: PairEstimate, hardware: Hardware) -> FitResult:

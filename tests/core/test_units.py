@@ -425,6 +425,8 @@ def test_sizes_have_one_formatter_each_and_free_space_one_probe(tmp_path) -> Non
     assert human_bytes(491_400_064) == "491.4 MB"
     assert human_bytes(999) == "999 B"
     assert gib(348.7 * 2**20) == "349 MiB" and gib(2.7 * 2**30) == "2.7 GiB"
+    # a tiny model or cache is not "0 MiB"
+    assert gib(300 * 2**10) == "300 KiB" and gib(512) == "512 B" and gib(0) == "0 MiB"
     asked: list[str] = []
 
     def usage(path: str) -> SimpleNamespace:
