@@ -92,9 +92,10 @@ class GuardEvent:
                 if self.draft_cost_fraction is not None
                 else "drafting costs more than it saves"
             )
+            # the measured speed is cited only where it supports the claim
             speed = (
                 f", drafting ran at {self.speed_ratio:.2f}× of target-only speed"
-                if self.speed_ratio is not None
+                if self.speed_ratio is not None and self.speed_ratio < 1.0
                 else ""
             )
             return (

@@ -7,6 +7,7 @@ import pytest
 
 from app.engine.adaptive import CostModel, DraftController, expected_tokens
 from app.engine.config import SamplerConfig, SpecConfig
+from app.engine.events import GuardEvent
 from app.engine.ngram import propose
 from app.engine.sampling import (
     _top_k_ids,
@@ -400,6 +401,18 @@ def test_measured_speed_outranks_cost_lines_that_say_no_draft_can_pay() -> None:
         controller.observe_step(drafted=8, accepted=8)
         controller.observe_step_cost(paid_draft=True, tokens=9, ms=400.0, host_ms=1.0)
         assert controller.check_pause() is None
+    # within noise of break-even the cost lines decide, and the banner cites no speed that
+    # contradicts them
+    controller.economics.clear()
+    for _ in range(2):  # 9 tokens in 870 ms: 1.03x
+        controller.observe_step(drafted=8, accepted=8)
+        controller.observe_step_cost(paid_draft=True, tokens=9, ms=870.0, host_ms=1.0)
+        decision = controller.check_pause()
+    assert decision is not None and decision.reason == "cost"
+    banner = GuardEvent(True, 1.0, 1.0, 3, reason="cost", speed_ratio=decision.speed_ratio)
+    assert "cannot pay" in banner.message and "ran at" not in banner.message
+    slower = GuardEvent(True, 1.0, 1.0, 3, reason="cost", speed_ratio=0.9)
+    assert "ran at 0.90×" in slower.message
 
 
 def test_each_setting_is_described_once_and_completely() -> None:
