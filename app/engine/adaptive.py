@@ -325,7 +325,6 @@ class Economics:
 
 MAX_PROBE_INTERVAL = 1024  # target-only tokens between two probes of a paused draft, at most
 EXPENSIVE_DRAFT = 0.5  # a draft pass costing this fraction of a target pass or more
-CLEAR_GAIN = 1.1  # measured drafting speed over target-only that no cost estimate overrules
 
 
 @dataclass(frozen=True)
@@ -482,15 +481,7 @@ class DraftController:
             return None
         window = self._window.maxlen or 1
         ratio = self.economics.ratio(self.costs)
-        # The cost lines say no length can pay; a clear measured gain outranks them (a pass
-        # timed while the machine was busy inflates a line, and "it cannot pay" beside a
-        # measured 1.24x would be a false claim). Within noise of 1.0 the lines decide: a
-        # draft as costly as its target measures 0.9-1.05x over a few steps.
-        if (
-            self.economics.steps >= 2
-            and not self.can_ever_pay()
-            and (ratio is None or ratio < CLEAR_GAIN)
-        ):
+        if self.economics.steps >= 2 and not self.can_ever_pay():
             return self._pause("cost", ratio)
         if len(self._window) >= window and self.rolling_acceptance < self.pause_threshold():
             return self._pause(self._reason(disagrees=True), ratio)
