@@ -17,9 +17,18 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from app.engine.config import SpecConfig
+
+
+def judged(confidences: Sequence[float | None], accepted: int) -> Iterator[tuple[float, bool]]:
+    """(confidence, accepted?) of each drafted token the target judged: the accepted prefix
+    and the first it refused; tokens without a confidence (prompt lookup) are skipped."""
+    for index, confidence in enumerate(confidences[: accepted + 1]):
+        if confidence is not None:
+            yield confidence, index < accepted
 
 
 def expected_tokens(acceptance: float, k: int) -> float:
@@ -158,14 +167,18 @@ class CostModel:
             return 0.0
         return min(self.marginal_verify_ms() / single, 1.0)
 
+    def step_ms(self, k: int) -> float | None:
+        """One drafting step at length k: k draft passes and one verification of k + 1."""
+        step, draft = self.verify_ms(k + 1), self.draft_ms(1)
+        if step is None or draft is None:
+            return None
+        return k * draft + step
+
     def speedup(self, acceptance: float, k: int) -> float:
         """Expected tokens/sec of speculation with draft length k over target-only decoding."""
-        single = self.verify_ms(1)
-        step = self.verify_ms(k + 1)
-        draft = self.draft_ms(1)
-        if single is None or step is None or draft is None:
+        single, cost = self.verify_ms(1), self.step_ms(k)
+        if single is None or cost is None:
             return 1.0
-        cost = k * draft + step
         return expected_tokens(acceptance, k) * single / cost
 
     def best_speedup(self, acceptance: float, k_max: int) -> float:
@@ -189,14 +202,14 @@ class CostModel:
         return known
 
     def _bisect_break_even(self, k: int) -> float:
-        single, step, draft = self.verify_ms(1), self.verify_ms(k + 1), self.draft_ms(1)
-        if single is None or step is None or draft is None:
+        single, cost = self.verify_ms(1), self.step_ms(k)
+        if single is None or cost is None:
             return 0.0
         if single <= 0.0:
             return 1.0
         # speedup(a, k) >= 1  <=>  expected_tokens(a, k) >= cost / single; the ratio is
         # fixed for the bisection, so each of its 30 steps is one power, not a cost lookup
-        needed = (k * draft + step) / single
+        needed = cost / single
         low, high = 0.0, 0.999
         if expected_tokens(high, k) < needed:
             return 1.0
@@ -375,9 +388,8 @@ class DraftController:
 
     def observe_confidences(self, confidences: list[float | None], accepted: int) -> None:
         """Record how the draft's own confidence compared with what was accepted."""
-        for index, confidence in enumerate(confidences[: accepted + 1]):
-            if confidence is not None:
-                self.calibration.observe(confidence, index < accepted)
+        for confidence, was_accepted in judged(confidences, accepted):
+            self.calibration.observe(confidence, was_accepted)
 
     def observe_declined(self, confidence: float, would_be_accepted: bool) -> None:
         """A token the draft computed but did not propose, judged by the target's next token:

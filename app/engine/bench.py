@@ -168,8 +168,8 @@ def pair_economics(costs: CostModel, k_max: int) -> dict:
     if single is None or draft is None or single <= 0 or k_max < 1:
         return {}
 
-    def all_accepted(k: int) -> float:  # k + 1 tokens for k draft passes and one verification
-        return (k + 1) * single / (k * draft + (costs.verify_ms(k + 1) or single))
+    def all_accepted(k: int) -> float:  # k + 1 tokens for one drafting step
+        return (k + 1) * single / (costs.step_ms(k) or single)
 
     best = max(range(1, k_max + 1), key=all_accepted)
     verify = {

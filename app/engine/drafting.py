@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.engine import ngram
-from app.engine.adaptive import AnswerBias, ConfidenceCalibration, CostModel, _Ema
+from app.engine.adaptive import AnswerBias, ConfidenceCalibration, CostModel, _Ema, judged
 from app.engine.config import SamplerConfig, SpecConfig
 from app.engine.llama_backend import LlamaContext
 from app.engine.randomness import DRAW, Randomness
@@ -91,14 +91,10 @@ class _Counting:
 
     def __init__(self) -> None:
         self.counters = DrafterCounters()
-        self.recent = _Ema(value=0.7, alpha=0.2)  # acceptance of recent blocks
 
     def observe(self, block: DraftBlock, accepted: int) -> None:
-        if not block.tokens:
-            return
-        self.counters.count(block, accepted)
-        tried = accepted + 1 if accepted < len(block.tokens) else len(block.tokens)
-        self.recent.update(accepted / tried)
+        if block.tokens:
+            self.counters.count(block, accepted)
 
     def prefill(self, prompt: list[int]) -> None:
         return None
@@ -169,11 +165,8 @@ class ModelDrafter(_Counting):
 
     def observe(self, block: DraftBlock, accepted: int) -> None:
         super().observe(block, accepted)
-        # judged tokens only: the drafted prefix the target accepted and the first it refused
-        for index, confidence in enumerate(block.confidences[: accepted + 1]):
-            if confidence is not None:
-                predicted = self.calibration.acceptance(confidence)
-                self.bias.observe(predicted, index < accepted)
+        for confidence, was_accepted in judged(block.confidences, accepted):
+            self.bias.observe(self.calibration.acceptance(confidence), was_accepted)
 
     def prefill(self, prompt: list[int]) -> None:
         """Bring the draft's cache up to the prompt with the target's prefill, not in step 1."""
