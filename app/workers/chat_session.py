@@ -34,19 +34,36 @@ CODE_KINDS = {code: kind for kind, code in KIND_CODES.items()}
 Stream = Sequence[TokenEvent | TextTail]
 
 
+def _text_of(event: TokenEvent | TextTail) -> str:
+    return event.piece if isinstance(event, TokenEvent) else event.text
+
+
+def _add_run(runs: list[list[object]], code: object, count: int) -> None:
+    """Append ``count`` characters of kind ``code``, merged into the last run when alike."""
+    if runs and runs[-1][0] == code:
+        runs[-1][1] = int(runs[-1][1]) + count  # type: ignore[call-overload]
+    else:
+        runs.append([code, count])
+
+
 def kinds_of(events: Stream) -> list[list[object]]:
     """Run-length token kinds over the characters of an answer: [[code, characters], ...]."""
     runs: list[list[object]] = []
     for event in events:
-        code = KIND_CODES[event.kind] if isinstance(event, TokenEvent) else "t"
-        text = event.piece if isinstance(event, TokenEvent) else event.text
-        if not text:
-            continue
-        if runs and runs[-1][0] == code:
-            runs[-1][1] = int(runs[-1][1]) + len(text)  # type: ignore[call-overload]
-        else:
-            runs.append([code, len(text)])
+        text = _text_of(event)
+        if text:
+            _add_run(
+                runs, KIND_CODES[event.kind] if isinstance(event, TokenEvent) else "t", len(text)
+            )
     return runs
+
+
+def _provenance(stream: Stream, settings: Settings, pair: PairLoaded | None) -> dict[str, object]:
+    """Token kinds, the settings and the pair: kept with every answer, finished or not."""
+    details: dict[str, object] = {"kinds": kinds_of(stream), "settings": settings_record(settings)}
+    if pair is not None:
+        details["pair"] = pair_record(pair)
+    return details
 
 
 def answer_details(
@@ -56,16 +73,11 @@ def answer_details(
     pair: PairLoaded | None,
 ) -> dict[str, object]:
     """What a saved answer keeps beside its text: figures, token kinds, the pair, the settings."""
-    details: dict[str, object] = {
+    return {
         "accepted": spec.accepted,
         "drafted": spec.drafted,
         "tokens_per_pass": round(spec.tokens_per_pass, 3),
-        "kinds": kinds_of(stream),
-        "settings": settings_record(settings),
-    }
-    if pair is not None:
-        details["pair"] = pair_record(pair)
-    return details
+    } | _provenance(stream, settings, pair)
 
 
 def settings_record(settings: Settings) -> dict[str, object]:
@@ -222,7 +234,7 @@ class ChatSession:
     ) -> ChatMessage | None:
         """The text that streamed before the run was cut off, with what is known of it: its
         tokens and their kinds, the pair and the settings; no speed (the run never ended)."""
-        text = "".join(e.piece if isinstance(e, TokenEvent) else e.text for e in stream)
+        text = "".join(_text_of(e) for e in stream)
         if not text.strip():
             return None
         tokens = [e for e in stream if isinstance(e, TokenEvent)]
@@ -233,11 +245,7 @@ class ChatSession:
             "interrupted": True,
             "accepted": sum(e.kind is TokenKind.ACCEPTED for e in tokens),
             "drafted": sum(e.kind in drafted_kinds for e in tokens),
-            "kinds": kinds_of(stream),
-            "settings": settings_record(settings),
-        }
-        if pair is not None:
-            stats["pair"] = pair_record(pair)
+        } | _provenance(stream, settings, pair)
         message = ChatMessage("assistant", text, stats=stats)
         self.conversation = self.conversation.with_message(message)
         return message
@@ -312,8 +320,5 @@ def _covers(runs: object, length: int) -> bool:
 def _joined(first: list[list[object]], second: list[list[object]]) -> list[list[object]]:
     runs = [list(run) for run in first]
     for code, count in second:
-        if runs and runs[-1][0] == code:
-            runs[-1][1] = int(runs[-1][1]) + int(count)  # type: ignore[call-overload]
-        else:
-            runs.append([code, count])
+        _add_run(runs, code, int(count))  # type: ignore[call-overload]
     return runs
