@@ -271,6 +271,24 @@ def stream(url: str, headers: dict[str, str], watch: Watch) -> Iterator[Any]:
     """GET ``url`` with bounded waits; HTTP errors are raised from a capped error body."""
     from huggingface_hub.utils import get_session
 
+    with watched_request(get_session(), "GET", url, headers, watch) as response:
+        if response.status_code >= 400:
+            raise_for_status_capped(response, watch)
+        yield response
+
+
+@contextmanager
+def watched_request(
+    client: Any,
+    method: str,
+    url: str,
+    headers: dict[str, str],
+    watch: Watch,
+    *,
+    content: bytes | None = None,
+) -> Iterator[Any]:
+    """One request through an httpx2 ``client`` under ``watch``: cut when it is cancelled or
+    past its deadline, headers included; the response is yielded whatever its status."""
     watch.check()
     watch.new_transfer()
     dog = _Watchdog(watch) if watch.deadline is not None or watch.limits.cancel else None
@@ -281,11 +299,14 @@ def stream(url: str, headers: dict[str, str], watch: Watch) -> Iterator[Any]:
         extensions["trace"] = dog.trace
         dog.start()
     try:
-        with get_session().stream(
-            "GET", url, headers=headers, timeout=watch.timeout(), extensions=extensions
+        with client.stream(
+            method,
+            url,
+            headers=headers,
+            content=content,
+            timeout=watch.timeout(),
+            extensions=extensions,
         ) as response:
-            if response.status_code >= 400:
-                raise_for_status_capped(response, watch)
             yield response
     except HubError:
         raise

@@ -14,7 +14,7 @@ import stat
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 TEMP_SUFFIX = ".tmp"
 # A temporary file this old was left by a process killed during a save; a live save takes
@@ -106,26 +106,15 @@ def clean_stale_temps(directory: Path, *, older_than_s: float = STALE_TEMP_AGE_S
     return removed
 
 
-def read_text_bounded(path: Path, limit: int, *, what: str = "file") -> str:
-    """The text of a regular UTF-8 file of at most ``limit`` bytes.
+def read_bytes_bounded(path: Path, limit: int, *, what: str = "file") -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes.
 
     Raises ``FileNotFoundError`` when it is missing and ``StoredFileError`` for anything else:
-    not a regular file (a FIFO would block, a device never ends), too large, unreadable or
-    not UTF-8. Never reads more than ``limit + 1`` bytes.
+    not a regular file (a FIFO would block, a device never ends), too large or unreadable.
+    Never reads more than ``limit + 1`` bytes.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise StoredFileError(
-            f"cannot read the {what} {path}: {exc.strerror or exc}", damaged=False
-        ) from exc
-    with os.fdopen(fd, "rb") as handle:
+    with _open_regular(path, what) as handle:
         info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise StoredFileError(f"the {what} {path} is not a regular file", damaged=False)
         if info.st_size > limit:
             raise StoredFileError(_too_large(what, path, info.st_size, limit))
         try:
@@ -136,6 +125,32 @@ def read_text_bounded(path: Path, limit: int, *, what: str = "file") -> str:
             ) from exc
     if len(data) > limit:  # grew while being read
         raise StoredFileError(_too_large(what, path, len(data), limit))
+    return data
+
+
+def _open_regular(path: Path, what: str) -> BinaryIO:
+    """``path`` opened for reading in binary, refused (``StoredFileError``) unless it is a
+    regular file; opening never blocks, even on a FIFO with no writer."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise StoredFileError(
+            f"cannot read the {what} {path}: {exc.strerror or exc}", damaged=False
+        ) from exc
+    handle = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        handle.close()
+        raise StoredFileError(f"the {what} {path} is not a regular file", damaged=False)
+    return handle
+
+
+def read_text_bounded(path: Path, limit: int, *, what: str = "file") -> str:
+    """The text of a regular UTF-8 file of at most ``limit`` bytes: ``read_bytes_bounded``,
+    and ``StoredFileError`` when the bytes are not UTF-8."""
+    data = read_bytes_bounded(path, limit, what=what)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -195,9 +210,16 @@ def error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(path: Path, *, what: str = "file") -> str:
+    """The SHA-256 of a regular file, read up to the size it had when opened: a FIFO or a
+    device (``/dev/zero`` never ends) is refused with ``StoredFileError``, not hashed."""
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
+    with _open_regular(path, what) as handle:
+        left = os.fstat(handle.fileno()).st_size
+        while left > 0:
+            block = handle.read(min(left, 1 << 22))
+            if not block:
+                break
             digest.update(block)
+            left -= len(block)
     return digest.hexdigest()
