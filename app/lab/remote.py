@@ -6,23 +6,42 @@ llama.cpp's ``llama-server`` with a draft model returns ``timings`` in every com
 (``vllm:spec_decode_num_drafts_total``, ``..._num_draft_tokens_total``,
 ``..._num_accepted_tokens_total``, ``..._num_accepted_tokens_per_pos_total{position=}``); the
 lab reads them before and after each request and keeps the difference. Both become the same
-per-run metrics the local runs record, so they land on the same plots. Stdlib HTTP only;
-every read is bounded.
+per-run metrics the local runs record, so they land on the same plots.
+
+A server is untrusted input: each request goes through the Hub code's watched request
+(``app.models.hub_http``), so it has one total deadline, headers included, a size cap and a
+cancel that cuts the connection; every value of an answer is type- and range-checked, and
+what a server says (reason phrase, error text) is passed on short and on one line.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
+import threading
 import time
-import urllib.error
-import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from app.lab.checks import MAX_COUNT, BadValue, loads, number, whole
+from app.models.hub_http import (
+    HubError,
+    TransferCancelled,
+    TransferLimits,
+    Watch,
+    read_capped,
+    watched_request,
+)
+
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 MAX_METRICS_BYTES = 16 * 1024 * 1024
+DEFAULT_DEADLINE_S = 600.0  # one whole request: the longest answer a lab run asks for
+MAX_MS = 1e10  # about four months
+MAX_POSITIONS = 1024  # draft positions vLLM reports acceptance for
+MAX_SERVER_TEXT = 160  # characters of a reason phrase or error text passed on
 VLLM_DRAFTS = "vllm:spec_decode_num_drafts_total"
 VLLM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
@@ -32,42 +51,107 @@ _SAMPLE = re.compile(
     r"(?:\s+-?[0-9]+)?\s*$"
 )
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+_UNPRINTABLE = re.compile(r"[^\x20-\x7e\u00a0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]+")
+
+CancelCheck = Callable[[], bool]
 
 
 class RemoteError(ValueError):
     """A server that could not be used; the message names it and says why."""
 
 
+class RemoteCancelled(RemoteError):
+    """The request was cut because the run was cancelled."""
+
+
 def check_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises for a port that is no number or out of range
+    except ValueError:
+        parts = None
+    if (
+        parts is None
+        or parts.scheme not in ("http", "https")
+        or not parts.netloc
+        or plain(url, len(url) + 1) != url
+        or " " in url
+    ):
         raise RemoteError(f"{url!r} is not an http(s) server address")
     return url.rstrip("/")
 
 
-def _read(response: Any, limit: int, url: str) -> bytes:
-    data: bytes = response.read(limit + 1)
+def plain(text: str, limit: int = MAX_SERVER_TEXT) -> str:
+    """What a server said, as one short line of printable text."""
+    flat = _UNPRINTABLE.sub(" ", text).strip()
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+class _CancelFlag(threading.Event):
+    """The lab's cancel is a callable; the watched request polls an Event's ``is_set``."""
+
+    def __init__(self, check: CancelCheck) -> None:
+        super().__init__()
+        self._check = check
+
+    def is_set(self) -> bool:
+        return super().is_set() or self._check()
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The limits of one request: a total deadline (headers, body, everything) and a cancel."""
+
+    deadline_s: float = DEFAULT_DEADLINE_S
+    cancel: CancelCheck | None = None
+
+    def watch(self, url: str) -> Watch:
+        flag = None if self.cancel is None else _CancelFlag(self.cancel)
+        # a completion sends nothing until it is done: only the total deadline applies
+        limits = TransferLimits(
+            stall_timeout_s=self.deadline_s, deadline_s=self.deadline_s, cancel=flag
+        )
+        return limits.watch(url)
+
+
+def _request(client: Any, url: str, body: bytes | None, budget: Budget, limit: int) -> bytes:
+    """The body of one request, at most ``limit`` bytes, within ``budget``."""
+    import httpx2
+
+    watch = budget.watch(url)
+    headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+    try:
+        with watched_request(
+            client, "GET" if body is None else "POST", url, headers, watch, content=body
+        ) as response:
+            if response.status_code >= 400:
+                reason = plain(str(response.reason_phrase or ""), 80)
+                raise RemoteError(f"{url} answered HTTP {response.status_code} {reason}".rstrip())
+            data = read_capped(response, limit + 1, watch)
+    except TransferCancelled as exc:
+        raise RemoteCancelled(f"{url}: cancelled") from exc
+    except HubError as exc:
+        if watch.deadline is not None and time.monotonic() >= watch.deadline - 0.05:
+            raise RemoteError(
+                f"{url} did not answer within {budget.deadline_s:g} s (the whole request: "
+                "headers and body); the server is too slow or stalled"
+            ) from exc
+        raise RemoteError(plain(str(exc))) from exc
+    except (httpx2.HTTPError, httpx2.InvalidURL) as exc:
+        raise RemoteError(
+            f"{url} did not answer ({plain(str(exc) or type(exc).__name__)})"
+        ) from exc
     if len(data) > limit:
         raise RemoteError(f"{url} answered with more than {limit >> 20} MiB")
     return data
 
 
-def _request(url: str, body: dict[str, Any] | None, timeout: float, limit: int) -> bytes:
-    data = None if body is None else json.dumps(body).encode("utf-8")
-    request = urllib.request.Request(
-        url,
-        data=data,
-        method="POST" if data else "GET",
-        headers={"Content-Type": "application/json"},
-    )
+def _metrics(client: Any, url: str, budget: Budget) -> SpecCounters:
+    text = _request(client, url, None, budget, MAX_METRICS_BYTES).decode("utf-8", "replace")
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-            return _read(response, limit, url)
-    except urllib.error.HTTPError as exc:
-        raise RemoteError(f"{url} answered HTTP {exc.code} {exc.reason}") from exc
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise RemoteError(f"{url} did not answer ({reason})") from exc
+        return SpecCounters.from_metrics(text)
+    except BadValue as exc:
+        raise RemoteError(f"{url}: {exc}") from None
 
 
 # --- llama-server ------------------------------------------------------------------------
@@ -96,11 +180,12 @@ class ServerTimings:
         return self.predicted_n / passes if passes > 0 else 0.0
 
 
-def _number(data: dict[str, Any], key: str, default: float = 0.0) -> float:
-    value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise RemoteError(f"timings.{key} is not a number")
-    return float(value)
+def _count(data: dict[str, Any], key: str) -> int:
+    return whole(data.get(key, 0), f"timings.{key}", 0, MAX_COUNT)
+
+
+def _ms(data: dict[str, Any], key: str) -> float:
+    return number(data.get(key, 0.0), f"timings.{key}", 0.0, MAX_MS)
 
 
 def parse_timings(response: dict[str, Any]) -> ServerTimings | None:
@@ -110,13 +195,22 @@ def parse_timings(response: dict[str, Any]) -> ServerTimings | None:
         return None
     if not isinstance(timings, dict):
         raise RemoteError("the server's timings are not an object")
-    return ServerTimings(
-        prompt_ms=_number(timings, "prompt_ms"),
-        predicted_n=int(_number(timings, "predicted_n")),
-        predicted_ms=_number(timings, "predicted_ms"),
-        draft_n=int(_number(timings, "draft_n")),
-        draft_n_accepted=int(_number(timings, "draft_n_accepted")),
-    )
+    try:
+        parsed = ServerTimings(
+            prompt_ms=_ms(timings, "prompt_ms"),
+            predicted_n=_count(timings, "predicted_n"),
+            predicted_ms=_ms(timings, "predicted_ms"),
+            draft_n=_count(timings, "draft_n"),
+            draft_n_accepted=_count(timings, "draft_n_accepted"),
+        )
+    except BadValue as exc:
+        raise RemoteError(f"the server's {exc}") from None
+    if parsed.draft_n_accepted > parsed.draft_n:
+        raise RemoteError(
+            f"the server's timings accept {parsed.draft_n_accepted} drafted tokens "
+            f"of {parsed.draft_n}"
+        )
+    return parsed
 
 
 # --- vLLM /metrics -----------------------------------------------------------------------
@@ -132,7 +226,10 @@ def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
         if match is None:
             continue
         name, labels, value = match.groups()
-        samples.append((name, dict(_LABEL.findall(labels or "")), float(value)))
+        try:
+            samples.append((name, dict(_LABEL.findall(labels or "")), float(value)))
+        except ValueError:  # "1.2.3" fits the pattern
+            continue
     return samples
 
 
@@ -145,16 +242,21 @@ class SpecCounters:
 
     @staticmethod
     def from_metrics(text: str, *, model: str | None = None) -> SpecCounters:
+        """The spec-decode counters; raises ``BadValue`` for a counter that is not a finite
+        count or a position beyond ``MAX_POSITIONS``."""
         totals = {VLLM_DRAFTS: 0.0, VLLM_DRAFT_TOKENS: 0.0, VLLM_ACCEPTED: 0.0}
         positions: dict[int, float] = {}
         for name, labels, value in parse_prometheus(text):
             if model is not None and labels.get("model_name", model) != model:
                 continue
             if name in totals:
-                totals[name] += value
+                totals[name] += number(value, name, 0.0, MAX_COUNT)
             elif name == VLLM_PER_POSITION and labels.get("position", "").isdigit():
-                position = int(labels["position"])
-                positions[position] = positions.get(position, 0.0) + value
+                where = f'{name}{{position="{labels["position"][:12]}"}}'
+                position = whole(int(labels["position"][:12]), where, 0, MAX_POSITIONS - 1)
+                positions[position] = positions.get(position, 0.0) + number(
+                    value, where, 0.0, MAX_COUNT
+                )
         width = max(positions) + 1 if positions else 0
         return SpecCounters(
             totals[VLLM_DRAFTS],
@@ -195,17 +297,18 @@ def run_remote(
     temperature: float,
     seed: int,
     kind: str = "llama-server",
-    timeout: float = 600.0,
+    timeout: float = DEFAULT_DEADLINE_S,
+    cancel: CancelCheck | None = None,
 ) -> dict[str, Any]:
-    """One chat completion, measured like a local run (same metric names)."""
+    """One chat completion, measured like a local run (same metric names).
+
+    ``timeout`` bounds each whole request (connecting, headers, body), not each read;
+    ``cancel`` cuts the request within a tenth of a second (``RemoteCancelled``).
+    """
+    import httpx2
+
     base = check_url(url)
-    before = (
-        SpecCounters.from_metrics(
-            _request(f"{base}/metrics", None, timeout, MAX_METRICS_BYTES).decode("utf-8", "replace")
-        )
-        if kind == "vllm"
-        else None
-    )
+    budget = Budget(timeout, cancel)
     body = {
         "messages": [{"role": "user", "content": prompt}],
         "max_tokens": max_tokens,
@@ -213,45 +316,26 @@ def run_remote(
         "seed": seed,
         "stream": False,
     }
-    began = time.perf_counter()
-    raw = _request(f"{base}/v1/chat/completions", body, timeout, MAX_RESPONSE_BYTES)
-    wall_s = time.perf_counter() - began
-    try:
-        response = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RemoteError(f"{base} did not answer with JSON ({exc})") from exc
-    if not isinstance(response, dict):
-        raise RemoteError(f"{base} did not answer with a completion object")
-    usage = response.get("usage")
-    if not isinstance(usage, dict):
-        usage = {}
-    tokens = int(usage.get("completion_tokens") or 0)
-    metrics: dict[str, Any] = {
-        "tokens": tokens,
-        "tok_s": tokens / wall_s if wall_s else 0.0,
-        "ttft_ms": 0.0,
-        "acceptance": 0.0,
-        "tokens_per_pass": 1.0,
-        "drafted": 0,
-        "accepted": 0,
-        "wall_s": round(wall_s, 4),
-    }
-    timings = parse_timings(response)
-    if timings is not None:
-        metrics.update(
-            tokens=timings.predicted_n,
-            tok_s=timings.tok_s,
-            ttft_ms=timings.prompt_ms,
-            acceptance=timings.acceptance,
-            tokens_per_pass=timings.tokens_per_pass,
-            drafted=timings.draft_n,
-            accepted=timings.draft_n_accepted,
+    with httpx2.Client(follow_redirects=False) as client:
+        before = _metrics(client, f"{base}/metrics", budget) if kind == "vllm" else None
+        began = time.perf_counter()
+        raw = _request(
+            client,
+            f"{base}/v1/chat/completions",
+            _json_body(body),
+            budget,
+            MAX_RESPONSE_BYTES,
         )
-    if before is not None:
-        after = SpecCounters.from_metrics(
-            _request(f"{base}/metrics", None, timeout, MAX_METRICS_BYTES).decode("utf-8", "replace")
-        )
+        wall_s = time.perf_counter() - began
+        after = _metrics(client, f"{base}/metrics", budget) if before is not None else None
+    metrics = _completion_metrics(base, raw, wall_s)
+    if before is not None and after is not None:
         delta = after.minus(before)
+        if min(delta.drafts, delta.draft_tokens, delta.accepted, *delta.per_position) < 0:
+            raise RemoteError(
+                f"{base}/metrics: the spec-decode counters went down during the request "
+                "(was the server restarted?)"
+            )
         metrics.update(
             acceptance=delta.acceptance,
             tokens_per_pass=delta.tokens_per_pass,
@@ -270,4 +354,52 @@ def run_remote(
         peak_rss_mb=None,
         stop_reason="remote",
     )
+    return metrics
+
+
+def _json_body(body: dict[str, Any]) -> bytes:
+    return json.dumps(body).encode("utf-8")  # ASCII escapes: a lone surrogate travels too
+
+
+def _completion_metrics(base: str, raw: bytes, wall_s: float) -> dict[str, Any]:
+    """The figures of one completion answer, every value type- and range-checked."""
+    try:
+        response = loads(raw.decode("utf-8"))
+    except ValueError as exc:  # not UTF-8, not JSON, NaN/Infinity, nested too deeply
+        raise RemoteError(f"{base} did not answer with JSON ({plain(str(exc))})") from None
+    if not isinstance(response, dict):
+        raise RemoteError(f"{base} did not answer with a completion object")
+    usage = response.get("usage")
+    if not isinstance(usage, dict):
+        usage = {}
+    try:
+        tokens = whole(usage.get("completion_tokens") or 0, "usage.completion_tokens", 0, MAX_COUNT)
+    except BadValue as exc:
+        raise RemoteError(f"{base}: {exc}") from None
+    metrics: dict[str, Any] = {
+        "tokens": tokens,
+        "tok_s": tokens / wall_s if wall_s > 0 else 0.0,
+        "ttft_ms": 0.0,
+        "acceptance": 0.0,
+        "tokens_per_pass": 1.0,
+        "drafted": 0,
+        "accepted": 0,
+        "wall_s": round(wall_s, 4),
+    }
+    try:
+        timings = parse_timings(response)
+    except RemoteError as exc:
+        raise RemoteError(f"{base}: {exc}") from None
+    if timings is not None:
+        metrics.update(
+            tokens=timings.predicted_n,
+            tok_s=timings.tok_s,
+            ttft_ms=timings.prompt_ms,
+            acceptance=timings.acceptance,
+            tokens_per_pass=timings.tokens_per_pass,
+            drafted=timings.draft_n,
+            accepted=timings.draft_n_accepted,
+        )
+    if not all(math.isfinite(float(metrics[k])) for k in ("tok_s", "tokens_per_pass")):
+        raise RemoteError(f"{base}: the timings give no finite speed")
     return metrics

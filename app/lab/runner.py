@@ -27,6 +27,7 @@ from app.engine.events import RunSummary, drain
 from app.engine.exactness import compare
 from app.lab.configs import LabConfig
 from app.lab.plan import BASELINE, LabPlan
+from app.lab.remote import RemoteCancelled
 from app.lab.results import ResultFileError, ResultLog
 from app.lab.stats import choose, rows_from
 from app.lab.suites import Prompt
@@ -268,7 +269,9 @@ class LabRunner:
                 progress(Progress(offset + position + 1, total, eta, phase, prompt.id, record))
         return True
 
-    def _run_remote(self, config: LabConfig, prompt: Prompt, seed: int) -> dict[str, Any]:
+    def _run_remote(
+        self, config: LabConfig, prompt: Prompt, seed: int, cancel: CancelCheck
+    ) -> dict[str, Any]:
         from app.lab.remote import run_remote
 
         def ask(url: str) -> dict[str, Any]:
@@ -279,6 +282,7 @@ class LabRunner:
                 temperature=config.temperature,
                 seed=seed,
                 kind=config.server_kind,
+                cancel=cancel,
             )
 
         assert config.server is not None
@@ -321,7 +325,10 @@ class LabRunner:
                     token_probs=False,
                 )
             elif config.server is not None:
-                runs[name] = self._run_remote(config, prompt, seed)
+                try:
+                    runs[name] = self._run_remote(config, prompt, seed, cancel)
+                except RemoteCancelled:
+                    return None
                 continue
             else:
                 engine = self.pool.for_config(config)

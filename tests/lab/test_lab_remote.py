@@ -195,7 +195,7 @@ def test_llama_server_timings_are_type_checked() -> None:
     assert timings.tok_s == 200.0 and timings.acceptance == 0.75
     assert timings.tokens_per_pass == 40 / 16
     assert parse_timings({"choices": []}) is None
-    with pytest.raises(RemoteError, match="draft_n is not a number"):
+    with pytest.raises(RemoteError, match="draft_n is not a whole number"):
         parse_timings({"timings": {"predicted_n": 1, "predicted_ms": 1, "draft_n": "many"}})
     for bad in ("file:///etc/passwd", "127.0.0.1:8080", "ftp://x"):
         with pytest.raises(RemoteError, match="not an http"):
