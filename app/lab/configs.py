@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from app.engine.config import AcceptRule, DraftSource, SamplerConfig, SpecConfig
+from app.lab import checks
+from app.store.settings import Invalid, parse_field
 
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.+")
 MAX_DRAFT_LEN = 256
@@ -18,6 +20,16 @@ MAX_DRAFT_LEN = 256
 
 class ConfigError(ValueError):
     """A configuration that cannot run; the message says which part and why."""
+
+
+def check_setting(name: str, value: object, what: str) -> None:
+    """``value`` checked by the chat setting ``name``'s own parser, so the lab and the chat
+    accept the same range (one place for each)."""
+    text = "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+    try:
+        parse_field(name, text)
+    except Invalid as refused:
+        raise ConfigError(f"{what} {value!r} {refused}") from None
 
 
 @dataclass(frozen=True)
@@ -57,10 +69,11 @@ class LabConfig:
             raise ConfigError(f"configuration {self.name}: a model draft needs draft=FILE")
         if not 1 <= self.draft_max <= MAX_DRAFT_LEN:
             raise ConfigError(f"configuration {self.name}: n must be 1..{MAX_DRAFT_LEN}")
-        if not 0.0 <= self.temperature <= 5.0:
-            raise ConfigError(f"configuration {self.name}: temp must be 0..5")
-        if not 0.0 <= self.p_min < 1.0:
-            raise ConfigError(f"configuration {self.name}: p_min must be in [0, 1)")
+        where = f"configuration {self.name}:"
+        check_setting("temperature", self.temperature, f"{where} temp")
+        check_setting("p_min", self.p_min, f"{where} p_min")
+        if self.draft is not None:
+            check_setting("draft_path", self.draft, f"{where} draft")
         if not 1 <= self.ngram_n <= 16:
             raise ConfigError(f"configuration {self.name}: ngram n must be 1..16")
 
@@ -107,31 +120,47 @@ class LabConfig:
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> LabConfig:
-        if not isinstance(data, dict):
-            raise ConfigError("a configuration must be a JSON object")
+        """A configuration from a result file, each value type-checked before the ranges of
+        ``__post_init__`` apply."""
         try:
-            return LabConfig(
-                name=str(data["name"]),
-                source=DraftSource(data.get("source", "model")),
-                draft=None if data.get("draft") is None else str(data["draft"]),
-                draft_max=int(data.get("draft_max", 16)),
-                adaptive=bool(data.get("adaptive", True)),
-                rule=AcceptRule(data.get("rule", "rejection")),
-                temperature=float(data.get("temperature", 0.0)),
-                p_min=float(data.get("p_min", 0.0)),
-                ngram_n=int(data.get("ngram_n", 3)),
-                collapse_guard=bool(data.get("collapse_guard", True)),
-                ngram_first=bool(data.get("ngram_first", True)),
-                server=None if data.get("server") is None else str(data["server"]),
-                server_kind=str(data.get("server_kind", "llama-server")),
-                baseline_server=(
-                    None if data.get("baseline_server") is None else str(data["baseline_server"])
-                ),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
+            return LabConfig._from_json(checks.mapping(data, "a configuration"))
+        except checks.BadValue as exc:
+            raise ConfigError(f"not a lab configuration: {exc}") from None
+        except ValueError as exc:  # an unknown source or rule
             if isinstance(exc, ConfigError):
                 raise
-            raise ConfigError(f"not a lab configuration: {exc}") from exc
+            raise ConfigError(f"not a lab configuration: {exc}") from None
+
+    @staticmethod
+    def _from_json(data: dict[str, Any]) -> LabConfig:
+        def whole(key: str, default: int) -> int:
+            return checks.whole(data.get(key, default), key, -(2**63), 2**63)
+
+        def number(key: str, default: float) -> float:
+            return checks.number(data.get(key, default), key)
+
+        def flag(key: str, default: bool) -> bool:
+            return checks.flag(data.get(key, default), key)
+
+        def text(key: str, default: str | None, limit: int = 4096) -> str | None:
+            return checks.optional_text(data.get(key, default), key, limit)
+
+        return LabConfig(
+            name=checks.text(data.get("name"), "name", 40),
+            source=DraftSource(checks.text(data.get("source", "model"), "source", 16)),
+            draft=text("draft", None),
+            draft_max=whole("draft_max", 16),
+            adaptive=flag("adaptive", True),
+            rule=AcceptRule(checks.text(data.get("rule", "rejection"), "rule", 16)),
+            temperature=number("temperature", 0.0),
+            p_min=number("p_min", 0.0),
+            ngram_n=whole("ngram_n", 3),
+            collapse_guard=flag("collapse_guard", True),
+            ngram_first=flag("ngram_first", True),
+            server=text("server", None),
+            server_kind=checks.text(data.get("server_kind", "llama-server"), "server_kind", 16),
+            baseline_server=text("baseline_server", None),
+        )
 
 
 def _number(kind: type, key: str, value: str, name: str) -> Any:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from app.engine.config import ModelSpec
-from app.lab.configs import ConfigError, LabConfig
-from app.lab.suites import Prompt, Split, SuiteError, split, suite_hash
+from app.engine.config import KV_TYPES, ModelSpec
+from app.lab import checks
+from app.lab.configs import ConfigError, LabConfig, check_setting
+from app.lab.suites import Prompt, Split, SuiteError, check_prompt, split, suite_hash
 
 BASELINE = "baseline"
 
@@ -45,6 +46,19 @@ class LabPlan:
     claim: Claim = field(default_factory=Claim)
 
     def __post_init__(self) -> None:
+        # the target's load settings: the chat's own ranges (a context of 2**31 tokens from a
+        # hand-edited result file would ask llama.cpp for all the memory there is)
+        target = self.target
+        check_setting("target_path", target.path, "the target path")
+        check_setting("n_ctx", target.n_ctx, "the context size")
+        check_setting("target_gpu_layers", target.n_gpu_layers, "the GPU layers")
+        check_setting("n_threads", target.n_threads, "the CPU threads")
+        check_setting("weight_repacking", target.repack, "the weight repacking")
+        check_setting("seed", self.seed, "the seed")
+        if target.kv_type not in KV_TYPES:
+            raise ConfigError(f"the KV cache type must be one of {', '.join(KV_TYPES)}")
+        if not 0.0 < self.confirm_fraction < 1.0:
+            raise ConfigError("the confirmation fraction must be between 0 and 1")
         if not self.configs:
             raise ConfigError("the lab needs at least one configuration")
         names = [c.name for c in self.configs]
@@ -102,37 +116,46 @@ class LabPlan:
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> LabPlan:
+        """The plan a result file states, every value type-checked and range-checked by the
+        same rules as a plan made here; ``ConfigError``/``SuiteError`` name what is wrong."""
         try:
-            target = data["target"]
-            claim = data.get("claim") or {}
-            return LabPlan(
-                target=ModelSpec(
-                    path=str(target["path"]),
-                    n_gpu_layers=int(target.get("n_gpu_layers", -1)),
-                    n_ctx=int(target.get("n_ctx", 4096)),
-                    n_threads=int(target.get("n_threads", 0)),
-                    kv_type=str(target.get("kv_type", "f16")),
-                    flash_attn=str(target.get("flash_attn", "auto")),
-                    repack=str(target.get("repack", "auto")),
-                ),
-                configs=tuple(LabConfig.from_json(c) for c in data["configs"]),
-                prompts=tuple(
-                    Prompt(str(p["id"]), str(p["category"]), str(p["prompt"]))
-                    for p in data["prompts"]
-                ),
-                repeats=int(data.get("repeats", 1)),
-                max_tokens=int(data.get("max_tokens", 64)),
-                seed=int(data.get("seed", 0)),
-                ignore_eos=bool(data.get("ignore_eos", False)),
-                salt=str(data.get("salt", "specdeck-lab")),
-                confirm_fraction=float(data.get("confirm_fraction", 1 / 3)),
-                claim=Claim(
-                    threshold=float(claim.get("threshold", 1.3)),
-                    category=None if claim.get("category") is None else str(claim["category"]),
-                    config=None if claim.get("config") is None else str(claim["config"]),
-                ),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, ConfigError | SuiteError):
-                raise
-            raise ConfigError(f"the result file's plan cannot be read: {exc}") from exc
+            return LabPlan._from_json(data)
+        except checks.BadValue as exc:
+            raise ConfigError(f"the result file's plan cannot be read: {exc}") from None
+
+    @staticmethod
+    def _from_json(data: dict[str, Any]) -> LabPlan:
+        wide = (-(2**63), 2**63)
+        data = checks.mapping(data, "the plan")
+        target = checks.mapping(data.get("target"), "target")
+        claim = checks.mapping(data.get("claim") or {}, "claim")
+        configs = data.get("configs")
+        prompts = data.get("prompts")
+        if not isinstance(configs, list) or not isinstance(prompts, list):
+            raise checks.BadValue("configs and prompts must be lists")
+        return LabPlan(
+            target=ModelSpec(
+                path=checks.text(target.get("path"), "target.path", 4096),
+                n_gpu_layers=checks.whole(target.get("n_gpu_layers", -1), "n_gpu_layers", *wide),
+                n_ctx=checks.whole(target.get("n_ctx", 4096), "n_ctx", *wide),
+                n_threads=checks.whole(target.get("n_threads", 0), "n_threads", *wide),
+                kv_type=checks.text(target.get("kv_type", "f16"), "kv_type", 16),
+                flash_attn=checks.text(target.get("flash_attn", "auto"), "flash_attn", 16),
+                repack=checks.text(target.get("repack", "auto"), "repack", 16),
+            ),
+            configs=tuple(LabConfig.from_json(c) for c in configs),
+            prompts=tuple(
+                check_prompt(p, f"the result file's prompt {i + 1}") for i, p in enumerate(prompts)
+            ),
+            repeats=checks.whole(data.get("repeats", 1), "repeats", *wide),
+            max_tokens=checks.whole(data.get("max_tokens", 64), "max_tokens", *wide),
+            seed=checks.whole(data.get("seed", 0), "seed", *wide),
+            ignore_eos=checks.flag(data.get("ignore_eos", False), "ignore_eos"),
+            salt=checks.text(data.get("salt", "specdeck-lab"), "salt", 200),
+            confirm_fraction=checks.number(data.get("confirm_fraction", 1 / 3), "confirm_fraction"),
+            claim=Claim(
+                threshold=checks.number(claim.get("threshold", 1.3), "the claim's threshold"),
+                category=checks.optional_text(claim.get("category"), "the claim's category", 80),
+                config=checks.optional_text(claim.get("config"), "the claim's config", 40),
+            ),
+        )

@@ -111,6 +111,11 @@ def summary_lines(result: Analysis, phase: str = "tuning") -> list[str]:
 # --- HTML ---------------------------------------------------------------------------------
 
 
+def _e(value: object) -> str:
+    """Every value from a result file goes into the page through here: text, never markup."""
+    return html.escape(str(value))
+
+
 def _strip_svg(rows: list[Row], configs: list[str], categories: list[str], threshold: float) -> str:
     """Speedup per prompt, one column per category, one colour per configuration."""
     width, height, left, top, bottom = 90 * max(len(categories), 1) + 70, 300, 56, 16, 60
@@ -139,7 +144,7 @@ def _strip_svg(rows: list[Row], configs: list[str], categories: list[str], thres
         )
         parts.append(
             f'<text x="{left + 4}" y="{y(value) - 3:.1f}" font-size="10" '
-            f'fill="#555">{html.escape(label)}</text>'
+            f'fill="#555">{_e(label)}</text>'
         )
     for tick in (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0):
         if low <= tick <= high:
@@ -152,7 +157,7 @@ def _strip_svg(rows: list[Row], configs: list[str], categories: list[str], thres
         x0 = left + column * ci
         parts.append(
             f'<text x="{x0 + column / 2:.1f}" y="{height - bottom + 16}" '
-            f'font-size="11" text-anchor="middle">{html.escape(category)}</text>'
+            f'font-size="11" text-anchor="middle">{_e(category)}</text>'
         )
         for ki, config in enumerate(configs):
             colour = PALETTE[ki % len(PALETTE)]
@@ -165,13 +170,13 @@ def _strip_svg(rows: list[Row], configs: list[str], categories: list[str], thres
                     parts.append(
                         f'<circle cx="{xs + jitter:.1f}" cy="{y(r.speedup):.1f}" r="3" '
                         f'fill="{colour}" fill-opacity="0.7"><title>'
-                        f"{html.escape(r.prompt)} {r.speedup:.2f}×</title></circle>"
+                        f"{_e(r.prompt)} {r.speedup:.2f}×</title></circle>"
                     )
                 else:
                     parts.append(
                         f'<rect x="{xs + jitter - 3:.1f}" y="{y(r.speedup) - 3:.1f}" '
                         f'width="6" height="6" fill="none" stroke="{colour}"><title>'
-                        f"{html.escape(r.prompt)} (held out) {r.speedup:.2f}×"
+                        f"{_e(r.prompt)} (held out) {r.speedup:.2f}×"
                         f"</title></rect>"
                     )
             if chosen:
@@ -189,7 +194,7 @@ def _strip_svg(rows: list[Row], configs: list[str], categories: list[str], thres
         parts.append(
             f'<rect x="{left + 110 * ki}" y="{height - 22}" width="10" height="10" '
             f'fill="{PALETTE[ki % len(PALETTE)]}"/><text x="{left + 110 * ki + 14}" '
-            f'y="{height - 13}" font-size="11">{html.escape(config)}</text>'
+            f'y="{height - 13}" font-size="11">{_e(config)}</text>'
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -208,8 +213,8 @@ def _cell_table(cells: list[CellSummary]) -> str:
         s = m["speedup"]
         cls = ' class="bad"' if s.median < 1.0 else ""
         body.append(
-            f"<tr><td>{c.phase}</td><td>{html.escape(c.category)}</td>"
-            f"<td>{html.escape(c.config)}</td><td>{s.n}</td>"
+            f"<tr><td>{_e(c.phase)}</td><td>{_e(c.category)}</td>"
+            f"<td>{_e(c.config)}</td><td>{s.n}</td>"
             f"<td{cls}>{s.median:.2f}× ({s.low:.2f}–{s.high:.2f})</td>"
             f"<td>{m['acceptance'].median:.2f}</td><td>{m['tokens_per_pass'].median:.2f}</td>"
             f"<td>{m['ttft_ms'].median:.1f}</td><td>{m['itl_p50_ms'].median:.2f} / "
@@ -227,22 +232,20 @@ def to_html(log: ResultLog) -> str:
     colour = {"confirmed": "#1b7f3b", "falsified": "#b00020"}.get(v.status, "#555")
     categories = list(plan.categories)
     recs = "".join(
-        f"<tr><td>{html.escape(r.category)}</td><td>{html.escape(r.config or 'target alone')}"
+        f"<tr><td>{_e(r.category)}</td><td>{_e(r.config or 'target alone')}"
         f"</td><td>{'' if r.tuning_speedup is None else f'{r.tuning_speedup:.2f}×'}</td>"
         f"<td>{'' if r.confirmed_speedup is None else f'{r.confirmed_speedup.median:.2f}×'}"
-        f"</td><td>{html.escape(r.reason)}</td></tr>"
+        f"</td><td>{_e(r.reason)}</td></tr>"
         for r in result.recommendations
     )
     fails = "".join(
-        f"<tr><td>{f.phase}</td><td>{html.escape(f.kind)}</td><td>{html.escape(f.category)}"
-        f"</td><td>{html.escape(f.prompt)}</td><td>{html.escape(f.config)}</td>"
-        f"<td>{html.escape(f.detail)}</td></tr>"
+        f"<tr><td>{_e(f.phase)}</td><td>{_e(f.kind)}</td><td>{_e(f.category)}"
+        f"</td><td>{_e(f.prompt)}</td><td>{_e(f.config)}</td>"
+        f"<td>{_e(f.detail)}</td></tr>"
         for f in result.failures[:500]
     )
-    configs = "".join(
-        f"<li><b>{html.escape(c.name)}</b>: {html.escape(c.describe())}</li>" for c in plan.configs
-    )
-    lineage = html.escape(
+    configs = "".join(f"<li><b>{_e(c.name)}</b>: {_e(c.describe())}</li>" for c in plan.configs)
+    lineage = _e(
         json.dumps(
             {k: log.header.get(k) for k in ("lineage", "suite_hash", "split", "command")},
             indent=2,
@@ -267,9 +270,9 @@ td,th{{border:1px solid #ddd;padding:3px 7px;text-align:left}} th{{background:#f
 pre{{background:#f7f7f7;padding:1em;overflow:auto;font-size:12px}}
 </style></head><body>
 <h1>SpecDeck Lab report</h1>{state}
-<p class="verdict" style="color:{colour}"><b>{html.escape(v.describe())}</b></p>
+<p class="verdict" style="color:{colour}"><b>{_e(v.describe())}</b></p>
 <h2>Configurations</h2><ul>{configs}</ul>
-<p>Target: {html.escape(plan.target.path)}; {len(plan.prompts)} prompts in
+<p>Target: {_e(plan.target.path)}; {len(plan.prompts)} prompts in
 {len(categories)} categories, {plan.repeats} repeat(s), {plan.max_tokens} tokens each;
 tuning {len(plan.split.tuning)} / held-out confirmation {len(plan.split.confirmation)} prompts.</p>
 <h2>Speedup per prompt</h2>

@@ -15,7 +15,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.lab.checks import BadValue, label, loads, unicode
 from app.store.conversations import ConversationStore
+from app.store.fileio import StoredFileError, read_text_bounded
 
 BUILTIN_DIR = Path(__file__).resolve().parents[2] / "resources" / "lab"
 BUILTIN_CATEGORIES = (
@@ -77,7 +79,35 @@ def _check_category(value: object, where: str, default: str) -> str:
         return default
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_ID_CHARS:
         raise SuiteError(f"{where}: 'category' must be a short non-empty string")
+    try:
+        label(value, "'category'", MAX_ID_CHARS)
+    except BadValue as exc:
+        raise SuiteError(f"{where}: {exc}") from None
     return value.strip()
+
+
+def _check_unicode(value: str, what: str, where: str) -> None:
+    try:
+        unicode(value, what)
+    except BadValue as exc:
+        raise SuiteError(f"{where}: {exc}") from None
+
+
+def check_prompt(item: object, where: str, *, default_category: str = "custom") -> Prompt:
+    """One prompt from a decoded JSON object (a suite line, or a result file's plan)."""
+    if not isinstance(item, dict):
+        raise SuiteError(f"{where}: a prompt must be a JSON object")
+    if "id" not in item or "prompt" not in item:
+        raise SuiteError(f"{where}: a prompt needs 'id' and 'prompt'")
+    prompt_id = _check_id(item["id"], where)
+    text_value = item["prompt"]
+    if not isinstance(text_value, str) or not text_value.strip():
+        raise SuiteError(f"{where}: 'prompt' must be a non-empty string")
+    if len(text_value) > MAX_PROMPT_CHARS:
+        raise SuiteError(f"{where}: the prompt is longer than {MAX_PROMPT_CHARS} characters")
+    _check_unicode(text_value, "the prompt", where)
+    category = _check_category(item.get("category"), where, default_category)
+    return Prompt(prompt_id, category, text_value)
 
 
 def parse_jsonl(text: str, *, source: str, default_category: str = "custom") -> list[Prompt]:
@@ -91,24 +121,19 @@ def parse_jsonl(text: str, *, source: str, default_category: str = "custom") -> 
         if len(line) > MAX_PROMPT_CHARS + 1000:
             raise SuiteError(f"{where}: the line is longer than {MAX_PROMPT_CHARS} characters")
         try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SuiteError(f"{where}: not valid JSON ({exc.msg})") from exc
+            item = loads(line)
+        except ValueError as exc:  # bad syntax, NaN, nesting too deep, a 5,000-digit number
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            raise SuiteError(f"{where}: not valid JSON ({why})") from None
         if not isinstance(item, dict):
             raise SuiteError(f"{where}: each line must be a JSON object")
         if "id" not in item or "prompt" not in item:
             raise SuiteError(f"{where}: each line needs 'id' and 'prompt'")
-        prompt_id = _check_id(item["id"], where)
-        text_value = item["prompt"]
-        if not isinstance(text_value, str) or not text_value.strip():
-            raise SuiteError(f"{where}: 'prompt' must be a non-empty string")
-        if len(text_value) > MAX_PROMPT_CHARS:
-            raise SuiteError(f"{where}: the prompt is longer than {MAX_PROMPT_CHARS} characters")
-        if prompt_id in seen:
-            raise SuiteError(f"{where}: the id {prompt_id!r} appears twice")
-        seen.add(prompt_id)
-        category = _check_category(item.get("category"), where, default_category)
-        prompts.append(Prompt(prompt_id, category, text_value))
+        prompt = check_prompt(item, where, default_category=default_category)
+        if prompt.id in seen:
+            raise SuiteError(f"{where}: the id {prompt.id!r} appears twice")
+        seen.add(prompt.id)
+        prompts.append(prompt)
         if len(prompts) > MAX_PROMPTS:
             raise SuiteError(f"{source}: more than {MAX_PROMPTS} prompts")
     if not prompts:
@@ -117,18 +142,14 @@ def parse_jsonl(text: str, *, source: str, default_category: str = "custom") -> 
 
 
 def load_jsonl(path: Path, *, default_category: str | None = None) -> list[Prompt]:
-    """A user's suite file, read with a size limit."""
+    """A user's suite file: a regular file (a FIFO or a device is refused before it is
+    read), at most ``MAX_FILE_BYTES`` of UTF-8."""
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise SuiteError(f"cannot read the suite {path}: {exc.strerror or exc}") from exc
-    if len(data) > MAX_FILE_BYTES:
-        raise SuiteError(f"{path} is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SuiteError(f"{path} is not UTF-8 text (byte {exc.start})") from exc
+        text = read_text_bounded(path, MAX_FILE_BYTES, what="suite")
+    except FileNotFoundError:
+        raise SuiteError(f"the suite {path} does not exist") from None
+    except StoredFileError as exc:
+        raise SuiteError(str(exc)) from None
     return parse_jsonl(text, source=str(path), default_category=default_category or path.stem)
 
 
@@ -158,6 +179,10 @@ def from_conversations(
         for index, message in enumerate(conversation.messages):
             text = message.content.strip()
             if message.role != "user" or not text or len(text) > MAX_PROMPT_CHARS:
+                continue
+            try:
+                _check_unicode(text, "the prompt", info.id)
+            except SuiteError:
                 continue
             digest = hashlib.sha256(f"{info.id}/{index}".encode()).hexdigest()[:10]
             prompts.append(Prompt(f"chat-{digest}", category, text))

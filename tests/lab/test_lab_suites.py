@@ -94,7 +94,7 @@ def test_user_suite_reads_are_bounded(tmp_path: Path) -> None:
     path = _write(tmp_path, "")
     with path.open("wb") as handle:
         handle.truncate(MAX_FILE_BYTES + 10)
-    with pytest.raises(SuiteError, match="larger than"):
+    with pytest.raises(SuiteError, match="more than the 4,194,304 bytes"):
         load_jsonl(path)
     good = _write(tmp_path, json.dumps({"id": 7, "prompt": "hi"}) + "\n")
     assert load_jsonl(good) == [Prompt("7", "mine", "hi")]
