@@ -219,8 +219,11 @@ def child_main(launch: ChildLaunch) -> None:
     """Entry point of the engine process."""
     import faulthandler
 
+    from app.engine.chat_template import limit_template_memory
+
     os.environ.setdefault("GGML_NO_BACKTRACE", "1")  # no gdb attach on an abort
     _redirect_stderr(launch.log_path)
+    limit_template_memory()  # this process does nothing else while a template runs
     with contextlib.suppress(Exception):
         faulthandler.enable(file=sys.__stderr__ or sys.stderr)
     conn = launch.conn

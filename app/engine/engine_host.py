@@ -20,7 +20,6 @@ import atexit
 import contextlib
 import multiprocessing
 import os
-import tempfile
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -31,6 +30,7 @@ from typing import Any
 
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec
 from app.engine.engine_child import child_main
+from app.engine.engine_logs import new_log
 from app.engine.engine_protocol import (
     CLOSE_SECONDS,
     LOG_TAIL_BYTES,
@@ -117,11 +117,9 @@ class EngineHost:
         if self.alive:
             return
         self._discard()
-        handle, log_name = tempfile.mkstemp(prefix="specdeck-engine-", suffix=".log")
-        os.close(handle)
-        self._log_path = Path(log_name)
+        self._log_path = new_log()
         parent_end, child_end = self._context.Pipe(duplex=True)
-        launch = ChildLaunch(child_end, self._cancel, log_name)
+        launch = ChildLaunch(child_end, self._cancel, str(self._log_path))
         process = self._context.Process(target=child_main, args=(launch,), name=PROCESS_NAME)
         process.start()
         child_end.close()  # so that the child's death reads as end-of-file here

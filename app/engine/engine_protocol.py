@@ -22,7 +22,7 @@ from app.engine.events import Event
 from app.errors import SpecDeckError
 
 BATCH_SECONDS = 0.015  # events cross the pipe at most ~65 times a second
-TEMPLATE_SECONDS = 5.0  # a chat template that renders longer than this is broken
+TEMPLATE_SECONDS = 5.0  # a chat template that compiles and renders longer is broken
 CLOSE_SECONDS = 10.0
 LOG_TAIL_BYTES = 4096
 PROGRESS_STEP = 0.01  # send load progress when it moved by 1 %

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -222,11 +224,18 @@ class _Listed:
     signature: tuple[int, int, int] | None  # (mtime_ns, size, inode) it was read at
 
 
+def _signature(info: os.stat_result) -> tuple[int, int, int]:
+    return (info.st_mtime_ns, info.st_size, info.st_ino)
+
+
 class ConversationStore:
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory or data_dir() / "conversations"
         # The list is refreshed after every message: unchanged files are not read again.
         self._listing: dict[str, _Listed] = {}
+        # The newest conversation the last scan read, for the load that opens it next (a
+        # 60 MB file is not parsed twice at start): (file name, signature, conversation).
+        self._newest: tuple[str, tuple[int, int, int], Conversation] | None = None
         # A read-only data folder: reading still works, and saving says why it cannot.
         with contextlib.suppress(OSError):
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -246,7 +255,13 @@ class ConversationStore:
 
     def load(self, conversation_id: str) -> Conversation:
         """Raises ``ValueError`` (with the file and the reason) or ``OSError``."""
-        return self._read(self._path(conversation_id))[0]
+        path = self._path(conversation_id)
+        newest, self._newest = self._newest, None
+        if newest is not None and newest[0] == path.name:
+            with contextlib.suppress(OSError):
+                if _signature(path.stat()) == newest[1]:
+                    return newest[2]
+        return self._read(path)[0]
 
     def _read(self, path: Path) -> tuple[Conversation, list[str]]:
         data = read_json_object(path, CONVERSATION_LIMIT, what="conversation")
@@ -269,38 +284,37 @@ class ConversationStore:
         """Saved conversations, most recently updated first; unusable files are skipped."""
         return self.scan().conversations
 
-    def _listed(self, path: Path) -> _Listed | None:
-        """One file's entry in the list, re-read only when its size or time changed."""
+    def _listed(self, path: Path) -> tuple[_Listed, Conversation | None] | None:
+        """One file's entry in the list, re-read only when its size or time changed (with
+        the conversation when it was read)."""
         try:
             info = path.stat()
         except FileNotFoundError:
             return None
         except OSError as exc:
-            return _Listed(None, (f"skipped the conversation {path}: {error_text(exc)}",), None)
-        signature = (info.st_mtime_ns, info.st_size, info.st_ino)
+            skipped = f"skipped the conversation {path}: {error_text(exc)}"
+            return _Listed(None, (skipped,), None), None
+        signature = _signature(info)
         cached = self._listing.get(path.name)
         if cached is not None and cached.signature == signature:
-            return cached
+            return cached, None
         if not is_conversation_id(path.stem):
-            return _Listed(
-                None,
-                (
-                    f"skipped {path}: its name is not a conversation id "
-                    "(letters, digits, - and _ only)",
-                ),
-                signature,
+            named = (
+                f"skipped {path}: its name is not a conversation id (letters, digits, - and _ only)"
             )
+            return _Listed(None, (named,), signature), None
         try:
             conv, repairs = self._read(path)
         except FileNotFoundError:
             return None
         except StoredFileError as exc:
-            return _Listed(None, (f"skipped {exc}",), signature)
+            return _Listed(None, (f"skipped {exc}",), signature), None
         except OSError as exc:
-            return _Listed(None, (f"skipped the conversation {path}: {error_text(exc)}",), None)
+            skipped = f"skipped the conversation {path}: {error_text(exc)}"
+            return _Listed(None, (skipped,), None), None
         notes = tuple(f"conversation {path.name}: {repair}" for repair in repairs)
         entry = ConversationInfo(conv.id, conv.title, conv.updated, len(conv.messages))
-        return _Listed(entry, notes, signature)
+        return _Listed(entry, notes, signature), conv
 
     def scan(self) -> ConversationScan:
         """Every usable conversation, with a note for each file skipped or repaired; files
@@ -315,17 +329,33 @@ class ConversationStore:
                 [], [f"cannot list the conversations in {self.directory}: {error_text(exc)}"]
             )
         seen: dict[str, _Listed] = {}
+        fresh: Conversation | None = None  # the newest of those read now (only it is kept)
         for path in paths:
             listed = self._listed(path)
             if listed is None:
                 continue  # deleted while listing
-            seen[path.name] = listed
-            notes += listed.notes
-            if listed.info is not None:
-                found.append(listed.info)
+            entry, conversation = listed
+            seen[path.name] = entry
+            notes += entry.notes
+            if entry.info is not None:
+                found.append(entry.info)
+            if conversation is not None and (fresh is None or conversation.updated > fresh.updated):
+                fresh = conversation
         self._listing = seen
         found.sort(key=lambda info: info.updated, reverse=True)
+        self._keep_newest(found, fresh)
         return ConversationScan(found, notes)
+
+    def _keep_newest(self, found: Sequence[ConversationInfo], fresh: Conversation | None) -> None:
+        """Keep the newest conversation for the load that opens it: the one just read, or
+        the one kept before when its file has not changed since."""
+        name = f"{found[0].id}.json" if found else ""
+        listed = self._listing.get(name)
+        signature = listed.signature if listed is not None else None
+        if fresh is not None and fresh.id == found[0].id and signature is not None:
+            self._newest = (name, signature, fresh)
+        elif self._newest is None or self._newest[:2] != (name, signature):
+            self._newest = None
 
 
 # --- export -------------------------------------------------------------------------------

@@ -35,6 +35,9 @@ from app.ui.transcript import Transcript, char_kinds
 from app.workers.messages import TIMING_RULE, EventBatch
 
 FLUSH_MS = 40
+# Of a reopened answer and its baseline, the comparison panes show this many characters
+# (painting 50,000 coloured characters takes Qt about 0.3 s); the chat has the rest.
+COMPARISON_CHARS = 50_000
 
 
 class Banner(QFrame):
@@ -76,6 +79,13 @@ def _figures(tokens: object, tok_s: object) -> str:
     if isinstance(tok_s, int | float) and not isinstance(tok_s, bool):
         text += f" · {tok_s:.1f} tok/s"
     return text
+
+
+def _cut_note(length: int) -> str:
+    """What a comparison pane leaves out of a long stored text, for its header."""
+    if length <= COMPARISON_CHARS:
+        return ""
+    return f" · the first {COMPARISON_CHARS:,} of {length:,} characters"
 
 
 def _word_end(text: str, start: int, longest: int = 40) -> int:
@@ -129,6 +139,7 @@ class ChatPanel(QWidget):
         self._generating = False
         self._has_messages = False
         self._last_answer = ""
+        self._comparison_cut = False  # the pane shows only part of a stored answer
         self._can_continue = False
         self._refusal = ""
 
@@ -259,6 +270,7 @@ class ChatPanel(QWidget):
     def begin_answer(self, baseline: bool) -> None:
         if not self.compare.isChecked():
             self.set_comparison_open(True, auto=True)
+        self._comparison_cut = False
         self.spec_view.clear_tokens("waiting for the first token…")
         self.base_view.clear_tokens("runs after the speculative answer" if baseline else "")
         self.base_box.setVisible(baseline)
@@ -400,6 +412,7 @@ class ChatPanel(QWidget):
         self.spec_header.setText("<b>Speculative</b>")
         self.base_header.setText("<b>Baseline — target only</b>")
         if message is None:
+            self._comparison_cut = False
             self.spec_view.clear_tokens()
             self.base_view.clear_tokens()
             self.verdict.setText("")
@@ -407,21 +420,22 @@ class ChatPanel(QWidget):
             self.set_comparison_open(False)
             return
         stats = message.stats
-        self.spec_view.show_text(
-            message.content, char_kinds(stats.get("kinds"), len(message.content))
-        )
-        self.spec_header.setText(
-            f"<b>Speculative</b>{_figures(stats.get('tokens'), stats.get('spec_tok_s'))}"
-        )
+        content = message.content
+        self._comparison_cut = len(content) > COMPARISON_CHARS
+        kinds = None if self._comparison_cut else char_kinds(stats.get("kinds"), len(content))
+        self.spec_view.show_text(content[:COMPARISON_CHARS], kinds)
+        figures = _figures(stats.get("tokens"), stats.get("spec_tok_s"))
+        self.spec_header.setText(f"<b>Speculative</b>{figures}{_cut_note(len(content))}")
         verdict = stats.get("verdict")
         self.verdict.setText(verdict if isinstance(verdict, str) else "")
         self.verdict.setToolTip(self.verdict.text())
         baseline = stats.get("baseline")
         diverged = False
         if isinstance(baseline, dict) and isinstance(baseline.get("text"), str):
-            self.base_view.show_text(baseline["text"])
+            text = baseline["text"]
+            self.base_view.show_text(text[:COMPARISON_CHARS])
             part = " (of the answer before Continue)" if stats.get("continued") else ""
-            figures = _figures(baseline.get("tokens"), baseline.get("tok_s"))
+            figures = _figures(baseline.get("tokens"), baseline.get("tok_s")) + _cut_note(len(text))
             self.base_header.setText(f"<b>Baseline — target only</b>{figures}{part}")
             self.base_box.setVisible(True)
             at = baseline.get("diverged_at")
@@ -463,7 +477,8 @@ class ChatPanel(QWidget):
             self.input.submit()
 
     def copy_answer(self) -> None:
-        text = self.spec_view.text() or self._last_answer
+        shown = "" if self._comparison_cut else self.spec_view.text()
+        text = shown or self._last_answer
         if text:
             QGuiApplication.clipboard().setText(text)
 

@@ -7,18 +7,28 @@ text (markup characters have no counterpart), and every rendered character takes
 of the source character it came from. Hovering a coloured character names its kind; for
 the answer just streamed the full token detail is shown. Line breaks inside paragraphs are
 kept (poems and lists do not run together), except inside code blocks, which keep theirs.
+
+What one message may ask of the renderer is capped (Qt's Markdown import is slow, its table
+import quadratic in rows): a message over ``MARKDOWN_CHARS`` characters or ``TABLE_CELLS``
+table cells is shown as plain text with a note, a long one only in part (``SHOWN_CHARS``,
+then more on request), and a conversation opens on its last messages (``OPEN_BUDGET``),
+with the earlier ones a click away. Rendered messages stay rendered: a new message renders
+only itself and the one before it, and all of it happens in one edit block (the document
+lays itself out once). Links open only after the address is shown, and only web ones.
 """
 
 from __future__ import annotations
 
+import secrets
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from PySide6.QtCore import QByteArray, QEvent, QUrl
+from PySide6.QtCore import QByteArray, QEvent, Qt, QUrl
 from PySide6.QtGui import (
     QColor,
+    QDesktopServices,
     QFontDatabase,
     QHelpEvent,
     QTextBlockFormat,
@@ -26,7 +36,7 @@ from PySide6.QtGui import (
     QTextCursor,
     QTextFormat,
 )
-from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
+from PySide6.QtWidgets import QAbstractButton, QMessageBox, QTextBrowser, QToolTip, QWidget
 
 from app.engine.events import TextTail, TokenEvent, TokenKind
 from app.store.conversations import ChatMessage
@@ -43,6 +53,16 @@ WELCOME = (
     "Enter sends, Shift+Enter adds a line."
 )
 NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
+# What one message may ask of the renderer, and how much a conversation renders on opening
+# (measured: 20,000 characters of dense Markdown or 600 table cells take Qt about 0.1 s).
+MARKDOWN_CHARS = 20_000  # longer messages are shown as plain text
+TABLE_CELLS = 600  # '|' characters; a message with more is shown as plain text
+SHOWN_CHARS = 20_000  # of a longer message, shown at first
+MORE_CHARS = 200_000  # added by each "Show more"
+OPEN_BUDGET = 150_000  # characters rendered when a conversation opens (and per "Show earlier")
+CELL_COST = 60  # a table cell costs Qt about as much as 60 characters
+WEB_SCHEMES = ("http", "https")
+ADDRESS_SHOWN = 1000  # characters of a link's address shown before it is opened
 STOP_WORDS = {
     "eog": "finished",
     "max_tokens": "cut off at Max tokens",
@@ -54,7 +74,7 @@ STOP_WORDS = {
 
 def char_kinds(runs: object, length: int) -> list[TokenKind] | None:
     """Per-character kinds from stored runs; None when they do not fit the text."""
-    if not isinstance(runs, list):
+    if not isinstance(runs, list) or len(runs) > length:  # every run covers a character
         return None
     kinds: list[TokenKind] = []
     for run in runs:
@@ -128,6 +148,53 @@ def _plain_block(cursor: QTextCursor) -> None:
     cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
 
 
+def renders_as_markdown(content: str) -> bool:
+    """Whether a message is small enough for the Markdown renderer (else: plain text)."""
+    return len(content) <= MARKDOWN_CHARS and content.count("|") <= TABLE_CELLS
+
+
+def _cost(message: ChatMessage) -> int:
+    """What rendering a message asks of Qt, in characters."""
+    content = message.content
+    if renders_as_markdown(content):
+        return len(content) + CELL_COST * content.count("|")
+    return min(len(content), SHOWN_CHARS)
+
+
+def _opening(visible: Sequence[ChatMessage], end: int, budget: int = OPEN_BUDGET) -> int:
+    """The first of the messages before ``end`` that fit ``budget`` (at least one)."""
+    first, spent = end, 0
+    while first > 0:
+        cost = _cost(visible[first - 1])
+        if first < end and spent + cost > budget:
+            break
+        spent += cost
+        first -= 1
+    return first
+
+
+def _can_continue(message: ChatMessage) -> bool:
+    """An answer cut off at Max tokens (not stopped): Continue writes more of it."""
+    stats = message.stats
+    cut = stats.get("stop_reason") == "max_tokens" and not stats.get("stopped")
+    return message.role == "assistant" and cut
+
+
+def link_address(url: QUrl) -> str:
+    """A link's address as shown before opening it: encoded (a look-alike host reads as
+    punycode) and cut to ``ADDRESS_SHOWN`` characters."""
+    address = bytes(url.toEncoded().data()).decode("ascii", errors="replace")
+    return address if len(address) <= ADDRESS_SHOWN else address[:ADDRESS_SHOWN] + "…"
+
+
+@dataclass
+class _Section:
+    """One rendered message: from ``start`` (its rule) to the next section."""
+
+    message: ChatMessage
+    start: int
+
+
 @dataclass
 class _Coloured:
     """Where one coloured answer sits in the document, and what each character was."""
@@ -142,7 +209,9 @@ class Transcript(QTextBrowser):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("transcript")
-        self.setOpenExternalLinks(True)
+        self.setOpenLinks(False)  # every click comes to _open_link, none navigates
+        self.anchorClicked.connect(self._open_link)
+        self.document().setUndoRedoEnabled(False)  # replaced text is not kept for undo
         self.viewport().setMouseTracking(True)
         self._dark = False
         self._style = "colour"
@@ -153,6 +222,12 @@ class Transcript(QTextBrowser):
             False,
         )
         self._coloured: list[_Coloured] = []
+        self._sections: list[_Section] = []
+        self._visible: list[ChatMessage] = []
+        self._first = 0  # the first visible message rendered; earlier ones are a click away
+        self._more: dict[int, int] = {}  # visible index -> characters shown of a long one
+        # links the transcript makes itself; a message cannot forge one without the nonce
+        self._scheme = f"specdeck-{secrets.token_hex(8)}"
 
     def loadResource(self, kind: int, name: QUrl | str) -> object:  # noqa: N802 - Qt override
         """Nothing is loaded for the text shown here: messages come from files and models, and
@@ -163,12 +238,12 @@ class Transcript(QTextBrowser):
     def set_dark(self, dark: bool) -> None:
         if dark != self._dark:
             self._dark = dark
-            self.show_messages(*self._shown)
+            self._render_again()
 
     def set_style(self, style: str) -> None:
         if style != self._style:
             self._style = style
-            self.show_messages(*self._shown)
+            self._render_again()
 
     def show_messages(
         self,
@@ -177,43 +252,196 @@ class Transcript(QTextBrowser):
         last_events: Sequence[TokenEvent | TextTail] = (),
         continuing: bool = False,
     ) -> None:
-        """Render the conversation; ``last_events`` give the last answer's token detail."""
+        """Render the conversation; ``last_events`` give the last answer's token detail.
+
+        Messages already rendered stay as they are, but for the last one (what follows it
+        changes its stats line); another conversation opens on its last messages."""
         self._shown = (messages, pending, last_events, continuing)
-        self._coloured = []
-        self.clear()
         visible = [m for m in messages if m.role != "system"]
-        if not visible and not pending:
-            self.setMarkdown(WELCOME)
+        kept = self._kept(visible)
+        if kept is None:
+            self._more = {}
+            self._first = _opening(visible, len(visible))
+            kept = 0
+        self._render(visible, kept)
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    def _kept(self, visible: Sequence[ChatMessage]) -> int | None:
+        """How many rendered sections stay for ``visible``; None: render it afresh."""
+        old = self._visible
+        if not self._sections or len(visible) < self._first + 1:
+            return None
+        same = 0
+        limit = min(len(old), len(visible))
+        while same < limit and old[same] is visible[same]:
+            same += 1
+        if same <= self._first:
+            return None
+        # the old last section and the new last one render again: their stats lines change
+        kept = min(same - self._first, len(self._sections), len(visible) - self._first)
+        return max(0, kept - 1)
+
+    def _render_again(self, scroll: bool = True) -> None:
+        """Everything rendered so far, afresh (a new theme or colour style)."""
+        value = self.verticalScrollBar().value()
+        self._render([m for m in self._shown[0] if m.role != "system"], 0)
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum() if scroll else value)
+
+    def _render(self, visible: list[ChatMessage], kept: int) -> None:
+        """Render ``visible`` from its section ``kept`` on (the ones before stay)."""
+        _, pending, last_events, continuing = self._shown
+        if kept == 0:
+            self._coloured = []
+            self._sections = []
+            self.clear()
         cursor = QTextCursor(self.document())
-        for index, message in enumerate(visible):
-            if index:
-                self._rule(cursor)
-            cursor.insertMarkdown(f"**{NAMES.get(message.role, message.role)}**")
-            _plain_block(cursor)
-            start = cursor.position()
-            body = message.content.strip("\n") or "*(empty answer)*"
-            cursor.insertMarkdown(keep_line_breaks(body))
-            if message.role == "assistant":
-                last = index == len(visible) - 1
-                self._colour(message, start, cursor.position(), last_events if last else ())
-                line = stats_line(message.stats)
-                cut = message.stats.get("stop_reason") == "max_tokens"
-                if last and continuing:
-                    line += " — continuing… (the token stream is below)"
-                elif cut and last and not message.stats.get("stopped") and not pending:
-                    line += " — Continue writes more"
-                if line:
-                    _plain_block(cursor)
-                    cursor.insertHtml(f"<span style='font-size: small;'>{escape(line)}</span>")
+        cursor.beginEditBlock()
+        if kept == 0:
+            if not visible and not pending:
+                cursor.insertMarkdown(WELCOME)
+            elif self._first:
+                self._earlier_note(cursor)
+        else:
+            cut = self._sections[kept].start
+            del self._sections[kept:]
+            self._coloured = [c for c in self._coloured if c.start < cut]
+            cursor.setPosition(cut)
+            cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+            cursor.removeSelectedText()
+        self._visible = list(visible)
+        tint_from = cursor.position()
+        for index in range(self._first + kept, len(visible)):
+            last = index == len(visible) - 1
+            suffix = ""
+            if last and continuing:
+                suffix = " — continuing… (the token stream is below)"
+            elif last and not pending and _can_continue(visible[index]):
+                suffix = " — Continue writes more"
+            self._section(cursor, index, suffix, last_events if last else ())
         if pending:
             if visible:
                 self._rule(cursor)
             cursor.insertMarkdown("**Assistant**")
             _plain_block(cursor)
             cursor.insertMarkdown("*answering… (the token stream is below)*")
-        self._tint_code_blocks()
+        self._tint_code_blocks(tint_from)
+        cursor.endEditBlock()
+
+    def _earlier_note(self, cursor: QTextCursor) -> None:
+        count = self._first
+        words = "1 earlier message is" if count == 1 else f"{count:,} earlier messages are"
+        cursor.insertHtml(
+            f"<span style='font-size: small;'><i>{words} not shown.</i> "
+            f"<a href='{self._scheme}:earlier'>Show earlier messages</a></span>"
+        )
+        _plain_block(cursor)
+
+    def _section(
+        self,
+        cursor: QTextCursor,
+        index: int,
+        suffix: str,
+        events: Sequence[TokenEvent | TextTail],
+    ) -> None:
+        """One message (``self._visible[index]``), its stats line ending with ``suffix``."""
+        message = self._visible[index]
+        self._sections.append(_Section(message, cursor.position()))
+        if len(self._sections) > 1:
+            self._rule(cursor)
+        cursor.insertMarkdown(f"**{NAMES.get(message.role, message.role)}**")
+        _plain_block(cursor)
+        start = cursor.position()
+        if renders_as_markdown(message.content):
+            body = message.content.strip("\n") or "*(empty answer)*"
+            cursor.insertMarkdown(keep_line_breaks(body))
+            if message.role == "assistant":
+                self._colour(message, start, cursor.position(), events)
+        else:
+            self._plain(cursor, index)
+        if message.role == "assistant":
+            line = stats_line(message.stats) + suffix
+            if line:
+                _plain_block(cursor)
+                cursor.insertHtml(f"<span style='font-size: small;'>{escape(line)}</span>")
+
+    def _plain(self, cursor: QTextCursor, index: int) -> None:
+        """A message too large for the Markdown renderer: its text (the first part of it,
+        when long) as plain text, and a note that says so."""
+        content = self._visible[index].content
+        shown = min(len(content), self._more.get(index, SHOWN_CHARS))
+        cursor.insertText(content[:shown], QTextCharFormat())
+        _plain_block(cursor)
+        if shown < len(content):
+            note = (
+                f"A long message: the first {shown:,} of its {len(content):,} characters, "
+                "as plain text."
+            )
+            link = f" <a href='{self._scheme}:more-{index}'>Show more</a>"
+        else:
+            note = "Shown as plain text: too large to format."
+            link = ""
+        cursor.insertHtml(f"<span style='font-size: small;'><i>{escape(note)}</i>{link}</span>")
+
+    # --- links -------------------------------------------------------------------------
+
+    def _open_link(self, url: QUrl) -> None:
+        """The transcript's own links act here; a web link opens after its address is shown
+        (as plain text); any other (file:, relative, javascript:, smb:) is refused."""
+        if url.scheme() == self._scheme:
+            self._own_link(url.path())
+            return
+        address = link_address(url)
+        if url.scheme().lower() in WEB_SCHEMES and url.host():
+            box = QMessageBox(
+                QMessageBox.Icon.Question,
+                "Open link",
+                f"Open this address in your web browser?\n\n{address}",
+                QMessageBox.StandardButton.Open | QMessageBox.StandardButton.Cancel,
+                self,
+            )
+
+            def chosen(button: QAbstractButton) -> None:
+                if box.standardButton(button) == QMessageBox.StandardButton.Open:
+                    QDesktopServices.openUrl(url)
+
+            box.buttonClicked.connect(chosen)
+        else:
+            box = QMessageBox(
+                QMessageBox.Icon.Information,
+                "Link not opened",
+                "SpecDeck opens only web links (http and https); this one was not opened:"
+                f"\n\n{address}",
+                QMessageBox.StandardButton.Ok,
+                self,
+            )
+        box.setObjectName("linkBox")
+        box.setTextFormat(Qt.TextFormat.PlainText)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()
+
+    def _own_link(self, action: str) -> None:
+        visible = self._visible
+        if action == "earlier" and self._first > 0:
+            shown_first = self._first
+            self._first = _opening(visible, self._first)
+            self._render_again(scroll=False)
+            section = self._sections[shown_first - self._first]
+            self._scroll_to(section.start)
+        elif action.startswith("more-") and action[5:].isdigit():
+            index = int(action[5:])
+            if self._first <= index < len(visible):
+                self._more[index] = self._more.get(index, SHOWN_CHARS) + MORE_CHARS
+                value = self.verticalScrollBar().value()
+                self._render(visible, index - self._first)
+                self.verticalScrollBar().setValue(value)
+
+    def _scroll_to(self, position: int) -> None:
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(position)
         bar = self.verticalScrollBar()
-        bar.setValue(bar.maximum())
+        bar.setValue(bar.value() + self.cursorRect(cursor).top())
 
     @staticmethod
     def _rule(cursor: QTextCursor) -> None:
@@ -300,9 +528,9 @@ class Transcript(QTextBrowser):
                 return True
         return super().viewportEvent(event)
 
-    def _tint_code_blocks(self) -> None:
+    def _tint_code_blocks(self, start: int = 0) -> None:
         mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
-        block = self.document().begin()
+        block = self.document().findBlock(start)
         cursor = QTextCursor(self.document())
         while block.isValid():
             fmt = block.blockFormat()
