@@ -149,12 +149,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         assert summary is not None
         _print_summary(summary)
         if args.compare:
-            base = [
-                e
-                for batch in host.generate(replace(request, speculative=False), stream=False)
-                for e in batch
-                if isinstance(e, RunSummary)
-            ][0]
+            base = host.run(replace(request, speculative=False))
             _print_summary(base)
             check = host.compare(prompt, summary.token_ids, base.token_ids)
             print(f"speedup ×{summary.tok_s / base.tok_s:.2f} — {check.describe()}")

@@ -4,12 +4,13 @@ The run itself is ``app.lab``'s: a ``LabThread`` drives a ``LabRunner`` (its own
 the chat's engine is untouched) and reports after every prompt; the tab re-reads the result
 file, which the runner has fsynced by then, and redraws a strip plot with interquartile boxes,
 the summary table, the verdict and the per-category recommendation. Cancel stops between
-steps; the file keeps every finished prompt and ``Resume`` continues it.
+steps (the engine processes watch the same flag); the file keeps every finished prompt and
+``Resume`` continues it. Closing the window cancels a run and, if it has not stopped within
+a second, ends its engine processes: the window closes within ``SHUTDOWN_MS``.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.config import DraftSource
+from app.engine.engine_host import CancelFlag
 from app.errors import SpecDeckError
 from app.lab.configs import ConfigError, parse_config, settings_changes
 from app.lab.plan import Claim, LabPlan
@@ -76,6 +78,8 @@ MIN_FIELD_CHARS = 36  # the target path and the configuration lines
 MIN_TEXT_CHARS = 48  # the verdict and messages, so they wrap into lines, not a thin column
 TABLE_KEY_COLUMNS = 5  # phase … speedup stay in view; the table scrolls the rest itself
 CATEGORY_GAP_PX = 18  # between the plot's category labels
+SHUTDOWN_MS = 2_000  # closing the window during a run waits at most this long
+_detached: set[LabThread] = set()  # runs that outlived a shutdown, kept until they end
 
 
 @dataclass(frozen=True)
@@ -96,16 +100,24 @@ class LabThread(QThread):
         self.setObjectName("LabThread")
         self.path = path
         self.plan = plan
-        self.cancel = threading.Event()
+        self.cancel = CancelFlag()  # shared with the run's engine processes
+        self.runner: LabRunner | None = None
+
+    def kill(self) -> None:
+        """Cancel and end the run's engine processes now (any thread)."""
+        self.cancel.set()
+        runner = self.runner
+        if runner is not None:
+            runner.kill()
 
     def run(self) -> None:
         try:
-            runner = (
-                LabRunner.start(self.plan, self.path)
+            runner = self.runner = (
+                LabRunner.start(self.plan, self.path, self.cancel)
                 if self.plan is not None
-                else LabRunner.resume(self.path)
+                else LabRunner.resume(self.path, self.cancel)
             )
-            finished = runner.run(self.progressed.emit, self.cancel.is_set)
+            finished = runner.run(self.progressed.emit)
             self.ended.emit(LabFinished(str(self.path), finished))
         except (SpecDeckError, ValueError, OSError) as exc:
             self.ended.emit(LabFinished(str(self.path), False, str(exc)))
@@ -398,13 +410,26 @@ class LabTab(QWidget):
             self.worker.cancel.set()
             self.eta.setText("stopping after this step…")
 
-    def shutdown(self, timeout_ms: int = 60_000) -> None:
-        """Cancel a run and wait for its thread (the window is closing)."""
+    def shutdown(self, timeout_ms: int = SHUTDOWN_MS) -> None:
+        """Cancel a run and wait for its thread (the window is closing); an engine that has
+        not stopped within half the time is killed, and a thread still running at the end
+        is left to finish on its own rather than holding the window."""
         thread = self.worker
-        if thread is not None:
-            thread.cancel.set()
-            thread.wait(timeout_ms)
-            self._finish_thread()
+        if thread is None:
+            return
+        thread.cancel.set()
+        if not thread.wait(timeout_ms // 2):
+            thread.kill()
+            thread.wait(timeout_ms - timeout_ms // 2)
+        if thread.isRunning():
+            self.worker = None
+            thread.progressed.disconnect(self._on_progress)
+            thread.ended.disconnect(self._on_ended)
+            _detached.add(thread)
+            thread.finished.connect(lambda: _detached.discard(thread))
+            self._set_running(False)
+            return
+        self._finish_thread()
 
     def _set_running(self, running: bool) -> None:
         for button in (self.run_button, self.open_button, self.resume_button):
