@@ -29,6 +29,7 @@ from app.store.conversations import ChatMessage
 from app.ui.answer_verdict import guard_text
 from app.ui.chat_input import ChatInput
 from app.ui.palette import STYLE_LABELS, STYLES, legend_html
+from app.ui.plain_text import markup, plain_label, tooltip
 from app.ui.theme import BANNERS
 from app.ui.token_view import TokenView
 from app.ui.transcript import Transcript, char_kinds
@@ -38,7 +39,8 @@ FLUSH_MS = 40
 
 
 class Banner(QFrame):
-    """A one-line message with a close button."""
+    """A one-line message with a close button. Its text is markup the app composes, with
+    every outside part escaped (see ``app.ui.plain_text``)."""
 
     def __init__(self, name: str, colours: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -150,7 +152,7 @@ class ChatPanel(QWidget):
         self.panes.setStretchFactor(0, 1)
         self.panes.setStretchFactor(1, 1)
 
-        self.verdict = QLabel("")
+        self.verdict = plain_label()  # a stored verdict is text from a file
         self.verdict.setObjectName("verdict")
         self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.verdict.setStyleSheet("padding: 2px 0;")
@@ -339,7 +341,7 @@ class ChatPanel(QWidget):
     def show_verdict(self, text: str, divergence: int | None) -> None:
         self.flush()
         self.verdict.setText(text)
-        self.verdict.setToolTip(text)
+        self.verdict.setToolTip(tooltip(text))
         self.spec_view.mark_divergence(divergence)
         self.base_view.mark_divergence(divergence)
 
@@ -357,8 +359,9 @@ class ChatPanel(QWidget):
 
     # --- what the window shows through the panel -----------------------------------------
 
-    def show_error(self, html_text: str) -> None:
-        self.error_banner.show_text(html_text)
+    def show_error(self, title: str, detail: str = "") -> None:
+        """``title`` in bold, then ``detail``: both plain text (escaped here)."""
+        self.error_banner.show_text(markup(title, detail))
 
     def hide_error(self) -> None:
         self.error_banner.hide()
@@ -415,7 +418,7 @@ class ChatPanel(QWidget):
         )
         verdict = stats.get("verdict")
         self.verdict.setText(verdict if isinstance(verdict, str) else "")
-        self.verdict.setToolTip(self.verdict.text())
+        self.verdict.setToolTip(tooltip(self.verdict.text()))
         baseline = stats.get("baseline")
         diverged = False
         if isinstance(baseline, dict) and isinstance(baseline.get("text"), str):
