@@ -328,7 +328,7 @@ class ChatPanel(QWidget):
             self.send.setToolTip("Stop the answer (within one speculative step)")
         else:
             refused = f"Fix the settings first — {self._refusal}" if self._refusal else ""
-            self.send.setToolTip(refused)
+            self.send.setToolTip(tooltip(refused))  # the reason quotes what was typed
         self.regenerate.setEnabled(idle and self._has_messages)
         self.continue_button.setVisible(self._can_continue and idle)
         self.continue_button.setEnabled(idle and not self._refusal)

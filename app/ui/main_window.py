@@ -161,7 +161,7 @@ class MainWindow(QMainWindow):
         self._add_engine_actions()
         self._wire()
         layout_notes = self.layout_file.check()
-        self.open_guard = OpenGuard(self.layout_file)
+        self.open_guard = OpenGuard(self.layout_file, self)
         scan = self.store.scan()
         self.session = ChatSession()
         skipped = self._restore_conversation(scan.conversations)
@@ -283,7 +283,7 @@ class MainWindow(QMainWindow):
         super().showEvent(event)
         if not self._shown_once:
             self._shown_once = True
-            self.open_guard.settle_later(self)
+            self.open_guard.settle_later()
             self.layout_file.restore_splitters(self.chat.splitters())
             if not self._docks_restored:  # once the layout has its final size
                 QTimer.singleShot(0, self, self.share_width)
@@ -556,7 +556,7 @@ class MainWindow(QMainWindow):
             self.chat.show_error(
                 "Could not show the conversation.", f"{type(error).__name__}: {error}"
             )
-        self.open_guard.settle_later(self)
+        self.open_guard.settle_later()
 
     @property
     def conversation(self) -> Conversation:

@@ -22,8 +22,12 @@ UNSAFE_KEPT = 16
 
 
 class OpenGuard:
-    def __init__(self, layout: WindowLayout) -> None:
+    def __init__(self, layout: WindowLayout, owner: QObject) -> None:
         self._layout = layout
+        self._settle = QTimer(owner)
+        self._settle.setSingleShot(True)
+        self._settle.setInterval(SETTLE_MS)
+        self._settle.timeout.connect(self.settled)
         died = layout.value(OPENING, "")
         unsafe = [i for i in layout.value(UNSAFE, "").split() if is_conversation_id(i)]
         self.died_on = died if is_conversation_id(died) else None
@@ -46,12 +50,14 @@ class OpenGuard:
         self._opening = conversation_id
         self._layout.set_value(OPENING, conversation_id)
 
-    def settle_later(self, context: QObject) -> None:
+    def settle_later(self) -> None:
         """Cross the conversation being shown off once the window has lived with it."""
         if self._opening:
-            QTimer.singleShot(SETTLE_MS, context, self.settled)
+            self._settle.start()
 
     def settled(self) -> None:
+        """The window lived with the conversation (or closed normally)."""
+        self._settle.stop()
         if not self._opening:
             return
         if self._opening in self.unsafe:  # opened from the list and shown: safe again
