@@ -3,6 +3,8 @@ banner's words."""
 
 from __future__ import annotations
 
+from html import escape
+
 from app.engine.config import AcceptRule, SpecConfig
 from app.engine.events import GuardEvent
 from app.engine.exactness import Comparison, Judgement, judge, percent_pair
@@ -46,12 +48,12 @@ def guard_text(event: GuardEvent, spec: SpecConfig) -> str:
         )
         return (
             f"<b>Drafting paused</b> at step {event.step}: {cost}{speed}, so it cannot pay "
-            f"at this agreement ({event.acceptance * 100:.1f} %). {then} {event.advice}"
+            f"at this agreement ({event.acceptance * 100:.1f} %). {then} {escape(event.advice)}"
         )
     agreement, break_even = percent_pair(event.acceptance, event.break_even)
     return (
         f"<b>Drafting paused</b> at step {event.step}: the draft's recent agreement "
         f"{agreement} (accepted ÷ judged draft tokens over the last "
         f"{spec.guard_window} steps) is below the break-even {break_even}. {then} "
-        f"{event.advice}"
+        f"{escape(event.advice)}"
     )

@@ -29,6 +29,7 @@ from app.store.conversations import ChatMessage
 from app.ui.answer_verdict import guard_text
 from app.ui.chat_input import ChatInput
 from app.ui.palette import STYLE_LABELS, STYLES, legend_html
+from app.ui.plain_text import markup, plain_label, tooltip
 from app.ui.theme import BANNERS
 from app.ui.token_view import TokenView
 from app.ui.transcript import Transcript, char_kinds
@@ -41,7 +42,8 @@ COMPARISON_CHARS = 50_000
 
 
 class Banner(QFrame):
-    """A one-line message with a close button."""
+    """A one-line message with a close button. Its text is markup the app composes, with
+    every outside part escaped (see ``app.ui.plain_text``)."""
 
     def __init__(self, name: str, colours: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -161,7 +163,7 @@ class ChatPanel(QWidget):
         self.panes.setStretchFactor(0, 1)
         self.panes.setStretchFactor(1, 1)
 
-        self.verdict = QLabel("")
+        self.verdict = plain_label()  # a stored verdict is text from a file
         self.verdict.setObjectName("verdict")
         self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.verdict.setStyleSheet("padding: 2px 0;")
@@ -338,7 +340,7 @@ class ChatPanel(QWidget):
             self.send.setToolTip("Stop the answer (within one speculative step)")
         else:
             refused = f"Fix the settings first — {self._refusal}" if self._refusal else ""
-            self.send.setToolTip(refused)
+            self.send.setToolTip(tooltip(refused))  # the reason quotes what was typed
         self.regenerate.setEnabled(idle and self._has_messages)
         self.continue_button.setVisible(self._can_continue and idle)
         self.continue_button.setEnabled(idle and not self._refusal)
@@ -351,7 +353,7 @@ class ChatPanel(QWidget):
     def show_verdict(self, text: str, divergence: int | None) -> None:
         self.flush()
         self.verdict.setText(text)
-        self.verdict.setToolTip(text)
+        self.verdict.setToolTip(tooltip(text))
         self.spec_view.mark_divergence(divergence)
         self.base_view.mark_divergence(divergence)
 
@@ -369,8 +371,9 @@ class ChatPanel(QWidget):
 
     # --- what the window shows through the panel -----------------------------------------
 
-    def show_error(self, html_text: str) -> None:
-        self.error_banner.show_text(html_text)
+    def show_error(self, title: str, detail: str = "") -> None:
+        """``title`` in bold, then ``detail``: both plain text (escaped here)."""
+        self.error_banner.show_text(markup(title, detail))
 
     def hide_error(self) -> None:
         self.error_banner.hide()
@@ -428,7 +431,7 @@ class ChatPanel(QWidget):
         self.spec_header.setText(f"<b>Speculative</b>{figures}{_cut_note(len(content))}")
         verdict = stats.get("verdict")
         self.verdict.setText(verdict if isinstance(verdict, str) else "")
-        self.verdict.setToolTip(self.verdict.text())
+        self.verdict.setToolTip(tooltip(self.verdict.text()))
         baseline = stats.get("baseline")
         diverged = False
         if isinstance(baseline, dict) and isinstance(baseline.get("text"), str):

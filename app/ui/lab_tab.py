@@ -55,6 +55,7 @@ from app.store.conversations import ConversationStore
 from app.store.fileio import atomic_write_text
 from app.store.paths import data_dir
 from app.store.settings import Settings
+from app.ui.plain_text import plain_label
 
 COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")
 TABLE_COLUMNS = (
@@ -201,8 +202,9 @@ class LabTab(QWidget):
         self.progress = QProgressBar()
         self.progress.setFormat("%v / %m prompts")
         self.progress.setTextVisible(False)  # shown once a run reports its size
-        self.eta = QLabel("")
-        self.message = QLabel("")
+        # Plain text: suites, result files and remote servers write what these say.
+        self.eta = plain_label()
+        self.message = plain_label()
         self.message.setWordWrap(True)
 
         self.plot = pg.PlotWidget()
@@ -211,7 +213,7 @@ class LabTab(QWidget):
         self.plot.showGrid(y=True, alpha=0.3)
         self.plot.setMinimumHeight(200)
         self.plot.addLegend(offset=(6, 6))
-        self.verdict = QLabel("State a claim, then run.")
+        self.verdict = plain_label("State a claim, then run.")
         self.verdict.setWordWrap(True)
         self.verdict.setObjectName("labVerdict")
         self.table = QTableWidget(0, len(TABLE_COLUMNS))
@@ -377,7 +379,7 @@ class LabTab(QWidget):
         try:
             plan = self.plan()
         except (SpecDeckError, ValueError, OSError) as exc:
-            self.message.setText(f"<b>Cannot run:</b> {exc}")
+            self.message.setText(f"Cannot run: {exc}")
             return False
         self._plan = plan
         parts = plan.split
@@ -449,7 +451,7 @@ class LabTab(QWidget):
         self._finish_thread()
         self.progress.setRange(0, max(self.progress.maximum(), 1))
         if outcome.error:
-            self.message.setText(f"<b>The run stopped:</b> {outcome.error}")
+            self.message.setText(f"The run stopped: {outcome.error}")
             self.eta.setText("")
         else:
             self.eta.setText(
@@ -495,7 +497,7 @@ class LabTab(QWidget):
             log = ResultLog.open(path)
             plan, analysis = analysis_of(log)
         except (ResultFileError, ValueError, OSError) as exc:
-            self.message.setText(f"<b>Cannot read the results:</b> {exc}")
+            self.message.setText(f"Cannot read the results: {exc}")
             return
         self.log_path = path
         self._plan = plan
@@ -590,9 +592,8 @@ class LabTab(QWidget):
     def _show_verdict(self, analysis: Analysis) -> None:
         verdict = analysis.verdict
         colour = {"confirmed": "#1b7f3b", "falsified": "#b00020"}.get(verdict.status, "#555")
-        self.verdict.setText(
-            f"<span style='color:{colour}; font-size:14px'><b>{verdict.describe()}</b></span>"
-        )
+        self.verdict.setStyleSheet(f"color: {colour}; font-size: 14px; font-weight: bold;")
+        self.verdict.setText(verdict.describe())
 
     def _fill_recommendations(self, analysis: Analysis) -> None:
         self.recommendation.blockSignals(True)

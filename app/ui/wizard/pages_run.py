@@ -523,7 +523,7 @@ class FinishPage(Page):
         )
         self.status.setText(
             f"The pair <b>{escape(profile.name)}</b> {where}. Its context size "
-            f"({s.n_ctx:,} tokens), KV cache type ({s.kv_type}) and draft length "
+            f"({s.n_ctx:,} tokens), KV cache type ({escape(s.kv_type)}) and draft length "
             f"({draft_max}) are applied when it loads. Switch, rename or delete saved "
             "pairs from Change pair… in the pair bar."
         )
