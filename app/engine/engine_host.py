@@ -55,6 +55,7 @@ from app.engine.engine_protocol import (
     PlainChatRequest,
     Request,
     RowReply,
+    TokenizeRequest,
     describe_exit,
     rebuild_error,
 )
@@ -226,6 +227,10 @@ class EngineHost:
             self._discard()
             raise ChatTemplateHung(model, timeout_s) from None
         return tuple(tokens)
+
+    def tokenize(self, text: str) -> tuple[int, ...]:
+        """Raw text to the target's tokens (BOS as the model wants it, special tokens parsed)."""
+        return tuple(self._call(TokenizeRequest(text), "tokenizing"))
 
     def compare(
         self, prompt: Sequence[int], speculative: Sequence[int], baseline: Sequence[int]
