@@ -19,8 +19,7 @@ API_KEY_VAR = "SPECDECK_API_KEY"
 
 
 def register(subparsers: Any) -> None:
-    from app.serve.runner import DEFAULT_QUEUE
-    from app.serve.server import DEFAULT_HOST, DEFAULT_PORT
+    from app.serve.defaults import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_QUEUE
 
     serve = subparsers.add_parser(
         "serve", help="OpenAI-compatible HTTP server for a pair (127.0.0.1 by default)"

@@ -53,7 +53,7 @@ SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 def error_response(error: ApiError, headers: dict[str, str] | None = None) -> JSONResponse:
     extra = dict(headers or {})
-    if error.status in (408, 413):  # the rest of the body is never read: end the connection
+    if error.status in (401, 408, 413):  # the rest of the body is not read: end the connection
         extra["connection"] = "close"
     return JSONResponse(error.body(), error.status, headers=extra)
 

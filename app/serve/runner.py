@@ -38,11 +38,10 @@ from app.engine.events import (
     TokenEvent,
 )
 from app.errors import ContextOverflowError, GenerationCancelled, SpecDeckError
+from app.serve.defaults import DEFAULT_QUEUE
 from app.serve.params import ApiError, Call
 
 log = logging.getLogger("specdeck.serve")
-
-DEFAULT_QUEUE = 8
 
 
 class QueueFull(Exception):
@@ -305,8 +304,8 @@ class EngineRunner:
     def _send(self, ticket: Ticket, outcome: Outcome) -> None:
         try:
             ticket.deliver(outcome)
-        except Exception:  # noqa: BLE001 - a gone client must not stop the runner
-            log.exception("delivering a result failed")
+        except Exception:  # noqa: BLE001 - a gone client (a closed event loop) must not stop it
+            log.debug("delivering a result failed", exc_info=True)
             self.cancel(ticket)
 
 

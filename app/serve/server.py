@@ -13,11 +13,10 @@ import socket
 from dataclasses import dataclass
 
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from app.errors import SpecDeckError
-
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8080
+from app.serve.defaults import DEFAULT_HOST, DEFAULT_PORT
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ def run(app: object, sock: socket.socket, *, concurrency: int) -> None:
     """
     config = uvicorn.Config(
         app,  # type: ignore[arg-type]
-        http="h11",
+        http=H11Protocol,  # pure Python; by class, so a frozen bundle finds it
         loop="asyncio",
         ws="none",
         lifespan="off",

@@ -96,6 +96,12 @@ def test_stop_strings_cut_exactly_streamed_or_not(tiny_server: ServeProcess) -> 
         assert [c.choices[0].finish_reason for c in chunks if c.choices[0].finish_reason] == [
             "stop"
         ]
+    # a stop string whose start occurs but never its end: the held-back text comes out whole
+    tease = stop + "\u2603 never follows"
+    streamed, _ = _streamed(
+        client, model="any", messages=ASK, temperature=0, max_tokens=48, stop=[tease]
+    )
+    assert streamed == full
     completion = (
         client.completions.create(
             model="any", prompt="the code of the model", temperature=0, max_tokens=48
