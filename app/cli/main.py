@@ -1,4 +1,5 @@
-"""Command line: ``--version``, ``generate``, ``bench``, hub commands, or the window."""
+"""Command line: ``--version``, ``generate``, ``bench``, ``serve``, hub and lab commands, or the
+window."""
 
 from __future__ import annotations
 
@@ -267,8 +268,10 @@ def build_parser() -> argparse.ArgumentParser:
     else:
         register(sub)
     from app.cli.lab import register as register_lab
+    from app.cli.serve import register as register_serve
 
     register_lab(sub)
+    register_serve(sub)
     return parser
 
 

@@ -46,6 +46,7 @@ from app.engine.engine_protocol import (
     Request,
     RowReply,
     StageReply,
+    TokenizeRequest,
     portable_failure,
 )
 from app.engine.events import Event, RunSummary, TokenEvent
@@ -111,6 +112,9 @@ class _ChildSession:
                 raise ChatTemplateError(
                     f"broken chat template in {self.target_name}: {error}"
                 ) from error
+        if isinstance(request, TokenizeRequest):
+            # special tokens in the text are parsed, as llama-server does for a raw prompt
+            return tuple(engine.target.tokenize(request.text, add_special=engine.target.add_bos))
         if isinstance(request, PlainChatRequest):
             engine.formatter.use_plain()
             return None

@@ -65,6 +65,7 @@ from app.engine.engine_protocol import (
     Request,
     RowReply,
     StageReply,
+    TokenizeRequest,
     describe_exit,
     rebuild_error,
 )
@@ -242,6 +243,10 @@ class EngineHost:
         self._process.join(5)
         self._discard()
         raise ChatTemplateHung(model, seconds) from None
+
+    def tokenize(self, text: str) -> tuple[int, ...]:
+        """Raw text to the target's tokens (BOS as the model wants it, special tokens parsed)."""
+        return tuple(self._call(TokenizeRequest(text), "tokenizing"))
 
     def compare(
         self, prompt: Sequence[int], speculative: Sequence[int], baseline: Sequence[int]

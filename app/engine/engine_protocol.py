@@ -48,6 +48,13 @@ class ChatPromptRequest:
 
 
 @dataclass(frozen=True)
+class TokenizeRequest:
+    """Raw text (an OpenAI ``/v1/completions`` prompt) to target tokens, no chat template."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class PlainChatRequest:
     """Use the plain chat format from now on (the model's template is broken)."""
 
@@ -89,6 +96,7 @@ class CloseRequest:
 Request = (
     LoadRequest
     | ChatPromptRequest
+    | TokenizeRequest
     | PlainChatRequest
     | GenerateRequest
     | CompareRequest
