@@ -25,6 +25,7 @@ from app.engine.config import DraftSource, GenerationRequest, ModelSpec, Sampler
 from app.engine.engine import Engine
 from app.engine.events import RunSummary, drain
 from app.engine.exactness import compare
+from app.lab import interference
 from app.lab.configs import LabConfig
 from app.lab.plan import BASELINE, LabPlan
 from app.lab.remote import RemoteCancelled
@@ -313,6 +314,7 @@ class LabRunner:
         runs: dict[str, dict[str, Any]] = {}
         outputs: dict[str, tuple[int, ...]] = {}
         seed = plan.seed + repeat
+        before = interference.sample()
         for name, temperature, config in units:
             if config is None:
                 engine = base_engine
@@ -349,6 +351,7 @@ class LabRunner:
             else:
                 runs[name] = {**metrics, "temperature": temperature}
                 outputs[name] = summary.token_ids
+        shared = interference.between(before, interference.sample(), threads=plan.target.threads())
         for config in configs:
             run = runs[config.name]
             if config.temperature > 0.0 or config.server is not None:
@@ -373,6 +376,7 @@ class LabRunner:
             "order": [u[0] if u[2] is not None else f"{BASELINE}@{u[1]}" for u in units],
             "baselines": baselines,
             "runs": runs,
+            "load": shared,
         }
 
 
