@@ -35,6 +35,7 @@ from app.engine.engine_host import (
 )
 from app.engine.events import RunSummary
 from app.errors import GenerationCancelled
+from app.lab import interference
 from app.lab.configs import LabConfig
 from app.lab.plan import BASELINE, LabPlan
 from app.lab.remote import RemoteCancelled
@@ -114,6 +115,10 @@ class EnginePool:
     @property
     def baseline(self) -> EngineHost:
         return self.for_config(self.plan.configs[0])
+
+    def pids(self) -> list[int]:
+        """The engine processes' ids: their CPU time is the measurement's own, not outside load."""
+        return [pid for host in self.hosts.values() if (pid := host.pid) is not None]
 
     def kill(self) -> None:
         """End every engine process at once (any thread)."""
@@ -343,6 +348,7 @@ class LabRunner:
         runs: dict[str, dict[str, Any]] = {}
         outputs: dict[str, tuple[int, ...]] = {}
         seed = plan.seed + repeat
+        before = interference.sample(self.pool.pids())
         for name, temperature, config in units:
             if config is None:
                 host = base_host
@@ -379,6 +385,9 @@ class LabRunner:
             else:
                 runs[name] = {**metrics, "temperature": temperature}
                 outputs[name] = summary.token_ids
+        shared = interference.between(
+            before, interference.sample(self.pool.pids()), threads=plan.target.threads()
+        )
         for config in configs:
             run = runs[config.name]
             if config.temperature > 0.0 or config.server is not None:
@@ -400,6 +409,7 @@ class LabRunner:
             "order": [u[0] if u[2] is not None else f"{BASELINE}@{u[1]}" for u in units],
             "baselines": baselines,
             "runs": runs,
+            "load": shared,
         }
 
 

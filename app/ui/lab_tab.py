@@ -12,6 +12,7 @@ a second, ends its engine processes: the window closes within ``SHUTDOWN_MS``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QListWidgetItem,
+    QMessageBox,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
@@ -44,12 +46,12 @@ from PySide6.QtWidgets import (
 from app.engine.config import DraftSource
 from app.engine.engine_host import CancelFlag
 from app.errors import SpecDeckError
-from app.lab.configs import ConfigError, parse_config, settings_changes
+from app.lab.configs import ConfigError, describe_changes, parse_config, settings_changes
 from app.lab.plan import Claim, LabPlan
-from app.lab.report import analysis_of, to_html
+from app.lab.report import CELL_COLUMNS, analysis_of, cell_columns, ordered_cells, to_html
 from app.lab.results import ResultFileError, ResultLog
 from app.lab.runner import LabRunner, Progress, target_spec
-from app.lab.stats import ALL, Analysis, Row, rows_from
+from app.lab.stats import ALL, MIN_HELD_OUT_RUNS, USE, Analysis, Row, rows_from
 from app.lab.suites import BUILTIN_CATEGORIES, SuiteError, builtin, from_conversations, load_jsonl
 from app.store.conversations import ConversationStore
 from app.store.fileio import atomic_write_text
@@ -58,21 +60,7 @@ from app.store.settings import Settings
 from app.ui.plain_text import plain_label
 
 COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")
-TABLE_COLUMNS = (
-    "phase",
-    "category",
-    "configuration",
-    "n",
-    "speedup (95% CI)",
-    "acceptance",
-    "tokens/pass",
-    "TTFT ms",
-    "ITL p50/p95/p99 ms",
-    "host ms/token",
-    "slowdowns",
-    "divergences",
-    "guard pauses",
-)
+TABLE_COLUMNS = CELL_COLUMNS  # the command line's and the report's columns
 REFRESH_S = 1.0  # live redraws of the plot; the full analysis (bootstraps) runs at the end
 # In a narrow dock the tab scrolls sideways rather than squeezing (see _keep_readable):
 MIN_FIELD_CHARS = 36  # the target path and the configuration lines
@@ -140,10 +128,17 @@ class LabTab(QWidget):
     run_finished = Signal(object)  # LabFinished
 
     def __init__(
-        self, settings: Settings | None = None, *, results_dir: Path | None = None
+        self,
+        settings: Settings | None = None,
+        *,
+        results_dir: Path | None = None,
+        chat_settings: Callable[[], Settings] | None = None,
     ) -> None:
         super().__init__()
         settings = settings or Settings()
+        # the chat's settings now, for naming what Apply would change
+        self.chat_settings = chat_settings or (lambda: settings)
+        self.apply_box: QMessageBox | None = None
         self.results_dir = results_dir
         self.worker: LabThread | None = None
         self.log_path: Path | None = None
@@ -263,7 +258,7 @@ class LabTab(QWidget):
         status.addWidget(self.progress, 1)
         status.addWidget(self.eta)
         apply_row = QHBoxLayout()
-        apply_row.addWidget(QLabel("Recommended"))
+        apply_row.addWidget(QLabel(f"Recommended (≥ {MIN_HELD_OUT_RUNS} held-out runs)"))
         apply_row.addWidget(self.recommendation, 1)
         apply_row.addWidget(self.apply_button)
         column = QVBoxLayout(self)
@@ -560,31 +555,10 @@ class LabTab(QWidget):
         self._fit_plot_to_categories(categories)
 
     def _fill_table(self, analysis: Analysis) -> None:
-        cells = sorted(
-            analysis.cells,
-            key=lambda c: (c.phase != "tuning", c.category != ALL, c.category, c.config),
-        )
+        cells = ordered_cells(analysis)
         self.table.setRowCount(len(cells))
         for row, cell in enumerate(cells):
-            m = cell.medians
-            s = m["speedup"]
-            values = (
-                cell.phase,
-                cell.category,
-                cell.config,
-                str(s.n),
-                f"{s.median:.2f}× ({s.low:.2f}–{s.high:.2f})",
-                f"{m['acceptance'].median:.2f}",
-                f"{m['tokens_per_pass'].median:.2f}",
-                f"{m['ttft_ms'].median:.1f}",
-                f"{m['itl_p50_ms'].median:.2f}/{m['itl_p95_ms'].median:.2f}/"
-                f"{m['itl_p99_ms'].median:.2f}",
-                f"{m['host_ms_per_token'].median:.3f}",
-                str(cell.slowdowns),
-                str(cell.divergences),
-                str(cell.guard_pauses),
-            )
-            for column, text in enumerate(values):
+            for column, text in enumerate(cell_columns(cell)):
                 self.table.setItem(row, column, QTableWidgetItem(text))
         self.table.resizeColumnsToContents()
         self._fit_table_to_key_columns()
@@ -592,6 +566,8 @@ class LabTab(QWidget):
     def _show_verdict(self, analysis: Analysis) -> None:
         verdict = analysis.verdict
         colour = {"confirmed": "#1b7f3b", "falsified": "#b00020"}.get(verdict.status, "#555")
+        if verdict.disturbed:  # measured under outside load: neither a pass nor a fail yet
+            colour = "#9a5b00"
         self.verdict.setStyleSheet(f"color: {colour}; font-size: 14px; font-weight: bold;")
         self.verdict.setText(verdict.describe())
 
@@ -599,8 +575,8 @@ class LabTab(QWidget):
         self.recommendation.blockSignals(True)
         self.recommendation.clear()
         for rec in analysis.recommendations:
-            use = rec.config or "target alone"
-            self.recommendation.addItem(f"{rec.category}: {use} — {rec.reason}", rec.config)
+            # only a recommendation to use a configuration can be applied
+            self.recommendation.addItem(rec.describe(), rec.config if rec.status == USE else None)
         self.recommendation.blockSignals(False)
         self._recommendation_chosen()
 
@@ -614,8 +590,35 @@ class LabTab(QWidget):
         return settings_changes(self._plan.config(name))
 
     def _apply(self) -> None:
+        """Asks first, naming each chat setting that would change; applies on Yes."""
         changes = self.recommended_changes()
-        if changes is not None:
+        if changes is None:
+            return
+        name = self.recommendation.currentData()
+        lines = describe_changes(changes, self.chat_settings())
+        listed = "\n".join(f"  {line}" for line in lines) or "  (the chat already uses them)"
+        box = QMessageBox(self)
+        box.setIcon(QMessageBox.Icon.Question)
+        box.setWindowTitle("Apply to chat")
+        box.setTextFormat(Qt.TextFormat.PlainText)
+        reloads = any(line.startswith(("drafting:", "draft model:")) for line in lines)
+        after = (
+            "The pair reloads with the new drafting." if reloads else "The next answer uses them."
+        )
+        # one plain-text label: names from a result file never become markup
+        box.setText(
+            f"Make the chat draft with {name}?\n\nThese chat settings change:\n{listed}\n\n{after}"
+        )
+        box.setStandardButtons(QMessageBox.StandardButton.Apply | QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        box.finished.connect(lambda _result: self._apply_answered(box, changes))
+        self.apply_box = box
+        box.open()
+
+    def _apply_answered(self, box: QMessageBox, changes: dict) -> None:
+        self.apply_box = None
+        box.deleteLater()
+        if box.clickedButton() is box.button(QMessageBox.StandardButton.Apply):
             self.apply_requested.emit(changes)
 
     def _export_html(self) -> None:

@@ -129,7 +129,7 @@ class MainWindow(QMainWindow):
         self.side.addTab(self.conversations, "Conversations")
         from app.ui.lab_tab import LabTab  # the Lab: wired in this block and _apply_lab only
 
-        self.lab = LabTab(self.settings)
+        self.lab = LabTab(self.settings, chat_settings=lambda: self.settings)
         # scrolled, so the Lab's plots and tables never set the window's minimum size
         lab_scroll = QScrollArea()
         lab_scroll.setObjectName("labScroll")
