@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.config import SpecConfig
 from app.engine.events import GuardEvent, RunSummary, TextTail, TokenEvent
+from app.engine.exactness import Judgement
 from app.store.conversations import ChatMessage
 from app.ui.answer_verdict import guard_text
 from app.ui.chat_input import ChatInput
@@ -168,6 +168,16 @@ class ChatPanel(QWidget):
         self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.verdict.setStyleSheet("padding: 2px 0;")
         self.verdict.setWordWrap(True)  # the verdict wraps; it never widens the window
+        self.verdict.setTextFormat(Qt.TextFormat.PlainText)  # stored verdicts come from files
+        # offered when the two runs did not get the same machine: their speeds are no speedup
+        self.remeasure = QPushButton("Measure again")
+        self.remeasure.setObjectName("remeasureButton")
+        self.remeasure.setToolTip(
+            "The two runs did not get the same share of the CPU, so their speeds cannot be "
+            "compared: regenerate this answer and its target-only run to time both again"
+        )
+        self.remeasure.clicked.connect(self.regenerate_requested)
+        self.remeasure.hide()
         self.style_box = QComboBox()
         self.style_box.setObjectName("colourStyle")
         for key in STYLES:
@@ -182,7 +192,10 @@ class ChatPanel(QWidget):
         self.baseline_box.toggled.connect(self._baseline_picked)
         verdict_row = QVBoxLayout()  # the verdict gets the full width to wrap in
         verdict_row.setSpacing(2)
-        verdict_row.addWidget(self.verdict)
+        verdict_line = QHBoxLayout()
+        verdict_line.addWidget(self.verdict, 1)
+        verdict_line.addWidget(self.remeasure, 0, Qt.AlignmentFlag.AlignTop)
+        verdict_row.addLayout(verdict_line)
         self.compare = QToolButton()
         self.compare.setObjectName("compareToggle")
         self.compare.setCheckable(True)
@@ -277,6 +290,7 @@ class ChatPanel(QWidget):
         self.base_view.clear_tokens("runs after the speculative answer" if baseline else "")
         self.base_box.setVisible(baseline)
         self.verdict.setText("")
+        self.remeasure.hide()
         self.guard_banner.hide()
         self.error_banner.hide()
         self.spec_header.setText("<b>Speculative</b>")
@@ -289,7 +303,7 @@ class ChatPanel(QWidget):
         name = "Speculative" if batch.run == "speculative" else "Baseline — target only"
         for event in batch.events:
             if isinstance(event, GuardEvent):
-                self.guard_banner.show_text(guard_text(event, SpecConfig()))
+                self.guard_banner.show_text(guard_text(event))
             elif isinstance(event, RunSummary):  # final figure: generation time, no prefill
                 header.setText(
                     f"<b>{name}</b> · {event.tokens} tokens · {event.tok_s:.1f} tok/s"
@@ -345,6 +359,7 @@ class ChatPanel(QWidget):
         self.continue_button.setVisible(self._can_continue and idle)
         self.continue_button.setEnabled(idle and not self._refusal)
         self.copy.setEnabled(idle and bool(self._last_answer or self.spec_view.text()))
+        self.remeasure.setEnabled(idle and not self._refusal)
 
     def baseline_not_run(self, reason: str) -> None:
         self.base_view.clear_tokens(reason)
@@ -356,6 +371,11 @@ class ChatPanel(QWidget):
         self.verdict.setToolTip(tooltip(text))
         self.spec_view.mark_divergence(divergence)
         self.base_view.mark_divergence(divergence)
+
+    def show_judgement(self, judgement: Judgement) -> None:
+        """The verdict, with Measure again where the two runs' speeds cannot be compared."""
+        self.show_verdict(judgement.text, judgement.divergence)
+        self.remeasure.setVisible(judgement.uneven_machine)
 
     def set_dark(self, dark: bool) -> None:
         self._dark = dark
@@ -412,6 +432,7 @@ class ChatPanel(QWidget):
         coloured by its stored token kinds beside the stored target-only answer, the verdict,
         and where the two part. Folded away unless they part."""
         self.guard_banner.hide()
+        self.remeasure.hide()
         self.spec_header.setText("<b>Speculative</b>")
         self.base_header.setText("<b>Baseline — target only</b>")
         if message is None:

@@ -665,12 +665,10 @@ class MainWindow(QMainWindow):
             self.status["speed"].setText(f"{batch.run} {rate:.1f} tok/s")
 
     def _on_verdict(self, verdict: Verdict) -> None:
-        settings = self.session.answer_settings or self.settings
-        judgement = judge_answer(self.charts.stats, verdict.comparison, settings)
+        judgement = judge_answer(self.charts.stats, verdict.comparison, self.session, self.settings)
         if judgement is None:
             return
-        self.session.judge(judgement)
-        self.chat.show_verdict(judgement.text, judgement.divergence)
+        self.chat.show_judgement(judgement)
         self.charts.set_verdict(judgement.text)
 
     def _on_done(self, done: JobDone) -> None:
