@@ -3,6 +3,8 @@ banner: the engine's own words (``GuardEvent.message``), with its headline in bo
 
 from __future__ import annotations
 
+from html import escape
+
 from app.engine.events import GuardEvent
 from app.engine.exactness import Comparison, Judgement
 from app.store.settings import Settings
@@ -23,4 +25,4 @@ def judge_answer(
 
 def guard_text(event: GuardEvent) -> str:
     """The guard's message as the banner shows it: plain text, its headline in bold."""
-    return markup(f"{event.headline}:", event.explanation)
+    return f"{markup(event.headline)}: {escape(event.explanation)}"
