@@ -11,6 +11,7 @@ kept (poems and lists do not run together), except inside code blocks, which kee
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from app.store.conversations import ChatMessage
 from app.ui.palette import KIND_LABELS, kind_format
 from app.ui.theme import CODE_BACKGROUND
 from app.ui.token_view import token_tooltip
-from app.workers.chat_session import CODE_KINDS
+from app.workers.chat_session import CODE_KINDS, unfinished
 
 WELCOME = (
     "### New chat\n\n"
@@ -67,15 +68,29 @@ def char_kinds(runs: object, length: int) -> list[TokenKind] | None:
     return kinds if len(kinds) == length else None
 
 
+_LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+NO_BREAK_SPACE = "\u00a0"
+
+
 def keep_line_breaks(markdown: str) -> str:
-    """Hard line breaks for single newlines outside code fences (Markdown joins them)."""
+    """Hard line breaks for single newlines outside code fences (Markdown joins them), and
+    the indentation of lines outside fences as no-break spaces (Markdown drops it, so code
+    pasted into a message lost its shape); list items and the lines under them keep theirs."""
     lines = markdown.split("\n")
-    fenced = False
+    fenced = in_list = False
     out = []
     for index, line in enumerate(lines):
         stripped = line.lstrip()
         if stripped.startswith(("```", "~~~")):
             fenced = not fenced
+        elif not fenced and stripped:
+            if _LIST_ITEM.match(line):
+                in_list = True
+            elif stripped != line and not in_list:
+                indent = line[: len(line) - len(stripped)].replace("\t", "    ")
+                line = NO_BREAK_SPACE * len(indent) + stripped
+            elif stripped == line:
+                in_list = False
         following = lines[index + 1] if index + 1 < len(lines) else ""
         joins = line.strip() and following.strip() and not fenced
         if joins and not stripped.startswith(("```", "~~~")) and not line.endswith("  "):
@@ -126,6 +141,22 @@ def stats_line(stats: dict[str, object]) -> str:
 def _plain_block(cursor: QTextCursor) -> None:
     """A new paragraph that inherits nothing (not the code fence, not the rule above it)."""
     cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+
+
+def _open_code_fence(cursor: QTextCursor, markdown: str) -> None:
+    """``insertMarkdown`` merges the first block it makes into the cursor's plain block, so
+    an answer that opens with a code fence lost its first line from the block: the cursor's
+    block becomes that code block first."""
+    first = markdown.lstrip(" ").split("\n", 1)[0]
+    if not first.startswith(("```", "~~~")):
+        return
+    code = QTextBlockFormat()
+    code.setNonBreakableLines(True)
+    code.setProperty(QTextFormat.Property.BlockCodeFence, first[0])
+    language = first.lstrip(first[0]).strip()
+    if language:
+        code.setProperty(QTextFormat.Property.BlockCodeLanguage, language)
+    cursor.setBlockFormat(code)
 
 
 @dataclass
@@ -192,15 +223,15 @@ class Transcript(QTextBrowser):
             _plain_block(cursor)
             start = cursor.position()
             body = message.content.strip("\n") or "*(empty answer)*"
+            _open_code_fence(cursor, body)
             cursor.insertMarkdown(keep_line_breaks(body))
             if message.role == "assistant":
                 last = index == len(visible) - 1
                 self._colour(message, start, cursor.position(), last_events if last else ())
                 line = stats_line(message.stats)
-                cut = message.stats.get("stop_reason") == "max_tokens"
                 if last and continuing:
                     line += " — continuing… (the token stream is below)"
-                elif cut and last and not message.stats.get("stopped") and not pending:
+                elif last and unfinished(message.stats) and not pending:
                     line += " — Continue writes more"
                 if line:
                     _plain_block(cursor)
