@@ -33,6 +33,8 @@ DEFAULT_ADD_EOS = {"ugm": True}
 class IncompatiblePairError(ValueError):
     """The draft cannot speculate for the target: it names the first mismatch."""
 
+    mismatch = ""  # ``first_mismatch``'s sentence, to put in other words
+
 
 @dataclass(frozen=True)
 class VocabInfo:
@@ -78,4 +80,6 @@ def first_mismatch(target: VocabInfo, draft: VocabInfo) -> str | None:
 def check_compatible(target: VocabInfo, draft: VocabInfo) -> None:
     mismatch = first_mismatch(target, draft)
     if mismatch is not None:
-        raise IncompatiblePairError(f"draft is not compatible with the target: {mismatch}")
+        error = IncompatiblePairError(f"draft is not compatible with the target: {mismatch}")
+        error.mismatch = mismatch
+        raise error

@@ -3,6 +3,8 @@
 llama.cpp only says "failed to load" (or aborts the process on some malformed vocabularies);
 this names the actual problem (wrong magic, truncated download, unreadable header, broken
 vocabulary) so a person knows what to do. It reads the header only (``gguf_header``).
+``check_local_pair`` adds the draft/target vocabulary rule (``compat``), so a pair chosen as
+files is refused before the pair that works is unloaded.
 """
 
 from __future__ import annotations
@@ -11,16 +13,28 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app.errors import ModelLoadError
+from app.models.compat import check_compatible
 from app.models.gguf_header import (
     GGUF_MAGIC,
     TOKENS_KEY,
     GGUFFormatError,
+    GGUFHeader,
     GGUFTruncatedError,
     read_local_header,
+    vocab_info,
 )
 
 
-def validate_gguf_file(path: Path) -> None:
+def check_local_pair(target: Path, draft: Path | None) -> None:
+    """Refuse, from the headers alone, a pair llama.cpp would refuse or abort on: each file
+    as ``validate_gguf_file`` checks it, and the draft's vocabulary against the target's.
+    Raises ``ModelLoadError`` or ``compat.IncompatiblePairError``."""
+    target_header = validate_gguf_file(target)
+    if draft is not None:
+        check_compatible(vocab_info(target_header), vocab_info(validate_gguf_file(draft)))
+
+
+def validate_gguf_file(path: Path) -> GGUFHeader:
     if not path.exists():
         raise ModelLoadError(f"model file not found: {path}")
     if not path.is_file():
@@ -57,6 +71,7 @@ def validate_gguf_file(path: Path) -> None:
             f"{path.name} is truncated: its tensors need {needed:,} bytes but the file has "
             f"{size:,}. The download was probably interrupted; download it again."
         )
+    return header
 
 
 def _check_vocabulary(path: Path, tokens: Sequence[str] | None) -> None:

@@ -129,13 +129,18 @@ def fetch_shipped(model: ShippedModel) -> Path:
     return target
 
 
+def quantized_path(source: Path, ftype: str) -> Path:
+    """Where ``quantize`` writes ``source`` requantized to ``ftype``."""
+    return source.with_name(f"{source.stem}.{ftype}.gguf")
+
+
 def quantize(source: Path, ftype: str, *, threads: int = 0) -> Path:
     """Requantize ``source`` with llama.cpp's quantizer; cached by name."""
     import llama_cpp
 
     from app.engine.llama_backend import ensure_backend
 
-    out = source.with_name(f"{source.stem}.{ftype}.gguf")
+    out = quantized_path(source, ftype)
     if out.exists():
         return out
     ensure_backend()
@@ -172,6 +177,13 @@ def demo_pair() -> tuple[Path, Path]:
     is too small for that: fixed per-pass costs dominate and speculation barely pays.)
     """
     return qwen_coder_pair()
+
+
+def is_demo_pair(target: str | None, draft: str | None) -> bool:
+    """Whether these are the demo pair's files (in the model cache), without fetching them."""
+    source = model_cache_dir() / QWEN_CODER_05B.filename
+    demo = (str(quantized_path(source, "F32")), str(quantized_path(source, "Q2_K")))
+    return (target, draft) == demo
 
 
 def fast_pair() -> tuple[Path, Path]:

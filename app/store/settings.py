@@ -24,6 +24,7 @@ from app.engine.config import (
     ModelSpec,
     SamplerConfig,
     SpecConfig,
+    default_threads,
 )
 from app.engine.repacking import CHOICES as REPACK_CHOICES
 from app.store.current_pair import LIBRARY_FILE, MAX_PAIR_NAME, adopt_v1_active_pair
@@ -41,6 +42,8 @@ from app.store.paths import config_dir, data_dir
 
 SETTINGS_FILE = "settings.json"
 COLOUR_STYLES = ("colour", "underline", "background", "off")
+# the settings the models are loaded with: changing one reloads the pair
+LOAD_FIELDS = ("target_gpu_layers", "draft_gpu_layers", "n_ctx", "n_threads", "weight_repacking")
 
 
 @dataclass(frozen=True)
@@ -122,14 +125,8 @@ class Settings:
         )
 
     def load_key(self) -> tuple[object, ...]:
-        """Fields that need the models reloaded when they change."""
-        return (
-            self.target_gpu_layers,
-            self.draft_gpu_layers,
-            self.n_ctx,
-            self.n_threads,
-            self.weight_repacking,
-        )
+        """Fields that need the models reloaded when they change (``LOAD_FIELDS``)."""
+        return tuple(getattr(self, name) for name in LOAD_FIELDS)
 
 
 # --- parsing and validation ---------------------------------------------------------------
@@ -306,12 +303,31 @@ def cross_check(settings: Settings) -> dict[str, str]:
 
 
 def with_field(settings: Settings, name: str, text: str) -> Settings:
-    """``settings`` with one field set from text; raises ``Invalid`` when refused."""
+    """``settings`` with one field set from text; raises ``Invalid`` when refused. The rule
+    between Max tokens and the context size holds whichever of the two is typed."""
     updated = replace(settings, **{name: parse_field(name, text)})
-    problem = cross_check(updated).get(name)
+    problems = cross_check(updated)
+    problem = problems.get(name)
     if problem:
         raise Invalid(problem)
+    if name == "n_ctx" and "max_tokens" in problems:
+        raise Invalid(
+            f"must be larger than Max tokens ({updated.max_tokens}), since the context holds "
+            "the prompt and the answer; lower Max tokens first"
+        )
     return updated
+
+
+def advice(settings: Settings) -> dict[str, str]:
+    """Accepted values that will probably hurt, by field, in words (warnings, not refusals)."""
+    notes: dict[str, str] = {}
+    cores = default_threads()
+    if settings.n_threads > cores:
+        notes["n_threads"] = (
+            f"more threads than this computer's {cores} cores: they wait for each other and "
+            "answers get slower; 0 uses every core"
+        )
+    return notes
 
 
 def _as_text(value: object) -> str:

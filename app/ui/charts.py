@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.engine.events import GuardEvent, RunSummary, StepEvent
 from app.ui.palette import BASE_PEN, OKABE_ITO, SPEC_PEN
-from app.ui.stats_export import AnswerStats, to_csv, to_json
+from app.ui.stats_export import AnswerStats, to_csv, to_json, with_suffix
 from app.ui.theme import CHART
 from app.workers.messages import EventBatch
 
@@ -411,6 +411,8 @@ class ChartsPanel(QWidget):
     # --- export --------------------------------------------------------------------------
 
     def export_png(self, name: str, path: Path) -> Path:
+        """Chart ``name`` as a PNG at ``path`` (".png" added to a name typed without one)."""
+        path = with_suffix(path, ".png")
         self._dirty = set(self.plots)
         self._redraw()
         plot = self.plots[name]
@@ -447,4 +449,4 @@ class ChartsPanel(QWidget):
             self, "Export run statistics", f"specdeck-run.{suffix}", kinds[suffix]
         )
         if path:
-            self.export_stats(Path(path))
+            self.export_stats(with_suffix(Path(path), f".{suffix}"))

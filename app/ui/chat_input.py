@@ -1,4 +1,4 @@
-"""The prompt box: Enter sends, Shift+Enter adds a line."""
+"""The prompt box: Enter and Ctrl+Enter send, Shift+Enter adds a line."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ class ChatInput(QPlainTextEdit):
             if event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
                 self.insertPlainText("\n")
                 return
-            if not event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier:
+            plain = event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier
+            if plain in (Qt.KeyboardModifier.NoModifier, Qt.KeyboardModifier.ControlModifier):
                 self.submit()
                 return
         super().keyPressEvent(event)

@@ -144,6 +144,7 @@ class ChatPanel(QWidget):
         self._comparison_cut = False  # the pane shows only part of a stored answer
         self._can_continue = False
         self._refusal = ""
+        self._no_pair = ""  # why no answer can start: no pair loaded ("" when one is)
 
         self.legend = QLabel(legend_html(style))
         self.legend.setObjectName("legend")
@@ -221,7 +222,8 @@ class ChatPanel(QWidget):
         self.continue_button = QPushButton("Continue")
         self.continue_button.setObjectName("continueButton")
         self.continue_button.setToolTip(
-            "The last answer was cut off at the token limit (Max tokens): write more of it"
+            "The last answer was stopped or cut off at the token limit (Max tokens): "
+            "write more of it"
         )
         self.continue_button.clicked.connect(self.continue_requested)
         self.regenerate = QPushButton("Regenerate")
@@ -347,17 +349,23 @@ class ChatPanel(QWidget):
         self._refusal = reason
         self._update_buttons()
 
+    def set_no_pair(self, reason: str) -> None:
+        """No pair is loaded (nor loading): Send is off and says why; "" when one is."""
+        self._no_pair = reason
+        self._update_buttons()
+
     def _update_buttons(self) -> None:
         idle = not self._generating
-        self.send.setEnabled(self._generating or not self._refusal)
+        blocked = bool(self._refusal or self._no_pair)
+        self.send.setEnabled(self._generating or not blocked)
         if self._generating:
             self.send.setToolTip("Stop the answer (within one speculative step)")
         else:
             refused = f"Fix the settings first — {self._refusal}" if self._refusal else ""
-            self.send.setToolTip(tooltip(refused))  # the reason quotes what was typed
-        self.regenerate.setEnabled(idle and self._has_messages)
+            self.send.setToolTip(tooltip(self._no_pair or refused))  # quotes what was typed
+        self.regenerate.setEnabled(idle and self._has_messages and not self._no_pair)
         self.continue_button.setVisible(self._can_continue and idle)
-        self.continue_button.setEnabled(idle and not self._refusal)
+        self.continue_button.setEnabled(idle and not blocked)
         self.copy.setEnabled(idle and bool(self._last_answer or self.spec_view.text()))
         self.remeasure.setEnabled(idle and not self._refusal)
 

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QFileDialog,
     QGridLayout,
@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 from app.store.conversations import ConversationInfo, ConversationStore, export
 from app.store.fileio import error_text
 from app.ui.plain_text import ask, tooltip
+from app.ui.stats_export import with_suffix
 
 
 class ConversationList(QWidget):
@@ -34,8 +35,8 @@ class ConversationList(QWidget):
         self.unsaved: Callable[[], list[ConversationInfo]] = list
         self.list = QListWidget()
         self.list.setObjectName("conversationList")
+        # activated: a double click, or Enter (one signal: a double click also activates)
         self.list.itemActivated.connect(self._activated)
-        self.list.itemDoubleClicked.connect(self._activated)
         self.open = QPushButton("Open")
         self.delete = QPushButton("Delete")
         self.export_md = QPushButton("Markdown…")
@@ -44,9 +45,9 @@ class ConversationList(QWidget):
         self.export_json.setToolTip("Export the selected conversation as JSON")
         self.open.clicked.connect(lambda: self._with_selected(self.open_requested.emit))
         self.delete.clicked.connect(lambda: self._with_selected(self._confirm_delete))
-        self.export_md.clicked.connect(lambda: self._with_selected(lambda i: self._export(i, "md")))
+        self.export_md.clicked.connect(lambda: self._with_selected(lambda i: self.export(i, "md")))
         self.export_json.clicked.connect(
-            lambda: self._with_selected(lambda i: self._export(i, "json"))
+            lambda: self._with_selected(lambda i: self.export(i, "json"))
         )
         row = QGridLayout()  # two by two: the sidebar stays narrow
         for index, button in enumerate((self.open, self.delete, self.export_md, self.export_json)):
@@ -75,8 +76,13 @@ class ConversationList(QWidget):
     def ids(self) -> list[str]:
         return [self.list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(self.list.count())]
 
-    def _activated(self, item: QListWidgetItem) -> None:
-        self.open_requested.emit(item.data(Qt.ItemDataRole.UserRole))
+    def _activated(self, item: QListWidgetItem | None) -> None:
+        """Open the conversation once the click is over: opening it refreshes this list,
+        which must not delete the item while the view still handles the click on it."""
+        if item is None:
+            return
+        conversation_id = item.data(Qt.ItemDataRole.UserRole)
+        QTimer.singleShot(0, self, lambda: self.open_requested.emit(conversation_id))
 
     def _with_selected(self, action) -> None:  # noqa: ANN001
         item = self.list.currentItem()
@@ -98,7 +104,8 @@ class ConversationList(QWidget):
         if ask(self, "Delete conversation", "Delete this conversation?"):
             self.delete_conversation(conversation_id)
 
-    def _export(self, conversation_id: str, suffix: str) -> None:
+    def export(self, conversation_id: str, suffix: str) -> None:
+        """Ask where to write conversation ``conversation_id`` as Markdown ("md") or JSON."""
         try:
             conversation = self.store.load(conversation_id)
         except (OSError, ValueError) as exc:
@@ -110,7 +117,7 @@ class ConversationList(QWidget):
             self, "Export conversation", f"{safe or 'conversation'}.{suffix}", kinds[suffix]
         )
         if path:
-            try:
-                export(conversation, Path(path))
+            try:  # "notes" typed in the Markdown dialog is notes.md, not JSON without a suffix
+                export(conversation, with_suffix(Path(path), f".{suffix}"))
             except OSError as exc:
                 self.failed.emit(f"Cannot export to {path}: {error_text(exc)}")

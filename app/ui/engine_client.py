@@ -1,7 +1,9 @@
 """UI-thread handle on the engine worker: owns the QThread, numbers the requests.
 
 Everything the window asks of the engine goes through here. Replies to requests that are no
-longer current (a Stop followed by a new prompt, a pair change while loading) are dropped.
+longer current (a Stop followed by a new prompt, a pair change while loading) are dropped. A
+load that fails is answered by its error and then, when the worker could load the previous
+pair again, by that pair's ``PairLoaded(restored=True)`` under the same request id.
 The engine itself runs in a child process that the worker drives; cancelling reaches that
 process directly through the worker's shared cancel event, never through the event queue.
 """
@@ -92,6 +94,7 @@ class EngineClient(QObject):
         if self._loading:  # a newer pair supersedes the one still loading
             self._worker.cancel_running(self._load_id)
         self._load_id = self._take_id()
+        self._worker.newest_load = self._load_id  # so a failed older load restores nothing
         self._loading = True
         self._request_load.emit(self._load_id, request)
         return self._load_id

@@ -6,15 +6,25 @@ import gc
 import html
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import psutil
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QCloseEvent, QGuiApplication, QIcon, QShowEvent
+from PySide6.QtCore import QRect, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import (
+    QAction,
+    QActionGroup,
+    QCloseEvent,
+    QGuiApplication,
+    QIcon,
+    QKeySequence,
+    QResizeEvent,
+    QShowEvent,
+)
 from PySide6.QtWidgets import (
     QDockWidget,
     QMainWindow,
+    QMessageBox,
     QPushButton,
     QScrollArea,
     QTabWidget,
@@ -28,7 +38,7 @@ from app.engine.exactness import acceptance_text
 from app.models.fit import gib
 from app.store.conversations import Conversation, ConversationInfo, ConversationStore
 from app.store.pending_saves import PendingSaves, SaveFailure
-from app.store.settings import Settings, SettingsStore
+from app.store.settings import LOAD_FIELDS, Settings, SettingsStore
 from app.ui.answer_verdict import judge_answer
 from app.ui.charts import ChartsPanel
 from app.ui.chat_panel import ChatPanel
@@ -39,6 +49,7 @@ from app.ui.first_run import HubProbe
 from app.ui.open_guard import OpenGuard
 from app.ui.pair_bar import PairBar
 from app.ui.pair_chooser import PairChoice, active_pair_kv_type, choose_pair
+from app.ui.plain_text import markup
 from app.ui.settings_panel import SettingsPanel
 from app.ui.theme import CHOICES as THEME_CHOICES
 from app.ui.theme import apply_palette, is_dark
@@ -55,10 +66,23 @@ from app.workers.messages import (
     WorkerError,
 )
 
-NARROW_WINDOW = 1280  # px: below this the settings and charts docks start as tabs
+NARROW_WINDOW = 1280  # px: below this the settings and charts docks share one column as tabs
+PREFERRED_SIZE = QSize(1560, 960)  # the first window, where the screen has room for it
+FRAME_ROOM = QSize(16, 48)  # px a window manager's title bar and borders may take around it
 ICON_DIR = Path(__file__).resolve().parents[2] / "resources" / "icons"
 SAVE_RETRY_MS = 5000  # while a save is failing, try again this often
 NOTES_SHOWN = 6
+
+
+@dataclass(frozen=True)
+class BeforeLoad:
+    """What the window had before it started a load, put back when that load fails (the
+    pair loaded before stays loaded, so the window must describe it again)."""
+
+    pair_name: str
+    kv_type: str
+    loaded_key: tuple[object, ...] | None
+    settings: dict[str, object] = field(default_factory=dict)  # changed fields, old values
 
 
 def is_existing_file(path: str) -> bool:
@@ -115,8 +139,12 @@ class MainWindow(QMainWindow):
         self.pair_name = self.settings.pair_name  # the chosen saved pair ("" for plain files)
         self._loaded_key: tuple[object, ...] | None = None
         self._shown_once = False
+        self._narrow: bool | None = None  # the docks' arrangement: tabbed (narrow) or side by side
         self.layout_file = WindowLayout(self.settings_store.directory)
         self._engine_lost = False  # the engine process died; Reload pair brings it back
+        self._load_request = -1  # the pair load in progress
+        self._before_load: BeforeLoad | None = None  # put back when that load fails
+        self.theme_choice = "system"
 
         self.pair_bar = PairBar()
         self.chat = ChatPanel(self.settings.colour_style, self.settings.baseline)
@@ -154,19 +182,23 @@ class MainWindow(QMainWindow):
                 ("memory", "memory —"),
             )
         }
-        for label in self.status.values():
+        for index, label in enumerate(self.status.values()):
             label.setObjectName(f"status_{label.text().split()[0].replace('/', '_')}")
+            # a rule between the items, so figures never read as one run of words
+            rule = "border-left: 1px solid palette(mid); " if index else ""
+            label.setStyleSheet(f"QLabel {{ {rule}padding: 0 8px; }}")
             self.statusBar().addPermanentWidget(label)
 
         self._add_engine_actions()
         self._wire()
+        self._add_menus()
         layout_notes = self.layout_file.check()
         self.open_guard = OpenGuard(self.layout_file, self)
         scan = self.store.scan()
         self.session = ChatSession()
         skipped = self._restore_conversation(scan.conversations)
         self.show_notes([*self.settings_store.notes, *scan.notes, *layout_notes, *skipped])
-        self.resize(1560, 960)
+        self._fit_to_screen()
         self._docks_restored = self.layout_file.restore(self, self.side)
         self._follow_theme()
         if autoload and is_existing_file(self.settings.target_path):
@@ -181,6 +213,7 @@ class MainWindow(QMainWindow):
             if first_run:
                 self._probe = HubProbe(self)
                 self._probe.finished.connect(self._first_start)
+        self._show_pair_state()
 
     def _add_engine_actions(self) -> None:
         """Reload pair (in the error banner, after the engine process died) and Cancel
@@ -196,6 +229,156 @@ class MainWindow(QMainWindow):
         self.cancel_load_button.hide()
         self.cancel_load_button.clicked.connect(self.client.cancel_load)
         self.pair_bar.add_beside_progress(self.cancel_load_button)
+
+    def _action(
+        self,
+        text: str,
+        slot: object,
+        keys: Sequence[QKeySequence | QKeySequence.StandardKey | str] = (),
+        tip: str = "",
+    ) -> QAction:
+        action = QAction(text, self)
+        action.triggered.connect(slot)
+        if keys:
+            action.setShortcuts([QKeySequence(key) for key in keys])
+        if tip:
+            action.setStatusTip(tip)
+            action.setToolTip(tip)
+        self.addAction(action)  # its shortcut works wherever the focus is in the window
+        return action
+
+    def _add_menus(self) -> None:
+        """The menu bar: every action the window has, with the keys people expect (Esc
+        stops, Ctrl+Enter sends, Ctrl+N starts a new chat)."""
+        chat = self.chat
+        self.new_chat_action = self._action(
+            "&New chat", self.new_chat, [QKeySequence.StandardKey.New]
+        )
+        self.send_action = self._action(
+            "&Send", chat.input.submit, ["Ctrl+Return", "Ctrl+Enter"], "Send the message"
+        )
+        self.stop_action = self._action("S&top", self.stop, ["Esc"], "Stop the answer")
+        self.continue_action = self._action(
+            "&Continue",
+            self.continue_answer,
+            ["Ctrl+Shift+Return"],
+            "Write more of the last answer",
+        )
+        self.regenerate_action = self._action(
+            "&Regenerate", self.regenerate, ["Ctrl+R"], "Answer the last question again"
+        )
+        self.copy_action = self._action(
+            "Cop&y answer", chat.copy_answer, ["Ctrl+Shift+C"], "Copy the last answer"
+        )
+        bar = self.menuBar()
+        file = bar.addMenu("&File")
+        file.addAction(self.new_chat_action)
+        file.addAction(self._action("&Conversations…", lambda: self._show_side(self.conversations)))
+        for suffix, label in (("md", "Markdown"), ("json", "JSON")):
+            file.addAction(
+                self._action(
+                    f"Export conversation as {label}…",
+                    lambda _=False, s=suffix: self.conversations.export(self.conversation.id, s),
+                )
+            )
+        file.addSeparator()
+        file.addAction(self._action("&Quit", self.close, [QKeySequence.StandardKey.Quit]))
+        edit = bar.addMenu("&Edit")
+        for action in (self.send_action, self.stop_action, self.continue_action):
+            edit.addAction(action)
+        edit.addAction(self.regenerate_action)
+        edit.addSeparator()
+        edit.addAction(self.copy_action)
+        edit.addSeparator()
+        edit.addAction(
+            self._action(
+                "Se&ttings",
+                lambda: self._show_side(self.settings_panel),
+                [QKeySequence.StandardKey.Preferences, "Ctrl+,"],
+            )
+        )
+        view = bar.addMenu("&View")
+        view.addAction(self.settings_dock.toggleViewAction())
+        view.addAction(self.charts_dock.toggleViewAction())
+        view.addAction(self._action("&Lab", lambda: self._show_side(self.lab)))
+        view.addSeparator()
+        view.addAction(self._action("&Comparison under the answer", self.chat.compare.toggle))
+        theme = view.addMenu("&Theme")
+        self.theme_actions = QActionGroup(self)
+        for choice in THEME_CHOICES:
+            action = theme.addAction(choice.capitalize())
+            action.setCheckable(True)
+            action.setData(choice)
+            action.triggered.connect(lambda _=False, c=choice: self.set_theme(c))
+            self.theme_actions.addAction(action)
+        pair = bar.addMenu("&Pair")
+        pair.addAction(self._action("Pair &wizard…", self.change_pair))
+        pair.addAction(self._action("&Local GGUF files…", lambda: self.change_pair(files=True)))
+        pair.addAction(self._action("&Demo pair", self.load_demo))
+        pair.addAction(self._action("Rename or delete saved pairs…", self.pair_bar.manage_pairs))
+        pair.addSeparator()
+        self.reload_action = self._action("&Reload pair", self.reload_pair)
+        self.cancel_load_action = self._action("Cancel &loading", self.client.cancel_load)
+        pair.addAction(self.reload_action)
+        pair.addAction(self.cancel_load_action)
+        help_menu = bar.addMenu("&Help")
+        help_menu.addAction(self._action("&Keyboard shortcuts", self._show_keys))
+        help_menu.addAction(self._action("&About SpecDeck", self._show_about))
+        self.settings_panel.refusal_changed.connect(lambda _reason: self._sync_actions())
+
+    def _show_side(self, page: QWidget) -> None:
+        """A page of the side dock (settings, conversations, the Lab), shown and raised."""
+        self.settings_dock.show()
+        self.settings_dock.raise_()
+        for index in range(self.side.count()):
+            widget = self.side.widget(index)
+            if widget is page or (isinstance(widget, QScrollArea) and widget.widget() is page):
+                self.side.setCurrentIndex(index)
+
+    def _sync_actions(self) -> None:
+        """Menu actions follow the buttons they stand for (a disabled Stop leaves Esc free)."""
+        chat, generating = self.chat, self.client.generating
+        self.stop_action.setEnabled(generating)
+        self.send_action.setEnabled(not generating and chat.send.isEnabled())
+        self.continue_action.setEnabled(
+            not chat.continue_button.isHidden() and chat.continue_button.isEnabled()
+        )
+        self.regenerate_action.setEnabled(chat.regenerate.isEnabled())
+        self.copy_action.setEnabled(chat.copy.isEnabled())
+        self.new_chat_action.setEnabled(not generating)
+        self.reload_action.setEnabled(self.loaded is not None and not self.client.loading)
+        self.cancel_load_action.setEnabled(self.client.loading)
+        for action in self.theme_actions.actions():
+            action.setChecked(action.data() == self.theme_choice)
+
+    def _show_keys(self) -> None:
+        rows = [
+            ("Enter", "send the message"),
+            ("Shift+Enter", "a new line in the message"),
+            ("Ctrl+Enter", "send, from anywhere in the window"),
+            ("Esc", "stop the answer"),
+            ("Ctrl+Shift+Enter", "continue the last answer"),
+            ("Ctrl+R", "regenerate the last answer"),
+            ("Ctrl+N", "new chat"),
+            ("Ctrl+Shift+C", "copy the last answer"),
+            ("Ctrl+,", "settings"),
+        ]
+        box = QMessageBox(self)
+        box.setWindowTitle("Keyboard shortcuts")
+        box.setTextFormat(Qt.TextFormat.PlainText)
+        box.setText("\n".join(f"{keys}: {what}" for keys, what in rows))
+        box.exec()
+
+    def _show_about(self) -> None:
+        from app import __version__
+
+        QMessageBox.about(
+            self,
+            "About SpecDeck",
+            f"SpecDeck {__version__}\n\nSpeculative decoding on your own computer with "
+            "llama.cpp: a small draft model proposes tokens, the target model checks them, "
+            "and the window shows what it gained.",
+        )
 
     def _pair_toolbar(self) -> QToolBar:
         bar = QToolBar("Model pair", self)
@@ -240,6 +423,7 @@ class MainWindow(QMainWindow):
         self.settings_panel.show_theme(self.theme_choice)
         self.layout_file.set_value("theme", self.theme_choice)
         self.apply_theme()
+        self._sync_actions()
 
     def apply_theme(self) -> None:
         self.dark = is_dark(self.theme_choice)
@@ -279,48 +463,96 @@ class MainWindow(QMainWindow):
 
     # --- layout --------------------------------------------------------------------------
 
+    def _fit_to_screen(self) -> None:
+        """The first window: its preferred size where the screen has room, else the screen's
+        available area (less room for the window frame), centred on it. A saved geometry,
+        restored after this, replaces it."""
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        if screen is None:
+            self.resize(PREFERRED_SIZE)
+            return
+        room = screen.availableGeometry()
+        size = PREFERRED_SIZE.boundedTo(room.size() - FRAME_ROOM)
+        self.resize(size)
+        placed = QRect(room.topLeft(), size)
+        placed.moveCenter(room.center())
+        self.move(placed.topLeft())
+
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt override
         super().showEvent(event)
         if not self._shown_once:
             self._shown_once = True
             self.open_guard.settle_later()
             self.layout_file.restore_splitters(self.chat.splitters())
-            if not self._docks_restored:  # once the layout has its final size
-                QTimer.singleShot(0, self, self.share_width)
+            if self._docks_restored:  # as the person left them, unless they no longer fit
+                self._narrow = self.settings_dock in self.tabifiedDockWidgets(self.charts_dock)
+            QTimer.singleShot(0, self, self._follow_width)  # once the layout has its final size
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        if self._shown_once:
+            self._follow_width()
+
+    def _follow_width(self) -> None:
+        """Tabbed docks below ``NARROW_WINDOW``, side by side above: whenever the width
+        crosses the line, not only at the first start."""
+        if self._narrow is None or (self.width() < NARROW_WINDOW) != self._narrow:
+            self.share_width()
 
     def share_width(self) -> None:
-        """First-run layout: the chat keeps half the width, settings and charts share the rest.
-
-        On a narrow screen the two docks share one column as tabs instead of squeezing.
-        """
+        """The docks' layout for the window's width: the chat keeps half the width, settings
+        and charts share the rest. On a narrow window the two docks share one column as tabs
+        instead of squeezing the chat. A floating dock is left where the person put it."""
         width = self.width()
-        if width < NARROW_WINDOW:
+        self._narrow = width < NARROW_WINDOW
+        docks = [self.settings_dock, self.charts_dock]
+        if any(dock.isFloating() for dock in docks):
+            return
+        if self._narrow:
             self.tabifyDockWidget(self.settings_dock, self.charts_dock)
             self.settings_dock.raise_()
             self.resizeDocks([self.settings_dock], [int(width * 0.42)], Qt.Orientation.Horizontal)
             return
-        docks = [self.settings_dock, self.charts_dock]
+        if self.settings_dock in self.tabifiedDockWidgets(self.charts_dock):
+            # a tab behind another is open but not visible: it comes back open, unless closed
+            opened = self.charts_dock.toggleViewAction().isChecked()
+            self.removeDockWidget(self.charts_dock)
+            self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.charts_dock)
+            self.splitDockWidget(self.settings_dock, self.charts_dock, Qt.Orientation.Horizontal)
+            self.charts_dock.setVisible(opened)
         self.resizeDocks(docks, [int(width * 0.22), int(width * 0.28)], Qt.Orientation.Horizontal)
 
     # --- pair ------------------------------------------------------------------------------
 
     def load_pair(self, target: str, draft: str | None, source: DraftSource) -> int:
+        """Load a pair. Until it has loaded, the pair bar, Send and the answers stay with the
+        pair loaded now; a pair that fails to load leaves that one loaded."""
         source = DraftSource(source)
         s = self.settings
         kv = self.pair_kv_type
         draft_spec = replace(s.draft_spec(draft), kv_type=kv) if draft else None
-        self.pair_bar.set_busy("Loading models…")
-        self.pair_bar.show_pair(target, draft, source, self.pair_name)
-        return self.client.load(
-            LoadPair(replace(s.target_spec(target), kv_type=kv), draft_spec, source)
-        )
+        self.pair_bar.set_busy(f"Loading {Path(target).name}…")
+        return self._load(LoadPair(replace(s.target_spec(target), kv_type=kv), draft_spec, source))
 
     def load_demo(self) -> int:
         s = self.settings
         self.pair_bar.set_busy("Preparing the demo pair…")
+        before = self._before()
         self.pair_name = ""
+        self.pair_kv_type = "f16"
         spec = s.target_spec("")
-        return self.client.load(LoadPair(spec, s.draft_spec(""), DraftSource.MODEL, demo=True))
+        load = self._load(LoadPair(spec, s.draft_spec(""), DraftSource.MODEL, demo=True))
+        self._before_load = before
+        return load
+
+    def _load(self, request: LoadPair) -> int:
+        self._load_request = self.client.load(request)
+        self._before_load = None
+        self._show_pair_state()
+        return self._load_request
+
+    def _before(self, settings: dict[str, object] | None = None) -> BeforeLoad:
+        return BeforeLoad(self.pair_name, self.pair_kv_type, self._loaded_key, settings or {})
 
     def change_pair(self, files: bool = False, saved: str | None = None) -> None:
         start = str(Path(self.settings.target_path).parent) if self.settings.target_path else ""
@@ -335,14 +567,27 @@ class MainWindow(QMainWindow):
     def apply_pair_choice(self, choice: PairChoice) -> None:
         """Load a chosen pair with the settings it was saved with (context size, KV cache
         type, draft length); a pair of plain files keeps the window's settings."""
+        changes = choice.settings.settings_changes() if choice.settings else {}
+        before = self._before({name: getattr(self.settings, name) for name in changes})
         self.pair_kv_type = choice.settings.kv_type if choice.settings else "f16"
         self.pair_name = choice.settings.name if choice.settings else ""
-        if choice.settings is not None:
-            changes = choice.settings.settings_changes()
+        if changes:
             # The new pair loads with these below: the old one is not reloaded for them.
             self._loaded_key = replace(self.settings, **changes).load_key()  # type: ignore[arg-type]
             self.settings_panel.update_settings(**changes)
         self.load_pair(choice.target_path, choice.draft_path, choice.draft_source)
+        self._before_load = before
+
+    def _undo_load(self) -> None:
+        """A load failed and the pair loaded before is still (or again) loaded: the window
+        describes that one again, with the name, KV cache type and settings it had."""
+        before, self._before_load = self._before_load, None
+        if before is None:
+            return
+        self.pair_name, self.pair_kv_type = before.pair_name, before.kv_type
+        if before.settings:
+            self._loaded_key = before.loaded_key
+            self.settings_panel.update_settings(**before.settings)
 
     def _first_start(self, hub_reachable: bool) -> None:
         """No pair yet: the wizard when the Hub answers, else the offline demo pair."""
@@ -350,11 +595,13 @@ class MainWindow(QMainWindow):
             self.change_pair()
             if self.settings.target_path or self.client.loading:
                 return
-        else:
-            self.chat.show_error(
-                "The Hugging Face Hub cannot be reached,",
-                "so SpecDeck starts with the offline demo pair. Use Change pair… when you are "
-                "online.",
+        else:  # news, not a failure: the info banner, not the error one
+            self.chat.show_notes(
+                markup(
+                    "The Hugging Face Hub cannot be reached,",
+                    "so SpecDeck starts with the offline demo pair. Use Change pair… when you "
+                    "are online.",
+                )
             )
         self.load_demo()
 
@@ -414,14 +661,18 @@ class MainWindow(QMainWindow):
         # stream scans only new objects (measured: 31 ms pauses without this).
         gc.collect()
         gc.freeze()
+        if message.restored:  # the failed pair's error came first and undid its choice
+            self.statusBar().showMessage(
+                f"The pair that was loaded is loaded again ({Path(message.target_path).name})",
+                10000,
+            )
+        self._before_load = None
         self.loaded = message
         self._loaded_key = self.settings.load_key()
         self._engine_lost = False
         self.reload_button.hide()
         self._set_loading(None)
-        self.pair_bar.show_pair(
-            message.target_path, message.draft_path, message.draft_source, self.pair_name
-        )
+        self._show_pair_state()
         changes: dict[str, object] = {
             "target_path": message.target_path,
             "draft_source": DraftSource(message.draft_source).value,
@@ -431,8 +682,30 @@ class MainWindow(QMainWindow):
             changes["draft_path"] = message.draft_path
         self.settings_panel.update_settings(**changes)
         self._update_resources()
-        self.statusBar().showMessage(f"Pair loaded in {message.load_s:.1f} s", 5000)
+        if not message.restored:
+            self.statusBar().showMessage(f"Pair loaded in {message.load_s:.1f} s", 5000)
         self.pair_loaded.emit(message)
+
+    def _show_pair_state(self) -> None:
+        """The pair bar names the pair that is loaded (not one still loading), and Send is
+        on only when an answer can start: a pair is loaded, or loading (the message waits)."""
+        loaded = self.loaded
+        if loaded is None:
+            self.pair_bar.show_pair(None, None, DraftSource(self.settings.draft_source))
+        else:
+            self.pair_bar.show_pair(
+                loaded.target_path, loaded.draft_path, loaded.draft_source, self.pair_name
+            )
+        if self.client.loading:
+            missing = ""
+        elif self._engine_lost:
+            missing = "The engine stopped: click Reload pair to start it again"
+        elif loaded is None:
+            missing = "No model pair is loaded: choose one with Change pair… or click Demo pair"
+        else:
+            missing = ""
+        self.chat.set_no_pair(missing)
+        self._sync_actions()
 
     def _update_resources(self) -> None:
         if self.loaded is None:
@@ -452,7 +725,12 @@ class MainWindow(QMainWindow):
     def _on_error(self, message: WorkerError) -> None:
         if message.can_reload:
             self._engine_lost = True
+        if message.request_id == self._load_request:  # the pair loaded before is kept
+            self._undo_load()
+            if message.unloaded:
+                self.loaded = None
         self._set_loading(None)
+        self._show_pair_state()
         self.reload_button.setVisible(self._engine_lost and self.loaded is not None)
         self.chat.show_error(f"{message.title}.", message.message)
         self.statusBar().showMessage(f"{message.title}: {message.message}", 10000)
@@ -461,13 +739,16 @@ class MainWindow(QMainWindow):
     # --- settings --------------------------------------------------------------------------
 
     def _settings_changed(self, settings: Settings) -> None:
-        self.settings = settings
+        old, self.settings = self.settings, settings
         self._report_save(self.saves.save_settings(settings))
         if self.loaded is not None and self._loaded_key != settings.load_key():
+            # the pair reloads with them; if it cannot, it stays loaded with the old ones
+            before = self._before({name: getattr(old, name) for name in LOAD_FIELDS})
             self._loaded_key = settings.load_key()
             self.load_pair(
                 self.loaded.target_path, self.loaded.draft_path, self.loaded.draft_source
             )
+            self._before_load = before
 
     # --- chat ------------------------------------------------------------------------------
 
@@ -483,7 +764,8 @@ class MainWindow(QMainWindow):
         self._start_answer(self.session.start(self.settings))
 
     def continue_answer(self) -> None:
-        """More of the answer cut off at the token limit, appended to the same message."""
+        """More of an answer cut off at the token limit or stopped, appended to the same
+        message."""
         if self.client.generating or not self.session.can_continue:
             return
         if self._ready_to_answer():
@@ -519,6 +801,7 @@ class MainWindow(QMainWindow):
         self.charts.reset()
         self.chat.set_generating(True)
         self.client.chat(job)
+        self._sync_actions()
 
     def stop(self) -> None:
         self.client.cancel()
@@ -656,6 +939,7 @@ class MainWindow(QMainWindow):
         self.chat.set_conversation_state(bool(messages), session.last_answer, session.can_continue)
         self.chat.show_messages(messages, last_events=last_events)
         self.conversations.refresh(self.conversation.id)
+        self._sync_actions()
 
     def _on_batch(self, batch: EventBatch) -> None:
         self.chat.ingest(batch)
@@ -694,6 +978,7 @@ class MainWindow(QMainWindow):
             if self.session.baseline_asked and base is None:
                 self.chat.baseline_not_run("Not run: the answer was stopped before the baseline.")
         self._update_resources()
+        self._sync_actions()
         self.answer_finished.emit(done)
 
     # --- closing ---------------------------------------------------------------------------

@@ -21,12 +21,19 @@ from PySide6.QtWidgets import (
 from app.engine.config import DraftSource
 from app.models.fit import gib
 from app.models.library import Library, LibraryError
+from app.models.shipped import is_demo_pair
 from app.ui.elided_label import ElidedLabel
 from app.ui.pair_chooser import SavedPairsDialog, active_pair_name
 from app.ui.plain_text import tooltip
 
 PAIR_NAME_WIDTH = 160  # px; the full name is in the tooltip
-WIDE_BAR = 1200  # px: narrower bars leave device and memory to the status bar
+PAIR_NAME_MIN_WIDTH = 90  # px a name keeps before it elides
+NAMES_ROOM = 2 * 200  # px the target and draft names keep before device and memory show
+DEMO_NAME = "Demo pair"
+DEMO_DETAIL = (
+    "Qwen2.5-Coder-0.5B-Instruct: F32 target drafted by its own Q2_K quantization — "
+    "works offline once cached"
+)
 
 
 class PairBar(QFrame):
@@ -91,11 +98,7 @@ class PairBar(QFrame):
         self.change.setMenu(self.menu)
         self.fill_menu()
         self.demo = QPushButton("Demo pair")
-        # What modelcache.demo_pair() really loads.
-        self.demo.setToolTip(
-            "Qwen2.5-Coder-0.5B-Instruct: F32 target drafted by its own Q2_K quantization — "
-            "works offline once cached"
-        )
+        self.demo.setToolTip(DEMO_DETAIL)  # what shipped.demo_pair() really loads
         self.demo.clicked.connect(self.demo_requested)
         layout.addWidget(self.change)
         layout.addWidget(self.demo)
@@ -138,18 +141,48 @@ class PairBar(QFrame):
             self.show_pair_name(current)
             self.current_renamed.emit(current or "")
 
-    def show_pair_name(self, name: str | None) -> None:
+    def show_pair_name(self, name: str | None, *, demo: bool = False) -> None:
+        """The saved pair's name; the demo pair (not a saved pair) by its own name."""
         self.current_name = name
-        self.pair_name.setText(name or "—")  # an ElidedLabel: it elides to the room it has
-        self.pair_name.setToolTip(
-            tooltip(f"Saved pair “{name}”" if name else "Not a saved pair (files chosen directly)")
-        )
+        shown = name or (DEMO_NAME if demo else "—")
+        self.pair_name.setText(shown)  # an ElidedLabel: it elides to the room it has
+        # a short name is shown whole ("De…ir" names nothing); the file names elide first
+        whole = self.pair_name.fontMetrics().horizontalAdvance(shown) + 2
+        self.pair_name.setMinimumWidth(min(whole, PAIR_NAME_MIN_WIDTH))
+        if name:
+            tip = f"Saved pair “{name}”"
+        else:
+            tip = DEMO_DETAIL if demo else "Not a saved pair (files chosen directly)"
+        self.pair_name.setToolTip(tooltip(tip))
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
-        # device and memory are in the status bar too: on a narrow window the names need the room
-        wide = event.size().width() >= WIDE_BAR
-        for widget in (self.device, self.memory, *self._resource_keys):
+        self._fit_resources()
+
+    def _fit_resources(self) -> None:
+        """Device and memory are shown whole or not at all (the status bar has them too):
+        only where the bar has room for them beside the rest and ``NAMES_ROOM`` for the
+        target and draft names, which elide first."""
+        layout = self.layout()
+        assert isinstance(layout, QBoxLayout)
+        resources = (self.device, self.memory, *self._resource_keys)
+        names = (self.target, self.draft)
+        needed = NAMES_ROOM + layout.contentsMargins().left() + layout.contentsMargins().right()
+        for index in range(layout.count()):
+            item = layout.itemAt(index)
+            if item is None:
+                continue
+            widget = item.widget()
+            if widget is None:
+                needed += item.sizeHint().width()  # fixed spacing; the stretch hints 0
+            elif widget in names:
+                needed += layout.spacing()  # their room is NAMES_ROOM
+            elif widget in resources or not widget.isHidden():
+                needed += min(widget.sizeHint().width(), widget.maximumWidth()) + layout.spacing()
+        for widget in (self.device, self.memory):  # whole: never "CPU…ads"
+            widget.setMinimumWidth(widget.sizeHint().width())
+        wide = self.width() >= needed
+        for widget in resources:
             widget.setVisible(wide)
 
     def _pair(self, layout: QHBoxLayout, key: str) -> ElidedLabel:
@@ -168,7 +201,7 @@ class PairBar(QFrame):
         """Show a pair's files; ``saved`` is the saved pair they came from ("" for none)."""
         self.target.setText(Path(target).name if target else "none loaded")
         self.target.setToolTip(tooltip(target or ""))
-        self.show_pair_name(active_pair_name(saved, target))
+        self.show_pair_name(active_pair_name(saved, target), demo=is_demo_pair(target, draft))
         if source is DraftSource.NGRAM:
             self.draft.setText("n-gram (prompt lookup)")
             self.draft.setToolTip("")
@@ -187,11 +220,13 @@ class PairBar(QFrame):
             text += f" · process {gib(rss_bytes)}"
         self.memory.setText(text)
         self.memory.setToolTip(tooltip(text))
+        self._fit_resources()
 
     def set_busy(self, text: str | None) -> None:
         """Show the busy indicator with ``text``; ``None`` hides it."""
         self.busy.setVisible(text is not None)
         self.status.setText(text or "")
+        self._fit_resources()
         self.change.setEnabled(text is None)
         self.demo.setEnabled(text is None)
         self.source.setEnabled(text is None)

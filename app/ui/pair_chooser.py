@@ -1,5 +1,9 @@
 """How "Change pair…" asks for a pair: a saved pair, the pair wizard, or file pickers.
 
+Files are checked from their headers as they are picked (``files_problem``), as the wizard
+checks the drafts it lists: a pair llama.cpp would refuse is refused here, before anything is
+unloaded for it.
+
 Everything ends in a ``PairChoice``; a saved pair (and so the wizard's) also brings the
 ``PairSettings`` it was saved with, which the window applies before it loads the pair. Which
 saved pair is current is the settings' ``pair_name`` (see ``app.store.current_pair``): the
@@ -11,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
+    QApplication,
     QDialog,
     QDialogButtonBox,
     QFileDialog,
@@ -19,17 +25,23 @@ from PySide6.QtWidgets import (
     QInputDialog,
     QListWidget,
     QListWidgetItem,
+    QMessageBox,
     QPushButton,
     QVBoxLayout,
     QWidget,
 )
 
 from app.engine.config import KV_TYPES, DraftSource
+from app.errors import SpecDeckError
+from app.models.compat import IncompatiblePairError
+from app.models.gguf_check import check_local_pair
 from app.models.library import Library, LibraryError, Profile
 from app.ui.plain_text import ask, plain_label
+from app.workers.messages import describe_error
 
 GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
 MAX_PAIR_NAME = 120
+KEPT = "Nothing was loaded: the pair loaded now stays loaded."
 
 
 @dataclass(frozen=True)
@@ -109,22 +121,76 @@ def _from_wizard(parent: QWidget) -> PairChoice | None | bool:
     return choice_for_profile(wizard.library, saved[-1])
 
 
+def files_problem(target: str, draft: str | None) -> str | None:
+    """Why these files cannot load as a pair, from their headers (``check_local_pair``, the
+    rule the engine applies after loading), in words; None when they can. Read here, before
+    the pair that works is unloaded for them."""
+    QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)  # two headers: under a second
+    try:
+        check_local_pair(Path(target), Path(draft) if draft else None)
+    except IncompatiblePairError as error:
+        return (
+            f"{Path(draft or '').name} cannot draft for {Path(target).name}: "
+            f"{_in_words(error.mismatch or str(error))}. Choose a draft made with the "
+            "target's tokenizer, usually a smaller model of the same family."
+        )
+    except (SpecDeckError, OSError, ValueError) as error:
+        title, message = describe_error(error)
+        return f"{title}. {message}"
+    finally:
+        QApplication.restoreOverrideCursor()
+    return None
+
+
+def _in_words(mismatch: str) -> str:
+    """The wizard's words for a vocabulary mismatch (the sentence itself without a wizard)."""
+    try:
+        from app.ui.wizard.words import mismatch_in_words
+    except ImportError:
+        return mismatch
+    return mismatch_in_words(mismatch)
+
+
+def _refuse(parent: QWidget, title: str, problem: str, retry: str | None) -> bool:
+    """Say why the files were refused (as plain text: file names are not markup); True when
+    the person wants to choose again (``retry`` names that button)."""
+    box = QMessageBox(parent)
+    box.setIcon(QMessageBox.Icon.Warning)
+    box.setWindowTitle(title)
+    box.setTextFormat(Qt.TextFormat.PlainText)
+    box.setText(f"{problem}\n\n{KEPT}")
+    again = box.addButton(retry, QMessageBox.ButtonRole.AcceptRole) if retry else None
+    box.addButton(QMessageBox.StandardButton.Cancel)
+    box.exec()
+    return again is not None and box.clickedButton() is again
+
+
 def _from_files(parent: QWidget, start: str) -> PairChoice | None:
+    """A target and a draft file, each checked before anything loads; a refused draft can be
+    chosen again."""
     target, _ = QFileDialog.getOpenFileName(parent, "Target model (GGUF)", start, GGUF_FILTER)
     if not target:
         return None
-    draft, _ = QFileDialog.getOpenFileName(
-        parent,
-        "Draft model (GGUF) — cancel to draft with n-grams instead",
-        str(Path(target).parent),
-        GGUF_FILTER,
-    )
-    if not draft:
-        question = "Use n-gram (prompt lookup) drafting with this target?"
-        if not ask(parent, "No draft model", question):
+    problem = files_problem(target, None)
+    if problem is not None:
+        _refuse(parent, "This model cannot be loaded", problem, None)
+        return None
+    folder = str(Path(target).parent)
+    while True:
+        draft, _ = QFileDialog.getOpenFileName(
+            parent, "Draft model (GGUF) — cancel to draft with n-grams instead", folder, GGUF_FILTER
+        )
+        if not draft:
+            question = "Use n-gram (prompt lookup) drafting with this target?"
+            if not ask(parent, "No draft model", question):
+                return None
+            return PairChoice(target, None, DraftSource.NGRAM)
+        problem = files_problem(target, draft)
+        if problem is None:
+            return PairChoice(target, draft, DraftSource.MODEL)
+        if not _refuse(parent, "These models cannot be paired", problem, "Choose another draft…"):
             return None
-        return PairChoice(target, None, DraftSource.NGRAM)
-    return PairChoice(target, draft, DraftSource.MODEL)
+        folder = str(Path(draft).parent)
 
 
 def choose_pair(

@@ -1,7 +1,9 @@
 """The settings panel: every field is checked as it is typed and refused with the reason.
 
 A refused value never reaches the saved settings: the field turns red, the reason is shown
-under it, and the last valid value stays in force until the text is fixed.
+under it, and the last valid value stays in force until the text is fixed. A value that is
+accepted but will probably hurt (more threads than cores) is applied with a warning under it.
+Numbers are read as the locale writes them too ("0,7" where the decimal mark is a comma).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import contextlib
 from collections.abc import Collection
 from dataclasses import replace
 
-from PySide6.QtCore import QSignalBlocker, Qt, Signal
+from PySide6.QtCore import QLocale, QSignalBlocker, Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QFormLayout,
@@ -24,12 +26,29 @@ from PySide6.QtWidgets import (
 from superqt.utils import qdebounced
 
 from app.engine.config import AcceptRule
-from app.store.settings import FIELDS, Invalid, Settings, with_field
+from app.engine.repacking import CHOICES as REPACK_CHOICES
+from app.store.settings import FIELDS, Invalid, Settings, advice, with_field
 from app.ui.plain_text import plain_label
 from app.ui.theme import CHOICE_LABELS, CHOICES
 
 INVALID_STYLE = "QLineEdit { border: 1px solid #D55E00; background: #FDEBE1; }"
 PROMPT_DEBOUNCE_MS = 400  # the system prompt is checked and saved once typing pauses
+DECIMAL_FIELDS = frozenset(f for f in FIELDS if isinstance(getattr(Settings(), f), float))
+REPACK_LABELS = {
+    "auto": "Auto (on unless it crashes this CPU)",
+    "on": "On",
+    "off": "Off",
+}
+
+
+def as_typed(name: str, text: str) -> str:
+    """A decimal typed as the locale writes it ("0,7" in German) in the form the settings
+    parse ("0.7"); anything else as it is, so the settings' own refusal says what is wrong."""
+    locale = QLocale()
+    if name not in DECIMAL_FIELDS or locale.decimalPoint() == "." or "." in text:
+        return text
+    value, ok = locale.toDouble(text.strip())
+    return repr(value) if ok else text
 
 
 class FieldEdit(QWidget):
@@ -50,17 +69,31 @@ class FieldEdit(QWidget):
         self.reason.setWordWrap(True)
         self.reason.setStyleSheet("color: #B34700; font-size: 11px;")
         self.reason.hide()
+        self.warning = plain_label(parent=self)  # accepted, but probably not what the person wants
+        self.warning.setObjectName(f"warning_{name}")
+        self.warning.setWordWrap(True)
+        self.warning.setStyleSheet("color: palette(text); font-size: 11px;")
+        self.warning.hide()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(1)
         layout.addWidget(self.edit)
         layout.addWidget(self.reason)
+        layout.addWidget(self.warning)
         self.edit.textEdited.connect(self._check)
         self.edit.editingFinished.connect(self.commit)
 
-    def set_value(self, value: object) -> None:
+    def set_value(self, settings: Settings) -> None:
+        """Show ``settings``' value of this field, and its warning if any."""
+        value = getattr(settings, self.name)
         self.edit.setText("" if value is None else str(value))
         self._show(None)
+        self._warn(settings)
+
+    def _warn(self, settings: Settings) -> None:
+        note = advice(settings).get(self.name)
+        self.warning.setText(f"⚠ {note}" if note else "")
+        self.warning.setVisible(bool(note))
 
     def error(self) -> str | None:
         return self.reason.text() if not self.reason.isHidden() else None
@@ -73,17 +106,19 @@ class FieldEdit(QWidget):
 
     def _check(self, text: str) -> Settings | None:
         try:
-            updated = with_field(self._panel.settings, self.name, text)
+            updated = with_field(self._panel.settings, self.name, as_typed(self.name, text))
         except Invalid as refused:
             self._show(f"Refused: {refused}")
+            self.warning.hide()
             return None
         self._show(None)
+        self._warn(updated)
         return updated
 
     def commit(self) -> None:
         """Apply the text as typed when it is valid (also done when editing finishes)."""
         if self._check(self.edit.text()) is not None:
-            self.accepted.emit(self.name, self.edit.text())
+            self.accepted.emit(self.name, as_typed(self.name, self.edit.text()))
 
 
 class SettingsPanel(QScrollArea):
@@ -92,7 +127,7 @@ class SettingsPanel(QScrollArea):
     theme_changed = Signal(str)  # one of theme.CHOICES
 
     SAMPLING = ("temperature", "top_k", "top_p", "min_p", "seed", "max_tokens")
-    MODELS = ("target_gpu_layers", "draft_gpu_layers", "n_ctx", "n_threads", "weight_repacking")
+    MODELS = ("target_gpu_layers", "draft_gpu_layers", "n_ctx", "n_threads")
 
     def __init__(self, settings: Settings, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -147,6 +182,15 @@ class SettingsPanel(QScrollArea):
         column.addWidget(spec_box)
 
         models = self._group("Models (reload on change)", self.MODELS)
+        self.repacking = QComboBox()  # three choices: a choice box, not free text
+        self.repacking.setObjectName("weight_repacking")
+        for key in REPACK_CHOICES:
+            self.repacking.addItem(REPACK_LABELS.get(key, key), key)
+        self.repacking.setToolTip(FIELDS["weight_repacking"].hint)
+        self.repacking.currentIndexChanged.connect(self._commit_repacking)
+        models_form = models.layout()
+        assert isinstance(models_form, QFormLayout)
+        models_form.addRow(FIELDS["weight_repacking"].label, self.repacking)
         column.addWidget(models)
         look = self._group("Appearance", ())
         self.theme = QComboBox()
@@ -162,7 +206,8 @@ class SettingsPanel(QScrollArea):
         look_form.addRow("Theme", self.theme)
         column.addWidget(look)
         column.addStretch(1)
-        for box in (self.draft_mode, self.rule):  # long item texts must not widen the panel
+        # long item texts must not widen the panel
+        for box in (self.draft_mode, self.rule, self.repacking):
             box.setSizeAdjustPolicy(
                 QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
             )
@@ -204,7 +249,7 @@ class SettingsPanel(QScrollArea):
         announcing them: whoever calls this decides what is applied."""
         for name, editor in self.fields.items():
             if names is None or name in names:
-                editor.set_value(getattr(settings, name))
+                editor.set_value(settings)
         if names is None or "system_prompt" in names:
             with QSignalBlocker(self.system_prompt):
                 self.system_prompt.setPlainText(settings.system_prompt)
@@ -214,6 +259,10 @@ class SettingsPanel(QScrollArea):
         if names is None or "rule" in names:
             with QSignalBlocker(self.rule):
                 self.rule.setCurrentIndex(max(self.rule.findData(settings.rule), 0))
+        if names is None or "weight_repacking" in names:
+            with QSignalBlocker(self.repacking):
+                found = self.repacking.findData(settings.weight_repacking)
+                self.repacking.setCurrentIndex(max(found, 0))
 
     def show_theme(self, choice: str) -> None:
         self.theme.blockSignals(True)
@@ -274,3 +323,7 @@ class SettingsPanel(QScrollArea):
 
     def _commit_rule(self, _index: int) -> None:
         self._apply(replace(self._settings, rule=str(self.rule.currentData())))
+
+    def _commit_repacking(self, _index: int) -> None:
+        choice = str(self.repacking.currentData())
+        self._apply(replace(self._settings, weight_repacking=choice))

@@ -7,6 +7,7 @@ import io
 import json
 from dataclasses import asdict, dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 from app.engine.events import RunSummary, StepEvent
@@ -30,6 +31,12 @@ STEP_COLUMNS = (
     "break_even",
 )
 FIELD_OF = {"recent_agreement": "rolling_acceptance"}  # column name -> StepEvent field
+
+
+def with_suffix(path: Path, suffix: str) -> Path:
+    """``path`` with ``suffix`` added when the name was typed without one ("chart" ->
+    "chart.png"); a name that has its own suffix is kept as typed."""
+    return path if path.suffix else path.with_name(path.name + suffix)
 
 
 def _column(step: StepEvent, name: str) -> Any:

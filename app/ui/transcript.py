@@ -19,6 +19,7 @@ lays itself out once). Links open only after the address is shown, and only web 
 
 from __future__ import annotations
 
+import re
 import secrets
 from bisect import bisect_right
 from collections.abc import Sequence
@@ -43,7 +44,7 @@ from app.store.conversations import ChatMessage
 from app.ui.palette import KIND_LABELS, kind_format
 from app.ui.theme import CODE_BACKGROUND
 from app.ui.token_view import token_tooltip
-from app.workers.chat_session import CODE_KINDS
+from app.workers.chat_session import CODE_KINDS, unfinished
 
 WELCOME = (
     "### New chat\n\n"
@@ -87,15 +88,29 @@ def char_kinds(runs: object, length: int) -> list[TokenKind] | None:
     return kinds if len(kinds) == length else None
 
 
+_LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+NO_BREAK_SPACE = "\u00a0"
+
+
 def keep_line_breaks(markdown: str) -> str:
-    """Hard line breaks for single newlines outside code fences (Markdown joins them)."""
+    """Hard line breaks for single newlines outside code fences (Markdown joins them), and
+    the indentation of lines outside fences as no-break spaces (Markdown drops it, so code
+    pasted into a message lost its shape); list items and the lines under them keep theirs."""
     lines = markdown.split("\n")
-    fenced = False
+    fenced = in_list = False
     out = []
     for index, line in enumerate(lines):
         stripped = line.lstrip()
         if stripped.startswith(("```", "~~~")):
             fenced = not fenced
+        elif not fenced and stripped:
+            if _LIST_ITEM.match(line):
+                in_list = True
+            elif stripped != line and not in_list:
+                indent = line[: len(line) - len(stripped)].replace("\t", "    ")
+                line = NO_BREAK_SPACE * len(indent) + stripped
+            elif stripped == line:
+                in_list = False
         following = lines[index + 1] if index + 1 < len(lines) else ""
         joins = line.strip() and following.strip() and not fenced
         if joins and not stripped.startswith(("```", "~~~")) and not line.endswith("  "):
@@ -148,6 +163,22 @@ def _plain_block(cursor: QTextCursor) -> None:
     cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
 
 
+def _open_code_fence(cursor: QTextCursor, markdown: str) -> None:
+    """``insertMarkdown`` merges the first block it makes into the cursor's plain block, so
+    an answer that opens with a code fence lost its first line from the block: the cursor's
+    block becomes that code block first."""
+    first = markdown.lstrip(" ").split("\n", 1)[0]
+    if not first.startswith(("```", "~~~")):
+        return
+    code = QTextBlockFormat()
+    code.setNonBreakableLines(True)
+    code.setProperty(QTextFormat.Property.BlockCodeFence, first[0])
+    language = first.lstrip(first[0]).strip()
+    if language:
+        code.setProperty(QTextFormat.Property.BlockCodeLanguage, language)
+    cursor.setBlockFormat(code)
+
+
 def renders_as_markdown(content: str) -> bool:
     """Whether a message is small enough for the Markdown renderer (else: plain text)."""
     return len(content) <= MARKDOWN_CHARS and content.count("|") <= TABLE_CELLS
@@ -173,11 +204,9 @@ def _opening(visible: Sequence[ChatMessage], end: int, budget: int = OPEN_BUDGET
     return first
 
 
-def _can_continue(message: ChatMessage) -> bool:
-    """An answer cut off at Max tokens (not stopped): Continue writes more of it."""
-    stats = message.stats
-    cut = stats.get("stop_reason") == "max_tokens" and not stats.get("stopped")
-    return message.role == "assistant" and cut
+def _is_unfinished_answer(message: ChatMessage) -> bool:
+    """An answer Continue can extend (cut off, stopped or interrupted)."""
+    return message.role == "assistant" and unfinished(message.stats)
 
 
 def link_address(url: QUrl) -> str:
@@ -317,7 +346,7 @@ class Transcript(QTextBrowser):
             suffix = ""
             if last and continuing:
                 suffix = " — continuing… (the token stream is below)"
-            elif last and not pending and _can_continue(visible[index]):
+            elif last and not pending and _is_unfinished_answer(visible[index]):
                 suffix = " — Continue writes more"
             self._section(cursor, index, suffix, last_events if last else ())
         if pending:
@@ -355,6 +384,7 @@ class Transcript(QTextBrowser):
         start = cursor.position()
         if renders_as_markdown(message.content):
             body = message.content.strip("\n") or "*(empty answer)*"
+            _open_code_fence(cursor, body)
             cursor.insertMarkdown(keep_line_breaks(body))
             if message.role == "assistant":
                 self._colour(message, start, cursor.position(), events)

@@ -4,10 +4,10 @@
 finished job (its summaries, the judgement, the streamed tokens, the loaded pair) into the
 assistant ``ChatMessage`` that is stored with its figures. The window only shows and saves.
 
-An answer cut off at the token limit can be continued: the job's messages end with that
-unfinished answer (the chat formatter renders it without an end-of-turn, see
-``app.engine.chat_template``), and what the continuation writes is appended to the same
-message, its figures merged with the first part's.
+An answer cut off at the token limit, stopped by the person or interrupted can be continued:
+the job's messages end with that unfinished answer (the chat formatter renders it without an
+end-of-turn, see ``app.engine.chat_template``), and what the continuation writes is appended
+to the same message, its figures merged with the first part's.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.engine.config import AcceptRule
-from app.engine.events import RunSummary, StepEvent, TextTail, TokenEvent, TokenKind
+from app.engine.events import RunSummary, StepEvent, StopReason, TextTail, TokenEvent, TokenKind
 from app.engine.exactness import Comparison, Judgement, judge, pause_note, rate
 from app.store.conversations import (
     BASELINE_TEXT_LIMIT,
@@ -36,8 +36,17 @@ KIND_CODES = {
     TokenKind.TARGET: "t",
 }
 CODE_KINDS = {code: kind for kind, code in KIND_CODES.items()}
+# how an answer that Continue can extend ended: the token limit, or Stop while it was written
+UNFINISHED = (StopReason.MAX_TOKENS.value, StopReason.CANCELLED.value)
 
 Stream = Sequence[TokenEvent | TextTail]
+
+
+def unfinished(stats: dict[str, object]) -> bool:
+    """An answer Continue can extend, from its stored figures: cut off at the token limit,
+    stopped by the person while it was written, or interrupted (no run summary at all)."""
+    reason = stats.get("stop_reason")
+    return reason in UNFINISHED or (reason is None and bool(stats.get("interrupted")))
 
 
 def _text_of(event: TokenEvent | TextTail) -> str:
@@ -152,12 +161,12 @@ class ChatSession:
 
     @property
     def can_continue(self) -> bool:
-        """The last answer was cut off at the token limit (and not stopped by the person)."""
+        """The last answer is unfinished: cut off at the token limit, stopped by the person
+        while it was being written, or interrupted (the engine died, the window closed)."""
         messages = self.conversation.messages
         if not messages or messages[-1].role != "assistant":
             return False
-        stats = messages[-1].stats
-        return stats.get("stop_reason") == "max_tokens" and not stats.get("stopped")
+        return unfinished(messages[-1].stats)
 
     @property
     def last_reply(self) -> ChatMessage | None:
@@ -194,7 +203,7 @@ class ChatSession:
         the model goes on from its last token. Only the speculative run: a baseline would
         describe the continuation alone, not the message it extends."""
         if not self.can_continue:
-            raise ValueError("the last answer was not cut off at the token limit")
+            raise ValueError("the last answer is finished: there is nothing to continue")
         self.judgement = None
         self.answer_settings = settings
         self.baseline_asked = False
@@ -308,6 +317,9 @@ class ChatSession:
             stats.pop("kinds", None)
         if cancelled:
             stats["stopped"] = True
+        else:  # the part written now says how the answer ended, not an earlier Stop
+            stats.pop("stopped", None)
+            stats.pop("interrupted", None)
         message = replace(last, content=last.content + spec.text, stats=stats)
         self.conversation = replace(
             self.conversation,

@@ -13,6 +13,10 @@ is killed by ``EngineHost`` itself (``EngineUnresponsive``), during a load as du
 answer. The thread is never terminated; ``shutdown`` closes the engine process and quits the
 thread's event loop.
 
+A pair that fails to load (refused, cancelled, crashed) does not leave the window without
+one: the engine process frees the old pair before loading the next, so the worker loads the
+last pair that worked again and reports it as ``PairLoaded(restored=True)`` after the error.
+
 Timing rule: the baseline (target-only) run starts only after the speculative run has
 finished, on the same loaded weights, so each run's tokens/sec comes from its own compute.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
@@ -69,6 +74,8 @@ class EngineWorker(QObject):
         self._host: EngineHost | None = None  # created in the worker thread on first load
         self._cancel = CancelFlag()  # shared with each engine process
         self._cancelled_loads: set[int] = set()
+        self._last_good: LoadRequest | None = None  # the last pair that loaded
+        self.newest_load = 0  # set by the UI thread before it queues a load
         self._kill_reason = ""  # why SpecDeck itself ended the engine process
         # Crash drill for the frozen bundle's smoke test: SIGKILL the engine process after
         # this many streamed tokens, so the window's survival is checked end to end.
@@ -125,16 +132,25 @@ class EngineWorker(QObject):
 
     # --- implementation ----------------------------------------------------------------
 
-    def _report(self, request_id: int, error: BaseException) -> None:
+    def _report(
+        self,
+        request_id: int,
+        error: BaseException,
+        detail: str | None = None,
+        *,
+        unloaded: bool = False,
+    ) -> None:
         title, message = describe_error(error)
         if isinstance(error, EngineCrashed) and self._kill_reason:
             title, message = stopped_engine(self._kill_reason)
             self._kill_reason = ""
-        detail = traceback.format_exc()
+        detail = traceback.format_exc() if detail is None else detail
         if isinstance(error, EngineCrashed) and error.log:
             detail += "\n--- engine process stderr (last lines) ---\n" + error.log
         crashed = isinstance(error, EngineCrashed) and error.stage != "loading"
-        self.error.emit(WorkerError(request_id, title, message, detail, can_reload=crashed))
+        self.error.emit(
+            WorkerError(request_id, title, message, detail, can_reload=crashed, unloaded=unloaded)
+        )
 
     def _close_engine(self) -> None:
         if self._host is not None:
@@ -175,21 +191,54 @@ class EngineWorker(QObject):
                 text = f"Loading {Path(path).name}… {percent}%"
                 self.busy.emit(Busy(request_id, text, percent / 100.0))
 
+        wanted = LoadRequest(target, use_draft, request.draft_source)
+        try:
+            info = self._host_load(wanted, progress)
+        except Exception as error:  # noqa: BLE001 - reported below, after the old pair is back
+            previous = self._last_good
+            if previous is None or self.newest_load > request_id:  # nothing to go back to,
+                raise  # or a newer pair is already on its way
+            self._restore(request_id, previous, error, traceback.format_exc())
+            return
+        self._last_good = wanted
+        self._emit_loaded(request_id, info, time.perf_counter() - began)
+
+    def _host_load(
+        self, request: LoadRequest, progress: Callable[[str, float], None] | None = None
+    ) -> PairInfo:
         host = self._host
         if host is None or not host.alive:  # else the running process swaps its pair
             self._close_engine()
             host = self._host = EngineHost(self._cancel)
         try:
-            info = host.load(
-                LoadRequest(target, use_draft, request.draft_source), on_progress=progress
-            )
+            return host.load(request, on_progress=progress)
         except BaseException:
             if not host.alive:  # a healthy process (a cancelled or refused load) is kept
                 self._close_engine()
             raise
-        self._emit_loaded(request_id, info, time.perf_counter() - began)
 
-    def _emit_loaded(self, request_id: int, info: PairInfo, load_s: float) -> None:
+    def _restore(
+        self, request_id: int, previous: LoadRequest, error: Exception, detail: str
+    ) -> None:
+        """The engine process freed the old pair before the failed load: load it again, then
+        report the failure, then the old pair as loaded (``restored``)."""
+        name = Path(previous.target.path).name
+        title, _ = describe_error(error)
+        self.busy.emit(Busy(request_id, f"{title}: loading {name} again…"))
+        self._cancel.clear()  # the cancel that ended the failed load must not end this one
+        began = time.perf_counter()
+        try:
+            info = self._host_load(previous)
+        except Exception:  # noqa: BLE001 - the first failure is the one to explain
+            self._last_good = None
+            self._report(request_id, error, detail, unloaded=True)
+            return
+        self._report(request_id, error, detail)
+        self._emit_loaded(request_id, info, time.perf_counter() - began, restored=True)
+
+    def _emit_loaded(
+        self, request_id: int, info: PairInfo, load_s: float, *, restored: bool = False
+    ) -> None:
         self.loaded.emit(
             PairLoaded(
                 request_id,
@@ -200,6 +249,7 @@ class EngineWorker(QObject):
                 info.weights_bytes,
                 info.n_ctx,
                 load_s,
+                restored,
             )
         )
 

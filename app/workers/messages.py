@@ -66,6 +66,7 @@ class PairLoaded:
     weights_bytes: int
     n_ctx: int
     load_s: float
+    restored: bool = False  # the pair that was loaded, back after a newer one failed to load
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ class WorkerError:
     message: str
     detail: str = ""
     can_reload: bool = False  # the engine process died; reloading the pair brings it back
+    unloaded: bool = False  # a load failed and no pair is loaded any more
 
 
 def describe_error(error: BaseException) -> tuple[str, str]:

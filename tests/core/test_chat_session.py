@@ -201,18 +201,25 @@ def test_only_a_last_answer_cut_at_the_token_limit_can_be_continued() -> None:
     finished.start(Settings())
     finished.finish(JobDone(1, False, summary("speculative", "Hello", 1), None, 3), [], None)
     assert not finished.can_continue
+    try:
+        finished.start_continue(Settings())
+    except ValueError as error:
+        assert "finished" in str(error)
+    else:
+        raise AssertionError("a finished answer was continued")
+    # issue 20: an answer stopped while it was written is unfinished too, and can be continued
     stopped = ChatSession()
     stopped.add_user("Hi")
     stopped.start(Settings())
-    cut = summary("speculative", "Hel", 1, stop_reason=StopReason.MAX_TOKENS)
-    stopped.finish(JobDone(1, True, cut, None, 3), [], None)
-    assert not stopped.can_continue  # Stop was the person's choice, not the limit
-    try:
-        stopped.start_continue(Settings())
-    except ValueError as error:
-        assert "cut off" in str(error)
-    else:
-        raise AssertionError("a stopped answer was continued")
+    halted = summary("speculative", "Hel", 1, stop_reason=StopReason.CANCELLED)
+    stopped.finish(JobDone(1, True, halted, None, 3), [], None)
+    assert stopped.can_continue
+    job = stopped.start_continue(Settings())
+    assert job.messages[-1] == {"role": "assistant", "content": "Hel"}
+    more = summary("speculative", "lo.", 1, stop_reason=StopReason.EOG)
+    message = stopped.finish(JobDone(2, False, more, None, 3), [], None)
+    assert message is not None and message.content == "Hello."
+    assert "stopped" not in message.stats and not stopped.can_continue  # finished this time
 
 
 def test_continue_sends_the_unfinished_answer_last_and_no_baseline() -> None:

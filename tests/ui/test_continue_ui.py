@@ -55,16 +55,22 @@ def test_continue_extends_the_cut_off_answer_and_saves_it(make_window, qtbot, ti
     assert button.isHidden() is (more.stop_reason.value != "max_tokens")
 
 
-def test_continue_is_offered_only_for_a_cut_off_last_answer(make_window, isolated) -> None:  # noqa: ANN001
+def test_continue_is_offered_only_for_an_unfinished_last_answer(make_window, isolated) -> None:  # noqa: ANN001
     store = ConversationStore()
     cut = ChatMessage("assistant", "Once upon", stats={"stop_reason": "max_tokens"})
     finished = ChatMessage("assistant", "The end.", stats={"stop_reason": "eog"})
     stopped = ChatMessage("assistant", "Once", stats={"stop_reason": "max_tokens", "stopped": True})
+    # issue 20: an answer the person stopped can be continued like one cut off at Max tokens
+    halted = ChatMessage("assistant", "Once", stats={"stop_reason": "cancelled", "stopped": True})
+    # stopped while the baseline ran: the answer itself had finished
+    done_first = ChatMessage("assistant", "The end.", stats={"stop_reason": "eog", "stopped": True})
     question = ChatMessage("user", "Tell a story")
     cases = {
         "cut": ((question, cut), True),
         "finished": ((question, finished), False),
-        "stopped": ((question, stopped), False),
+        "stopped": ((question, stopped), True),
+        "halted": ((question, halted), True),
+        "donefirst": ((question, done_first), False),
         "cutthenasked": ((question, cut, ChatMessage("user", "and?")), False),
         "cutbeforefinished": ((question, cut, question, finished), False),
     }

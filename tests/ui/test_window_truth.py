@@ -240,7 +240,9 @@ def test_regenerate_and_copy_are_off_in_an_empty_chat(make_window) -> None:
     window = make_window()
     assert window.conversation.messages == ()
     assert not window.chat.regenerate.isEnabled() and not window.chat.copy.isEnabled()
-    assert window.chat.send.isEnabled() and window.chat.new_chat.isEnabled()
+    assert window.chat.new_chat.isEnabled()
+    # no pair loaded: Send says so (issue 20: Send reflects what is loaded)
+    assert not window.chat.send.isEnabled() and "Demo pair" in window.chat.send.toolTip()
 
 
 def test_refused_setting_blocks_send_with_the_reason(make_window, qtbot, tiny_pair) -> None:
