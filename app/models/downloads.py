@@ -17,7 +17,6 @@ import errno
 import hashlib
 import json
 import os
-import re
 import shutil
 import sys
 import threading
@@ -36,6 +35,7 @@ from app.models.hub import (
     GGUFFile,
     HubError,
     Token,
+    as_sha256,
     check_repo_file,
     explain,
     file_url,
@@ -53,7 +53,6 @@ from app.models.hub_http import (
     stream,
 )
 
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 DEFAULT_RESERVE_BYTES = 64 << 20  # keep some room so the disk is not filled to the last byte
 
 
@@ -282,7 +281,7 @@ class Downloader:
             size, etag = remote[f.path]
             state.part = files.index(f) + 1
             state.filename = f.path
-            expected = f.sha256 or _etag_sha256(etag)
+            expected = f.sha256 or as_sha256(etag)
             url = file_url(repo_id, f.path, revision=revision, endpoint=self.endpoint)
             with self._locked(final, cancel):
                 if self.local_state(repo_id, GGUFFile(f.path, size, expected)) == "current":
@@ -294,7 +293,7 @@ class Downloader:
     def _verify_existing(self, final: Path, f: GGUFFile, remote: tuple[int, str | None]) -> bool:
         """Trust a file found at its final path without a record only after checking it."""
         size, etag = remote
-        expected = f.sha256 or _etag_sha256(etag)
+        expected = f.sha256 or as_sha256(etag)
         if final.stat().st_size != size or expected is None:
             return False
         digest = hashlib.sha256()
@@ -506,10 +505,6 @@ class _RestartFromZero(Exception):
 
 def _sidecar(final: Path, suffix: str) -> Path:
     return final.with_name(final.name + suffix)
-
-
-def _etag_sha256(etag: str | None) -> str | None:
-    return etag if etag and _SHA256_RE.match(etag) else None
 
 
 def _read_record(final: Path) -> dict[str, Any] | None:

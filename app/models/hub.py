@@ -48,7 +48,7 @@ MAX_FILE_BYTES = 1 << 41  # 2 TiB: far above any single GGUF file
 MAX_REPO_PATH_CHARS = 512
 MAX_NAME_BYTES = 255  # the longest file name most file systems accept
 _REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _WINDOWS_DEVICES = {
     "CON",
     "PRN",
@@ -67,6 +67,11 @@ _QUANT_RE = re.compile(
     r")(?![A-Za-z0-9])",
     re.IGNORECASE,
 )
+
+
+def as_sha256(value: object) -> str | None:
+    """``value`` if it is a sha256 in lowercase hex (an LFS object id, an ETag), else None."""
+    return value if isinstance(value, str) and _SHA256_RE.fullmatch(value) else None
 
 
 def unsafe_repo_id_reason(repo_id: object) -> str | None:
@@ -403,8 +408,7 @@ def _listed_file(entry: object) -> GGUFFile | None:
     if unsafe_path_reason(path) is not None:
         return None
     assert isinstance(path, str)
-    sha = lfs.get("oid") if isinstance(lfs, dict) else None
-    return GGUFFile(path, size, sha if isinstance(sha, str) and _SHA256_RE.match(sha) else None)
+    return GGUFFile(path, size, as_sha256(lfs.get("oid")) if isinstance(lfs, dict) else None)
 
 
 def file_url(
