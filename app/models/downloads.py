@@ -8,7 +8,8 @@ against the sha256 the Hub reports for LFS files before it is moved into place, 
 hashing it again, notice when it was damaged, and notice when the Hub has a newer version.
 
 Every name from the Hub is checked and the resolved path must stay inside the models
-folder; one download of a file runs at a time, across processes (``<file>.part.lock``).
+folder; one download of a file runs at a time, across processes (a ``filelock`` on
+``<file>.part.lock``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from filelock import FileLock, Timeout
 from huggingface_hub import constants, get_hf_file_metadata, login
 from huggingface_hub.utils import build_hf_headers, get_token
 
@@ -316,20 +317,28 @@ class Downloader:
     @contextmanager
     def _locked(self, final: Path, cancel: threading.Event) -> Iterator[None]:
         final.parent.mkdir(parents=True, exist_ok=True)
-        lock = _FileLock(_sidecar(final, ".part.lock"))
-        waited_until = time.monotonic() + self.lock_wait_s
-        while not lock.try_acquire():
+        path = _sidecar(final, ".part.lock")
+        lock = FileLock(path)
+        try:
+            lock.acquire(timeout=self.lock_wait_s, poll_interval=0.1, cancel_check=cancel.is_set)
+        except Timeout:
             if cancel.is_set():
-                raise DownloadCancelled(f"download of {final.name} cancelled while waiting")
-            if time.monotonic() >= waited_until:
-                raise AlreadyDownloading(
-                    f"{final.name} is already being downloaded by another SpecDeck window or "
-                    "command; wait for it to finish, then try again"
-                )
-            time.sleep(0.1)
+                raise DownloadCancelled(
+                    f"download of {final.name} cancelled while waiting"
+                ) from None
+            raise AlreadyDownloading(
+                f"{final.name} is already being downloaded by another SpecDeck window or "
+                "command; wait for it to finish, then try again"
+            ) from None
+        except OSError as exc:
+            raise _write_error(exc, path) from exc
         try:
             yield
         finally:
+            # Removed while still held, so no lock file is left beside the model; a waiter
+            # that opened the removed file sees it unlinked and locks a new one.
+            with suppress(OSError):
+                path.unlink()
             lock.release()
 
     def _remote_info(self, repo_id: str, f: GGUFFile, revision: str) -> tuple[int, str | None]:
@@ -546,61 +555,6 @@ def _open_part(part: Path) -> Iterator[IO[bytes]]:
         raise _write_error(exc, part) from exc
     with handle:
         yield handle
-
-
-class _FileLock:
-    """An advisory lock on a file, held by this process until released (fcntl / msvcrt)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.handle: IO[bytes] | None = None
-
-    def try_acquire(self) -> bool:
-        try:
-            handle = self.path.open("a+b")
-        except OSError as exc:
-            raise _write_error(exc, self.path) from exc
-        try:
-            if sys.platform == "win32":
-                import msvcrt
-
-                msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
-            else:
-                import fcntl
-
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            return False
-        try:
-            same = os.fstat(handle.fileno()).st_ino == self.path.stat().st_ino
-        except OSError:
-            same = False
-        if not same:  # the holder before us removed the file: lock the new one instead
-            handle.close()
-            return False
-        self.handle = handle
-        return True
-
-    def release(self) -> None:
-        if self.handle is None:
-            return
-        # Removed while still locked, so a waiter never ends up holding a file that is gone.
-        with suppress(OSError):
-            self.path.unlink()
-        try:
-            if sys.platform == "win32":
-                import msvcrt
-
-                self.handle.seek(0)
-                msvcrt.locking(self.handle.fileno(), msvcrt.LK_UNLCK, 1)
-            else:
-                import fcntl
-
-                fcntl.flock(self.handle.fileno(), fcntl.LOCK_UN)
-        finally:
-            self.handle.close()
-            self.handle = None
 
 
 def _part_size(final: Path, etag: str | None) -> int:
