@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from huggingface_hub import constants
+from huggingface_hub import constants, hf_hub_url
 from huggingface_hub.errors import (
     DisabledRepoError,
     GatedRepoError,
@@ -415,10 +415,7 @@ def file_url(
     repo_id: str, filename: str, *, revision: str = "main", endpoint: str | None = None
 ) -> str:
     check_repo_file(repo_id, filename)
-    return (
-        f"{endpoint_or_default(endpoint)}/{repo_id}/resolve/"
-        f"{quote(revision, safe='')}/{quote(filename)}"
-    )
+    return hf_hub_url(repo_id, filename, revision=revision, endpoint=endpoint_or_default(endpoint))
 
 
 def read_remote_header(
