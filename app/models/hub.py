@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+import httpx2
 from huggingface_hub import constants, hf_hub_url
 from huggingface_hub.errors import (
     DisabledRepoError,
@@ -166,9 +167,7 @@ def explain(exc: BaseException, what: str) -> HubError:
         return HubError(
             f"{what}: cannot write or read {exc.filename or 'a file'}: {exc.strerror or exc}"
         )
-    if isinstance(exc, ConnectionError | TimeoutError | socket.gaierror) or type(
-        exc
-    ).__module__.startswith("httpx"):
+    if isinstance(exc, ConnectionError | TimeoutError | socket.gaierror | httpx2.TransportError):
         return HubError(
             f"{what}: cannot reach the Hugging Face Hub ({exc}). "
             "Check the network, or switch to offline mode"

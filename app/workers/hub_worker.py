@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx2
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from app.errors import GenerationCancelled
@@ -323,29 +324,28 @@ def choose_draft_group(
     return best
 
 
+_UNREACHABLE = (
+    TransferTimedOut,
+    TransferStalled,
+    ConnectionError,
+    TimeoutError,
+    socket.gaierror,
+    httpx2.NetworkError,
+    httpx2.ConnectTimeout,
+    httpx2.ReadTimeout,
+    httpx2.PoolTimeout,
+    httpx2.RemoteProtocolError,
+)
+
+
 def is_unreachable(exc: BaseException) -> bool:
     """Whether ``exc`` means the Hub could not be reached (no network, refused, silent)."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(
-            current,
-            TransferTimedOut | TransferStalled | ConnectionError | TimeoutError | socket.gaierror,
-        ):
-            return True
-        module = type(current).__module__
-        if module.startswith("httpx") and type(current).__name__ in (
-            "ConnectError",
-            "ConnectTimeout",
-            "ReadTimeout",
-            "PoolTimeout",
-            "NetworkError",
-            "RemoteProtocolError",
-            "ReadError",
-        ):
-            return True
-        if type(current).__name__ == "OfflineModeIsEnabled":
+        # huggingface_hub's OfflineModeIsEnabled is a ConnectionError
+        if isinstance(current, _UNREACHABLE):
             return True
         current = current.__cause__ or current.__context__
     return False
