@@ -41,7 +41,6 @@ from app.models.gguf_header import (
 )
 from app.models.hardware import Hardware, detect_hardware
 from app.models.hub import (
-    SPLIT_RE,
     HubError,
     ModelHit,
     QuantGroup,
@@ -58,6 +57,7 @@ from app.models.hub_http import (
     TransferTimedOut,
 )
 from app.models.library import split_parts
+from app.models.split_names import split_name
 
 CALIBRATION_PROMPT = (
     "Write a Python function that returns the n-th Fibonacci number, "
@@ -359,8 +359,8 @@ def local_gguf_files(folder: Path, limit: int = MAX_LOCAL_FILES) -> list[Path]:
     for path in sorted(folder.rglob("*.gguf")):
         if len(found) >= limit:
             break
-        match = SPLIT_RE.search(path.name)
-        if match is not None and int(match.group(1)) != 1:
+        split = split_name(path.name)
+        if split is not None and split.index != 1:
             continue
         if path.is_file() and not path.is_symlink():
             found.append(path)
