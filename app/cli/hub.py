@@ -141,7 +141,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     hardware = detect_hardware()
     result = assess(estimate, hardware)
-    devices = ", ".join(f"{g.name} {gib(g.free)} free" for g in hardware.gpus) or "none"
+    devices = ", ".join(f"{g.label} {gib(g.free_bytes)} free" for g in hardware.gpus) or "none"
     print(f"backend: {hardware.backend}; GPUs: {devices}; RAM {gib(hardware.ram_free)} free")
     for role, ref, mem, f in (
         ("target", refs[0], estimate.target, facts[0]),
