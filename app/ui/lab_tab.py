@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+from superqt.utils import signals_blocked
 
 from app.engine.config import DraftSource
 from app.engine.engine_host import CancelFlag
@@ -596,12 +597,11 @@ class LabTab(QWidget):
         self.verdict.setText(verdict.describe())
 
     def _fill_recommendations(self, analysis: Analysis) -> None:
-        self.recommendation.blockSignals(True)
-        self.recommendation.clear()
-        for rec in analysis.recommendations:
-            use = rec.config or "target alone"
-            self.recommendation.addItem(f"{rec.category}: {use} — {rec.reason}", rec.config)
-        self.recommendation.blockSignals(False)
+        with signals_blocked(self.recommendation):
+            self.recommendation.clear()
+            for rec in analysis.recommendations:
+                use = rec.config or "target alone"
+                self.recommendation.addItem(f"{rec.category}: {use} — {rec.reason}", rec.config)
         self._recommendation_chosen()
 
     def _recommendation_chosen(self) -> None:
