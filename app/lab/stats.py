@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from app.engine.exactness import near_tie_words
 from app.lab.plan import BASELINE, Claim
 
 ALL = "all"
@@ -26,7 +27,6 @@ METRICS = (
     "host_ms_per_token",
     "tok_s",
 )
-NEAR_TIE = 0.5  # logit margin below which a T=0 divergence is batched-arithmetic noise
 
 
 @dataclass(frozen=True)
@@ -231,7 +231,7 @@ def failures(rows: Sequence[Row]) -> list[Failure]:
                 )
             )
         if r.identical is False:
-            tie = "near-tie" if r.margin is not None and r.margin < NEAR_TIE else "NOT a near-tie"
+            tie = near_tie_words(r.margin)
             margin = "?" if r.margin is None else f"{r.margin:.4f}"
             found.append(
                 Failure(
