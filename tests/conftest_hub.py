@@ -24,6 +24,12 @@ def fake_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHu
     hf_home = tmp_path / "hf_home"
     hf_home.mkdir()
     monkeypatch.setattr(constants, "ENDPOINT", hub.url)
+    # what hf_hub_url builds file addresses from, derived from the endpoint at import too
+    monkeypatch.setattr(
+        constants,
+        "HUGGINGFACE_CO_URL_TEMPLATE",
+        hub.url + "/{repo_id}/resolve/{revision}/{filename}",
+    )
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(hf_home / "token"))
     monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(hf_home / "stored_tokens"))

@@ -15,7 +15,7 @@ from app.models.fit import (
     model_memory,
 )
 from app.models.gguf_header import ModelFacts, model_facts, read_local_header
-from app.models.hardware import GpuDevice, Hardware, detect_hardware
+from app.models.hardware import Device, Hardware, detect_hardware
 from tests.ggufs import write_gguf
 
 GIB = 1 << 30
@@ -47,8 +47,9 @@ def facts(
     )
 
 
-def gpu(free_gib: float, index: int = 0) -> GpuDevice:
-    return GpuDevice(index, f"GPU {index}", 24 * GIB, int(free_gib * GIB))
+def gpu(free_gib: float, index: int = 0, free: int | None = None) -> Device:
+    free = int(free_gib * GIB) if free is None else free
+    return Device(f"CUDA{index}", f"GPU {index}", "GPU", free, 24 * GIB)
 
 
 def test_kv_cache_formula() -> None:
@@ -65,9 +66,7 @@ def test_labels_against_gpu_and_ram() -> None:
     assert 7 * GIB < est.needed < 9 * GIB
     big = Hardware("CUDA", (gpu(20),), 64 * GIB, 32 * GIB, 8)
     assert assess(est, big).label is FitLabel.FITS
-    exact = Hardware(
-        "CUDA", (GpuDevice(0, "g", 24 * GIB, est.needed + MARGIN_FIXED // 2),), 64 * GIB, 0, 8
-    )
+    exact = Hardware("CUDA", (gpu(0, free=est.needed + MARGIN_FIXED // 2),), 64 * GIB, 0, 8)
     assert assess(est, exact).label is FitLabel.TIGHT
     spill = Hardware("CUDA", (gpu(6),), 64 * GIB, 32 * GIB, 8)
     result = assess(est, spill)

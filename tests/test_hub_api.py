@@ -64,6 +64,22 @@ def test_split_files_are_one_model() -> None:
     assert "3 parts" in groups[0].label
 
 
+def test_parts_that_name_different_splits_are_no_model() -> None:
+    files = [
+        GGUFFile("m-Q4_K_M-00001-of-00002.gguf", 10, None),
+        GGUFFile("m-Q4_K_M-00002-of-00003.gguf", 10, None),  # a part of another split
+    ]
+    assert group_gguf_files(files) == []
+
+
+def test_a_local_split_model_s_size_counts_its_parts_only(tmp_path: Path) -> None:
+    for i, size in ((1, 3), (2, 5)):
+        (tmp_path / f"m-0000{i}-of-00002.gguf").write_bytes(b"x" * size)
+    (tmp_path / "m-00001-of-00003.gguf").write_bytes(b"x" * 100)  # parts of other models
+    (tmp_path / "m-Q8_0-00001-of-00002.gguf").write_bytes(b"x" * 100)
+    assert ModelRef(path=tmp_path / "m-00001-of-00002.gguf").size() == 8
+
+
 @pytest.mark.parametrize(
     ("name", "quant"),
     [

@@ -17,6 +17,7 @@ import pytest
 
 from app.models.downloads import (
     AlreadyDownloading,
+    DownloadCancelled,
     Downloader,
     DownloadError,
     NotEnoughDiskSpace,
@@ -365,6 +366,42 @@ def test_second_download_of_the_same_file_is_told_or_waits(
     )
     assert len(populated_hub.requests_for(BIG)) == 1  # the waiter did not fetch it again
     assert not (tmp_path / "acme--Big-GGUF" / (BIG + ".part.lock")).exists()
+
+
+_CHILD_HOLD_LOCK = textwrap.dedent("""
+    import sys, time
+    from filelock import FileLock
+    with FileLock(sys.argv[1]):
+        print("held", flush=True)
+        time.sleep(60)
+""")
+
+
+def test_a_download_waiting_for_the_lock_stops_when_cancelled(
+    populated_hub: FakeHub, tmp_path: Path
+) -> None:
+    lock = tmp_path / "acme--Big-GGUF" / (BIG + ".part.lock")
+    lock.parent.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _CHILD_HOLD_LOCK, str(lock)],
+        env=_child_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        cancel = threading.Event()
+        threading.Timer(0.5, cancel.set).start()
+        started = time.monotonic()
+        with pytest.raises(DownloadCancelled, match="cancelled while waiting"):
+            Downloader(tmp_path, token=False, lock_wait_s=60).download(
+                "acme/Big-GGUF", BIG, cancel=cancel
+            )
+        assert time.monotonic() - started < 10
+        assert populated_hub.requests_for(BIG) == []
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 # --- errors that say the right thing --------------------------------------------------------

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
 
 pytest.importorskip("PySide6")
@@ -19,9 +20,10 @@ from PySide6.QtCore import Qt  # noqa: E402
 
 from app.models.catalog import Catalog  # noqa: E402
 from app.models.hardware import Hardware  # noqa: E402
+from app.models.hub import HubError, explain  # noqa: E402
 from app.models.library import Library  # noqa: E402
 from app.ui.wizard import PairWizard  # noqa: E402
-from app.workers.hub_worker import PROBE_DEADLINE_S  # noqa: E402
+from app.workers.hub_worker import PROBE_DEADLINE_S, is_unreachable  # noqa: E402
 from tests.ggufs import write_gguf  # noqa: E402
 from tests.hub_server import FakeHub, FakeRepo  # noqa: E402
 from tests.test_wizard import DRAFT, GIB, shoot, tiny_catalog  # noqa: E402
@@ -281,3 +283,16 @@ def test_draft_dead_end_offers_quantization_typed_repo_and_ngram(  # type: ignor
     library = Library()
     profile = library.profiles["Lonely-1B + n-gram"]
     assert profile.draft is None and wizard.page_finish.activated == profile.name
+
+
+class _ProxyRefused(httpx2.ConnectError):
+    """A transport's own kind of refused connection: an httpx2 error under another name."""
+
+
+def test_an_unreachable_hub_is_known_by_the_error_s_type_not_its_name() -> None:
+    wrapped = HubError("listing acme/x failed")
+    wrapped.__cause__ = _ProxyRefused("connection refused by the proxy")
+    assert is_unreachable(wrapped)
+    assert is_unreachable(httpx2.WriteError("broken pipe"))
+    assert not is_unreachable(HubError("acme/x: the Hub answered HTTP 404"))
+    assert "cannot reach the Hugging Face Hub" in str(explain(_ProxyRefused("refused"), "listing"))

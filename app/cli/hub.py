@@ -18,7 +18,6 @@ from app.models.fit import KV_BYTES_PER_ELEMENT, assess, estimate_pair, gib
 from app.models.gguf_header import GGUFFormatError, model_facts, vocab_info
 from app.models.hardware import detect_hardware
 from app.models.hub import (
-    SPLIT_RE,
     GGUFFile,
     HubError,
     ModelRef,
@@ -85,7 +84,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
             group = group_for_file(
                 args.repo, list_repo_files(args.repo, revision=args.revision), args.file
             )
-            if group.is_split and SPLIT_RE.search(args.file):
+            if group.is_split:
                 print(
                     f"{args.file} is part of a split model: fetching all {len(group.files)} parts",
                     file=sys.stderr,
@@ -142,7 +141,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     hardware = detect_hardware()
     result = assess(estimate, hardware)
-    devices = ", ".join(f"{g.name} {gib(g.free)} free" for g in hardware.gpus) or "none"
+    devices = ", ".join(f"{g.label} {gib(g.free_bytes)} free" for g in hardware.gpus) or "none"
     print(f"backend: {hardware.backend}; GPUs: {devices}; RAM {gib(hardware.ram_free)} free")
     for role, ref, mem, f in (
         ("target", refs[0], estimate.target, facts[0]),

@@ -21,6 +21,15 @@ if TYPE_CHECKING:
 NEAR_TIE_LOGIT_MARGIN = 0.5  # below this the flip is attributed to batched arithmetic
 
 
+def is_near_tie(margin: float | None) -> bool:
+    return margin is not None and margin < NEAR_TIE_LOGIT_MARGIN
+
+
+def near_tie_words(margin: float | None) -> str:
+    """What a greedy divergence with this top-two logit margin is called (chat and Lab)."""
+    return "near-tie" if is_near_tie(margin) else "NOT a near-tie"
+
+
 @dataclass(frozen=True)
 class Comparison:
     identical: bool
@@ -30,12 +39,12 @@ class Comparison:
 
     @property
     def near_tie(self) -> bool:
-        return self.margin is not None and self.margin < NEAR_TIE_LOGIT_MARGIN
+        return is_near_tie(self.margin)
 
     def describe(self) -> str:
         if self.identical:
             return "identical"
-        kind = "near-tie" if self.near_tie else "NOT a near-tie"
+        kind = near_tie_words(self.margin)
         return f"diverged at token {self.first_divergence} ({kind}, margin {self.margin:.4f})"
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from app.engine.exactness import near_tie_words
 from app.lab import interference
 from app.lab.plan import BASELINE, Claim
 
@@ -27,7 +28,6 @@ METRICS = (
     "host_ms_per_token",
     "tok_s",
 )
-NEAR_TIE = 0.5  # logit margin below which a T=0 divergence is batched-arithmetic noise
 # A recommendation rests on at least this many held-out runs of its configuration in its
 # category (prompts × repeats); fewer, and one lucky prompt decides it.
 MIN_HELD_OUT_RUNS = 5
@@ -281,7 +281,7 @@ def failures(rows: Sequence[Row]) -> list[Failure]:
                 )
             )
         if r.identical is False:
-            tie = "near-tie" if r.margin is not None and r.margin < NEAR_TIE else "NOT a near-tie"
+            tie = near_tie_words(r.margin)
             margin = "?" if r.margin is None else f"{r.margin:.4f}"
             found.append(
                 Failure(

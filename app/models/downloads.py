@@ -8,7 +8,8 @@ against the sha256 the Hub reports for LFS files before it is moved into place, 
 hashing it again, notice when it was damaged, and notice when the Hub has a newer version.
 
 Every name from the Hub is checked and the resolved path must stay inside the models
-folder; one download of a file runs at a time, across processes (``<file>.part.lock``).
+folder; one download of a file runs at a time, across processes (a ``filelock`` on
+``<file>.part.lock``).
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ import errno
 import hashlib
 import json
 import os
-import re
 import shutil
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from filelock import FileLock, Timeout
 from huggingface_hub import constants, get_hf_file_metadata, login
 from huggingface_hub.utils import build_hf_headers, get_token
 
@@ -36,6 +36,7 @@ from app.models.hub import (
     GGUFFile,
     HubError,
     Token,
+    as_sha256,
     check_repo_file,
     explain,
     file_url,
@@ -53,7 +54,6 @@ from app.models.hub_http import (
     stream,
 )
 
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 DEFAULT_RESERVE_BYTES = 64 << 20  # keep some room so the disk is not filled to the last byte
 
 
@@ -282,7 +282,7 @@ class Downloader:
             size, etag = remote[f.path]
             state.part = files.index(f) + 1
             state.filename = f.path
-            expected = f.sha256 or _etag_sha256(etag)
+            expected = f.sha256 or as_sha256(etag)
             url = file_url(repo_id, f.path, revision=revision, endpoint=self.endpoint)
             with self._locked(final, cancel):
                 if self.local_state(repo_id, GGUFFile(f.path, size, expected)) == "current":
@@ -294,7 +294,7 @@ class Downloader:
     def _verify_existing(self, final: Path, f: GGUFFile, remote: tuple[int, str | None]) -> bool:
         """Trust a file found at its final path without a record only after checking it."""
         size, etag = remote
-        expected = f.sha256 or _etag_sha256(etag)
+        expected = f.sha256 or as_sha256(etag)
         if final.stat().st_size != size or expected is None:
             return False
         digest = hashlib.sha256()
@@ -317,20 +317,28 @@ class Downloader:
     @contextmanager
     def _locked(self, final: Path, cancel: threading.Event) -> Iterator[None]:
         final.parent.mkdir(parents=True, exist_ok=True)
-        lock = _FileLock(_sidecar(final, ".part.lock"))
-        waited_until = time.monotonic() + self.lock_wait_s
-        while not lock.try_acquire():
+        path = _sidecar(final, ".part.lock")
+        lock = FileLock(path)
+        try:
+            lock.acquire(timeout=self.lock_wait_s, poll_interval=0.1, cancel_check=cancel.is_set)
+        except Timeout:
             if cancel.is_set():
-                raise DownloadCancelled(f"download of {final.name} cancelled while waiting")
-            if time.monotonic() >= waited_until:
-                raise AlreadyDownloading(
-                    f"{final.name} is already being downloaded by another SpecDeck window or "
-                    "command; wait for it to finish, then try again"
-                )
-            time.sleep(0.1)
+                raise DownloadCancelled(
+                    f"download of {final.name} cancelled while waiting"
+                ) from None
+            raise AlreadyDownloading(
+                f"{final.name} is already being downloaded by another SpecDeck window or "
+                "command; wait for it to finish, then try again"
+            ) from None
+        except OSError as exc:
+            raise _write_error(exc, path) from exc
         try:
             yield
         finally:
+            # Removed while still held, so no lock file is left beside the model; a waiter
+            # that opened the removed file sees it unlinked and locks a new one.
+            with suppress(OSError):
+                path.unlink()
             lock.release()
 
     def _remote_info(self, repo_id: str, f: GGUFFile, revision: str) -> tuple[int, str | None]:
@@ -508,10 +516,6 @@ def _sidecar(final: Path, suffix: str) -> Path:
     return final.with_name(final.name + suffix)
 
 
-def _etag_sha256(etag: str | None) -> str | None:
-    return etag if etag and _SHA256_RE.match(etag) else None
-
-
 def _read_record(final: Path) -> dict[str, Any] | None:
     try:
         record = json.loads(_sidecar(final, ".done.json").read_text(encoding="utf-8"))
@@ -551,61 +555,6 @@ def _open_part(part: Path) -> Iterator[IO[bytes]]:
         raise _write_error(exc, part) from exc
     with handle:
         yield handle
-
-
-class _FileLock:
-    """An advisory lock on a file, held by this process until released (fcntl / msvcrt)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.handle: IO[bytes] | None = None
-
-    def try_acquire(self) -> bool:
-        try:
-            handle = self.path.open("a+b")
-        except OSError as exc:
-            raise _write_error(exc, self.path) from exc
-        try:
-            if sys.platform == "win32":
-                import msvcrt
-
-                msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
-            else:
-                import fcntl
-
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            return False
-        try:
-            same = os.fstat(handle.fileno()).st_ino == self.path.stat().st_ino
-        except OSError:
-            same = False
-        if not same:  # the holder before us removed the file: lock the new one instead
-            handle.close()
-            return False
-        self.handle = handle
-        return True
-
-    def release(self) -> None:
-        if self.handle is None:
-            return
-        # Removed while still locked, so a waiter never ends up holding a file that is gone.
-        with suppress(OSError):
-            self.path.unlink()
-        try:
-            if sys.platform == "win32":
-                import msvcrt
-
-                self.handle.seek(0)
-                msvcrt.locking(self.handle.fileno(), msvcrt.LK_UNLCK, 1)
-            else:
-                import fcntl
-
-                fcntl.flock(self.handle.fileno(), fcntl.LOCK_UN)
-        finally:
-            self.handle.close()
-            self.handle = None
 
 
 def _part_size(final: Path, etag: str | None) -> int:

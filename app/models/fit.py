@@ -17,7 +17,7 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from app.engine.config import KV_TYPES
 from app.models.gguf_header import ModelFacts
-from app.models.hardware import GpuDevice, Hardware
+from app.models.hardware import Device, Hardware
 
 MIB = 1 << 20
 # bytes per cached element of each KV-cache type llama.cpp is offered (ggml's block sizes)
@@ -164,7 +164,7 @@ class FitResult:
     available: int
     where: str  # "GPU", "GPU + RAM" or "RAM"
     message: str
-    per_device: tuple[tuple[GpuDevice, int], ...] = ()  # bytes each GPU would hold
+    per_device: tuple[tuple[Device, int], ...] = ()  # bytes each GPU would hold
 
 
 def gib(n: float) -> str:
@@ -186,9 +186,9 @@ def assess(estimate: PairEstimate, hardware: Hardware) -> FitResult:
         pool, where = hardware.gpu_free, "GPU"
     else:
         pool, where = hardware.ram_free, "RAM"
-    shares: tuple[tuple[GpuDevice, int], ...] = ()
+    shares: tuple[tuple[Device, int], ...] = ()
     if hardware.uses_gpu and pool > 0:
-        shares = tuple((g, needed * g.free // pool) for g in hardware.gpus)
+        shares = tuple((g, needed * g.free_bytes // pool) for g in hardware.gpus)
     summary = f"needs {gib(needed)} + {gib(estimate.margin)} margin, {gib(pool)} free in {where}"
     beyond = trained_context_note(estimate.n_ctx, estimate.trained_ctx)
     if beyond is not None:

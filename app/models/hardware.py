@@ -21,11 +21,18 @@ _DEVICE_TYPES = {0: "CPU", 1: "GPU", 2: "iGPU", 3: "accelerator"}
 
 @dataclass(frozen=True)
 class Device:
-    name: str
-    description: str
-    kind: str
+    """One ggml backend device, as llama.cpp lists it."""
+
+    name: str  # ggml's name for it, e.g. "CUDA0"
+    description: str  # the product, e.g. "NVIDIA GeForce RTX 4090"; may be empty
+    kind: str  # "CPU", "GPU", "iGPU" or "accelerator"
     free_bytes: int
     total_bytes: int
+
+    @property
+    def label(self) -> str:
+        """What a person recognises it by."""
+        return self.description or self.name
 
 
 def _ggml() -> ctypes.CDLL:
@@ -77,24 +84,16 @@ def gpu_offload() -> bool:
 
 
 @dataclass(frozen=True)
-class GpuDevice:
-    index: int
-    name: str
-    total: int
-    free: int
-
-
-@dataclass(frozen=True)
 class Hardware:
     backend: str  # "CUDA", "Metal", "Vulkan" or "CPU"
-    gpus: tuple[GpuDevice, ...]
+    gpus: tuple[Device, ...]  # the GPUs llama.cpp offloads to
     ram_total: int
     ram_free: int
     cpu_count: int
 
     @property
     def gpu_free(self) -> int:
-        return sum(g.free for g in self.gpus)
+        return sum(g.free_bytes for g in self.gpus)
 
     @property
     def uses_gpu(self) -> bool:
@@ -120,14 +119,10 @@ def detect_hardware() -> Hardware:
     cpus = os.cpu_count() or 1
     if not gpu_offload():
         return Hardware("CPU", (), total, available, cpus)
-    gpus = [d for d in devices() if d.kind in ("GPU", "iGPU")]
+    gpus = tuple(d for d in devices() if d.kind in ("GPU", "iGPU"))
     if not gpus:
         return Hardware("CPU", (), total, available, cpus)
-    found = tuple(
-        GpuDevice(index, d.description or d.name, d.total_bytes, d.free_bytes)
-        for index, d in enumerate(gpus)
-    )
-    return Hardware(_backend_of(gpus[0]), found, total, available, cpus)
+    return Hardware(_backend_of(gpus[0]), gpus, total, available, cpus)
 
 
 def system_info() -> str:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from huggingface_hub import constants
+import httpx2
+from huggingface_hub import constants, hf_hub_url
 from huggingface_hub.errors import (
     DisabledRepoError,
     GatedRepoError,
@@ -37,6 +38,7 @@ from app.models.hub_http import (
     TransferLimits,
     get_json,
 )
+from app.models.split_names import part_names, split_name, unsplit
 
 Token = str | bool | None
 
@@ -48,7 +50,7 @@ MAX_FILE_BYTES = 1 << 41  # 2 TiB: far above any single GGUF file
 MAX_REPO_PATH_CHARS = 512
 MAX_NAME_BYTES = 255  # the longest file name most file systems accept
 _REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _WINDOWS_DEVICES = {
     "CON",
     "PRN",
@@ -58,7 +60,6 @@ _WINDOWS_DEVICES = {
     *(f"LPT{i}" for i in range(10)),
 }
 
-SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 # Longest names first so "Q4_K_M" wins over "Q4_K" and "IQ4_XS" over "Q4".
 _QUANT_RE = re.compile(
     r"(?<![A-Za-z0-9])("
@@ -67,6 +68,11 @@ _QUANT_RE = re.compile(
     r")(?![A-Za-z0-9])",
     re.IGNORECASE,
 )
+
+
+def as_sha256(value: object) -> str | None:
+    """``value`` if it is a sha256 in lowercase hex (an LFS object id, an ETag), else None."""
+    return value if isinstance(value, str) and _SHA256_RE.fullmatch(value) else None
 
 
 def unsafe_repo_id_reason(repo_id: object) -> str | None:
@@ -161,9 +167,7 @@ def explain(exc: BaseException, what: str) -> HubError:
         return HubError(
             f"{what}: cannot write or read {exc.filename or 'a file'}: {exc.strerror or exc}"
         )
-    if isinstance(exc, ConnectionError | TimeoutError | socket.gaierror) or type(
-        exc
-    ).__module__.startswith("httpx"):
+    if isinstance(exc, ConnectionError | TimeoutError | socket.gaierror | httpx2.TransportError):
         return HubError(
             f"{what}: cannot reach the Hugging Face Hub ({exc}). "
             "Check the network, or switch to offline mode"
@@ -271,7 +275,7 @@ class QuantGroup:
         return (
             Path(self.first.path).name
             if not self.is_split
-            else (f"{Path(SPLIT_RE.sub('', self.first.path)).name} ({len(self.files)} parts)")
+            else f"{Path(unsplit(self.first.path)).name} ({len(self.files)} parts)"
         )
 
 
@@ -290,13 +294,11 @@ def group_gguf_files(files: list[GGUFFile]) -> list[QuantGroup]:
         name = Path(f.path).name
         if not name.lower().endswith(".gguf") or name.lower().startswith("mmproj"):
             continue
-        key = SPLIT_RE.sub("", f.path)
-        groups.setdefault(key, []).append(f)
+        groups.setdefault(unsplit(f.path), []).append(f)
     result = []
     for key, parts in groups.items():
         parts.sort(key=lambda f: f.path)
-        match = SPLIT_RE.search(parts[0].path)
-        if match and len(parts) != int(match.group(2)):
+        if [f.path for f in parts] != part_names(parts[0].path):
             continue  # an incomplete split upload cannot be loaded
         result.append(QuantGroup(quant_from_filename(key), tuple(parts)))
     result.sort(key=lambda g: g.size)
@@ -312,12 +314,11 @@ def group_for_file(repo_id: str, files: list[GGUFFile], filename: str) -> QuantG
     for group in group_gguf_files(files):
         if any(f.path == filename for f in group.files):
             return group
-    match = SPLIT_RE.search(filename)
-    if match is None:
+    split = split_name(filename)
+    if split is None:
         raise HubError(f"{filename!r} in {repo_id} is not a GGUF model file")
-    stem, count = filename[: match.start()], int(match.group(2))
-    expected = [f"{stem}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
-    missing = [name for name in expected if name not in names]
+    count = split.count
+    missing = [name for name in part_names(filename) if name not in names]
     shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
     raise HubError(
         f"{repo_id}: {filename} is one of {count} parts of a split model, and "
@@ -403,18 +404,14 @@ def _listed_file(entry: object) -> GGUFFile | None:
     if unsafe_path_reason(path) is not None:
         return None
     assert isinstance(path, str)
-    sha = lfs.get("oid") if isinstance(lfs, dict) else None
-    return GGUFFile(path, size, sha if isinstance(sha, str) and _SHA256_RE.match(sha) else None)
+    return GGUFFile(path, size, as_sha256(lfs.get("oid")) if isinstance(lfs, dict) else None)
 
 
 def file_url(
     repo_id: str, filename: str, *, revision: str = "main", endpoint: str | None = None
 ) -> str:
     check_repo_file(repo_id, filename)
-    return (
-        f"{endpoint_or_default(endpoint)}/{repo_id}/resolve/"
-        f"{quote(revision, safe='')}/{quote(filename)}"
-    )
+    return hf_hub_url(repo_id, filename, revision=revision, endpoint=endpoint_or_default(endpoint))
 
 
 def read_remote_header(
@@ -471,11 +468,8 @@ class ModelRef:
     def size(self, *, endpoint: str | None = None, token: Token = None) -> int:
         """Bytes on disk of the whole model (all split parts)."""
         if self.path is not None:
-            match = SPLIT_RE.search(self.path.name)
-            if match is None:
-                return self.path.stat().st_size
-            pattern = SPLIT_RE.sub("", self.path.name) + "-*-of-" + match.group(2) + ".gguf"
-            return sum(p.stat().st_size for p in self.path.parent.glob(pattern))
+            parts = [self.path.with_name(name) for name in part_names(self.path.name)]
+            return sum(p.stat().st_size for p in parts if p.is_file())
         assert self.repo_id is not None and self.filename is not None
         for group in list_gguf_files(self.repo_id, endpoint=endpoint, token=token):
             if any(f.path == self.filename for f in group.files):

@@ -19,7 +19,8 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from app.engine.config import ModelSpec
 from app.models.gguf_header import GGUFFormatError, model_facts, read_local_header
-from app.models.hub import SPLIT_RE, unsafe_repo_id_reason
+from app.models.hub import unsafe_repo_id_reason
+from app.models.split_names import part_names
 from app.store.current_pair import LIBRARY_FILE, LIBRARY_LIMIT, V1_ACTIVE_KEY, same_file
 from app.store.fileio import (
     StoredFileError,
@@ -152,12 +153,7 @@ def describe_gguf(
 
 
 def split_parts(first: Path) -> list[Path]:
-    match = SPLIT_RE.search(first.name)
-    if match is None:
-        return [first]
-    stem = SPLIT_RE.sub("", first.name)
-    count = int(match.group(2))
-    return [first.with_name(f"{stem}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
+    return [first.with_name(name) for name in part_names(first.name)]
 
 
 def _list_of(data: dict[str, Any], key: str) -> list[Any]:

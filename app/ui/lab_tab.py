@@ -42,6 +42,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+from superqt.utils import signals_blocked
 
 from app.engine.config import DraftSource
 from app.engine.engine_host import CancelFlag
@@ -572,12 +573,12 @@ class LabTab(QWidget):
         self.verdict.setText(verdict.describe())
 
     def _fill_recommendations(self, analysis: Analysis) -> None:
-        self.recommendation.blockSignals(True)
-        self.recommendation.clear()
-        for rec in analysis.recommendations:
-            # only a recommendation to use a configuration can be applied
-            self.recommendation.addItem(rec.describe(), rec.config if rec.status == USE else None)
-        self.recommendation.blockSignals(False)
+        with signals_blocked(self.recommendation):
+            self.recommendation.clear()
+            for rec in analysis.recommendations:
+                # only a recommendation to use a configuration can be applied
+                data = rec.config if rec.status == USE else None
+                self.recommendation.addItem(rec.describe(), data)
         self._recommendation_chosen()
 
     def _recommendation_chosen(self) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx2
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from app.errors import GenerationCancelled
@@ -40,7 +41,6 @@ from app.models.gguf_header import (
 )
 from app.models.hardware import Hardware, detect_hardware
 from app.models.hub import (
-    SPLIT_RE,
     HubError,
     ModelHit,
     QuantGroup,
@@ -57,6 +57,7 @@ from app.models.hub_http import (
     TransferTimedOut,
 )
 from app.models.library import split_parts
+from app.models.split_names import split_name
 
 CALIBRATION_PROMPT = (
     "Write a Python function that returns the n-th Fibonacci number, "
@@ -323,29 +324,28 @@ def choose_draft_group(
     return best
 
 
+_UNREACHABLE = (
+    TransferTimedOut,
+    TransferStalled,
+    ConnectionError,
+    TimeoutError,
+    socket.gaierror,
+    httpx2.NetworkError,
+    httpx2.ConnectTimeout,
+    httpx2.ReadTimeout,
+    httpx2.PoolTimeout,
+    httpx2.RemoteProtocolError,
+)
+
+
 def is_unreachable(exc: BaseException) -> bool:
     """Whether ``exc`` means the Hub could not be reached (no network, refused, silent)."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(
-            current,
-            TransferTimedOut | TransferStalled | ConnectionError | TimeoutError | socket.gaierror,
-        ):
-            return True
-        module = type(current).__module__
-        if module.startswith("httpx") and type(current).__name__ in (
-            "ConnectError",
-            "ConnectTimeout",
-            "ReadTimeout",
-            "PoolTimeout",
-            "NetworkError",
-            "RemoteProtocolError",
-            "ReadError",
-        ):
-            return True
-        if type(current).__name__ == "OfflineModeIsEnabled":
+        # huggingface_hub's OfflineModeIsEnabled is a ConnectionError
+        if isinstance(current, _UNREACHABLE):
             return True
         current = current.__cause__ or current.__context__
     return False
@@ -359,8 +359,8 @@ def local_gguf_files(folder: Path, limit: int = MAX_LOCAL_FILES) -> list[Path]:
     for path in sorted(folder.rglob("*.gguf")):
         if len(found) >= limit:
             break
-        match = SPLIT_RE.search(path.name)
-        if match is not None and int(match.group(1)) != 1:
+        split = split_name(path.name)
+        if split is not None and split.index != 1:
             continue
         if path.is_file() and not path.is_symlink():
             found.append(path)

@@ -43,7 +43,7 @@ from PySide6.QtWidgets import (
 from app.engine.config import DraftSource
 from app.engine.synthetic import write_tiny_llama
 from app.models.catalog import Catalog, CatalogModel, CatalogPair
-from app.models.hardware import GpuDevice, Hardware
+from app.models.hardware import Device, Hardware
 from app.models.library import Library, Profile
 from app.store.conversations import ChatMessage, Conversation, ConversationStore
 from app.store.settings import Settings
@@ -449,7 +449,7 @@ def test_the_wizard_shows_hub_names_metadata_and_paths_as_text(
         ),
         (CatalogPair("tiny", "d"),),
     )
-    gpu = GpuDevice(0, text, 8 * GIB, 4 * GIB)
+    gpu = Device("CUDA0", text, "GPU", 4 * GIB, 8 * GIB)
     wizard = PairWizard(
         Library(),
         catalog,

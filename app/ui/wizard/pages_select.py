@@ -206,7 +206,9 @@ class HardwarePage(Page):
         assert hw is not None
         rows = [f"<b>Backend:</b> {escape(hw.backend)}"]
         for gpu in hw.gpus:
-            rows.append(f"<b>{escape(gpu.name)}:</b> {gib(gpu.free)} free of {gib(gpu.total)}")
+            rows.append(
+                f"<b>{escape(gpu.label)}:</b> {gib(gpu.free_bytes)} free of {gib(gpu.total_bytes)}"
+            )
         if not hw.gpus:
             rows.append(f"No GPU in use: the models run on the CPU ({hw.cpu_count} cores).")
         rows.append(f"<b>System RAM:</b> {gib(hw.ram_free)} available of {gib(hw.ram_total)}")
