@@ -227,3 +227,29 @@ def transcript_mono() -> str:
     from PySide6.QtGui import QFontDatabase
 
     return QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont).family()
+
+
+def test_closing_while_the_target_alone_answers_keeps_the_answer_with_its_figures(
+    make_window, qtbot, tiny_pair, isolated
+) -> None:
+    window = make_window(replace(LONG, max_tokens=1000, baseline=True))
+    load(window, qtbot, *tiny_pair)
+    window.chat.input.setPlainText("hello the model")
+    window.chat.input.submit()
+    qtbot.waitUntil(lambda: window.status["speed"].text().startswith("baseline"), timeout=60_000)
+    transcript = window.chat.transcript
+    qtbot.waitUntil(
+        lambda: "now the target alone answers" in transcript.toPlainText(), timeout=5_000
+    )
+    spec = window.chat.speculative_summary
+    assert spec is not None and f"{spec.tokens} tokens written" in transcript.toPlainText()
+    conversation_id = window.conversation.id
+    window.close()
+
+    answer = ConversationStore().load(conversation_id).messages[-1]
+    assert answer.role == "assistant" and answer.content == spec.text
+    assert answer.stats["tokens"] == spec.tokens and answer.stats["spec_tok_s"] == round(
+        spec.tok_s, 2
+    )
+    assert answer.stats["stopped"] is True and "interrupted" not in answer.stats
+    assert "baseline" not in answer.stats  # the target alone had not finished
