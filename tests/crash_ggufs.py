@@ -18,3 +18,16 @@ def write_bert_tokenizer_llama(path: Path, *, chat_template: str | None = None) 
     tokenizer = spm_tokenizer(vocab, chat_template, model="bert", add_flags=False)
     write_llama(path, TinyShape(), tensors, tokenizer)
     return path
+
+
+HUNG_TEMPLATE = (
+    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+)
+
+
+def write_hung_template_llama(path: Path) -> Path:
+    """A tiny llama whose chat template loops for hours (10^10 empty iterations)."""
+    from app.engine.synthetic import write_tiny_llama
+
+    return write_tiny_llama(path, seed=1, chat_template=HUNG_TEMPLATE)

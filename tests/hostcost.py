@@ -49,7 +49,7 @@ def main(argv: list[str]) -> int:
                 last = list(engine.generate(request))[-1]
                 assert isinstance(last, RunSummary)
                 runs.append(last)
-            host = statistics.median((r.elapsed_s - r.decode_s) * 1000 / r.tokens for r in runs)
+            host = statistics.median(r.host_ms_per_token for r in runs)
             rate = statistics.median(r.tok_s for r in runs)
             print(
                 f"T={temperature} {mode:11s} host {host:.3f} ms/token  {rate:7.1f} tok/s  "

@@ -91,6 +91,12 @@ def _add_exports(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--html", help="write a self-contained HTML report here")
     parser.add_argument("--json", help="write the analysis as JSON here")
     parser.add_argument("--csv", help="write one row per run as CSV here")
+    parser.add_argument(
+        "--paths",
+        action="store_true",
+        help="show model files' full paths in the HTML and JSON (default: file name and "
+        "sha256, so a shared report shows no folder or user name)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no per-prompt progress lines")
 
 
@@ -215,24 +221,26 @@ def _exports(log: Any, args: argparse.Namespace) -> None:
     from app.store.fileio import atomic_write_text
 
     for target, render in (
-        (args.html, report.to_html),
-        (args.json, report.to_json),
-        (args.csv, report.to_csv),
+        (args.html, lambda: report.to_html(log, paths=args.paths)),
+        (args.json, lambda: report.to_json(log, paths=args.paths)),
+        (args.csv, lambda: report.to_csv(log)),
     ):
         if target:
-            atomic_write_text(Path(target), render(log))
+            atomic_write_text(Path(target), render())
             print(f"wrote {target}", file=sys.stderr)
 
 
 def _print_summary(log: Any) -> None:
     from app.lab.report import analysis_of, summary_lines
+    from app.lab.stats import MIN_HELD_OUT_RUNS
 
     _, result = analysis_of(log)
     if not result.rows:
         raise SpecDeckError(f"{log.path} holds no finished prompts yet")
     print("\n".join(summary_lines(result)))
     print()
+    print(f"recommendations (each from at least {MIN_HELD_OUT_RUNS} held-out runs):")
     for rec in result.recommendations:
-        print(f"recommend for {rec.category}: {rec.config or 'target alone'} — {rec.reason}")
+        print(f"  {rec.describe()}")
     print()
     print(result.verdict.describe())

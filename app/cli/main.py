@@ -1,4 +1,5 @@
-"""Command line: ``--version``, ``generate``, ``bench``, hub commands, or the window."""
+"""Command line: ``--version``, ``generate``, ``bench``, ``serve``, hub and lab commands, or the
+window."""
 
 from __future__ import annotations
 
@@ -149,12 +150,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         assert summary is not None
         _print_summary(summary)
         if args.compare:
-            base = [
-                e
-                for batch in host.generate(replace(request, speculative=False), stream=False)
-                for e in batch
-                if isinstance(e, RunSummary)
-            ][0]
+            base = host.run(replace(request, speculative=False))
             _print_summary(base)
             check = host.compare(prompt, summary.token_ids, base.token_ids)
             print(f"speedup ×{summary.tok_s / base.tok_s:.2f} — {check.describe()}")
@@ -272,8 +268,10 @@ def build_parser() -> argparse.ArgumentParser:
     else:
         register(sub)
     from app.cli.lab import register as register_lab
+    from app.cli.serve import register as register_serve
 
     register_lab(sub)
+    register_serve(sub)
     return parser
 
 

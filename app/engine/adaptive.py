@@ -16,6 +16,7 @@ probes again after a number of tokens that doubles each time a probe fails.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -47,19 +48,42 @@ class _Ema:
         )
 
 
+class _RecentMedian:
+    """The median of the last few samples: one pass slowed by a scheduler hiccup or a page
+    fault (hundreds of ms where the rest take 15) moves it not at all, a lasting change
+    within a few samples."""
+
+    def __init__(self, size: int = 7) -> None:
+        self._samples: deque[float] = deque(maxlen=size)
+
+    def update(self, sample: float) -> None:
+        self._samples.append(sample)
+
+    @property
+    def value(self) -> float | None:
+        return statistics.median(self._samples) if self._samples else None
+
+
 class BatchCost:
-    """Milliseconds of one pass as a line in its batch size, from an EMA per measured size.
+    """Milliseconds of one pass as a line in its batch size, from the recent median per
+    measured size.
 
     Asked several times per step, observed once: the fitted line is cached until the next
-    observation.
+    observation. Below the smallest measured size the line is not trusted: two nearby sizes
+    (a block of 16 and one of 17, a few ms apart by noise) can put its intercept at zero,
+    which once priced a single target pass at a microsecond. There a pass costs at most what
+    the smallest measured one does, and at least its share per token (batching never makes
+    a token dearer).
     """
 
     def __init__(self) -> None:
-        self._by_size: dict[int, _Ema] = {}
+        self._by_size: dict[int, _RecentMedian] = {}
         self._fit: tuple[dict[int, float], float, float, float] | None = None
 
     def observe(self, n_tokens: int, ms: float) -> None:
-        self._by_size.setdefault(n_tokens, _Ema()).update(ms)
+        if n_tokens <= 0 or not math.isfinite(ms) or ms < 0:
+            return
+        self._by_size.setdefault(n_tokens, _RecentMedian()).update(ms)
         self._fit = None
 
     def _fitted(self) -> tuple[dict[int, float], float, float, float]:
@@ -85,7 +109,12 @@ class BatchCost:
             return known[n_tokens]
         if len(known) == 1:
             return mean_y
-        return max(mean_y + slope * (n_tokens - mean_x), 1e-3)
+        line = mean_y + slope * (n_tokens - mean_x)
+        smallest = min(known)
+        if n_tokens < smallest:
+            ceiling = known[smallest]
+            return min(max(line, ceiling * n_tokens / smallest), ceiling)
+        return max(line, 1e-3)
 
     def marginal(self) -> float:
         """Extra time for one more token in the batch."""
@@ -359,6 +388,8 @@ class PauseDecision:
     speed_ratio: float | None
     draft_cost_fraction: float | None
     probe_in: int  # target-only tokens before the draft is probed again
+    window: int = 0  # steps the agreement was measured over
+    never_pays: bool = False  # the cost lines say no draft length can beat the target
 
 
 class DraftController:
@@ -480,6 +511,8 @@ class DraftController:
             ratio,
             self.costs.draft_cost_fraction(),
             self.probe_in,
+            window=len(self._window),
+            never_pays=not self.can_ever_pay(),
         )
         return self.last_pause
 

@@ -1,8 +1,11 @@
 """``python -m app bench``: target-only vs speculative decoding on a prompt set, one process.
 
-Both runs of a prompt use the same loaded target weights, the same sampler and seed, and run
-one after the other, never at the same time, so each tokens/sec comes from its own compute.
-Ratios are what to read: absolute figures on a shared machine move from run to run.
+``run_bench`` runs inside the engine process (``EngineHost.bench``); it announces each chat
+template render through ``on_stage`` so that the parent can hold it to the same time bound
+as the chat's. Both runs of a prompt use the same loaded target weights, the same sampler
+and seed, and run one after the other, never at the same time, so each tokens/sec comes from
+its own compute. Ratios are what to read: absolute figures on a shared machine move from run
+to run.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from app.engine.adaptive import CostModel
 from app.engine.chat_template import Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
 from app.engine.engine import Engine
-from app.engine.events import drain
+from app.engine.engine_protocol import BENCHMARKING, RENDERING
+from app.engine.events import RunSummary, drain
 from app.engine.exactness import compare
 from app.engine.repacking import repacking_enabled
 from app.models.hardware import devices, llama_cpp_version, system_info
@@ -53,15 +57,42 @@ def load_prompts(path: Path) -> list[dict[str, str]]:
     return prompts
 
 
-def _warm_up(engine: Engine, prompt: tuple[int, ...], settings: BenchSettings) -> None:
-    """Touch every weight page (mmap) and every compute buffer once before timing."""
+StageCallback = Callable[[str], None]
+
+
+def _no_stage(_: str) -> None:
+    pass
+
+
+def warm_up(
+    run: Callable[[GenerationRequest], RunSummary],
+    prompt: tuple[int, ...],
+    settings: BenchSettings,
+) -> None:
+    """Touch every weight page (mmap) and every compute buffer once before timing.
+
+    ``run`` drains one request: ``Engine.generate`` here, ``EngineHost.run`` in the Lab.
+    """
     short = GenerationRequest(prompt, max_tokens=8, sampler=settings.sampler, spec=settings.spec)
-    drain(engine.generate(replace(short, speculative=False)))
-    drain(engine.generate(short))
+    run(replace(short, speculative=False))
+    run(short)
 
 
-def bench_prompt(engine: Engine, item: dict[str, str], settings: BenchSettings) -> dict:
-    prompt_text = engine.render_chat([Message("user", item["prompt"])])
+def _render(engine: Engine, text: str, on_stage: StageCallback) -> str:
+    on_stage(RENDERING)  # the parent bounds this stage: a template may loop for ever
+    try:
+        return engine.render_chat([Message("user", text)])
+    finally:
+        on_stage(BENCHMARKING)
+
+
+def bench_prompt(
+    engine: Engine,
+    item: dict[str, str],
+    settings: BenchSettings,
+    on_stage: StageCallback = _no_stage,
+) -> dict:
+    prompt_text = _render(engine, item["prompt"], on_stage)
     prompt = engine.tokenize_rendered(prompt_text)
     request = GenerationRequest(
         prompt,
@@ -228,17 +259,18 @@ def run_bench(
     *,
     source: DraftSource = DraftSource.MODEL,
     on_row: Callable[[dict], None] | None = None,
+    on_stage: StageCallback = _no_stage,
 ) -> dict:
     items = list(prompts)
     began = time.perf_counter()
     engine = Engine(target, draft, draft_source=source)
     load_s = time.perf_counter() - began
     try:
-        first = engine.tokenize_chat([{"role": "user", "content": items[0]["prompt"]}])
-        _warm_up(engine, first, settings)
+        first = engine.tokenize_rendered(_render(engine, items[0]["prompt"], on_stage))
+        warm_up(lambda request: drain(engine.generate(request)), first, settings)
         rows = []
         for item in items:
-            row = bench_prompt(engine, item, settings)
+            row = bench_prompt(engine, item, settings, on_stage)
             rows.append(row)
             if on_row:
                 on_row(row)

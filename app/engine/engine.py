@@ -42,6 +42,7 @@ from app.errors import ContextOverflowError
 from app.models.compat import check_compatible
 
 CancelCheck = Callable[[], bool]
+WARM_UP_TIMED = 3  # timed single passes per model after loading: the cost lines' first prices
 
 
 def _never() -> bool:
@@ -74,9 +75,9 @@ class Engine:
             self.close()
             raise
         self._base_ctx: LlamaContext | None = None
-        self._warm_up()
         # properties of the pair and the device, so they outlive a request
         self.costs = CostModel()
+        self._warm_up()
         self.calibration = ConfidenceCalibration()
         self._guard_memory: dict[str, GuardMemory | None] = {}
         bos = self.target.token_text(self.target.bos) if self.target.add_bos else ""
@@ -86,17 +87,30 @@ class Engine:
     # --- lifecycle ----------------------------------------------------------------------
 
     def _warm_up(self) -> None:
-        """One throw-away pass per model, as llama.cpp does after loading.
+        """One throw-away pass per model, as llama.cpp does after loading, then a few timed.
 
-        It pulls every memory-mapped weight page in and allocates compute buffers, so the
-        first answer's timings (and the costs the adaptive controller learns from them)
-        describe the steady state rather than disk reads.
+        The first pulls every memory-mapped weight page in and allocates compute buffers, so
+        the first answer's timings describe the steady state rather than disk reads. The
+        timed ones are the first price of a single pass of each model (the cost lines keep
+        their median): without them the first answer's cost lines knew only blocks of 16 or
+        so and extrapolated a single target pass from them, once to a microsecond, and the
+        guard paused a draft that pays.
         """
         for ctx in (self.spec_ctx, self.draft_ctx):
-            if ctx is not None:
-                model = ctx.model
-                ctx.decode([model.bos if model.bos >= 0 else 0], logits="last")
+            if ctx is None:
+                continue
+            token = ctx.model.bos if ctx.model.bos >= 0 else 0
+            for timed in range(WARM_UP_TIMED + 1):
+                began = time.perf_counter()
+                ctx.decode([token], logits="last")
+                ms = (time.perf_counter() - began) * 1000.0
                 ctx.truncate(0)
+                if not timed:
+                    continue
+                if ctx is self.spec_ctx:
+                    self.costs.observe_verify(1, ms)
+                else:
+                    self.costs.observe_draft_pass(1, ms)
 
     def close(self) -> None:
         for ctx in (
@@ -210,6 +224,8 @@ class Engine:
             step_began = time.perf_counter()
             decode_before = clock.decode_s()
             block: DraftBlock | None = None
+            paused = drafter is not None and controller.paused
+            tokens_before = clock.tokens
             if drafter is not None and not controller.paused:
                 ceiling = controller.next_draft_len(confidence_driven=drafter.confidence_driven)
                 want = min(ceiling, remaining - 1, room)
@@ -250,6 +266,8 @@ class Engine:
                     finished = StopReason.MAX_TOKENS
                     break
 
+            if paused:
+                clock.count_paused(clock.tokens - tokens_before)
             step_ms = (time.perf_counter() - step_began) * 1000.0
             host_ms = max(step_ms - (clock.decode_s() - decode_before) * 1000.0, 0.0)
             paid = block is not None and (block.passes > 0 or bool(drafts))
@@ -298,6 +316,8 @@ class Engine:
                         speed_ratio=decision.speed_ratio,
                         draft_cost_fraction=decision.draft_cost_fraction,
                         probe_in=decision.probe_in,
+                        window=decision.window,
+                        never_pays=decision.never_pays,
                     )
                     clock.count_pause(guard.message)
                     yield guard

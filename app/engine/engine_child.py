@@ -3,15 +3,25 @@
 Started by ``app.engine.engine_host.EngineHost`` with the "spawn" method; ``child_main`` is its
 entry point. Native messages (a ``GGML_ASSERT``'s text) go to a log file the parent reads
 after a crash.
+
+The process never outlives its parent: a watcher thread waits on the parent's sentinel (a
+pipe that reads end-of-file when the parent dies, on Windows its process handle) and ends
+this process at once, even in the middle of an answer or a hung chat template; on Linux the
+kernel's parent-death signal backs it up. Ctrl-C in a terminal reaches the whole process
+group: the parent handles it and closes this process, which ignores SIGINT.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import multiprocessing
 import os
+import signal
 import sys
+import threading
 import time
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +41,12 @@ from app.engine.engine_protocol import (
     LoadProgress,
     LoadRequest,
     PairInfo,
+    PeakMemoryRequest,
     PlainChatRequest,
     Request,
     RowReply,
+    StageReply,
+    TokenizeRequest,
     portable_failure,
 )
 from app.engine.events import Event, RunSummary, TokenEvent
@@ -81,6 +94,10 @@ class _ChildSession:
             return self.load(seq, request)
         if isinstance(request, BenchRequest):
             return self.bench(seq, request)
+        if isinstance(request, PeakMemoryRequest):
+            from app.engine.bench import peak_rss_bytes
+
+            return peak_rss_bytes()
         engine = self.engine
         if engine is None:
             raise SpecDeckError(
@@ -95,6 +112,9 @@ class _ChildSession:
                 raise ChatTemplateError(
                     f"broken chat template in {self.target_name}: {error}"
                 ) from error
+        if isinstance(request, TokenizeRequest):
+            # special tokens in the text are parsed, as llama-server does for a raw prompt
+            return tuple(engine.target.tokenize(request.text, add_special=engine.target.add_bos))
         if isinstance(request, PlainChatRequest):
             engine.formatter.use_plain()
             return None
@@ -158,6 +178,7 @@ class _ChildSession:
                 request.settings,
                 source=request.source,
                 on_row=lambda row: self.reply(seq, RowReply(row)),
+                on_stage=lambda stage: self.reply(seq, StageReply(stage)),
             )
 
     def generate(self, seq: int, job: GenerateRequest) -> RunSummary:
@@ -215,12 +236,38 @@ def _redirect_stderr(log_path: str) -> None:
         pass
 
 
+PARENT_GONE_EXIT = 3
+
+
+def _die_with_parent() -> None:
+    """End this process when its parent ends, however the parent ends (SIGKILL included)."""
+    if sys.platform.startswith("linux"):
+        # The signal comes when the parent *thread* that started this process ends: every
+        # EngineHost is closed by the thread that started it, so it never fires early.
+        with contextlib.suppress(OSError, AttributeError):
+            pr_set_pdeathsig = 1
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    parent = multiprocessing.parent_process()
+    if parent is None:  # started some other way (a test calling child_main directly)
+        return
+
+    def watch() -> None:
+        wait([parent.sentinel])  # returns once the parent is gone (it may be already)
+        os._exit(PARENT_GONE_EXIT)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def child_main(launch: ChildLaunch) -> None:
     """Entry point of the engine process."""
     import faulthandler
 
     from app.engine.chat_template import limit_template_memory
 
+    _die_with_parent()
+    with contextlib.suppress(ValueError, OSError):  # the parent turns Ctrl-C into a close
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.setdefault("GGML_NO_BACKTRACE", "1")  # no gdb attach on an abort
     _redirect_stderr(launch.log_path)
     limit_template_memory()  # this process does nothing else while a template runs

@@ -7,11 +7,15 @@ with the typed requests below. Events come back in batches of about ``BATCH_SECO
 the boundary costs a few microseconds per token. Cancelling is a lock-free shared flag
 (``CancelFlag``): ``generate()`` polls it between speculative steps, llama.cpp's abort
 callback polls it inside long prefills, and model loads poll it through the progress
-callback.
+callback. A child that ignores the flag for ``STOP_GRACE_SECONDS`` (stuck in native code, or
+stopped) is killed and reported as ``EngineUnresponsive``, whatever the request: a load, an
+answer, a benchmark.
 
 When the child dies the parent raises ``EngineCrashed``, which says which model, at which
 stage and how it died, in words. A chat template that renders for longer than
-``TEMPLATE_SECONDS`` is killed the same way and reported as ``ChatTemplateHung``.
+``TEMPLATE_SECONDS`` is killed the same way and reported as ``ChatTemplateHung``, in the
+chat, the Lab and the benchmark alike. The child ends itself when this process ends (see
+``app.engine.engine_child``), so a killed parent leaves no engine behind.
 """
 
 from __future__ import annotations
@@ -26,15 +30,18 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec
 from app.engine.engine_child import child_main
 from app.engine.engine_logs import new_log
 from app.engine.engine_protocol import (
+    BENCHMARKING,
     CLOSE_SECONDS,
     LOG_TAIL_BYTES,
     PROCESS_NAME,
+    RENDERING,
+    STOP_GRACE_SECONDS,
     TEMPLATE_SECONDS,
     BenchRequest,
     CancelFlag,
@@ -46,15 +53,19 @@ from app.engine.engine_protocol import (
     DoneReply,
     EngineCrashed,
     EngineNotRunning,
+    EngineUnresponsive,
     EventsReply,
     FailedReply,
     GenerateRequest,
     LoadProgress,
     LoadRequest,
     PairInfo,
+    PeakMemoryRequest,
     PlainChatRequest,
     Request,
     RowReply,
+    StageReply,
+    TokenizeRequest,
     describe_exit,
     rebuild_error,
 )
@@ -67,11 +78,14 @@ __all__ = [
     "EngineCrashed",
     "EngineHost",
     "EngineNotRunning",
+    "EngineUnresponsive",
     "LoadRequest",
     "PairInfo",
     "describe_exit",
     "run_bench_in_child",
 ]
+
+WATCH_SECONDS = 0.1  # how often a waiting parent looks at the cancel flag
 
 _live_hosts: weakref.WeakSet[EngineHost] = weakref.WeakSet()
 
@@ -98,6 +112,8 @@ class EngineHost:
         self._model = ""
         self.info: PairInfo | None = None
         self._loaded: LoadRequest | None = None
+        self.stop_grace_s = STOP_GRACE_SECONDS
+        self._cancel_seen: float | None = None  # when a wait first saw the flag set
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -142,9 +158,11 @@ class EngineHost:
         self._discard()
 
     def kill(self) -> None:
-        """End the child at once (SIGKILL on POSIX)."""
-        if self._process is not None and self._process.is_alive():
-            self._process.kill()
+        """End the child at once (SIGKILL on POSIX); safe from any thread."""
+        process = self._process  # read once: the owning thread may discard it meanwhile
+        with contextlib.suppress(ValueError, AttributeError):  # closed in between
+            if process is not None and process.is_alive():
+                process.kill()
 
     def _discard(self) -> None:
         if self._conn is not None:
@@ -214,16 +232,21 @@ class EngineHost:
         """Render with the model's template and tokenize; a hung template kills the child."""
         typed = tuple((str(m["role"]), str(m["content"])) for m in messages)
         try:
-            tokens = self._call(
-                ChatPromptRequest(typed), "rendering the chat template", timeout_s=timeout_s
-            )
+            tokens = self._call(ChatPromptRequest(typed), RENDERING, timeout_s=timeout_s)
         except TimeoutError:
-            model = self._pair_name().split(" + ")[0]
-            self.kill()
-            self._process.join(5)
-            self._discard()
-            raise ChatTemplateHung(model, timeout_s) from None
+            self._template_hung(timeout_s)
         return tuple(tokens)
+
+    def _template_hung(self, seconds: float) -> NoReturn:
+        model = self._pair_name().split(" + ")[0]
+        self.kill()
+        self._process.join(5)
+        self._discard()
+        raise ChatTemplateHung(model, seconds) from None
+
+    def tokenize(self, text: str) -> tuple[int, ...]:
+        """Raw text to the target's tokens (BOS as the model wants it, special tokens parsed)."""
+        return tuple(self._call(TokenizeRequest(text), "tokenizing"))
 
     def compare(
         self, prompt: Sequence[int], speculative: Sequence[int], baseline: Sequence[int]
@@ -266,22 +289,42 @@ class EngineHost:
                         pass
             self._stage = "idle"
 
-    # --- plumbing --------------------------------------------------------------------------
+    def run(self, request: GenerationRequest) -> RunSummary:
+        """One request to its end, nothing streamed: its ``RunSummary``."""
+        for batch in self.generate(request, stream=False):
+            for event in batch:
+                if isinstance(event, RunSummary):
+                    return event
+        raise SpecDeckError("the engine ended a run without a summary")
+
+    def peak_rss_bytes(self) -> int | None:
+        """The engine process's peak resident memory (None where the OS does not say)."""
+        peak = self._call(PeakMemoryRequest(), "idle")
+        return None if peak is None else int(peak)
 
     def bench(
         self, request: BenchRequest, on_row: Callable[[dict[str, Any]], None] | None = None
     ) -> dict[str, Any]:
+        """``run_bench`` in the child; each chat template render is held to its bound."""
         self.start()
         files = [request.target.path] + ([request.draft.path] if request.draft else [])
         self._stage, self._model = "loading", Path(files[0]).name
         seq = self._send(request)
+        bound: float | None = None
         while True:
-            reply = self._receive(seq)
+            try:
+                reply = self._receive(seq, bound)
+            except TimeoutError:
+                self._template_hung(bound or TEMPLATE_SECONDS)
+            if isinstance(reply, StageReply):
+                self._stage = reply.stage
+                bound = TEMPLATE_SECONDS if reply.stage == RENDERING else None
+                continue
             if isinstance(reply, LoadProgress):
                 self._model = Path(reply.path).name
                 if reply.path == files[-1] and reply.fraction >= 1.0:
                     self._stage, self._model = (
-                        "benchmarking",
+                        BENCHMARKING,
                         " + ".join(Path(f).name for f in files),
                     )
                 continue
@@ -292,6 +335,8 @@ class EngineHost:
             result = self._finish(reply)
             assert isinstance(result, dict)
             return result
+
+    # --- plumbing --------------------------------------------------------------------------
 
     def _pair_name(self) -> str:
         info = self.info
@@ -316,6 +361,7 @@ class EngineHost:
         if not self._process.is_alive():  # died while it waited for this request
             self._crashed()
         self._seq += 1
+        self._cancel_seen = None
         try:
             self._conn.send((self._seq, request))
         except (OSError, ValueError):
@@ -330,14 +376,29 @@ class EngineHost:
         raise SpecDeckError(f"the engine process sent an unexpected {type(reply).__name__}")
 
     def _receive(self, seq: int, timeout_s: float | None = None) -> object:
-        """The next reply to request ``seq``; replies to abandoned requests are dropped."""
+        """The next reply to request ``seq``; replies to abandoned requests are dropped.
+
+        The wait is also the Stop/Cancel watchdog: a child that sends nothing for
+        ``stop_grace_s`` after the cancel flag was set is killed (``EngineUnresponsive``).
+        """
         assert self._conn is not None and self._process is not None
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            now = time.monotonic()
+            if not self._cancel.is_set():
+                self._cancel_seen, watch = None, WATCH_SECONDS
+            elif self._cancel_seen is None:
+                self._cancel_seen, watch = now, self.stop_grace_s
+            else:
+                watch = self._cancel_seen + self.stop_grace_s - now
+                if watch <= 0:
+                    self._unresponsive()
+            left = watch if deadline is None else min(watch, max(0.0, deadline - now))
             ready = wait([self._conn, self._process.sentinel], left)
             if not ready:
-                raise TimeoutError(f"no answer from the engine process within {timeout_s} s")
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"no answer from the engine process within {timeout_s} s")
+                continue
             if self._conn in ready or self._conn.poll():
                 try:
                     got, reply = self._conn.recv()
@@ -348,7 +409,16 @@ class EngineHost:
                 continue
             self._crashed()  # the process ended and nothing is left to read
 
-    def _crashed(self) -> Any:
+    def _unresponsive(self) -> NoReturn:
+        stage, model = self._stage, self._model or self._pair_name()
+        process = self._process
+        self.kill()
+        process.join(5)
+        code, log = process.exitcode, self._log_tail()
+        self._discard()
+        raise EngineUnresponsive(stage, model, self.stop_grace_s, code, log)
+
+    def _crashed(self) -> NoReturn:
         process = self._process
         process.join(5)
         code = process.exitcode

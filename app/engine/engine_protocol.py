@@ -23,10 +23,13 @@ from app.errors import SpecDeckError
 
 BATCH_SECONDS = 0.015  # events cross the pipe at most ~65 times a second
 TEMPLATE_SECONDS = 5.0  # a chat template that compiles and renders longer is broken
+STOP_GRACE_SECONDS = 10.0  # an engine process that ignores Cancel/Stop this long is ended
 CLOSE_SECONDS = 10.0
 LOG_TAIL_BYTES = 4096
 PROGRESS_STEP = 0.01  # send load progress when it moved by 1 %
 PROCESS_NAME = "specdeck-engine"
+RENDERING = "rendering the chat template"  # the stage bounded by TEMPLATE_SECONDS
+BENCHMARKING = "benchmarking"
 
 # --- requests (parent -> child) -----------------------------------------------------------
 
@@ -42,6 +45,13 @@ class LoadRequest:
 @dataclass(frozen=True)
 class ChatPromptRequest:
     messages: tuple[tuple[str, str], ...]  # (role, content)
+
+
+@dataclass(frozen=True)
+class TokenizeRequest:
+    """Raw text (an OpenAI ``/v1/completions`` prompt) to target tokens, no chat template."""
+
+    text: str
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,11 @@ class BenchRequest:
 
 
 @dataclass(frozen=True)
+class PeakMemoryRequest:
+    """The engine process's peak resident memory in bytes (None where the OS does not say)."""
+
+
+@dataclass(frozen=True)
 class CloseRequest:
     pass
 
@@ -81,10 +96,12 @@ class CloseRequest:
 Request = (
     LoadRequest
     | ChatPromptRequest
+    | TokenizeRequest
     | PlainChatRequest
     | GenerateRequest
     | CompareRequest
     | BenchRequest
+    | PeakMemoryRequest
     | CloseRequest
 )
 
@@ -112,6 +129,14 @@ class LoadProgress:
 @dataclass(frozen=True)
 class RowReply:
     row: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StageReply:
+    """The child moved on to ``stage`` within a long request (a benchmark): while it is
+    ``RENDERING`` the parent holds it to ``TEMPLATE_SECONDS``."""
+
+    stage: str
 
 
 @dataclass(frozen=True)
@@ -156,6 +181,23 @@ class EngineCrashed(SpecDeckError):
         )
 
 
+class EngineUnresponsive(EngineCrashed):
+    """SpecDeck ended an engine process that ignored Cancel or Stop (stuck in native code,
+    or stopped by a debugger or SIGSTOP) for ``STOP_GRACE_SECONDS``."""
+
+    def __init__(
+        self, stage: str, model: str, seconds: float, exit_code: int | None, log: str
+    ) -> None:
+        self.stage, self.model, self.exit_code, self.log = stage, model, exit_code, log
+        request = "Stop" if stage in ("prefill", "generating") else "Cancel"
+        self.reason = (
+            f"did not respond to {request} within {seconds:.0f} s while "
+            f"{_stage_words(stage)} {model}, so SpecDeck ended it"
+        )
+        self.how = f"ended by SpecDeck after ignoring {request} for {seconds:.0f} s"
+        SpecDeckError.__init__(self, f"the engine process {self.reason}")
+
+
 class ChatTemplateHung(SpecDeckError):
     def __init__(self, model: str, seconds: float) -> None:
         self.model = model
@@ -174,9 +216,9 @@ def _stage_words(stage: str) -> str:
         "prefill": "reading the prompt (prefill) with",
         "generating": "generating with",
         "comparing": "checking exactness with",
-        "rendering the chat template": "rendering the chat template of",
+        RENDERING: "rendering the chat template of",
         "idle": "idle, holding",
-        "benchmarking": "benchmarking",
+        BENCHMARKING: "benchmarking",
     }.get(stage, f"{stage} with")
 
 

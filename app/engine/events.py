@@ -5,6 +5,7 @@ Every event is a frozen dataclass so it can cross a Qt signal boundary unchanged
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -58,9 +59,35 @@ class StepEvent:
     break_even: float  # acceptance below which drafting costs more than it saves
 
 
+MAX_SHOWN_COST = 10.0  # a draft pass dearer than ten target passes is "over 10 times the cost"
+
+
+def percent_pair(a: float, b: float) -> tuple[str, str]:
+    """Two fractions as percentages with just enough decimals to tell them apart."""
+    for decimals in range(0, 4):
+        first, second = f"{a * 100:.{decimals}f} %", f"{b * 100:.{decimals}f} %"
+        if first != second or a == b:
+            return first, second
+    return first, second
+
+
+def cost_share_text(fraction: float) -> str:
+    """One draft pass as a share of one target pass, bounded: a measured ratio comes from
+    two timings, and a timing distorted by the machine must not print as 2,693,993 %."""
+    if not math.isfinite(fraction) or fraction < 0:
+        return "an unknown share"
+    if fraction > MAX_SHOWN_COST:
+        return f"over {MAX_SHOWN_COST:g} times the cost"
+    return f"{fraction * 100:.0f} %"
+
+
 @dataclass(frozen=True)
 class GuardEvent:
-    """Drafting paused (or resumed) by the collapse guard, with the measured reason."""
+    """Drafting paused (or resumed) by the collapse guard, with the measured reason.
+
+    ``message`` is the one text for it, shown in the window's banner, kept in the run's
+    notes and printed by the CLI.
+    """
 
     paused: bool
     acceptance: float  # per-token agreement over the guard's window
@@ -70,6 +97,8 @@ class GuardEvent:
     speed_ratio: float | None = None  # measured drafting speed / target-only speed
     draft_cost_fraction: float | None = None  # one draft pass / one target pass
     probe_in: int = 0  # target-only tokens before the draft is probed again
+    window: int = 0  # verification steps the agreement was measured over
+    never_pays: bool = False  # by the measured pass costs, no length beats the target alone
 
     @property
     def advice(self) -> str:
@@ -82,30 +111,60 @@ class GuardEvent:
         return "Try a draft from the same model family, or n-gram drafting for repetitive text."
 
     @property
-    def message(self) -> str:
+    def headline(self) -> str:
+        what = "paused" if self.paused else "resumed"
+        return f"Drafting {what} at step {self.step}"
+
+    @property
+    def measured_loss(self) -> bool:
+        """The measured speed supports the pause (a speed of 1× or more never does)."""
+        ratio = self.speed_ratio
+        return ratio is not None and math.isfinite(ratio) and 0.0 <= ratio < 1.0
+
+    @property
+    def explanation(self) -> str:
         if not self.paused:
-            return "probing the draft again"
-        probe = f"probing again in {self.probe_in} tokens" if self.probe_in else "probing later"
+            return "probing the draft again."
+        probe = (
+            f"the draft is probed again in {self.probe_in} tokens"
+            if self.probe_in
+            else "the draft is probed again later"
+        )
+        then = f"The target answers alone; {probe}."
         if self.reason == "cost":
+            fraction = self.draft_cost_fraction
             cost = (
-                f"the draft costs {self.draft_cost_fraction:.0%} of a target pass"
-                if self.draft_cost_fraction is not None
+                f"a draft pass costs {cost_share_text(fraction)} of a target pass"
+                if fraction is not None
                 else "drafting costs more than it saves"
             )
-            # the measured speed is cited only where it supports the claim
-            speed = (
-                f", drafting ran at {self.speed_ratio:.2f}× of target-only speed"
-                if self.speed_ratio is not None and self.speed_ratio < 1.0
-                else ""
-            )
-            return (
-                f"drafting paused: {cost}{speed}, so it cannot pay at this agreement "
-                f"({self.acceptance:.1%}); {probe}. {self.advice}"
-            )
+            if self.measured_loss:
+                why = (
+                    f" and drafting steps ran at {self.speed_ratio:.2f}× the target-only speed, "
+                    f"so it cannot pay at this agreement ({self.acceptance * 100:.1f} %)"
+                )
+            elif self.never_pays:
+                why = (
+                    ", so by the measured pass costs no draft length can beat the target "
+                    "alone, even with every drafted token accepted"
+                )
+            else:
+                agreement, break_even = percent_pair(self.acceptance, self.break_even)
+                why = (
+                    f", so at this agreement ({agreement}) it cannot pay: that needs "
+                    f"{break_even} or more"
+                )
+            return f"{cost}{why}. {then} {self.advice}"
+        agreement, break_even = percent_pair(self.acceptance, self.break_even)
+        over = f" over the last {self.window} steps" if self.window else ""
         return (
-            f"drafting paused: draft agreement {self.acceptance:.1%} is below break-even "
-            f"{self.break_even:.1%}; decoding with the target alone, {probe}"
+            f"the draft's recent agreement {agreement} (accepted ÷ judged draft tokens{over}) "
+            f"is below the break-even {break_even}. {then} {self.advice}"
         )
+
+    @property
+    def message(self) -> str:
+        return f"{self.headline}: {self.explanation}"
 
 
 @dataclass(frozen=True)
@@ -141,6 +200,11 @@ class RunSummary:
     rule: str = ""  # acceptance rule of a speculative run
     guard_notes: tuple[str, ...] = ()  # what the collapse guard said, in words
     p99_itl_ms: float = 0.0
+    paused_tokens: int = 0  # tokens the target wrote alone while the guard paused drafting
+    # the machine the run got (run_stats.MachineMeter): its threads' CPU over what they could
+    # use, and the cores other processes kept busy; None when not measured
+    cpu_share: float | None = None
+    outside_cores: float | None = None
 
     @property
     def tokens_per_pass(self) -> float:

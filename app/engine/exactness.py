@@ -64,7 +64,12 @@ def compare(
 
 # --- the verdict the window shows (one text, built here, shown and exported everywhere) ------
 
-COMPARABLE_LENGTH = 0.5  # speeds are compared only when the shorter answer is ≥ half the longer
+SHORT_RUN = 0.5  # a run under half the other's length gets its token count beside its speed
+# The two runs did not get the same machine when one run's threads got this many times the
+# CPU share of the other's (run_stats.MachineMeter). Measured on a 2-core machine already
+# busy with other work: 0.19 and 0.19 for two runs side by side; 0.10 against 0.22 with
+# busy loops on the cores during one of them.
+UNEVEN_SHARE = 1.3
 
 
 @dataclass(frozen=True)
@@ -113,10 +118,13 @@ class Judgement:
     speed: str
     exactness: str
     divergence: int | None  # marked in both panes only where identity is expected
+    notes: tuple[str, ...] = ()  # what else the run did (the guard's pauses)
+    # the two runs did not get the same machine: the speeds are no speedup (stored as a flag)
+    uneven_machine: bool = False
 
     @property
     def text(self) -> str:
-        return f"{self.speed} — {self.exactness}" if self.exactness else self.speed
+        return " — ".join(part for part in (self.speed, *self.notes, self.exactness) if part)
 
 
 def rate(tok_s: float) -> str:
@@ -135,27 +143,59 @@ def acceptance_text(summary: RunSummary) -> str:
     )
 
 
+def uneven_machine(spec: RunSummary, base: RunSummary) -> str:
+    """Why the two runs' speeds are not comparable, or "" when they got the same machine."""
+    if spec.cpu_share is None or base.cpu_share is None:
+        return ""
+    low, high = sorted((spec.cpu_share, base.cpu_share))
+    if low <= 0.0 or high < UNEVEN_SHARE * low:
+        return ""
+    starved = "speculative" if spec.cpu_share < base.cpu_share else "target-only"
+    text = (
+        f"the {starved} run got less of the CPU: its threads got {low * 100:.0f} % of the "
+        f"CPU time they could use, against {high * 100:.0f} % in the other run"
+    )
+    outside = spec.outside_cores, base.outside_cores
+    if outside[0] is not None and outside[1] is not None:
+        text += (
+            f" (other processes kept {outside[0]:.1f} cores busy during the speculative run, "
+            f"{outside[1]:.1f} during the target-only run)"
+        )
+    return text
+
+
 def speed_text(spec: RunSummary, base: RunSummary | None, costs: StepCosts) -> str:
+    """Speed, compared as tokens per second: a rate does not need equal lengths."""
     if base is None:
         return f"baseline not run — speculative {rate(spec.tok_s)} tok/s"
     both = f"{rate(spec.tok_s)} vs {rate(base.tok_s)} tok/s target-only"
+    shorter, longer = sorted((spec.tokens, base.tokens))
+    if shorter < SHORT_RUN * longer:
+        both += f"; {spec.tokens} vs {base.tokens} tokens"
+    uneven = uneven_machine(spec, base)
+    if uneven:
+        return (
+            f"speeds not comparable ({both}): {uneven}. Measure again (Regenerate) when the "
+            "machine is quieter"
+        )
     if spec.drafted == 0:
         return (
             f"nothing was drafted, so both runs were target-only ({both}): "
             "the difference is noise, not a speedup"
         )
-    shorter, longer = sorted((spec.tokens, base.tokens))
-    if longer == 0 or shorter < COMPARABLE_LENGTH * longer or base.tok_s <= 0:
-        return (
-            f"speculative {rate(spec.tok_s)} tok/s ({spec.tokens} tokens), target-only "
-            f"{rate(base.tok_s)} tok/s ({base.tokens} tokens): lengths too different to compare"
-        )
+    if base.tok_s <= 0 or spec.tok_s <= 0:
+        return f"speculative {rate(spec.tok_s)} tok/s, target-only {rate(base.tok_s)} tok/s"
     ratio = spec.tok_s / base.tok_s
     if ratio >= 1.0:
         return f"{ratio:.2f}× faster ({both})"
     reason = costs.reason(base.tok_s)
     slower = f"{ratio:.2f}× — {(1.0 - ratio) * 100:.0f} % slower ({both})"
     return f"{slower}: {reason}" if reason else slower
+
+
+def pause_note(paused: int, tokens: int) -> str:
+    """How much of the answer the target wrote alone because the guard paused drafting."""
+    return f"drafting paused for {paused} of {tokens} tokens" if paused > 0 else ""
 
 
 def judge(
@@ -176,29 +216,31 @@ def judge(
     the target's distribution but not its draws: there the texts differ by design.
     """
     speed = speed_text(spec, base, StepCosts.of(steps))
-    if base is None or comparison is None:
-        return Judgement(speed, "", None)
+    compared = comparison if base is not None else None
+    exactness, divergence = _exactness(compared, temperature, rule, position_keyed)
+    note = pause_note(spec.paused_tokens, spec.tokens)
+    uneven = base is not None and bool(uneven_machine(spec, base))
+    return Judgement(speed, exactness, divergence, (note,) if note else (), uneven)
+
+
+def _exactness(
+    comparison: Comparison | None, temperature: float, rule: AcceptRule, position_keyed: bool
+) -> tuple[str, int | None]:
+    """What the two texts say, and the token to mark where identity was expected."""
+    if comparison is None:
+        return "", None
     if temperature <= 0.0 or (rule is AcceptRule.MATCH and position_keyed):
         if comparison.identical:
             same = "identical to target-only"
             if temperature > 0.0:
                 same += " (position-keyed sampling, same seed)"
-            return Judgement(speed, same, None)
-        return Judgement(speed, comparison.describe(), comparison.first_divergence)
+            return same, None
+        return comparison.describe(), comparison.first_divergence
     how = "rejection sampling" if rule is AcceptRule.REJECTION else "sample-and-match"
     design = (
         f"at temperature {temperature:g} {how} draws different samples than the target-only "
         "run: texts differ by design; exactness is checked by distribution, not by identity"
     )
     if comparison.identical:
-        return Judgement(speed, "same text by chance — " + design, None)
-    return Judgement(speed, design, None)
-
-
-def percent_pair(a: float, b: float) -> tuple[str, str]:
-    """Two fractions as percentages with just enough decimals to tell them apart."""
-    for decimals in range(0, 4):
-        first, second = f"{a * 100:.{decimals}f} %", f"{b * 100:.{decimals}f} %"
-        if first != second or a == b:
-            return first, second
-    return first, second
+        return "same text by chance — " + design, None
+    return design, None

@@ -1,15 +1,89 @@
-"""Per-run bookkeeping: timestamps, counters and the final ``RunSummary``."""
+"""Per-run bookkeeping: timestamps, counters and the final ``RunSummary``.
+
+Each run also measures the machine it got, so two runs timed one after the other can be
+told apart when they did not get the same one: the CPU the run's own threads received
+against what they could use (process CPU time against wall time), and the CPU other
+processes took on the cores this process may run on (psutil's per-core times).
+"""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 
 import numpy as np
+import psutil
 
 from app.engine.events import RunSummary, StopReason, TokenEvent
 from app.engine.llama_backend import LlamaContext
 from app.engine.verify import Produced
+
+MIN_METERED_S = 0.3  # shorter runs are too short for the kernel's 10 ms CPU accounting
+
+
+def _cores() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(os.cpu_count() or 1))
+
+
+def _busy_s(cores: Sequence[int]) -> float | None:
+    """CPU seconds all processes have used on ``cores`` since boot (steal time included:
+    a hypervisor's other guests take it from this one)."""
+    try:
+        per_core = psutil.cpu_times(percpu=True)
+    except (OSError, RuntimeError, psutil.Error):
+        return None
+    busy = 0.0
+    for index in cores:
+        if index >= len(per_core):
+            return None
+        times = per_core[index]._asdict()
+        idle = times.get("idle", 0.0) + times.get("iowait", 0.0)
+        # guest time is already counted in user time on Linux
+        total = sum(times.values()) - times.get("guest", 0.0) - times.get("guest_nice", 0.0)
+        busy += total - idle
+    return busy
+
+
+class MachineMeter:
+    """What one run got of the machine, from its start to ``read()``."""
+
+    def __init__(self, contexts: Sequence[LlamaContext]) -> None:
+        self._contexts = list(contexts)
+        self._cores = _cores()
+        self._decode = [c.decode_s for c in self._contexts]
+        self._wall = time.perf_counter()
+        self._cpu = time.process_time()
+        self._busy = _busy_s(self._cores)
+
+    def read(self) -> tuple[float | None, float | None]:
+        """(CPU share, outside cores).
+
+        CPU share: this process's CPU time over what its threads could have used: each
+        decode's threads (at most one per core) for the decode's wall time, one thread for
+        the rest. About 1 on a quiet machine; half when another process takes half the
+        cores. Outside cores: CPU other processes used on this process's cores, in cores.
+        """
+        wall = time.perf_counter() - self._wall
+        if wall < MIN_METERED_S:
+            return None, None
+        own = time.process_time() - self._cpu
+        cores = len(self._cores)
+        decode_total, possible = 0.0, 0.0
+        for ctx, before in zip(self._contexts, self._decode, strict=True):
+            decode = ctx.decode_s - before
+            decode_total += decode
+            possible += decode * min(max(ctx.model.spec.threads(), 1), cores)
+        possible += max(wall - decode_total, 0.0)
+        share = own / possible if possible > 0 else None
+        busy = _busy_s(self._cores)
+        outside = None
+        if busy is not None and self._busy is not None:
+            outside = max(busy - self._busy - own, 0.0) / wall
+        return share, outside
 
 
 class RunClock:
@@ -17,6 +91,8 @@ class RunClock:
         self.mode = mode
         self._contexts = list(contexts)
         self._decode_at_start = sum(c.decode_s for c in self._contexts)
+        self.machine = MachineMeter(self._contexts)
+        self.paused_tokens = 0
         self.started = time.perf_counter()
         self.generation_started: float | None = None
         self.stamps: list[float] = []
@@ -73,6 +149,10 @@ class RunClock:
     def count_pass(self) -> None:
         self.passes += 1
 
+    def count_paused(self, tokens: int) -> None:
+        """Tokens the target wrote alone while the guard had drafting paused."""
+        self.paused_tokens += tokens
+
     def summary(
         self,
         stop: StopReason,
@@ -83,6 +163,7 @@ class RunClock:
         temperature: float = 0.0,
         rule: str = "",
     ) -> RunSummary:
+        cpu_share, outside_cores = self.machine.read()
         ended = time.perf_counter()
         begin = self.generation_started or self.started
         generation_s = max(ended - begin, 1e-9)
@@ -113,4 +194,7 @@ class RunClock:
             temperature=temperature,
             rule=rule,
             guard_notes=tuple(self.notes),
+            paused_tokens=self.paused_tokens,
+            cpu_share=cpu_share,
+            outside_cores=outside_cores,
         )

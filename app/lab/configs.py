@@ -8,11 +8,12 @@ for example ``adaptive:draft=small.gguf`` or ``ngram8:ngram,n=8,rule=match``.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import PurePath
 from typing import Any
 
 from app.engine.config import AcceptRule, DraftSource, SamplerConfig, SpecConfig
 from app.lab import checks
-from app.store.settings import Invalid, parse_field
+from app.store.settings import Invalid, Settings, parse_field
 
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.+")
 MAX_DRAFT_LEN = 256
@@ -236,3 +237,39 @@ def settings_changes(config: LabConfig) -> dict[str, Any]:
     if config.source is DraftSource.MODEL and config.draft:
         changes["draft_path"] = config.draft
     return changes
+
+
+# What each field Apply changes means in the chat's words, for the confirmation
+SETTING_NAMES = {
+    "draft_source": "drafting",
+    "draft_path": "draft model",
+    "draft_adaptive": "draft length",
+    "draft_max": "longest draft",
+    "rule": "acceptance rule",
+    "temperature": "temperature",
+    "p_min": "p_min",
+}
+
+
+def _shown(name: str, value: Any) -> str:
+    if name == "draft_source":
+        return {"ngram": "n-gram (prompt lookup)", "model": "draft model"}.get(value, str(value))
+    if name == "draft_path":
+        return PurePath(str(value)).name or "none"
+    if name == "draft_adaptive":
+        return "adaptive" if value else "fixed"
+    if name == "draft_max":
+        return f"{value} tokens"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def describe_changes(changes: dict[str, Any], current: Settings) -> list[str]:
+    """One line per chat setting that ``changes`` would change: "name: old → new"."""
+    lines = []
+    for name, value in changes.items():
+        before = getattr(current, name, None)
+        if before == value or (name == "draft_path" and changes.get("draft_source") != "model"):
+            continue
+        label = SETTING_NAMES.get(name, name)
+        lines.append(f"{label}: {_shown(name, before)} → {_shown(name, value)}")
+    return lines

@@ -40,6 +40,10 @@ RUN_NUMBERS = (
 )
 RUN_COUNTS = ("tokens", "drafted", "accepted", "guard_pauses")
 RUN_OPTIONAL = {"peak_rss_mb": "number", "margin": "number", "first_divergence": "count"}
+# A prompt's CPU times (``interference.between``): seconds, and counts of cores and threads
+LOAD_SECONDS = ("wall_s", "own_cpu_s", "busy_cpu_s")
+LOAD_COUNTS = ("cpus", "threads")
+MAX_CPUS = 1 << 16
 
 
 class ResultFileError(ValueError):
@@ -98,6 +102,12 @@ def check_record(item: dict[str, Any]) -> None:
         checks.whole(item.get("repeat"), "repeat", 0, MAX_REPEAT)
         _check_runs(item.get("runs"), "runs")
         _check_runs(item.get("baselines"), "baselines")
+        if item.get("load") is not None:
+            times = checks.mapping(item["load"], "load")
+            for key in LOAD_SECONDS:
+                checks.number(times.get(key, 0.0), f"load.{key}")
+            for key in LOAD_COUNTS:
+                checks.whole(times.get(key, 1), f"load.{key}", 0, MAX_CPUS)
     elif kind == "choice":
         per_category = checks.mapping(item.get("per_category") or {}, "per_category")
         for category, config in per_category.items():

@@ -5,6 +5,11 @@ rotates from prompt to prompt, so slow drift of a shared machine (thermal, other
 on every configuration alike. Each prompt's results are appended to the result file before
 the next prompt starts. Tuning runs first; the best configuration per category (and the one
 the claim is about) then runs once on the held-out confirmation prompts.
+
+Every engine runs in an engine process (``EngineHost``), as the chat's does: a GGUF that
+aborts llama.cpp, a looping chat template or an engine that ignores Cancel ends that
+process with a message, never the Lab's (or the window's) own process. One shared cancel
+flag reaches every engine process of a run.
 """
 
 from __future__ import annotations
@@ -19,12 +24,18 @@ from typing import Any
 import numpy as np
 
 from app import __version__
-from app.engine.bench import BenchSettings, _warm_up, lineage, peak_rss_bytes
-from app.engine.chat_template import Message
+from app.engine.bench import BenchSettings, lineage, warm_up
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig
-from app.engine.engine import Engine
-from app.engine.events import RunSummary, drain
-from app.engine.exactness import compare
+from app.engine.engine_host import (
+    CancelFlag,
+    EngineCrashed,
+    EngineHost,
+    EngineUnresponsive,
+    LoadRequest,
+)
+from app.engine.events import RunSummary
+from app.errors import GenerationCancelled
+from app.lab import interference
 from app.lab.configs import LabConfig
 from app.lab.plan import BASELINE, LabPlan
 from app.lab.remote import RemoteCancelled
@@ -32,8 +43,6 @@ from app.lab.results import ResultFileError, ResultLog
 from app.lab.stats import choose, rows_from
 from app.lab.suites import Prompt
 from app.store.fileio import file_sha256
-
-CancelCheck = Callable[[], bool]
 
 
 @dataclass(frozen=True)
@@ -49,11 +58,13 @@ class Progress:
 ProgressCallback = Callable[[Progress], None]
 
 
-def measure(
-    engine: Engine, request: GenerationRequest, cancel: CancelCheck
-) -> tuple[dict[str, Any], RunSummary]:
-    """Drain one request; its figures as the engine defines them (one place for each)."""
-    summary = drain(engine.generate(request, cancel))
+def _user(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+def measure(host: EngineHost, request: GenerationRequest) -> tuple[dict[str, Any], RunSummary]:
+    """Run one request; its figures as the engine defines them (one place for each)."""
+    summary = host.run(request)
     tokens = summary.tokens
     metrics = {
         "tokens": tokens,
@@ -69,41 +80,55 @@ def measure(
         "accepted": summary.accepted,
         "guard_pauses": summary.guard_pauses,
         "stop_reason": summary.stop_reason.value,
-        "peak_rss_mb": None if (rss := peak_rss_bytes()) is None else round(rss / 2**20, 1),
+        "peak_rss_mb": None if (rss := host.peak_rss_bytes()) is None else round(rss / 2**20, 1),
     }
     return metrics, summary
 
 
 class EnginePool:
-    """One engine per distinct draft; the first one also runs the baseline."""
+    """One engine process per distinct draft; the first one also runs the baseline."""
 
-    def __init__(self, plan: LabPlan) -> None:
+    def __init__(self, plan: LabPlan, cancel: CancelFlag) -> None:
         self.plan = plan
-        self.engines: dict[tuple[str, str | None], Engine] = {}
+        self.cancel = cancel
+        self.hosts: dict[tuple[str, str | None], EngineHost] = {}
 
-    def for_config(self, config: LabConfig) -> Engine:
+    def for_config(self, config: LabConfig) -> EngineHost:
         key = config.engine_key
-        if key not in self.engines:
+        host = self.hosts.get(key)
+        if host is None:
+            if self.cancel.is_set():  # no new engine process once the run is cancelled
+                raise GenerationCancelled("the lab run was cancelled")
             draft = replace(self.plan.target, path=config.draft) if config.draft else None
-            source = config.source if config.source is DraftSource.NGRAM or draft else None
-            engine = Engine(self.plan.target, draft, draft_source=source)
-            first = engine.tokenize_chat([Message("user", self.plan.prompts[0].text)])
-            _warm_up(
-                engine,
+            model = config.source is DraftSource.MODEL and draft is not None
+            source = DraftSource.MODEL if model else DraftSource.NGRAM
+            host = self.hosts[key] = EngineHost(self.cancel)  # reachable by kill() at once
+            host.load(LoadRequest(self.plan.target, draft, source))
+            first = host.tokenize_chat(_user(self.plan.prompts[0].text))
+            warm_up(
+                host.run,
                 first,
                 BenchSettings(sampler=config.sampler(self.plan.seed), spec=config.spec()),
             )
-            self.engines[key] = engine
-        return self.engines[key]
+        return host
 
     @property
-    def baseline(self) -> Engine:
+    def baseline(self) -> EngineHost:
         return self.for_config(self.plan.configs[0])
 
+    def pids(self) -> list[int]:
+        """The engine processes' ids: their CPU time is the measurement's own, not outside load."""
+        return [pid for host in self.hosts.values() if (pid := host.pid) is not None]
+
+    def kill(self) -> None:
+        """End every engine process at once (any thread)."""
+        for host in list(self.hosts.values()):
+            host.kill()
+
     def close(self) -> None:
-        for engine in self.engines.values():
-            engine.close()
-        self.engines.clear()
+        for host in self.hosts.values():
+            host.close()
+        self.hosts.clear()
 
 
 def run_lineage(plan: LabPlan) -> dict[str, Any]:
@@ -161,31 +186,45 @@ def _check_models_unchanged(log: ResultLog, plan: LabPlan) -> None:
 
 
 class LabRunner:
-    def __init__(self, log: ResultLog, plan: LabPlan) -> None:
+    """Runs a plan; ``cancel`` (shared with the engine processes) stops it between steps,
+    inside a prefill or a load; ``kill()`` ends its engine processes at once."""
+
+    def __init__(self, log: ResultLog, plan: LabPlan, cancel: CancelFlag | None = None) -> None:
         self.log = log
         self.plan = plan
-        self.pool = EnginePool(plan)
+        self.cancel = cancel if cancel is not None else CancelFlag()
+        self.pool = EnginePool(plan, self.cancel)
         self._durations: list[float] = []
 
     @staticmethod
-    def start(plan: LabPlan, path: Path) -> LabRunner:
-        return LabRunner(ResultLog.create(path, header_for(plan)), plan)
+    def start(plan: LabPlan, path: Path, cancel: CancelFlag | None = None) -> LabRunner:
+        return LabRunner(ResultLog.create(path, header_for(plan)), plan, cancel)
 
     @staticmethod
-    def resume(path: Path) -> LabRunner:
+    def resume(path: Path, cancel: CancelFlag | None = None) -> LabRunner:
         log = ResultLog.open(path, repair=True)
         plan = LabPlan.from_json(log.header.get("plan") or {})
         _check_models_unchanged(log, plan)
-        return LabRunner(log, plan)
+        return LabRunner(log, plan, cancel)
+
+    def kill(self) -> None:
+        """Cancel and end the engine processes now (any thread): the window is closing."""
+        self.cancel.set()
+        self.pool.kill()
 
     # --- the run --------------------------------------------------------------------------
 
-    def run(
-        self, progress: ProgressCallback | None = None, cancel: CancelCheck = lambda: False
-    ) -> bool:
-        """Run what is left; returns True when the whole plan has finished."""
+    def run(self, progress: ProgressCallback | None = None) -> bool:
+        """Run what is left; returns True when the whole plan has finished, False when it
+        was cancelled (finished prompts are kept)."""
         try:
-            return self._run(progress, cancel)
+            return self._run(progress)
+        except EngineUnresponsive:
+            raise  # worth saying even after a Cancel: the engine had to be killed
+        except (GenerationCancelled, EngineCrashed):
+            if self.cancel.is_set():  # a cancelled load or prefill, or kill()
+                return False
+            raise
         finally:
             self.pool.close()
 
@@ -201,7 +240,7 @@ class LabRunner:
             for repeat in range(self.plan.repeats)
         ]
 
-    def _run(self, progress: ProgressCallback | None, cancel: CancelCheck) -> bool:
+    def _run(self, progress: ProgressCallback | None) -> bool:
         if self.log.finished:
             return True
         parts = self.plan.split
@@ -211,7 +250,7 @@ class LabRunner:
         if choice is not None:
             confirmation = self._confirmation_groups(choice)
         estimate = len(tuning) + len(parts.confirmation) * self.plan.repeats
-        if not self._run_groups(tuning, estimate, progress, cancel):
+        if not self._run_groups(tuning, estimate, progress):
             return False
         if choice is None:
             names = [c.name for c in self.plan.configs]
@@ -222,7 +261,7 @@ class LabRunner:
             self.log.append(choice)
             confirmation = self._confirmation_groups(choice)
         if not self._run_groups(
-            confirmation, len(tuning) + len(confirmation), progress, cancel, offset=len(tuning)
+            confirmation, len(tuning) + len(confirmation), progress, offset=len(tuning)
         ):
             return False
         self.log.append({"kind": "done", "finished": time.time()})
@@ -247,7 +286,6 @@ class LabRunner:
         groups: list[tuple],
         total: int,
         progress: ProgressCallback | None,
-        cancel: CancelCheck,
         *,
         offset: int = 0,
     ) -> bool:
@@ -255,10 +293,10 @@ class LabRunner:
         for position, (phase, index, prompt, repeat, configs) in enumerate(groups):
             if (phase, prompt.id, repeat) in done or not configs:
                 continue
-            if cancel():
+            if self.cancel.is_set():
                 return False
             began = time.perf_counter()
-            record = self._run_group(phase, index, prompt, repeat, configs, cancel)
+            record = self._run_group(phase, index, prompt, repeat, configs)
             if record is None:
                 return False
             self.log.append(record)
@@ -269,9 +307,7 @@ class LabRunner:
                 progress(Progress(offset + position + 1, total, eta, phase, prompt.id, record))
         return True
 
-    def _run_remote(
-        self, config: LabConfig, prompt: Prompt, seed: int, cancel: CancelCheck
-    ) -> dict[str, Any]:
+    def _run_remote(self, config: LabConfig, prompt: Prompt, seed: int) -> dict[str, Any]:
         from app.lab.remote import run_remote
 
         def ask(url: str) -> dict[str, Any]:
@@ -282,7 +318,7 @@ class LabRunner:
                 temperature=config.temperature,
                 seed=seed,
                 kind=config.server_kind,
-                cancel=cancel,
+                cancel=self.cancel.is_set,
             )
 
         assert config.server is not None
@@ -298,11 +334,10 @@ class LabRunner:
         prompt: Prompt,
         repeat: int,
         configs: list[LabConfig],
-        cancel: CancelCheck,
     ) -> dict[str, Any] | None:
         plan = self.plan
-        base_engine = self.pool.baseline
-        tokens = base_engine.tokenize_chat([Message("user", prompt.text)])
+        base_host = self.pool.baseline
+        tokens = base_host.tokenize_chat(_user(prompt.text))
         temperatures = list(dict.fromkeys(c.temperature for c in configs))
         units: list[tuple[str, float, LabConfig | None]] = [
             (BASELINE, t, None) for t in temperatures
@@ -313,9 +348,10 @@ class LabRunner:
         runs: dict[str, dict[str, Any]] = {}
         outputs: dict[str, tuple[int, ...]] = {}
         seed = plan.seed + repeat
+        before = interference.sample(self.pool.pids())
         for name, temperature, config in units:
             if config is None:
-                engine = base_engine
+                host = base_host
                 request = GenerationRequest(
                     tokens,
                     max_tokens=plan.max_tokens,
@@ -326,12 +362,12 @@ class LabRunner:
                 )
             elif config.server is not None:
                 try:
-                    runs[name] = self._run_remote(config, prompt, seed, cancel)
+                    runs[name] = self._run_remote(config, prompt, seed)
                 except RemoteCancelled:
                     return None
                 continue
             else:
-                engine = self.pool.for_config(config)
+                host = self.pool.for_config(config)
                 request = GenerationRequest(
                     tokens,
                     max_tokens=plan.max_tokens,
@@ -340,8 +376,8 @@ class LabRunner:
                     ignore_eos=plan.ignore_eos,
                     token_probs=False,
                 )
-            metrics, summary = measure(engine, request, cancel)
-            if cancel():
+            metrics, summary = measure(host, request)
+            if self.cancel.is_set():
                 return None
             if config is None:
                 baselines[str(temperature)] = metrics
@@ -349,16 +385,16 @@ class LabRunner:
             else:
                 runs[name] = {**metrics, "temperature": temperature}
                 outputs[name] = summary.token_ids
+        shared = interference.between(
+            before, interference.sample(self.pool.pids()), threads=plan.target.threads()
+        )
         for config in configs:
             run = runs[config.name]
             if config.temperature > 0.0 or config.server is not None:
                 run["identical"] = None
                 continue
-            check = compare(
-                tokens,
-                outputs[config.name],
-                outputs[f"{BASELINE}@{config.temperature}"],
-                base_engine,
+            check = base_host.compare(
+                tokens, outputs[config.name], outputs[f"{BASELINE}@{config.temperature}"]
             )
             run["identical"] = check.identical
             run["first_divergence"] = check.first_divergence
@@ -373,6 +409,7 @@ class LabRunner:
             "order": [u[0] if u[2] is not None else f"{BASELINE}@{u[1]}" for u in units],
             "baselines": baselines,
             "runs": runs,
+            "load": shared,
         }
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from app.lab import interference
 from app.lab.plan import BASELINE, Claim
 
 ALL = "all"
@@ -27,6 +28,9 @@ METRICS = (
     "tok_s",
 )
 NEAR_TIE = 0.5  # logit margin below which a T=0 divergence is batched-arithmetic noise
+# A recommendation rests on at least this many held-out runs of its configuration in its
+# category (prompts × repeats); fewer, and one lucky prompt decides it.
+MIN_HELD_OUT_RUNS = 5
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,7 @@ class Row:
     identical: bool | None
     first_divergence: int | None
     margin: float | None
+    load: str | None = None  # why the machine was not the run's alone (``interference.judge``)
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,7 @@ class CellSummary:
     divergences: int
     guard_pauses: int
     peak_rss_mb: float | None
+    disturbed: int = 0  # runs measured under outside load
 
 
 @dataclass(frozen=True)
@@ -82,7 +88,7 @@ class Failure:
     prompt: str
     category: str
     config: str
-    kind: str  # "slowdown" | "divergence" | "guard"
+    kind: str  # "slowdown" | "divergence" | "guard" | "load"
     detail: str
 
 
@@ -95,25 +101,46 @@ class Verdict:
     status: str  # "confirmed" | "falsified" | "not run"
     tuning: Interval | None
     confirmation: Interval | None
+    disturbed: int = 0  # held-out runs of the claim measured under outside load
 
     def describe(self) -> str:
         if self.confirmation is None:
             return f"NOT RUN: {self.claim} (no confirmation results yet)"
         c = self.confirmation
-        return (
+        text = (
             f"{self.status.upper()}: {self.claim}. On the held-out confirmation part "
             f"{self.config} ran at a median {c.median:.2f}× (95% CI {c.low:.2f}–{c.high:.2f}, "
             f"{c.n} runs) against the claimed {self.threshold:g}×"
         )
+        if self.disturbed:
+            return (
+                f"{interference.RERUN.upper()} ({self.disturbed} of {c.n} held-out runs shared the "
+                f"machine). {text}"
+            )
+        return text
+
+
+USE, TARGET_ALONE, NONE = "use", "target alone", "none"
 
 
 @dataclass(frozen=True)
 class Recommendation:
     category: str
-    config: str | None  # None: the target alone is the better choice
+    config: str | None  # what to use: None is the target alone, or no recommendation at all
     tuning_speedup: float | None
     confirmed_speedup: Interval | None
     reason: str
+    candidate: str | None = None  # the best configuration on the tuning part
+    status: str = NONE  # USE | TARGET_ALONE | NONE (withheld: the reason says why)
+
+    @property
+    def use(self) -> str:
+        if self.status == USE and self.config:
+            return self.config
+        return "target alone" if self.status == TARGET_ALONE else "no recommendation"
+
+    def describe(self) -> str:
+        return f"{self.category}: {self.use} — {self.reason}"
 
 
 def _float(value: Any) -> float:
@@ -126,6 +153,7 @@ def rows_from(records: Iterable[dict[str, Any]]) -> list[Row]:
         if record.get("kind") != "prompt":
             continue
         baselines = record.get("baselines") or {}
+        disturbed = _disturbed(record)
         for name, run in (record.get("runs") or {}).items():
             base = baselines.get(str(run.get("temperature", 0.0)))
             if not base:
@@ -156,9 +184,30 @@ def rows_from(records: Iterable[dict[str, Any]]) -> list[Row]:
                     identical=run.get("identical"),
                     first_divergence=run.get("first_divergence"),
                     margin=run.get("margin"),
+                    load=disturbed,
                 )
             )
     return rows
+
+
+def _disturbed(record: dict[str, Any]) -> str | None:
+    """Whether a prompt's runs shared the machine (its configurations and its baseline ran
+    back to back, so one disturbed run spoils every speedup of the prompt)."""
+    steps = [
+        (_float(base.get("itl_p50_ms")), _float(base.get("itl_p95_ms")))
+        for base in (record.get("baselines") or {}).values()
+    ]
+    times = record.get("load")
+    if not isinstance(times, dict):  # a file from before the CPU times were recorded
+        times = {}
+    return interference.judge(
+        wall_s=_float(times.get("wall_s")),
+        own_cpu_s=_float(times.get("own_cpu_s")),
+        busy_cpu_s=_float(times.get("busy_cpu_s")),
+        cpus=int(times.get("cpus", 1)),
+        threads=int(times.get("threads", 0)),
+        steps=steps,
+    )
 
 
 def bootstrap_median(
@@ -210,6 +259,7 @@ def summarise(rows: Sequence[Row], *, seed: int = 0) -> list[CellSummary]:
                     divergences=sum(1 for r in chosen if r.identical is False),
                     guard_pauses=sum(r.guard_pauses for r in chosen),
                     peak_rss_mb=max(rss) if rss else None,
+                    disturbed=sum(1 for r in chosen if r.load),
                 )
             )
     return cells
@@ -254,6 +304,17 @@ def failures(rows: Sequence[Row]) -> list[Failure]:
                     f"{r.guard_pauses} collapse-guard pause(s), acceptance {r.acceptance:.0%}",
                 )
             )
+        if r.load:
+            found.append(
+                Failure(
+                    r.phase,
+                    r.prompt,
+                    r.category,
+                    r.config,
+                    "load",
+                    f"{interference.RERUN}: {r.load}",
+                )
+            )
     return found
 
 
@@ -283,59 +344,113 @@ def verdict(
     category = claim.category or ALL
     text = claim.describe(claim_config)
 
+    def chosen(phase: str) -> list[Row]:
+        return _select(rows, phase, category, claim_config) if claim_config else []
+
     def interval(phase: str) -> Interval | None:
-        if claim_config is None:
-            return None
-        chosen = _select(rows, phase, category, claim_config)
-        return bootstrap_median([r.speedup for r in chosen], seed=seed) if chosen else None
+        found = chosen(phase)
+        return bootstrap_median([r.speedup for r in found], seed=seed) if found else None
 
     tuning, confirmation = interval("tuning"), interval("confirmation")
     if confirmation is None:
         status = "not run"
     else:
         status = "confirmed" if confirmation.median >= claim.threshold else "falsified"
-    return Verdict(text, claim_config, category, claim.threshold, status, tuning, confirmation)
+    disturbed = sum(1 for r in chosen("confirmation") if r.load)
+    return Verdict(
+        text, claim_config, category, claim.threshold, status, tuning, confirmation, disturbed
+    )
+
+
+def _ci(interval: Interval) -> str:
+    runs = "run" if interval.n == 1 else "runs"
+    return (
+        f"{interval.median:.2f}× (95% CI {interval.low:.2f}–{interval.high:.2f}) "
+        f"on {interval.n} held-out {runs}"
+    )
+
+
+def recommend_one(
+    rows: Sequence[Row],
+    category: str,
+    config: str | None,
+    claim: Verdict | None = None,
+    *,
+    seed: int = 0,
+) -> Recommendation:
+    """What to use for ``category``, given ``config``, the best on its tuning part.
+
+    Only the held-out runs decide, and only when they can: none is made from fewer than
+    ``MIN_HELD_OUT_RUNS`` runs, from runs measured under outside load, for a configuration
+    whose claim the same runs falsified, or from an interval that includes 1×.
+    """
+    if config is None:
+        return Recommendation(category, None, None, None, "nothing ran")
+    tuning = median_speedup(rows, "tuning", category, config)
+    held_out = _select(rows, "confirmation", category, config)
+
+    def withheld(reason: str, confirmed: Interval | None = None) -> Recommendation:
+        return Recommendation(category, None, tuning, confirmed, reason, config, NONE)
+
+    if not held_out:
+        return withheld(f"{config} is not confirmed yet (no held-out prompts ran)")
+    confirmed = bootstrap_median([r.speedup for r in held_out], seed=seed)
+    if (
+        claim is not None
+        and claim.status == "falsified"
+        and claim.config == config
+        and claim.category in (ALL, category)
+    ):
+        return withheld(
+            f"the claim about {config} was falsified ({_ci(claim.confirmation)} against the "
+            f"claimed {claim.threshold:g}×)"
+            if claim.confirmation is not None
+            else f"the claim about {config} was falsified",
+            confirmed,
+        )
+    disturbed = sum(1 for r in held_out if r.load)
+    if disturbed:
+        return withheld(
+            f"{interference.RERUN} ({disturbed} of {confirmed.n} held-out runs of {config})",
+            confirmed,
+        )
+    if confirmed.n < MIN_HELD_OUT_RUNS:
+        return withheld(
+            f"{config} ran at {_ci(confirmed)}; a recommendation needs at least "
+            f"{MIN_HELD_OUT_RUNS} (add prompts or repeats)",
+            confirmed,
+        )
+    if confirmed.high < 1.0:
+        return Recommendation(
+            category,
+            None,
+            tuning,
+            confirmed,
+            f"{config} was best on the tuning part but ran at {_ci(confirmed)}",
+            config,
+            TARGET_ALONE,
+        )
+    if confirmed.low < 1.0:
+        return withheld(
+            f"{config} ran at {_ci(confirmed)}: not shown to beat the target alone", confirmed
+        )
+    return Recommendation(
+        category, config, tuning, confirmed, f"confirmed {_ci(confirmed)}", config, USE
+    )
 
 
 def recommend(
-    rows: Sequence[Row], choice: dict[str, Any] | None, *, seed: int = 0
+    rows: Sequence[Row],
+    choice: dict[str, Any] | None,
+    claim: Verdict | None = None,
+    *,
+    seed: int = 0,
 ) -> list[Recommendation]:
-    found = []
-    for category, config in ((choice or {}).get("per_category") or {}).items():
-        tuning = median_speedup(rows, "tuning", category, config) if config else None
-        chosen = _select(rows, "confirmation", category, config) if config else []
-        confirmed = bootstrap_median([r.speedup for r in chosen], seed=seed) if chosen else None
-        if config is None:
-            found.append(Recommendation(category, None, None, None, "nothing ran"))
-        elif confirmed is None:
-            found.append(
-                Recommendation(
-                    category, config, tuning, None, "not confirmed yet (no held-out prompts ran)"
-                )
-            )
-        elif confirmed.median >= 1.0:
-            found.append(
-                Recommendation(
-                    category,
-                    config,
-                    tuning,
-                    confirmed,
-                    f"confirmed {confirmed.median:.2f}× on held-out prompts",
-                )
-            )
-        else:
-            found.append(
-                Recommendation(
-                    category,
-                    None,
-                    tuning,
-                    confirmed,
-                    f"best was {config}, but it ran at "
-                    f"{confirmed.median:.2f}× on held-out prompts: "
-                    "use the target alone",
-                )
-            )
-    return found
+    per_category = (choice or {}).get("per_category") or {}
+    return [
+        recommend_one(rows, category, config, claim, seed=seed)
+        for category, config in per_category.items()
+    ]
 
 
 @dataclass(frozen=True)
@@ -355,11 +470,12 @@ def analyse(
     choices = [r for r in records if r.get("kind") == "choice"]
     choice = choices[-1] if choices else None
     claim_config = (choice or {}).get("claim_config") or claim.config
+    judged = verdict(rows, claim, claim_config, seed=seed)
     return Analysis(
         rows=rows,
         cells=summarise(rows, seed=seed),
         failures=failures(rows),
-        verdict=verdict(rows, claim, claim_config, seed=seed),
-        recommendations=recommend(rows, choice, seed=seed),
+        verdict=judged,
+        recommendations=recommend(rows, choice, judged, seed=seed),
         configs=[c for c in configs if c != BASELINE],
     )

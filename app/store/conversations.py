@@ -41,6 +41,9 @@ ID_LIMIT = 64
 BASELINE_TEXT_LIMIT = 1 << 20  # characters
 BASELINE_FIGURES = ("tokens", "tok_s", "ttft_ms", "diverged_at")
 STOP_REASON_LIMIT = 40
+# stats flag of an answer whose speculative and target-only runs did not get the same machine
+# (exactness.uneven_machine): its two speeds are kept, but they are no speedup
+UNEVEN_MACHINE = "uneven_machine"
 
 
 def is_conversation_id(text: str) -> bool:
@@ -137,6 +140,10 @@ def _message_from_json(raw: object, index: int, repairs: list[str]) -> ChatMessa
     if not isinstance(content, str):
         raise ValueError(f"message {index + 1} has no text content")
     stats = dict(raw["stats"]) if isinstance(raw.get("stats"), dict) else {}
+    # the flag is kept as True whatever its stored value: a damaged flag never turns a figure
+    # from uneven machines into a plain speedup
+    if UNEVEN_MACHINE in stats:
+        stats[UNEVEN_MACHINE] = True
     if "baseline" in stats:  # shown as text: checked, not passed on as it came
         baseline = baseline_from_json(stats["baseline"])
         if baseline is None:

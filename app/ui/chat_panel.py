@@ -25,12 +25,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.config import SpecConfig
 from app.engine.events import GuardEvent, RunSummary, TextTail, TokenEvent
+from app.engine.exactness import Judgement
 from app.store.conversations import ChatMessage
 from app.ui.answer_verdict import guard_text
 from app.ui.chat_input import ChatInput
 from app.ui.palette import STYLE_LABELS, STYLES, legend_html
+from app.ui.plain_text import markup, plain_label, tooltip
 from app.ui.theme import BANNERS
 from app.ui.token_view import TokenView
 from app.ui.transcript import Transcript, char_kinds
@@ -43,7 +44,8 @@ COMPARISON_CHARS = 50_000
 
 
 class Banner(QFrame):
-    """A one-line message with a close button."""
+    """A one-line message with a close button. Its text is markup the app composes, with
+    every outside part escaped (see ``app.ui.plain_text``)."""
 
     def __init__(self, name: str, colours: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -166,11 +168,21 @@ class ChatPanel(QWidget):
         self.panes.setStretchFactor(0, 1)
         self.panes.setStretchFactor(1, 1)
 
-        self.verdict = QLabel("")
+        self.verdict = plain_label()  # a stored verdict is text from a file
         self.verdict.setObjectName("verdict")
         self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.verdict.setStyleSheet("padding: 2px 0;")
         self.verdict.setWordWrap(True)  # the verdict wraps; it never widens the window
+        self.verdict.setTextFormat(Qt.TextFormat.PlainText)  # stored verdicts come from files
+        # offered when the two runs did not get the same machine: their speeds are no speedup
+        self.remeasure = QPushButton("Measure again")
+        self.remeasure.setObjectName("remeasureButton")
+        self.remeasure.setToolTip(
+            "The two runs did not get the same share of the CPU, so their speeds cannot be "
+            "compared: regenerate this answer and its target-only run to time both again"
+        )
+        self.remeasure.clicked.connect(self.regenerate_requested)
+        self.remeasure.hide()
         self.style_box = QComboBox()
         self.style_box.setObjectName("colourStyle")
         for key in STYLES:
@@ -185,7 +197,10 @@ class ChatPanel(QWidget):
         self.baseline_box.toggled.connect(self._baseline_picked)
         verdict_row = QVBoxLayout()  # the verdict gets the full width to wrap in
         verdict_row.setSpacing(2)
-        verdict_row.addWidget(self.verdict)
+        verdict_line = QHBoxLayout()
+        verdict_line.addWidget(self.verdict, 1)
+        verdict_line.addWidget(self.remeasure, 0, Qt.AlignmentFlag.AlignTop)
+        verdict_row.addLayout(verdict_line)
         self.compare = QToolButton()
         self.compare.setObjectName("compareToggle")
         self.compare.setCheckable(True)
@@ -284,6 +299,7 @@ class ChatPanel(QWidget):
         self.base_view.clear_tokens("runs after the speculative answer" if baseline else "")
         self.base_box.setVisible(baseline)
         self.verdict.setText("")
+        self.remeasure.hide()
         self.guard_banner.hide()
         self.error_banner.hide()
         self.spec_header.setText("<b>Speculative</b>")
@@ -299,7 +315,7 @@ class ChatPanel(QWidget):
         name = "Speculative" if speculative else "Baseline — target only"
         for event in batch.events:
             if isinstance(event, GuardEvent):
-                self.guard_banner.show_text(guard_text(event, SpecConfig()))
+                self.guard_banner.show_text(guard_text(event))
             elif isinstance(event, RunSummary):  # final figure: generation time, no prefill
                 header.setText(
                     f"<b>{name}</b> · {event.tokens} tokens · {event.tok_s:.1f} tok/s"
@@ -357,11 +373,12 @@ class ChatPanel(QWidget):
             self.send.setToolTip("Stop the answer (within one speculative step)")
         else:
             refused = f"Fix the settings first — {self._refusal}" if self._refusal else ""
-            self.send.setToolTip(refused)
+            self.send.setToolTip(tooltip(refused))  # the reason quotes what was typed
         self.regenerate.setEnabled(idle and self._has_messages)
         self.continue_button.setVisible(self._can_continue and idle)
         self.continue_button.setEnabled(idle and not self._refusal)
         self.copy.setEnabled(idle and bool(self._last_answer or self.spec_view.text()))
+        self.remeasure.setEnabled(idle and not self._refusal)
 
     def baseline_not_run(self, reason: str) -> None:
         self.base_view.clear_tokens(reason)
@@ -370,9 +387,14 @@ class ChatPanel(QWidget):
     def show_verdict(self, text: str, divergence: int | None) -> None:
         self.flush()
         self.verdict.setText(text)
-        self.verdict.setToolTip(text)
+        self.verdict.setToolTip(tooltip(text))
         self.spec_view.mark_divergence(divergence)
         self.base_view.mark_divergence(divergence)
+
+    def show_judgement(self, judgement: Judgement) -> None:
+        """The verdict, with Measure again where the two runs' speeds cannot be compared."""
+        self.show_verdict(judgement.text, judgement.divergence)
+        self.remeasure.setVisible(judgement.uneven_machine)
 
     def set_dark(self, dark: bool) -> None:
         self._dark = dark
@@ -388,8 +410,9 @@ class ChatPanel(QWidget):
 
     # --- what the window shows through the panel -----------------------------------------
 
-    def show_error(self, html_text: str) -> None:
-        self.error_banner.show_text(html_text)
+    def show_error(self, title: str, detail: str = "") -> None:
+        """``title`` in bold, then ``detail``: both plain text (escaped here)."""
+        self.error_banner.show_text(markup(title, detail))
 
     def hide_error(self) -> None:
         self.error_banner.hide()
@@ -428,6 +451,7 @@ class ChatPanel(QWidget):
         coloured by its stored token kinds beside the stored target-only answer, the verdict,
         and where the two part. Folded away unless they part."""
         self.guard_banner.hide()
+        self.remeasure.hide()
         self.spec_header.setText("<b>Speculative</b>")
         self.base_header.setText("<b>Baseline — target only</b>")
         if message is None:
@@ -447,7 +471,7 @@ class ChatPanel(QWidget):
         self.spec_header.setText(f"<b>Speculative</b>{figures}{_cut_note(len(content))}")
         verdict = stats.get("verdict")
         self.verdict.setText(verdict if isinstance(verdict, str) else "")
-        self.verdict.setToolTip(self.verdict.text())
+        self.verdict.setToolTip(tooltip(self.verdict.text()))
         baseline = stats.get("baseline")
         diverged = False
         if isinstance(baseline, dict) and isinstance(baseline.get("text"), str):

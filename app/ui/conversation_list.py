@@ -12,7 +12,6 @@ from PySide6.QtWidgets import (
     QGridLayout,
     QListWidget,
     QListWidgetItem,
-    QMessageBox,
     QPushButton,
     QVBoxLayout,
     QWidget,
@@ -20,6 +19,7 @@ from PySide6.QtWidgets import (
 
 from app.store.conversations import ConversationInfo, ConversationStore, export
 from app.store.fileio import error_text
+from app.ui.plain_text import ask, tooltip
 
 
 class ConversationList(QWidget):
@@ -67,7 +67,7 @@ class ConversationList(QWidget):
             flag = " · not saved yet" if info.id in unsaved else ""
             item = QListWidgetItem(f"{info.title}\n{stamp} · {info.messages} messages{flag}")
             item.setData(Qt.ItemDataRole.UserRole, info.id)
-            item.setToolTip(info.title)
+            item.setToolTip(tooltip(info.title))
             self.list.addItem(item)
             if info.id == current:
                 self.list.setCurrentItem(item)
@@ -95,8 +95,7 @@ class ConversationList(QWidget):
         self.deleted.emit(conversation_id)
 
     def _confirm_delete(self, conversation_id: str) -> None:
-        answer = QMessageBox.question(self, "Delete conversation", "Delete this conversation?")
-        if answer == QMessageBox.StandardButton.Yes:
+        if ask(self, "Delete conversation", "Delete this conversation?"):
             self.delete_conversation(conversation_id)
 
     def _export(self, conversation_id: str, suffix: str) -> None:

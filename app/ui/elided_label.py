@@ -1,7 +1,8 @@
 """A one-line label that never asks for more width than a few characters.
 
 It paints as much of its text as fits, eliding the rest with "…", and keeps the whole text
-in its tooltip, so a long file name or figure can neither hide nor widen the window.
+in its tooltip, so a long file name or figure can neither hide nor widen the window. Both are
+plain text: a file name is never markup.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QPainter, QPaintEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
+
+from app.ui.plain_text import tooltip as plain_tip
 
 MIN_CHARS = 6
 
@@ -28,12 +31,12 @@ class ElidedLabel(QLabel):
         self.setTextFormat(Qt.TextFormat.PlainText)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         if tooltip:
-            self.setToolTip(text)
+            self.setToolTip(plain_tip(text))
 
     def setText(self, text: str) -> None:  # noqa: N802 - Qt override
         super().setText(text)
         if self._tooltip:
-            self.setToolTip(text)
+            self.setToolTip(plain_tip(text))
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
         metrics = self.fontMetrics()

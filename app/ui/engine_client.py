@@ -8,8 +8,9 @@ process directly through the worker's shared cancel event, never through the eve
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, QThread, QTimer, Signal
+from PySide6.QtCore import QObject, QThread, Signal
 
+from app.engine.engine_protocol import STOP_GRACE_SECONDS
 from app.workers.engine_worker import EngineWorker
 from app.workers.messages import (
     Busy,
@@ -22,7 +23,9 @@ from app.workers.messages import (
     WorkerError,
 )
 
-STOP_GRACE_MS = 10_000  # a Stop the engine process ignores this long ends the process
+# A Stop or Cancel the engine process ignores this long ends the process: EngineHost's own
+# watchdog does it while a request runs, and shutdown() here when the window closes.
+STOP_GRACE_MS = int(STOP_GRACE_SECONDS * 1000)
 
 
 class EngineClient(QObject):
@@ -58,10 +61,6 @@ class EngineClient(QObject):
         self._worker.verdict.connect(self._on_verdict)
         self._worker.done.connect(self._on_done)
         self._worker.error.connect(self._on_error)
-        self._stop_watchdog = QTimer(self)
-        self._stop_watchdog.setSingleShot(True)
-        self._stop_watchdog.setInterval(STOP_GRACE_MS)
-        self._stop_watchdog.timeout.connect(self._stop_ignored)
         self._thread.start()
 
     # --- state ---------------------------------------------------------------------------
@@ -109,18 +108,10 @@ class EngineClient(QObject):
         if self._job is not None:
             self._job.cancel.set()
             self._worker.cancel_running()
-            if not self._stop_watchdog.isActive():
-                self._stop_watchdog.start()
-
-    def _stop_ignored(self) -> None:
-        """Stop did not reach the engine (stuck in native code): end its process."""
-        if self._job is not None:
-            self._worker.kill_engine(
-                f"did not respond to Stop within {STOP_GRACE_MS // 1000} s, so SpecDeck ended it"
-            )
 
     def cancel_load(self) -> None:
-        """Stop loading the pair (llama.cpp's progress callback asks to abort)."""
+        """Stop loading the pair (llama.cpp's progress callback asks to abort; a process
+        stuck in native code is killed after the grace and the next load starts afresh)."""
         if self._loading:
             self._worker.cancel_running(self._load_id)
 
@@ -129,7 +120,6 @@ class EngineClient(QObject):
         if self._thread is None:
             return True
         self.cancel()
-        self._stop_watchdog.stop()
         self._job = None
         self._job_id = self._load_id = -1
         self._request_shutdown.emit()
@@ -164,7 +154,6 @@ class EngineClient(QObject):
     def _on_done(self, message: JobDone) -> None:
         if message.request_id == self._job_id:
             self._job = None
-            self._stop_watchdog.stop()
             self.done.emit(message)
 
     def _on_error(self, message: WorkerError) -> None:

@@ -4,13 +4,15 @@ The run itself is ``app.lab``'s: a ``LabThread`` drives a ``LabRunner`` (its own
 the chat's engine is untouched) and reports after every prompt; the tab re-reads the result
 file, which the runner has fsynced by then, and redraws a strip plot with interquartile boxes,
 the summary table, the verdict and the per-category recommendation. Cancel stops between
-steps; the file keeps every finished prompt and ``Resume`` continues it.
+steps (the engine processes watch the same flag); the file keeps every finished prompt and
+``Resume`` continues it. Closing the window cancels a run and, if it has not stopped within
+a second, ends its engine processes: the window closes within ``SHUTDOWN_MS``.
 """
 
 from __future__ import annotations
 
-import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QListWidgetItem,
+    QMessageBox,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
@@ -41,41 +44,31 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.config import DraftSource
+from app.engine.engine_host import CancelFlag
 from app.errors import SpecDeckError
-from app.lab.configs import ConfigError, parse_config, settings_changes
+from app.lab.configs import ConfigError, describe_changes, parse_config, settings_changes
 from app.lab.plan import Claim, LabPlan
-from app.lab.report import analysis_of, to_html
+from app.lab.report import CELL_COLUMNS, analysis_of, cell_columns, ordered_cells, to_html
 from app.lab.results import ResultFileError, ResultLog
 from app.lab.runner import LabRunner, Progress, target_spec
-from app.lab.stats import ALL, Analysis, Row, rows_from
+from app.lab.stats import ALL, MIN_HELD_OUT_RUNS, USE, Analysis, Row, rows_from
 from app.lab.suites import BUILTIN_CATEGORIES, SuiteError, builtin, from_conversations, load_jsonl
 from app.store.conversations import ConversationStore
 from app.store.fileio import atomic_write_text
 from app.store.paths import data_dir
 from app.store.settings import Settings
+from app.ui.plain_text import plain_label
 
 COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")
-TABLE_COLUMNS = (
-    "phase",
-    "category",
-    "configuration",
-    "n",
-    "speedup (95% CI)",
-    "acceptance",
-    "tokens/pass",
-    "TTFT ms",
-    "ITL p50/p95/p99 ms",
-    "host ms/token",
-    "slowdowns",
-    "divergences",
-    "guard pauses",
-)
+TABLE_COLUMNS = CELL_COLUMNS  # the command line's and the report's columns
 REFRESH_S = 1.0  # live redraws of the plot; the full analysis (bootstraps) runs at the end
 # In a narrow dock the tab scrolls sideways rather than squeezing (see _keep_readable):
 MIN_FIELD_CHARS = 36  # the target path and the configuration lines
 MIN_TEXT_CHARS = 48  # the verdict and messages, so they wrap into lines, not a thin column
 TABLE_KEY_COLUMNS = 5  # phase … speedup stay in view; the table scrolls the rest itself
 CATEGORY_GAP_PX = 18  # between the plot's category labels
+SHUTDOWN_MS = 2_000  # closing the window during a run waits at most this long
+_detached: set[LabThread] = set()  # runs that outlived a shutdown, kept until they end
 
 
 @dataclass(frozen=True)
@@ -96,16 +89,24 @@ class LabThread(QThread):
         self.setObjectName("LabThread")
         self.path = path
         self.plan = plan
-        self.cancel = threading.Event()
+        self.cancel = CancelFlag()  # shared with the run's engine processes
+        self.runner: LabRunner | None = None
+
+    def kill(self) -> None:
+        """Cancel and end the run's engine processes now (any thread)."""
+        self.cancel.set()
+        runner = self.runner
+        if runner is not None:
+            runner.kill()
 
     def run(self) -> None:
         try:
-            runner = (
-                LabRunner.start(self.plan, self.path)
+            runner = self.runner = (
+                LabRunner.start(self.plan, self.path, self.cancel)
                 if self.plan is not None
-                else LabRunner.resume(self.path)
+                else LabRunner.resume(self.path, self.cancel)
             )
-            finished = runner.run(self.progressed.emit, self.cancel.is_set)
+            finished = runner.run(self.progressed.emit)
             self.ended.emit(LabFinished(str(self.path), finished))
         except (SpecDeckError, ValueError, OSError) as exc:
             self.ended.emit(LabFinished(str(self.path), False, str(exc)))
@@ -127,10 +128,17 @@ class LabTab(QWidget):
     run_finished = Signal(object)  # LabFinished
 
     def __init__(
-        self, settings: Settings | None = None, *, results_dir: Path | None = None
+        self,
+        settings: Settings | None = None,
+        *,
+        results_dir: Path | None = None,
+        chat_settings: Callable[[], Settings] | None = None,
     ) -> None:
         super().__init__()
         settings = settings or Settings()
+        # the chat's settings now, for naming what Apply would change
+        self.chat_settings = chat_settings or (lambda: settings)
+        self.apply_box: QMessageBox | None = None
         self.results_dir = results_dir
         self.worker: LabThread | None = None
         self.log_path: Path | None = None
@@ -189,8 +197,9 @@ class LabTab(QWidget):
         self.progress = QProgressBar()
         self.progress.setFormat("%v / %m prompts")
         self.progress.setTextVisible(False)  # shown once a run reports its size
-        self.eta = QLabel("")
-        self.message = QLabel("")
+        # Plain text: suites, result files and remote servers write what these say.
+        self.eta = plain_label()
+        self.message = plain_label()
         self.message.setWordWrap(True)
 
         self.plot = pg.PlotWidget()
@@ -199,7 +208,7 @@ class LabTab(QWidget):
         self.plot.showGrid(y=True, alpha=0.3)
         self.plot.setMinimumHeight(200)
         self.plot.addLegend(offset=(6, 6))
-        self.verdict = QLabel("State a claim, then run.")
+        self.verdict = plain_label("State a claim, then run.")
         self.verdict.setWordWrap(True)
         self.verdict.setObjectName("labVerdict")
         self.table = QTableWidget(0, len(TABLE_COLUMNS))
@@ -249,7 +258,7 @@ class LabTab(QWidget):
         status.addWidget(self.progress, 1)
         status.addWidget(self.eta)
         apply_row = QHBoxLayout()
-        apply_row.addWidget(QLabel("Recommended"))
+        apply_row.addWidget(QLabel(f"Recommended (≥ {MIN_HELD_OUT_RUNS} held-out runs)"))
         apply_row.addWidget(self.recommendation, 1)
         apply_row.addWidget(self.apply_button)
         column = QVBoxLayout(self)
@@ -365,7 +374,7 @@ class LabTab(QWidget):
         try:
             plan = self.plan()
         except (SpecDeckError, ValueError, OSError) as exc:
-            self.message.setText(f"<b>Cannot run:</b> {exc}")
+            self.message.setText(f"Cannot run: {exc}")
             return False
         self._plan = plan
         parts = plan.split
@@ -398,13 +407,26 @@ class LabTab(QWidget):
             self.worker.cancel.set()
             self.eta.setText("stopping after this step…")
 
-    def shutdown(self, timeout_ms: int = 60_000) -> None:
-        """Cancel a run and wait for its thread (the window is closing)."""
+    def shutdown(self, timeout_ms: int = SHUTDOWN_MS) -> None:
+        """Cancel a run and wait for its thread (the window is closing); an engine that has
+        not stopped within half the time is killed, and a thread still running at the end
+        is left to finish on its own rather than holding the window."""
         thread = self.worker
-        if thread is not None:
-            thread.cancel.set()
-            thread.wait(timeout_ms)
-            self._finish_thread()
+        if thread is None:
+            return
+        thread.cancel.set()
+        if not thread.wait(timeout_ms // 2):
+            thread.kill()
+            thread.wait(timeout_ms - timeout_ms // 2)
+        if thread.isRunning():
+            self.worker = None
+            thread.progressed.disconnect(self._on_progress)
+            thread.ended.disconnect(self._on_ended)
+            _detached.add(thread)
+            thread.finished.connect(lambda: _detached.discard(thread))
+            self._set_running(False)
+            return
+        self._finish_thread()
 
     def _set_running(self, running: bool) -> None:
         for button in (self.run_button, self.open_button, self.resume_button):
@@ -424,7 +446,7 @@ class LabTab(QWidget):
         self._finish_thread()
         self.progress.setRange(0, max(self.progress.maximum(), 1))
         if outcome.error:
-            self.message.setText(f"<b>The run stopped:</b> {outcome.error}")
+            self.message.setText(f"The run stopped: {outcome.error}")
             self.eta.setText("")
         else:
             self.eta.setText(
@@ -470,7 +492,7 @@ class LabTab(QWidget):
             log = ResultLog.open(path)
             plan, analysis = analysis_of(log)
         except (ResultFileError, ValueError, OSError) as exc:
-            self.message.setText(f"<b>Cannot read the results:</b> {exc}")
+            self.message.setText(f"Cannot read the results: {exc}")
             return
         self.log_path = path
         self._plan = plan
@@ -533,31 +555,10 @@ class LabTab(QWidget):
         self._fit_plot_to_categories(categories)
 
     def _fill_table(self, analysis: Analysis) -> None:
-        cells = sorted(
-            analysis.cells,
-            key=lambda c: (c.phase != "tuning", c.category != ALL, c.category, c.config),
-        )
+        cells = ordered_cells(analysis)
         self.table.setRowCount(len(cells))
         for row, cell in enumerate(cells):
-            m = cell.medians
-            s = m["speedup"]
-            values = (
-                cell.phase,
-                cell.category,
-                cell.config,
-                str(s.n),
-                f"{s.median:.2f}× ({s.low:.2f}–{s.high:.2f})",
-                f"{m['acceptance'].median:.2f}",
-                f"{m['tokens_per_pass'].median:.2f}",
-                f"{m['ttft_ms'].median:.1f}",
-                f"{m['itl_p50_ms'].median:.2f}/{m['itl_p95_ms'].median:.2f}/"
-                f"{m['itl_p99_ms'].median:.2f}",
-                f"{m['host_ms_per_token'].median:.3f}",
-                str(cell.slowdowns),
-                str(cell.divergences),
-                str(cell.guard_pauses),
-            )
-            for column, text in enumerate(values):
+            for column, text in enumerate(cell_columns(cell)):
                 self.table.setItem(row, column, QTableWidgetItem(text))
         self.table.resizeColumnsToContents()
         self._fit_table_to_key_columns()
@@ -565,16 +566,17 @@ class LabTab(QWidget):
     def _show_verdict(self, analysis: Analysis) -> None:
         verdict = analysis.verdict
         colour = {"confirmed": "#1b7f3b", "falsified": "#b00020"}.get(verdict.status, "#555")
-        self.verdict.setText(
-            f"<span style='color:{colour}; font-size:14px'><b>{verdict.describe()}</b></span>"
-        )
+        if verdict.disturbed:  # measured under outside load: neither a pass nor a fail yet
+            colour = "#9a5b00"
+        self.verdict.setStyleSheet(f"color: {colour}; font-size: 14px; font-weight: bold;")
+        self.verdict.setText(verdict.describe())
 
     def _fill_recommendations(self, analysis: Analysis) -> None:
         self.recommendation.blockSignals(True)
         self.recommendation.clear()
         for rec in analysis.recommendations:
-            use = rec.config or "target alone"
-            self.recommendation.addItem(f"{rec.category}: {use} — {rec.reason}", rec.config)
+            # only a recommendation to use a configuration can be applied
+            self.recommendation.addItem(rec.describe(), rec.config if rec.status == USE else None)
         self.recommendation.blockSignals(False)
         self._recommendation_chosen()
 
@@ -588,8 +590,35 @@ class LabTab(QWidget):
         return settings_changes(self._plan.config(name))
 
     def _apply(self) -> None:
+        """Asks first, naming each chat setting that would change; applies on Yes."""
         changes = self.recommended_changes()
-        if changes is not None:
+        if changes is None:
+            return
+        name = self.recommendation.currentData()
+        lines = describe_changes(changes, self.chat_settings())
+        listed = "\n".join(f"  {line}" for line in lines) or "  (the chat already uses them)"
+        box = QMessageBox(self)
+        box.setIcon(QMessageBox.Icon.Question)
+        box.setWindowTitle("Apply to chat")
+        box.setTextFormat(Qt.TextFormat.PlainText)
+        reloads = any(line.startswith(("drafting:", "draft model:")) for line in lines)
+        after = (
+            "The pair reloads with the new drafting." if reloads else "The next answer uses them."
+        )
+        # one plain-text label: names from a result file never become markup
+        box.setText(
+            f"Make the chat draft with {name}?\n\nThese chat settings change:\n{listed}\n\n{after}"
+        )
+        box.setStandardButtons(QMessageBox.StandardButton.Apply | QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        box.finished.connect(lambda _result: self._apply_answered(box, changes))
+        self.apply_box = box
+        box.open()
+
+    def _apply_answered(self, box: QMessageBox, changes: dict) -> None:
+        self.apply_box = None
+        box.deleteLater()
+        if box.clickedButton() is box.button(QMessageBox.StandardButton.Apply):
             self.apply_requested.emit(changes)
 
     def _export_html(self) -> None:

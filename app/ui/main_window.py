@@ -26,7 +26,7 @@ from app.engine.config import DraftSource
 from app.engine.events import TextTail, TokenEvent
 from app.engine.exactness import acceptance_text
 from app.models.fit import gib
-from app.store.conversations import Conversation, ConversationStore
+from app.store.conversations import Conversation, ConversationInfo, ConversationStore
 from app.store.pending_saves import PendingSaves, SaveFailure
 from app.store.settings import Settings, SettingsStore
 from app.ui.answer_verdict import judge_answer
@@ -36,6 +36,7 @@ from app.ui.conversation_list import ConversationList
 from app.ui.elided_label import ElidedLabel
 from app.ui.engine_client import EngineClient
 from app.ui.first_run import HubProbe
+from app.ui.open_guard import OpenGuard
 from app.ui.pair_bar import PairBar
 from app.ui.pair_chooser import PairChoice, active_pair_kv_type, choose_pair
 from app.ui.settings_panel import SettingsPanel
@@ -128,7 +129,7 @@ class MainWindow(QMainWindow):
         self.side.addTab(self.conversations, "Conversations")
         from app.ui.lab_tab import LabTab  # the Lab: wired in this block and _apply_lab only
 
-        self.lab = LabTab(self.settings)
+        self.lab = LabTab(self.settings, chat_settings=lambda: self.settings)
         # scrolled, so the Lab's plots and tables never set the window's minimum size
         lab_scroll = QScrollArea()
         lab_scroll.setObjectName("labScroll")
@@ -159,14 +160,12 @@ class MainWindow(QMainWindow):
 
         self._add_engine_actions()
         self._wire()
-        scan = self.store.scan()
-        self.session = ChatSession(
-            self._first_conversation([info.id for info in scan.conversations])
-        )
-        self.chat.show_stored_answer(self.session.last_reply)
-        self._show_conversation()
         layout_notes = self.layout_file.check()
-        self.show_notes([*self.settings_store.notes, *scan.notes, *layout_notes])
+        self.open_guard = OpenGuard(self.layout_file, self)
+        scan = self.store.scan()
+        self.session = ChatSession()
+        skipped = self._restore_conversation(scan.conversations)
+        self.show_notes([*self.settings_store.notes, *scan.notes, *layout_notes, *skipped])
         self.resize(1560, 960)
         self._docks_restored = self.layout_file.restore(self, self.side)
         self._follow_theme()
@@ -284,6 +283,7 @@ class MainWindow(QMainWindow):
         super().showEvent(event)
         if not self._shown_once:
             self._shown_once = True
+            self.open_guard.settle_later()
             self.layout_file.restore_splitters(self.chat.splitters())
             if not self._docks_restored:  # once the layout has its final size
                 QTimer.singleShot(0, self, self.share_width)
@@ -327,7 +327,7 @@ class MainWindow(QMainWindow):
         try:
             choice = choose_pair(self, start, files=files, saved=saved)
         except Exception as error:  # noqa: BLE001 - a broken wizard must not take the app down
-            self.chat.show_error(f"<b>Could not choose a pair.</b> {error}")
+            self.chat.show_error("Could not choose a pair.", str(error))
             return
         if choice is not None:
             self.apply_pair_choice(choice)
@@ -352,8 +352,9 @@ class MainWindow(QMainWindow):
                 return
         else:
             self.chat.show_error(
-                "<b>The Hugging Face Hub cannot be reached</b>, so SpecDeck starts with the "
-                "offline demo pair. Use Change pair… when you are online."
+                "The Hugging Face Hub cannot be reached,",
+                "so SpecDeck starts with the offline demo pair. Use Change pair… when you are "
+                "online.",
             )
         self.load_demo()
 
@@ -362,7 +363,7 @@ class MainWindow(QMainWindow):
             return
         draft = self.settings.draft_path or None
         if source is DraftSource.MODEL and not draft:
-            self.chat.show_error("No draft model chosen yet: use Change pair….")
+            self.chat.show_error("No draft model chosen yet:", "use Change pair….")
             self.pair_bar.show_pair(
                 self.settings.target_path, None, DraftSource.NGRAM, self.pair_name
             )
@@ -453,7 +454,7 @@ class MainWindow(QMainWindow):
             self._engine_lost = True
         self._set_loading(None)
         self.reload_button.setVisible(self._engine_lost and self.loaded is not None)
-        self.chat.show_error(f"<b>{message.title}.</b> {message.message}")
+        self.chat.show_error(f"{message.title}.", message.message)
         self.statusBar().showMessage(f"{message.title}: {message.message}", 10000)
         self.failed.emit(message)
 
@@ -492,19 +493,19 @@ class MainWindow(QMainWindow):
         """A pair to answer with and settings that were accepted; else the banner says why."""
         if self.loaded is None and not self.client.loading:
             self.chat.show_error(
-                "<b>No model pair loaded.</b> Click Demo pair (works offline) or Change pair…"
+                "No model pair loaded.", "Click Demo pair (works offline) or Change pair…"
             )
             return False
         if self._engine_lost and not self.client.loading:
             self.chat.show_error(
-                "<b>The engine is not running.</b> Click Reload pair; your message is kept."
+                "The engine is not running.", "Click Reload pair; your message is kept."
             )
             self.reload_button.setVisible(self.loaded is not None)
             return False
         self.settings_panel.flush_pending()
         refused = self.settings_panel.refusal()
         if refused:
-            self.chat.show_error(f"<b>Not sent.</b> {refused}")
+            self.chat.show_error("Not sent.", refused)
             return False
         return True
 
@@ -543,26 +544,63 @@ class MainWindow(QMainWindow):
             return
         unsaved = self.saves.unsaved(conversation_id)
         try:
-            self.session = ChatSession(unsaved or self.store.load(conversation_id))
+            conversation = unsaved or self.store.load(conversation_id)
         except (OSError, ValueError) as error:
-            text = html.escape(str(error))
-            self.chat.show_error(f"<b>Could not open the conversation.</b> {text}")
+            self.chat.show_error("Could not open the conversation.", str(error))
             return
-        self.chat.show_stored_answer(self.session.last_reply)
-        self._show_conversation()
+        self.open_guard.opening(conversation_id)
+        try:
+            self._show_session(ChatSession(conversation))
+        except Exception as error:  # noqa: BLE001 - a stored file must not take the window down
+            self._show_session(ChatSession())
+            self.chat.show_error(
+                "Could not show the conversation.", f"{type(error).__name__}: {error}"
+            )
+        self.open_guard.settle_later()
 
     @property
     def conversation(self) -> Conversation:
         return self.session.conversation
 
-    def _first_conversation(self, ids: list[str]) -> Conversation:
-        """The most recent conversation that still reads (a file may change meanwhile)."""
-        for conversation_id in ids[:3]:
+    def _show_session(self, session: ChatSession) -> None:
+        self.session = session
+        self.chat.show_stored_answer(session.last_reply)
+        self._show_conversation()
+
+    def _restore_conversation(self, listed: Sequence[ConversationInfo]) -> list[str]:
+        """Show the most recent conversation that reads and shows (a file may change
+        meanwhile); a note, in words, for each one skipped."""
+        notes = []
+        tried = 0
+        for info in listed:
+            name = f"“{info.title}” ({info.id})"
+            if self.open_guard.skips(info.id):
+                if info.id == self.open_guard.died_on:
+                    notes.append(
+                        f"the conversation {name} was not reopened: SpecDeck stopped while "
+                        "showing it last time. It is still in the Conversations list."
+                    )
+                continue
+            if tried == 3:
+                break
+            tried += 1
             try:
-                return self.store.load(conversation_id)
+                conversation = self.store.load(info.id)
             except (OSError, ValueError):
                 continue
-        return Conversation.new()
+            self.open_guard.opening(info.id)
+            try:
+                self._show_session(ChatSession(conversation))
+            except Exception as error:  # noqa: BLE001 - a stored file must not stop the start
+                notes.append(
+                    f"the conversation {name} could not be shown and was skipped "
+                    f"({type(error).__name__}: {error}). It is kept as it was, in "
+                    f"{self.store.path_of(info.id)} and in the Conversations list."
+                )
+                continue
+            return notes
+        self._show_session(ChatSession())
+        return notes
 
     def _conversation_deleted(self, conversation_id: str) -> None:
         self.saves.forget_conversation(conversation_id)
@@ -570,7 +608,7 @@ class MainWindow(QMainWindow):
             self.new_chat()
 
     def _conversation_action_failed(self, message: str) -> None:
-        self.chat.show_error(html.escape(message))
+        self.chat.show_error(message)
 
     # --- stored state ----------------------------------------------------------------------
 
@@ -627,12 +665,10 @@ class MainWindow(QMainWindow):
             self.status["speed"].setText(f"{batch.run} {rate:.1f} tok/s")
 
     def _on_verdict(self, verdict: Verdict) -> None:
-        settings = self.session.answer_settings or self.settings
-        judgement = judge_answer(self.charts.stats, verdict.comparison, settings)
+        judgement = judge_answer(self.charts.stats, verdict.comparison, self.session, self.settings)
         if judgement is None:
             return
-        self.session.judge(judgement)
-        self.chat.show_verdict(judgement.text, judgement.divergence)
+        self.chat.show_judgement(judgement)
         self.charts.set_verdict(judgement.text)
 
     def _on_done(self, done: JobDone) -> None:
@@ -663,6 +699,7 @@ class MainWindow(QMainWindow):
     # --- closing ---------------------------------------------------------------------------
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        self.open_guard.settled()
         self.settings_panel.flush_pending()
         self.layout_file.save(self, self.side, self.chat.splitters())
         if self.client.generating:  # what streamed is kept, as an engine crash keeps it

@@ -23,6 +23,7 @@ from app.models.fit import gib
 from app.models.library import Library, LibraryError
 from app.ui.elided_label import ElidedLabel
 from app.ui.pair_chooser import SavedPairsDialog, active_pair_name
+from app.ui.plain_text import tooltip
 
 PAIR_NAME_WIDTH = 160  # px; the full name is in the tooltip
 WIDE_BAR = 1200  # px: narrower bars leave device and memory to the status bar
@@ -141,7 +142,7 @@ class PairBar(QFrame):
         self.current_name = name
         self.pair_name.setText(name or "—")  # an ElidedLabel: it elides to the room it has
         self.pair_name.setToolTip(
-            f"Saved pair “{name}”" if name else "Not a saved pair (files chosen directly)"
+            tooltip(f"Saved pair “{name}”" if name else "Not a saved pair (files chosen directly)")
         )
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
@@ -166,26 +167,26 @@ class PairBar(QFrame):
     ) -> None:
         """Show a pair's files; ``saved`` is the saved pair they came from ("" for none)."""
         self.target.setText(Path(target).name if target else "none loaded")
-        self.target.setToolTip(target or "")
+        self.target.setToolTip(tooltip(target or ""))
         self.show_pair_name(active_pair_name(saved, target))
         if source is DraftSource.NGRAM:
             self.draft.setText("n-gram (prompt lookup)")
             self.draft.setToolTip("")
         else:
             self.draft.setText(Path(draft).name if draft else "—")
-            self.draft.setToolTip(draft or "")
+            self.draft.setToolTip(tooltip(draft or ""))
         self.source.blockSignals(True)
         self.source.setCurrentIndex(0 if source is DraftSource.MODEL else 1)
         self.source.blockSignals(False)
 
     def show_resources(self, device: str, weights_bytes: int, rss_bytes: int | None) -> None:
         self.device.setText(device)
-        self.device.setToolTip(device)
+        self.device.setToolTip(tooltip(device))
         text = f"weights {gib(weights_bytes)}"
         if rss_bytes:
             text += f" · process {gib(rss_bytes)}"
         self.memory.setText(text)
-        self.memory.setToolTip(text)
+        self.memory.setToolTip(tooltip(text))
 
     def set_busy(self, text: str | None) -> None:
         """Show the busy indicator with ``text``; ``None`` hides it."""

@@ -17,10 +17,8 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QInputDialog,
-    QLabel,
     QListWidget,
     QListWidgetItem,
-    QMessageBox,
     QPushButton,
     QVBoxLayout,
     QWidget,
@@ -28,6 +26,7 @@ from PySide6.QtWidgets import (
 
 from app.engine.config import KV_TYPES, DraftSource
 from app.models.library import Library, LibraryError, Profile
+from app.ui.plain_text import ask, plain_label
 
 GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
 MAX_PAIR_NAME = 120
@@ -121,12 +120,8 @@ def _from_files(parent: QWidget, start: str) -> PairChoice | None:
         GGUF_FILTER,
     )
     if not draft:
-        answer = QMessageBox.question(
-            parent,
-            "No draft model",
-            "Use n-gram (prompt lookup) drafting with this target?",
-        )
-        if answer != QMessageBox.StandardButton.Yes:
+        question = "Use n-gram (prompt lookup) drafting with this target?"
+        if not ask(parent, "No draft model", question):
             return None
         return PairChoice(target, None, DraftSource.NGRAM)
     return PairChoice(target, draft, DraftSource.MODEL)
@@ -158,7 +153,7 @@ class SavedPairsDialog(QDialog):
         self.current = current
         self.list = QListWidget()
         self.list.currentItemChanged.connect(lambda *_: self._enable())
-        self.message = QLabel()
+        self.message = plain_label()  # library errors name pairs and files
         self.message.setWordWrap(True)
         self.rename_button = QPushButton("Rename…")
         self.rename_button.clicked.connect(self._ask_rename)
@@ -221,10 +216,8 @@ class SavedPairsDialog(QDialog):
         name = self.selected()
         if name is None:
             return
-        answer = QMessageBox.question(
-            self, "Delete pair", f"Delete the saved pair “{name}”? Its models stay in the library."
-        )
-        if answer == QMessageBox.StandardButton.Yes:
+        question = f"Delete the saved pair “{name}”? Its models stay in the library."
+        if ask(self, "Delete pair", question):
             self.delete(name)
 
     def delete(self, name: str) -> None:

@@ -15,7 +15,6 @@ from PySide6.QtWidgets import (
     QComboBox,
     QFormLayout,
     QGroupBox,
-    QLabel,
     QLineEdit,
     QPlainTextEdit,
     QScrollArea,
@@ -26,6 +25,7 @@ from superqt.utils import qdebounced
 
 from app.engine.config import AcceptRule
 from app.store.settings import FIELDS, Invalid, Settings, with_field
+from app.ui.plain_text import plain_label
 from app.ui.theme import CHOICE_LABELS, CHOICES
 
 INVALID_STYLE = "QLineEdit { border: 1px solid #D55E00; background: #FDEBE1; }"
@@ -45,7 +45,7 @@ class FieldEdit(QWidget):
         self.edit.setObjectName(f"field_{name}")
         self.edit.setToolTip(FIELDS[name].hint)
         self.edit.setPlaceholderText("random" if name == "seed" else "")
-        self.reason = QLabel(self)
+        self.reason = plain_label(parent=self)  # the reason may quote what was typed
         self.reason.setObjectName(f"reason_{name}")
         self.reason.setWordWrap(True)
         self.reason.setStyleSheet("color: #B34700; font-size: 11px;")
@@ -115,7 +115,7 @@ class SettingsPanel(QScrollArea):
         self.system_prompt.textChanged.connect(self._prompt_later)
         prompt_layout = QVBoxLayout(prompt_box)
         prompt_layout.addWidget(self.system_prompt)
-        self.prompt_reason = QLabel()
+        self.prompt_reason = plain_label()
         self.prompt_reason.setStyleSheet("color: #B34700;")
         self.prompt_reason.hide()
         prompt_layout.addWidget(self.prompt_reason)

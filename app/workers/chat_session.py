@@ -17,9 +17,15 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from app.engine.events import RunSummary, TextTail, TokenEvent, TokenKind
-from app.engine.exactness import Judgement
-from app.store.conversations import BASELINE_TEXT_LIMIT, ChatMessage, Conversation
+from app.engine.config import AcceptRule
+from app.engine.events import RunSummary, StepEvent, TextTail, TokenEvent, TokenKind
+from app.engine.exactness import Comparison, Judgement, judge, pause_note, rate
+from app.store.conversations import (
+    BASELINE_TEXT_LIMIT,
+    UNEVEN_MACHINE,
+    ChatMessage,
+    Conversation,
+)
 from app.store.settings import Settings
 from app.workers.messages import ChatJob, JobDone, PairLoaded
 
@@ -198,6 +204,31 @@ class ChatSession:
     def judge(self, judgement: Judgement) -> None:
         self.judgement = judgement
 
+    def verdict(
+        self,
+        spec: RunSummary,
+        base: RunSummary | None,
+        comparison: Comparison | None,
+        steps: Sequence[StepEvent],
+        settings: Settings,
+    ) -> Judgement:
+        """The verdict of the answer just written, kept for ``finish``. A continuation's
+        verdict is about the whole message, with the same figures its stats line shows."""
+        settings = self.answer_settings or settings
+        judgement = judge(
+            spec,
+            base,
+            comparison,
+            temperature=settings.temperature,
+            rule=AcceptRule(settings.rule),
+            position_keyed=spec.position_keyed,
+            steps=steps,
+        )
+        if self.continuing and self.can_continue:
+            judgement = continued_judgement(self.conversation.messages[-1].stats, spec)
+        self.judgement = judgement
+        return judgement
+
     def finish(self, done: JobDone, stream: Stream, pair: PairLoaded | None) -> ChatMessage | None:
         """Store the answer (the speculative run's text, with its figures and token kinds);
         a job that wrote nothing stores nothing. A job cut off before its run could finish
@@ -223,8 +254,12 @@ class ChatSession:
             stats["base_tok_s"] = round(base.tok_s, 2)
             if len(base.text) <= BASELINE_TEXT_LIMIT:
                 stats["baseline"] = baseline_record(base, self.judgement, stream)
+        if spec.paused_tokens:
+            stats["paused_tokens"] = spec.paused_tokens
         if self.judgement is not None:
             stats["verdict"] = self.judgement.text
+            if self.judgement.uneven_machine:  # the two speeds are no speedup
+                stats[UNEVEN_MACHINE] = True
         if done.cancelled:
             stats["stopped"] = True
         stats.update(answer_details(spec, stream, settings, pair))
@@ -306,28 +341,58 @@ class ChatSession:
         """The last answer with the continuation appended and the figures of both parts."""
         last = self.conversation.messages[-1]
         old = last.stats
-        before, added = _count(old, "tokens"), spec.tokens
-        tokens = before + added
-        accepted = _count(old, "accepted") + spec.accepted
-        drafted = _count(old, "drafted") + spec.drafted
-        seconds = _seconds(before, old.get("spec_tok_s")) + _seconds(added, spec.tok_s)
-        passes = _seconds(before, old.get("tokens_per_pass")) + _seconds(
-            added, spec.tokens_per_pass
-        )
         stats = dict(old)
-        stats.update(
-            tokens=tokens,
-            accepted=accepted,
-            drafted=drafted,
-            acceptance=round(accepted / drafted, 4) if drafted else 0.0,
-            spec_tok_s=round(tokens / seconds, 2) if seconds > 0 else 0.0,
-            tokens_per_pass=round(tokens / passes, 3) if passes > 0 else 0.0,
-            stop_reason=spec.stop_reason.value,
-            continued=_count(old, "continued") + 1,
-        )
+        stats.update(merged_figures(old, spec))
+        stats.update(stop_reason=spec.stop_reason.value, continued=_count(old, "continued") + 1)
+        stats.pop("paused_tokens", None)
+        paused = _count(old, "paused_tokens") + spec.paused_tokens
+        if paused:
+            stats["paused_tokens"] = paused
+        compared = old.get("compared_verdict", old.get("verdict"))
+        if isinstance(compared, str) and compared:
+            stats["compared_verdict"] = compared  # the part the target-only run was timed on
+        if self.judgement is not None:
+            stats["verdict"] = self.judgement.text
         if cancelled:
             stats["stopped"] = True
         return self._replace_last(last, spec.text, stats, stream)
+
+
+def merged_figures(old: dict[str, object], spec: RunSummary) -> dict[str, int | float]:
+    """The figures of a message whose stored part ``old`` is continued by ``spec``: counts
+    added, tok/s as all tokens over all generation time (prefill excluded, as in a
+    ``RunSummary``), so a continued message has one speed wherever it is shown."""
+    before, added = _count(old, "tokens"), spec.tokens
+    tokens = before + added
+    accepted = _count(old, "accepted") + spec.accepted
+    drafted = _count(old, "drafted") + spec.drafted
+    seconds = _seconds(before, old.get("spec_tok_s")) + _seconds(added, spec.tok_s)
+    passes = _seconds(before, old.get("tokens_per_pass")) + _seconds(added, spec.tokens_per_pass)
+    return {
+        "tokens": tokens,
+        "accepted": accepted,
+        "drafted": drafted,
+        "acceptance": round(accepted / drafted, 4) if drafted else 0.0,
+        "spec_tok_s": round(tokens / seconds, 2) if seconds > 0 else 0.0,
+        "tokens_per_pass": round(tokens / passes, 3) if passes > 0 else 0.0,
+    }
+
+
+def continued_judgement(old: dict[str, object], spec: RunSummary) -> Judgement:
+    """The verdict of a message continued by ``spec``: the whole message's speed (the
+    figure its stats line shows), the continuation's own, and the comparison made before
+    Continue (a continuation runs without a target-only run)."""
+    merged = merged_figures(old, spec)
+    tokens = int(merged["tokens"])
+    speed = (
+        f"speculative {rate(merged['spec_tok_s'])} tok/s over the whole answer ({tokens} "
+        f"tokens), {rate(spec.tok_s)} tok/s for the {spec.tokens} written by Continue "
+        "(Continue runs without a target-only run)"
+    )
+    compared = old.get("compared_verdict", old.get("verdict"))
+    before = f"before Continue: {compared}" if isinstance(compared, str) and compared else ""
+    note = pause_note(_count(old, "paused_tokens") + spec.paused_tokens, tokens)
+    return Judgement(speed, "", None, tuple(part for part in (note, before) if part))
 
 
 def _count(stats: dict[str, object], key: str) -> int:

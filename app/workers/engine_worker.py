@@ -8,8 +8,10 @@ through queued slots (``load_pair``, ``run_chat``, ``shutdown``); results leave 
 answers to requests it no longer cares about. Cancelling never goes through the event queue
 (the worker is busy waiting on the child): ``cancel_running`` sets the engine process's
 shared cancel event directly, which the child polls between speculative steps, inside long
-prefills and while loading. The thread is never terminated; ``shutdown`` closes the engine
-process and quits the thread's event loop.
+prefills and while loading; an engine process that ignores it for ``STOP_GRACE_SECONDS``
+is killed by ``EngineHost`` itself (``EngineUnresponsive``), during a load as during an
+answer. The thread is never terminated; ``shutdown`` closes the engine process and quits the
+thread's event loop.
 
 Timing rule: the baseline (target-only) run starts only after the speculative run has
 finished, on the same loaded weights, so each run's tokens/sec comes from its own compute.
@@ -46,6 +48,7 @@ from app.workers.messages import (
     Verdict,
     WorkerError,
     describe_error,
+    stopped_engine,
 )
 
 CRASH_DRILL_VAR = "SPECDECK_CRASH_DRILL_TOKENS"
@@ -125,13 +128,7 @@ class EngineWorker(QObject):
     def _report(self, request_id: int, error: BaseException) -> None:
         title, message = describe_error(error)
         if isinstance(error, EngineCrashed) and self._kill_reason:
-            title, message = (
-                "The engine was stopped",
-                (
-                    f"The engine process {self._kill_reason}. The window, the conversation and "
-                    "your typed text are kept; click Reload pair to start the engine again."
-                ),
-            )
+            title, message = stopped_engine(self._kill_reason)
             self._kill_reason = ""
         detail = traceback.format_exc()
         if isinstance(error, EngineCrashed) and error.log:

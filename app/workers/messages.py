@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 
 from app.engine.config import DraftSource, ModelSpec
-from app.engine.engine_host import EngineCrashed
+from app.engine.engine_host import EngineCrashed, EngineUnresponsive
 from app.engine.events import Event, RunSummary
 from app.engine.exactness import Comparison
 from app.errors import (
@@ -126,6 +126,8 @@ def describe_error(error: BaseException) -> tuple[str, str]:
 
 
 def describe_crash(crash: EngineCrashed) -> tuple[str, str]:
+    if isinstance(crash, EngineUnresponsive):
+        return stopped_engine(crash.reason, loading=crash.stage == "loading")
     if crash.stage == "loading":
         return "Model crashed llama.cpp", (
             f"llama.cpp crashed while loading {crash.model} ({crash.how}). The file is damaged "
@@ -142,6 +144,17 @@ def describe_crash(crash: EngineCrashed) -> tuple[str, str]:
         "The window, the conversation and your typed text are kept; click Reload pair "
         "to start the engine again."
     )
+
+
+def stopped_engine(reason: str, *, loading: bool = False) -> tuple[str, str]:
+    """SpecDeck itself ended the engine process; ``reason`` says why."""
+    then = (
+        "Load the pair again, or choose another one with Change pair…"
+        if loading
+        else "The window, the conversation and your typed text are kept; click Reload pair "
+        "to start the engine again."
+    )
+    return "The engine was stopped", f"The engine process {reason}. {then}"
 
 
 def _said(crash: EngineCrashed) -> str:

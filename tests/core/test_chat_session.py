@@ -416,3 +416,79 @@ def test_an_answer_cut_off_by_an_engine_crash_keeps_what_streamed(tmp_path: Path
     empty.start(Settings())
     assert empty.finish(JobDone(2, True, None, None, 3), [], PAIR) is None
     assert [m.role for m in empty.conversation.messages] == ["user"]
+
+
+# --- issue 20: one tok/s after Continue, pauses counted, uneven machines flagged --------------
+
+
+def test_a_continued_answers_verdict_gives_the_speed_its_stats_line_gives() -> None:
+    """After Continue the verdict said 2.62 tok/s (the continuation alone) and the stats line
+    4.0 (the whole message): the verdict now gives the whole message's speed, the
+    continuation's beside it, and the comparison made before Continue."""
+    session = ChatSession()
+    session.add_user("Tell a story")
+    settings = Settings(temperature=0.0)
+    session.start(settings)
+    cut = summary("speculative", "Once upon", 40, stop_reason=StopReason.MAX_TOKENS, tok_s=8.0)
+    cut = replace(cut, paused_tokens=10)
+    base = summary("baseline", "Once upon", 40, stop_reason=StopReason.MAX_TOKENS, tok_s=5.0)
+    first = session.verdict(cut, base, None, [], settings)
+    assert (
+        first.text
+        == "1.60× faster (8.00 vs 5.00 tok/s target-only) — drafting paused for 10 of 40 tokens"
+    )
+    session.finish(JobDone(1, False, cut, base, 5), [], None)
+    assert session.conversation.messages[-1].stats["paused_tokens"] == 10
+
+    session.start_continue(settings)
+    more = summary("speculative", " a time", 20, tok_s=2.62, stop_reason=StopReason.MAX_TOKENS)
+    more = replace(more, paused_tokens=4)
+    verdict = session.verdict(more, None, None, [], settings)
+    message = session.finish(JobDone(2, False, more, None, 9), [], None)
+    assert message is not None
+    stats = message.stats
+    # 60 tokens in 40/8 + 20/2.62 seconds
+    assert stats["spec_tok_s"] == round(60 / (5.0 + 20 / 2.62), 2) == 4.75
+    assert verdict.text == (
+        "speculative 4.75 tok/s over the whole answer (60 tokens), 2.62 tok/s for the 20 "
+        "written by Continue (Continue runs without a target-only run) — drafting paused for "
+        f"14 of 60 tokens — before Continue: {first.text}"
+    )
+    assert stats["verdict"] == verdict.text and stats["compared_verdict"] == first.text
+    assert stats["paused_tokens"] == 14
+
+    # a second Continue compares with the same first part, not with the first continuation
+    session.start_continue(settings)
+    last = summary("speculative", " there", 10, tok_s=5.0)
+    again = session.verdict(last, None, None, [], settings)
+    assert again.text.endswith(f"before Continue: {first.text}")
+    assert again.text.count("before Continue") == 1
+
+
+def test_an_uneven_machine_is_stored_as_a_flag_and_a_damaged_flag_stays_one(
+    tmp_path: Path,
+) -> None:
+    session = ChatSession()
+    session.add_user("Q")
+    settings = Settings(temperature=0.0)
+    session.start(settings)
+    spec = summary("speculative", "A", 40, tok_s=2.1, cpu_share=0.3, outside_cores=1.2)
+    base = summary("baseline", "A", 40, tok_s=41.8, cpu_share=0.95, outside_cores=0.0)
+    verdict = session.verdict(spec, base, None, [], settings)
+    assert verdict.uneven_machine and "×" not in verdict.text
+    message = session.finish(JobDone(1, False, spec, base, 3), [], None)
+    assert message is not None and message.stats["uneven_machine"] is True
+    even = ChatSession()
+    even.add_user("Q")
+    even.start(settings)
+    even.verdict(replace(spec, cpu_share=0.9), base, None, [], settings)
+    plain = even.finish(JobDone(1, False, spec, base, 3), [], None)
+    assert plain is not None and "uneven_machine" not in plain.stats
+
+    store = ConversationStore(tmp_path)
+    for value in ("no", 0, None, [1]):
+        hostile = ChatMessage("assistant", "A", stats={"uneven_machine": value})
+        conversation = Conversation.new().with_message(ChatMessage("user", "Q"))
+        store.save(conversation.with_message(hostile))
+        loaded = store.load(conversation.id).messages[-1]
+        assert loaded.stats["uneven_machine"] is True, value  # never turned into a speedup

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from app.engine.chat_template import ChatFormatter, ChatTemplateError, Message
@@ -19,6 +21,7 @@ from app.engine.engine_child import child_main
 from app.engine.engine_host import (
     EngineCrashed,
     EngineHost,
+    EngineUnresponsive,
     LoadRequest,
     describe_exit,
 )
@@ -33,7 +36,8 @@ from app.engine.engine_protocol import (
 from app.engine.events import RunSummary, TokenEvent
 from app.engine.synthetic import TinyShape, write_tiny_llama
 from app.errors import ContextOverflowError, GenerationCancelled
-from tests.crash_ggufs import write_bert_tokenizer_llama
+from tests.crash_ggufs import write_bert_tokenizer_llama, write_hung_template_llama
+from tests.processes import engine_processes, gone, kill_all, run_app, seconds_until_gone
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -268,3 +272,108 @@ def test_the_child_reads_its_launch_and_writes_native_output_to_its_log(tmp_path
             process.kill()
         process.join(5)
         parent_end.close()
+
+
+def test_bench_holds_each_chat_template_render_to_the_chats_bound(tmp_path) -> None:
+    """The benchmark renders its prompts in the engine process; a template that loops for ever
+    ends the run with the chat's message within the chat's bound (5 s), not never."""
+    hung = write_hung_template_llama(tmp_path / "hung-template.gguf")
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "a", "prompt": "hi"}\n')
+    done, seconds = run_app(
+        ["bench", "--target", str(hung), "--ngram", "--threads", "1", "--prompts", str(prompts),
+         "--json", str(tmp_path / "out.json")],
+        timeout_s=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    said = "error: broken chat template in hung-template.gguf: rendering did not finish within 5 s"
+    assert said in done.stderr
+    assert seconds < 60  # start-up and load, then the 5 s bound
+    assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+@pytest.mark.parametrize("command", ["generate", "bench"])
+def test_the_engine_process_dies_with_its_parent(command, tiny_pair, tmp_path) -> None:
+    """A SIGKILLed ``generate``/``bench`` leaves no engine process running, even while the
+    engine is in a long stretch with nothing to send (a baseline run, a benchmark prompt)."""
+    target, draft = tiny_pair
+    args = [sys.executable, "-m", "app", command, "--target", str(target), "--draft", str(draft),
+            "--threads", "1", "--ignore-eos", "--ctx", "4096"]  # fmt: skip
+    if command == "bench":  # about 15 s per prompt here, each sent when it is done
+        prompts = tmp_path / "p.jsonl"
+        prompts.write_text("".join(f'{{"id": "p{i}", "prompt": "hello {i}"}}\n' for i in range(3)))
+        args += ["--max-tokens", "3000", "--prompts", str(prompts),
+                 "--json", str(tmp_path / "out.json")]  # fmt: skip
+        busy = "p0: "  # the first prompt's row: the engine works on the next one
+    else:  # the streamed answer, then the unstreamed baseline (5-15 s here)
+        args += ["--max-tokens", "4000", "--compare", "--no-colour", "hello the model"]
+        busy = "[speculative]"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    parent = subprocess.Popen(
+        args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True, text=True,
+    )  # fmt: skip
+    engines = []
+    try:
+        assert parent.stdout is not None
+        deadline = time.monotonic() + 180
+        seen = ""
+        while busy not in seen and time.monotonic() < deadline and parent.poll() is None:
+            if select.select([parent.stdout], [], [], 1.0)[0]:
+                seen += parent.stdout.readline()
+        assert busy in seen and parent.poll() is None, seen[-2000:]
+        time.sleep(1.0)  # the engine is well into the next stretch
+        engines = engine_processes(parent.pid)
+        assert len(engines) == 1
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(10)
+        took = seconds_until_gone(engines[0], 10.0)
+        assert took is not None, "the engine process outlived its parent by 10 s and more"
+        assert took < 2.0
+    finally:
+        kill_all(engines)
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait(10)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGSTOP is POSIX")
+def test_a_load_the_engine_process_ignores_is_ended_by_cancel(host, tiny_pair) -> None:
+    """An engine process stopped mid-load (SIGSTOP: as if stuck in native code) is killed
+    once Cancel has gone unanswered for the grace, and the next load starts a fresh one."""
+    target, draft = tiny_pair
+    host.load(LoadRequest(_spec(target), _spec(draft)))
+    stuck = psutil.Process(host.pid)
+    host.stop_grace_s = 1.0  # the real grace is 10 s
+    outcome: dict[str, object] = {}
+
+    def load() -> None:
+        try:
+            host.load(LoadRequest(_spec(target), None, DraftSource.NGRAM))
+        except BaseException as error:  # noqa: BLE001 - examined below
+            outcome["error"] = error
+        outcome["at"] = time.monotonic()
+
+    os.kill(stuck.pid, signal.SIGSTOP)
+    loading = threading.Thread(target=load, daemon=True)
+    loading.start()
+    time.sleep(0.5)
+    assert loading.is_alive()  # the load waits on a process that cannot answer
+    cancelled = time.monotonic()
+    host.cancel()
+    loading.join(20)
+    if loading.is_alive():
+        stuck.kill()
+        loading.join(10)
+        pytest.fail("Cancel did not end a load the engine process ignored (20 s)")
+    error = outcome.get("error")
+    assert isinstance(error, EngineUnresponsive), error
+    assert float(outcome["at"]) - cancelled < 3.0  # type: ignore[arg-type]
+    assert "did not respond to Cancel within 1 s while loading target.gguf" in str(error)
+    assert gone(stuck) and not host.alive
+    host.reset_cancel()
+    info = host.load(LoadRequest(_spec(target), _spec(draft)))  # another pair loads
+    assert info.draft_path == str(draft) and host.pid not in (None, stuck.pid)
+    prompt = host.tokenize_chat([{"role": "user", "content": "hello"}])
+    assert host.run(GenerationRequest(prompt, max_tokens=8)).tokens > 0

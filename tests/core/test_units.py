@@ -391,9 +391,12 @@ def test_the_cost_banner_cites_a_measured_speed_only_where_it_supports_the_claim
     """Cost lines timed while the machine was busy can say no length can pay while the last
     steps measured a gain; the banner then gives the costs, not "ran at 1.24x, so it cannot
     pay"."""
-    busy = GuardEvent(True, 1.0, 1.0, 3, reason="cost", speed_ratio=1.24, draft_cost_fraction=1.2)
-    assert "cannot pay" in busy.message and "ran at" not in busy.message
-    assert "the draft costs 120% of a target pass" in busy.message
+    busy = GuardEvent(
+        True, 1.0, 1.0, 3, reason="cost", speed_ratio=1.24, draft_cost_fraction=1.2,
+        never_pays=True,
+    )  # fmt: skip
+    assert "no draft length can beat the target" in busy.message and "ran at" not in busy.message
+    assert "a draft pass costs 120 % of a target pass" in busy.message
     slower = GuardEvent(True, 1.0, 1.0, 3, reason="cost", speed_ratio=0.9)
     assert "ran at 0.90×" in slower.message
 
@@ -450,3 +453,31 @@ def test_answer_bias_follows_what_this_answer_accepts() -> None:
     for _ in range(1000):
         bias.observe(0.01, accepted=True)
     assert abs(bias.shift) <= AnswerBias.LIMIT  # bounded: the calibration still matters
+
+
+def test_a_single_pass_is_never_extrapolated_below_what_batching_allows() -> None:
+    """Blocks of 17 and 16 measured a few ms apart by noise put the least-squares line's
+    intercept below zero: a single target pass was priced at a microsecond, and the guard
+    said a draft pass cost 2,693,993 % of it."""
+    costs = CostModel()
+    costs.observe_verify(17, 198.3)
+    costs.observe_verify(16, 175.9)
+    single = costs.verify_ms(1)
+    assert single is not None and 175.9 / 16 <= single <= 175.9
+    costs.observe_draft(16.0)
+    fraction = costs.draft_cost_fraction()
+    assert fraction is not None and fraction <= 16.0 / (175.9 / 16)
+
+
+def test_one_slow_pass_does_not_reprice_a_model() -> None:
+    """A pass slowed 50-fold by the scheduler (835 ms where the others took 17) once made a
+    cheap draft look dearer than its target for the rest of the answer."""
+    costs = CostModel()
+    costs.observe_verify(1, 100.0)
+    for ms in (17.0, 16.5, 17.2, 835.0, 16.8):
+        costs.observe_draft(ms)
+    assert costs.draft_ms(1) == pytest.approx(17.0, abs=0.5)
+    assert costs.can_ever_pay(16)
+    for _ in range(4):  # a lasting change is followed within a few passes
+        costs.observe_draft(60.0)
+    assert costs.draft_ms(1) == pytest.approx(60.0)

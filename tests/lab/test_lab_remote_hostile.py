@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.engine_host import CancelFlag
 from app.lab import remote
 from app.lab.configs import ConfigError, parse_config
 from app.lab.plan import Claim, LabPlan
@@ -267,15 +268,19 @@ def test_cancelling_a_lab_run_cuts_its_remote_request(
         ignore_eos=True,
         claim=Claim(1.2, config="server"),
     )
-    runner = LabRunner.start(plan, tmp_path / "r.jsonl")
+    cancel = CancelFlag()
+    runner = LabRunner.start(plan, tmp_path / "r.jsonl", cancel)
     hostile.silent_since.clear()
 
-    def cancel() -> bool:  # pressed half a second after the server went silent
+    def press_cancel() -> None:  # half a second after the server went silent
         since = hostile.silent_since
-        return since.is_set() and time.monotonic() - since.at > 0.5
+        while not (since.is_set() and time.monotonic() - since.at > 0.5):
+            time.sleep(0.02)
+        cancel.set()
 
+    threading.Thread(target=press_cancel, daemon=True).start()
     finished: list[bool] = []
-    error, _ = _timed(lambda: finished.append(runner.run(cancel=cancel)), 60.0)
+    error, _ = _timed(lambda: finished.append(runner.run()), 60.0)
     assert error is None and finished == [False], error
     assert time.monotonic() - hostile.silent_since.at < 1.5
     assert not ResultLog.open(tmp_path / "r.jsonl").finished

@@ -1,5 +1,6 @@
 """The Lab tab (pytest-qt, offscreen): a run off the UI thread, cancel and resume, the verdict,
-the plot, Apply to chat, and the tab inside the main window."""
+the plot, recommendations and Apply to chat (asked first), the shared table, and the tab inside
+the main window."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ from pathlib import Path
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QMessageBox
 
+from app.lab.report import CELL_COLUMNS, cell_columns, ordered_cells
 from app.lab.results import ResultLog
+from app.lab.stats import MIN_HELD_OUT_RUNS
 from app.store.settings import Settings
 from app.ui.lab_tab import LabTab
+from tests.lab import planted
 from tests.ui.conftest import (  # noqa: F401 - fixtures: offscreen windows, leak check
     isolated,
     make_window,
@@ -42,7 +47,7 @@ def _scatter_points(tab: LabTab) -> int:
     )
 
 
-def test_lab_tab_runs_shows_the_verdict_and_applies_to_chat(
+def test_lab_tab_runs_and_shows_the_verdict(
     qtbot,
     looping_models,  # noqa: ANN001
     tmp_path: Path,
@@ -63,25 +68,92 @@ def test_lab_tab_runs_shows_the_verdict_and_applies_to_chat(
     assert f"{status.upper()}: {analysis.verdict.config} is at least 1.3×" in tab.verdict.text()
     assert tab.table.rowCount() == len(analysis.cells)
     assert tab.recommendation.count() == 2
+    # one or two held-out prompts per category: too few runs to recommend anything
+    for index, rec in enumerate(analysis.recommendations):
+        assert tab.recommendation.itemText(index) == rec.describe()
+        assert rec.use == "no recommendation" or rec.confirmed_speedup.n >= MIN_HELD_OUT_RUNS
+    assert tab.apply_button.isEnabled() == bool(tab.recommendation.currentData())
+    tab.grab().save(str(tmp_path / "lab_tab.png"))
+
+
+def test_a_falsified_claim_leaves_nothing_to_apply(qtbot, tmp_path: Path) -> None:  # noqa: ANN001
+    """As found: FALSIFIED ngram beside "code: ngram — confirmed 1.05× on held-out prompts"
+    from two runs, and Apply switched the chat to n-gram without a word."""
+    tab = LabTab(Settings(), results_dir=tmp_path)
+    qtbot.addWidget(tab)
+    tab.show_results(planted.falsified_ngram(tmp_path))
+    assert "FALSIFIED: ngram" in tab.verdict.text()
+    texts = [tab.recommendation.itemText(i) for i in range(tab.recommendation.count())]
+    assert texts and all(
+        ": no recommendation — the claim about ngram was falsified" in t for t in texts
+    )
+    assert not tab.apply_button.isEnabled()
+    labels = [w.text() for w in tab.findChildren(QLabel)]
+    assert f"Recommended (≥ {MIN_HELD_OUT_RUNS} held-out runs)" in labels
+
+
+def test_apply_asks_first_naming_what_changes_in_the_chat(qtbot, tmp_path: Path) -> None:  # noqa: ANN001
+    chat = Settings(draft_path="/home/someone/models/draft-q2.gguf", rule="match")
+    tab = LabTab(Settings(), results_dir=tmp_path, chat_settings=lambda: chat)
+    qtbot.addWidget(tab)
+    tab.show()
+    tab.show_results(planted.confirmed_ngram(tmp_path))
+    assert tab.recommendation.currentText().startswith("code: ngram — confirmed 1.4")
     assert tab.apply_button.isEnabled()
+    with qtbot.assertNotEmitted(tab.apply_requested):
+        qtbot.mouseClick(tab.apply_button, Qt.MouseButton.LeftButton)
+        box = tab.apply_box
+        assert box is not None and box.isVisible()
+        assert box.textFormat() == Qt.TextFormat.PlainText
+        text = box.text()
+        assert "Make the chat draft with ngram?" in text
+        assert "drafting: draft model → n-gram (prompt lookup)" in text
+        assert "acceptance rule: match → rejection" in text
+        assert "temperature" not in text  # unchanged settings are not listed
+        assert "The pair reloads with the new drafting." in text
+        qtbot.mouseClick(box.button(QMessageBox.StandardButton.Cancel), Qt.MouseButton.LeftButton)
+    assert tab.apply_box is None
     with qtbot.waitSignal(tab.apply_requested) as applied:
         qtbot.mouseClick(tab.apply_button, Qt.MouseButton.LeftButton)
-    recommended = tab.recommendation.currentData()
-    assert recommended in ("agrees", "ng")
-    drafting = (
-        {"draft_source": "model", "draft_path": str(looping_models["agrees"])}
-        if recommended == "agrees"
-        else {"draft_source": "ngram"}
-    )
+        box = tab.apply_box
+        assert box is not None
+        qtbot.mouseClick(box.button(QMessageBox.StandardButton.Apply), Qt.MouseButton.LeftButton)
     assert applied.args[0] == {
         "temperature": 0.0,
-        "draft_adaptive": False,
-        "draft_max": 8,
+        "draft_adaptive": True,
+        "draft_max": 16,
         "p_min": 0.0,
         "rule": "rejection",
-        **drafting,
+        "draft_source": "ngram",
     }
-    tab.grab().save(str(tmp_path / "lab_tab.png"))
+
+
+def test_the_table_shows_the_shared_columns_and_flags_rows_under_load(
+    qtbot,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
+    tab = LabTab(Settings(), results_dir=tmp_path)
+    qtbot.addWidget(tab)
+    path = planted.confirmed_ngram(tmp_path, busy_prompts=frozenset({"held2"}))
+    tab.show_results(path)
+    analysis = tab.analysis
+    assert analysis is not None
+    headers = [tab.table.horizontalHeaderItem(c).text() for c in range(tab.table.columnCount())]
+    assert tuple(headers) == CELL_COLUMNS
+    shown = [
+        tuple(tab.table.item(r, c).text() for c in range(tab.table.columnCount()))
+        for r in range(tab.table.rowCount())
+    ]
+    assert shown == [cell_columns(c) for c in ordered_cells(analysis)]  # the CLI's rows too
+    host = CELL_COLUMNS.index("host ms/token")
+    assert {row[host] for row in shown} == {"0.550"}
+    load = CELL_COLUMNS.index("outside load")
+    assert [row[load] for row in shown if row[0] == "confirmation"] == ["1 of 6 runs: rerun"] * 2
+    assert tab.verdict.text().count("MEASURED UNDER OUTSIDE LOAD: RERUN") == 1
+    assert "no recommendation — measured under outside load: rerun" in (
+        tab.recommendation.currentText()
+    )
+    assert not tab.apply_button.isEnabled()
 
 
 def test_cancel_keeps_finished_prompts_and_resume_completes(

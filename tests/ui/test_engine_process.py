@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
+from app.engine import engine_host
 from app.engine.config import DraftSource
 from app.store.conversations import ConversationStore
 from app.store.settings import Settings
-from tests.crash_ggufs import write_bert_tokenizer_llama
+from tests.crash_ggufs import write_bert_tokenizer_llama, write_hung_template_llama
 from tests.ui.conftest import ask, load
 
 LONG = Settings(max_tokens=3000, n_ctx=4096, temperature=0.0, seed=1, n_threads=1)
@@ -133,18 +134,10 @@ def test_gguf_that_aborts_llama_cpp_is_a_load_error_naming_the_file(
     assert ask(window, qtbot, "hello").speculative.tokens > 0
 
 
-HUNG_TEMPLATE = (
-    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
-    "{% for m in messages %}{{ m['content'] }}{% endfor %}"
-)
-
-
 def test_hung_chat_template_is_reported_and_falls_back_to_plain(
     make_window, qtbot, tiny_pair, tmp_path: Path
 ) -> None:
-    from app.engine.synthetic import write_tiny_llama
-
-    target = write_tiny_llama(tmp_path / "hung-template.gguf", seed=1, chat_template=HUNG_TEMPLATE)
+    target = write_hung_template_llama(tmp_path / "hung-template.gguf")
     window = make_window(SHORT)
     load(window, qtbot, target, tiny_pair[1])
     with (
@@ -188,10 +181,12 @@ def test_loading_shows_a_percentage_and_can_be_cancelled(make_window, qtbot, tin
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGSTOP is POSIX")
-def test_a_stop_the_engine_ignores_ends_the_engine_process(make_window, qtbot, tiny_pair) -> None:
+def test_a_stop_the_engine_ignores_ends_the_engine_process(
+    make_window, qtbot, tiny_pair, monkeypatch
+) -> None:
+    monkeypatch.setattr(engine_host, "STOP_GRACE_SECONDS", 0.5)  # the real grace is 10 s
     window = make_window(LONG)
     load(window, qtbot, *tiny_pair)
-    window.client._stop_watchdog.setInterval(500)  # the real grace is 10 s
     engine_pid = window.client.engine_pid
     window.chat.input.setPlainText("hello the model")
     window.chat.input.submit()
@@ -206,3 +201,38 @@ def test_a_stop_the_engine_ignores_ends_the_engine_process(make_window, qtbot, t
     assert error.title == "The engine was stopped" and error.can_reload
     assert "did not respond to Stop" in error.message
     assert window.chat.send.text() == "Send" and window.reload_button.isVisible()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGSTOP is POSIX")
+def test_a_load_the_engine_ignores_is_ended_by_cancel_and_another_pair_loads(
+    make_window, qtbot, tiny_pair, monkeypatch
+) -> None:
+    """An engine process stopped mid-load (SIGSTOP: as if stuck in llama.cpp's loader) does
+    not hold the window: Cancel ends it after the grace, and so does choosing another pair."""
+    monkeypatch.setattr(engine_host, "STOP_GRACE_SECONDS", 1.0)  # the real grace is 10 s
+    target, draft = (str(path) for path in tiny_pair)
+    window = make_window(SHORT)
+    load(window, qtbot, *tiny_pair)
+    stuck = window.client.engine_pid
+    assert stuck is not None
+    os.kill(stuck, signal.SIGSTOP)
+    with qtbot.waitSignal(window.failed, timeout=20_000) as failed:
+        window.load_pair(target, draft, DraftSource.MODEL)
+        qtbot.waitUntil(window.cancel_load_button.isVisible, timeout=10_000)
+        qtbot.mouseClick(window.cancel_load_button, Qt.MouseButton.LeftButton)
+    error = failed.args[0]
+    assert error.title == "The engine was stopped" and not error.can_reload
+    assert "did not respond to Cancel within 1 s while loading target.gguf" in error.message
+    assert "Load the pair again" in error.message
+    assert window.pair_bar.busy.isHidden() and not window.cancel_load_button.isVisible()
+    load(window, qtbot, *tiny_pair)  # a fresh engine process
+    assert window.client.engine_pid not in (None, stuck)
+
+    stuck = window.client.engine_pid
+    os.kill(stuck, signal.SIGSTOP)
+    with qtbot.waitSignal(window.pair_loaded, timeout=30_000) as loaded:
+        window.load_pair(target, draft, DraftSource.MODEL)  # stuck
+        window.load_pair(target, None, DraftSource.NGRAM)  # supersedes it
+    assert loaded.args[0].draft_path is None
+    assert window.client.engine_pid not in (None, stuck)
+    assert ask(window, qtbot, "hello").speculative.tokens > 0

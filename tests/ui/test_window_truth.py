@@ -14,6 +14,7 @@ from PySide6.QtGui import QColor, QImage, QPalette, QTextCursor, QTextFormat
 from app.engine.config import DraftSource
 from app.engine.events import RunSummary, StepEvent, StopReason, TokenKind
 from app.store.settings import Settings
+from app.ui.plain_text import tooltip
 from app.workers.messages import EventBatch
 from tests.ui.conftest import ask, load
 
@@ -95,7 +96,7 @@ def test_window_fits_1024x640_and_never_resizes_itself(make_window, qtbot, tmp_p
         qtbot.wait(20)
         assert window.size() == QSize(1024, 640)
     target = window.pair_bar.target
-    assert target.toolTip() == long_target
+    assert target.toolTip() == tooltip(long_target)  # the whole path, as plain text
     assert target.is_elided() and "…" in target.shown_text()
     assert window.minimumSizeHint().width() <= 1024
 

@@ -15,6 +15,7 @@ from app.models.fit import FitLabel
 from app.models.gguf_header import ModelFacts
 from app.models.hardware import Hardware
 from app.models.hub import QuantGroup
+from app.ui.plain_text import tooltip as plain_tip
 from app.workers.hub_worker import Calibrated, DraftOption, HubFailure, LocalModel, RepoInspected
 
 if TYPE_CHECKING:
@@ -172,6 +173,8 @@ class Page(QWizardPage):
 
 
 def status_label() -> QLabel:
+    """A label for markup the page composes: every outside part (a repo id, a file name, a
+    model's metadata, an error) goes in escaped (``error_html``, ``note_html``, ``escape``)."""
     label = QLabel()
     label.setWordWrap(True)
     label.setTextInteractionFlags(
@@ -204,5 +207,5 @@ def cell(text: str, *, colour: str | None = None, tooltip: str = "") -> QTableWi
     if colour:
         item.setForeground(QColor(colour))
     if tooltip:
-        item.setToolTip(tooltip)
+        item.setToolTip(plain_tip(tooltip))
     return item

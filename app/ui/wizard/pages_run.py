@@ -537,7 +537,7 @@ class FinishPage(Page):
         )
         self.status.setText(
             f"The pair <b>{escape(profile.name)}</b> {where}. Its context size "
-            f"({s.n_ctx:,} tokens), KV cache type ({s.kv_type}) and longest draft "
+            f"({s.n_ctx:,} tokens), KV cache type ({escape(s.kv_type)}) and longest draft "
             f"({draft_max} tokens per pass) are applied when it loads. Switch, rename or delete "
             "saved pairs from Change pair… in the pair bar."
         )

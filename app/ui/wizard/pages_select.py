@@ -38,6 +38,7 @@ from app.models.fit import (
     gib,
 )
 from app.models.hub import QuantGroup, unsafe_repo_id_reason
+from app.ui.plain_text import tooltip as plain_tip
 from app.ui.wizard.common import (
     FIT_COLOURS,
     Page,
@@ -205,9 +206,9 @@ class HardwarePage(Page):
     def _show_hardware(self) -> None:
         hw = self.state.hardware
         assert hw is not None
-        rows = [f"<b>Backend:</b> {hw.backend}"]
+        rows = [f"<b>Backend:</b> {escape(hw.backend)}"]
         for gpu in hw.gpus:
-            rows.append(f"<b>{gpu.name}:</b> {gib(gpu.free)} free of {gib(gpu.total)}")
+            rows.append(f"<b>{escape(gpu.name)}:</b> {gib(gpu.free)} free of {gib(gpu.total)}")
         if not hw.gpus:
             rows.append(f"No GPU in use: the models run on the CPU ({hw.cpu_count} cores).")
         rows.append(f"<b>System RAM:</b> {gib(hw.ram_free)} available of {gib(hw.ram_total)}")
@@ -326,7 +327,7 @@ class TargetPage(LocalFiles, Page):
             )
             item.setData(Qt.ItemDataRole.UserRole, entry.repo)
             if fit is not None:
-                item.setToolTip(f"{fit.label.value}: {fit.message}")
+                item.setToolTip(plain_tip(f"{fit.label.value}: {fit.message}"))
             self.catalog_list.addItem(item)
 
     def _online_changed(self) -> None:
@@ -399,7 +400,7 @@ class TargetPage(LocalFiles, Page):
                 f"{f.architecture}, {f.n_layer} layers, trained context "
                 f"{f.context_length:,} · {where}"
             )
-            item.setToolTip(model.path)
+            item.setToolTip(plain_tip(model.path))
             self.local_list.addItem(item)
             if want is not None and model.path == want:
                 self.local_list.setCurrentItem(item)
@@ -533,7 +534,9 @@ class QuantPage(Page):
         ):
             self._fill()
             return
-        self.status.setText(f"Reading {self.state.target_repo} (file list and model header)…")
+        self.status.setText(
+            f"Reading {escape(self.state.target_repo or '')} (file list and model header)…"
+        )
         self.submit(InspectRepo(self.state.target_repo or ""))
 
     def on_result(self, reply: object) -> None:
@@ -552,7 +555,7 @@ class QuantPage(Page):
         capped = cap_context(self.owner, f.context_length)
         self.state.context_note = capped
         self.status.setText(
-            f"<b>{inspected.repo_id}</b>: {f.architecture}, {f.n_layer} layers, "
+            f"<b>{escape(inspected.repo_id)}</b>: {escape(f.architecture)}, {f.n_layer} layers, "
             f"trained context {f.context_length:,} tokens. Memory is for the target alone at "
             f"{self.state.n_ctx:,} tokens of context; a draft adds a little (see Review)."
             + (f"<br>{capped}" if capped else "")

@@ -1,0 +1,283 @@
+"""The HTTP face of the server: Starlette routes for the OpenAI endpoints.
+
+Each generation request reads a bounded body (size and total time), is checked field by
+field (``app.serve.params``), and becomes a ticket on the ``EngineRunner``. While the answer
+is produced a watcher listens for the client going away; when it does, the ticket is
+cancelled, so the engine stops at its next step (or the waiting call is dropped). Errors
+carry OpenAI's error body, so clients show their message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import time
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.serve.params import (
+    MAX_BODY_BYTES,
+    ApiError,
+    Call,
+    Sampling,
+    chat_call,
+    completion_call,
+    read_json,
+)
+from app.serve.replies import Reply, event
+from app.serve.runner import (
+    Cancelled,
+    Delta,
+    EngineRunner,
+    Failed,
+    Finished,
+    Outcome,
+    QueueFull,
+    Started,
+)
+
+log = logging.getLogger("specdeck.serve")
+
+BODY_SECONDS = 30.0  # a body that has not arrived whole by then is refused
+SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+
+def error_response(error: ApiError, headers: dict[str, str] | None = None) -> JSONResponse:
+    extra = dict(headers or {})
+    if error.status in (401, 408, 413):  # the rest of the body is not read: end the connection
+        extra["connection"] = "close"
+    return JSONResponse(error.body(), error.status, headers=extra)
+
+
+class _RequireKey:
+    """Every request must carry ``Authorization: Bearer <key>``, compared in constant time."""
+
+    def __init__(self, app: ASGIApp, key: str) -> None:
+        self.app = app
+        self._expected = hashlib.sha256(key.encode("utf-8")).digest()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self._allowed(scope):
+            denied = ApiError(401, "a valid API key is required", code="invalid_api_key")
+            await error_response(denied, {"www-authenticate": "Bearer"})(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _allowed(self, scope: Scope) -> bool:
+        given = b""
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                given = value
+                break
+        scheme, _, token = given.partition(b" ")
+        digest = hashlib.sha256(token.strip()).digest()
+        # both digests are compared whole, so the time taken says nothing about the key
+        return hmac.compare_digest(digest, self._expected) and scheme.lower() == b"bearer"
+
+
+async def read_body(request: Request) -> bytes:
+    """The request body, refused past ``MAX_BODY_BYTES`` (declared or sent) or ``BODY_SECONDS``."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise _too_large()
+    body = bytearray()
+    try:
+        with anyio.fail_after(BODY_SECONDS):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > MAX_BODY_BYTES:
+                    raise _too_large()
+    except TimeoutError:
+        raise ApiError(
+            408, f"the request body did not arrive within {BODY_SECONDS:.0f} s"
+        ) from None
+    return bytes(body)
+
+
+def _too_large() -> ApiError:
+    return ApiError(413, f"the request body is larger than {MAX_BODY_BYTES // 2**20} MiB")
+
+
+class _Answer(Response):
+    """One call on the engine, answered whole or as server-sent events."""
+
+    def __init__(self, runner: EngineRunner, call: Call, reply: Reply) -> None:
+        super().__init__()
+        self._runner = runner
+        self._call = call
+        self._reply = reply
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        loop = asyncio.get_running_loop()
+        outcomes: asyncio.Queue[Outcome] = asyncio.Queue()
+
+        def deliver(outcome: Outcome) -> None:  # on the runner's thread
+            loop.call_soon_threadsafe(outcomes.put_nowait, outcome)
+
+        try:
+            ticket = self._runner.submit(self._call, deliver)
+        except QueueFull:
+            busy = ApiError(
+                429,
+                "the server is busy: every place in its queue is taken; retry shortly",
+                kind="rate_limit_error",
+                code="queue_full",
+            )
+            await error_response(busy, {"retry-after": "1"})(scope, receive, send)
+            return
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(_watch_disconnect, receive, group.cancel_scope)
+                if self._call.stream:
+                    await self._stream(outcomes, scope, receive, send)
+                else:
+                    await self._whole(outcomes, scope, receive, send)
+                group.cancel_scope.cancel()
+        finally:
+            self._runner.cancel(ticket)  # the client left (or the answer is done: no-op)
+
+    async def _whole(
+        self, outcomes: asyncio.Queue[Outcome], scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        parts: list[str] = []
+        while True:
+            outcome = await outcomes.get()
+            if isinstance(outcome, Delta):
+                parts.append(outcome.text)
+            elif isinstance(outcome, Finished):
+                body = self._reply.whole("".join(parts), outcome.summary, outcome.prefill)
+                await JSONResponse(body)(scope, receive, send)
+                return
+            elif isinstance(outcome, Failed | Cancelled):
+                await error_response(_error_of(outcome))(scope, receive, send)
+                return
+
+    async def _stream(
+        self, outcomes: asyncio.Queue[Outcome], scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        first = await outcomes.get()
+        if not isinstance(first, Started):  # refused before any text: a plain HTTP error
+            failed = first if isinstance(first, Failed | Cancelled) else Cancelled()
+            await error_response(_error_of(failed))(scope, receive, send)
+            return
+        headers = [(b"content-type", b"text/event-stream; charset=utf-8")]
+        headers += [(k.encode(), v.encode()) for k, v in SSE_HEADERS.items()]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await _body(send, self._reply.first())
+        while True:
+            outcome: Outcome | None = await outcomes.get()
+            text: list[str] = []
+            while isinstance(outcome, Delta):  # what piled up while the client read goes as one
+                text.append(outcome.text)
+                if outcomes.empty():
+                    outcome = None
+                    break
+                outcome = outcomes.get_nowait()
+            if text:
+                await _body(send, self._reply.text("".join(text)))
+            if isinstance(outcome, Finished):
+                last = self._reply.last(outcome.summary, outcome.prefill, self._call.include_usage)
+                await _body(send, last, more=False)
+                return
+            if isinstance(outcome, Failed | Cancelled):
+                await _body(send, event(_error_of(outcome).body()), more=False)
+                return
+
+
+async def _body(send: Send, data: bytes, *, more: bool = True) -> None:
+    message: Message = {"type": "http.response.body", "body": data, "more_body": more}
+    await send(message)
+
+
+async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            scope.cancel()
+            return
+
+
+def _error_of(outcome: Failed | Cancelled) -> ApiError:
+    if isinstance(outcome, Failed):
+        return outcome.error
+    return ApiError(503, "the server stopped this request", kind="server_error")
+
+
+def build_app(
+    runner: EngineRunner,
+    *,
+    model: str,
+    defaults: Sampling,
+    api_key: str | None = None,
+    meta: dict[str, Any] | None = None,
+) -> ASGIApp:
+    """The ASGI application: ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``,
+    and ``/health`` (llama-server's name) with the request counts and live acceptance."""
+    created = int(time.time())
+
+    async def models(_: Request) -> Response:
+        entry = {"id": model, "object": "model", "created": created, "owned_by": "specdeck"}
+        if meta:
+            entry["meta"] = meta
+        return JSONResponse({"object": "list", "data": [entry]})
+
+    async def health(_: Request) -> Response:
+        stats = runner.stats()
+        last = stats.last
+        return JSONResponse(
+            {
+                "status": "ok",
+                "served": stats.served,
+                "refused": stats.refused,
+                "cancelled": stats.cancelled,
+                "waiting": stats.waiting,
+                "running": stats.running,
+                "live_acceptance": stats.live_acceptance,
+                "last_acceptance": last.acceptance_rate if last is not None else None,
+            }
+        )
+
+    async def chat(request: Request) -> Response:
+        call = chat_call(read_json(await read_body(request)), defaults)
+        return _Answer(runner, call, Reply(model, chat=True))
+
+    async def completions(request: Request) -> Response:
+        call = completion_call(read_json(await read_body(request)), defaults)
+        return _Answer(runner, call, Reply(model, chat=False))
+
+    async def api_error(_: Request, error: Exception) -> Response:
+        assert isinstance(error, ApiError)
+        return error_response(error)
+
+    async def http_error(_: Request, error: Exception) -> Response:
+        assert isinstance(error, HTTPException)
+        kind = "not_found_error" if error.status_code == 404 else "invalid_request_error"
+        failed = ApiError(error.status_code, str(error.detail), kind=kind)
+        return error_response(failed, dict(error.headers or {}))
+
+    async def server_error(_: Request, error: Exception) -> Response:
+        return error_response(ApiError(500, "internal server error", kind="server_error"))
+
+    app = Starlette(
+        routes=[
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/completions", completions, methods=["POST"]),
+        ],
+        exception_handlers={
+            ApiError: api_error,
+            HTTPException: http_error,
+            Exception: server_error,
+        },
+    )
+    return _RequireKey(app, api_key) if api_key else app

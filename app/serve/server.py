@@ -1,0 +1,102 @@
+"""Binding rules and the uvicorn server around ``app.serve.http``.
+
+The server listens on 127.0.0.1 unless told otherwise; any address that is not loopback
+needs an API key, or it does not start: an open port on a network must not hand a model
+(and the machine's compute) to whoever finds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import socket
+from dataclasses import dataclass
+
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from app.errors import SpecDeckError
+from app.serve.defaults import DEFAULT_HOST, DEFAULT_PORT
+
+
+@dataclass(frozen=True)
+class Binding:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    api_key: str | None = None
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
+
+def check_binding(binding: Binding) -> None:
+    """Refuse a non-loopback address without an API key, and nonsense ports."""
+    if binding.api_key is not None and not binding.api_key.strip():
+        raise SpecDeckError("the API key is empty")
+    if not 0 <= binding.port <= 65535:
+        raise SpecDeckError(f"port {binding.port} is outside 0..65535")
+    if not is_loopback(binding.host) and not binding.api_key:
+        raise SpecDeckError(
+            f"refusing to serve on {binding.host} without an API key: anyone who can reach "
+            "that address could use the model. Add --api-key KEY (clients then send it as "
+            "'Authorization: Bearer KEY'), or serve on 127.0.0.1"
+        )
+
+
+def bind(binding: Binding) -> socket.socket:
+    """The listening socket, bound now (so a taken port fails before the models load)."""
+    check_binding(binding)
+    host = binding.host.strip("[]")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, binding.port, type=socket.SOCK_STREAM
+        )[0]
+    except socket.gaierror as exc:
+        raise SpecDeckError(f"cannot serve on {binding.host}: {exc.strerror}") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise SpecDeckError(
+            f"cannot listen on {binding.host}:{binding.port}: {exc.strerror or exc}"
+        ) from None
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/v1"
+
+
+def run(app: object, sock: socket.socket, *, concurrency: int) -> None:
+    """Serve on the bound socket until SIGINT/SIGTERM.
+
+    The socket listens already, so a client that connects before uvicorn starts waits in the
+    backlog rather than being refused.
+    """
+    config = uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        http=H11Protocol,  # pure Python; by class, so a frozen bundle finds it
+        loop="asyncio",
+        ws="none",
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        limit_concurrency=concurrency,  # past this many connections: 503 at once
+        timeout_graceful_shutdown=3,
+    )
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        with contextlib.suppress(OSError):
+            sock.close()

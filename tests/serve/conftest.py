@@ -1,0 +1,138 @@
+"""Fixtures for ``python -m app serve``: the real server in a child process on a free port.
+
+Each server is the command a person runs (``python -m app serve ... --port 0``), with the
+real engine on a tiny synthetic pair that carries a ChatML template (or the real SmolLM2
+pair); tests talk to it over 127.0.0.1 with the official ``openai`` client or raw sockets.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CHATML
+
+ROOT = Path(__file__).resolve().parents[2]
+READY_SECONDS = 120.0
+READY = re.compile(r"serving (?P<model>\S+) on (?P<url>http://\S+/v1)")
+
+
+def app_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("SPECDECK_API_KEY", None)
+    return env
+
+
+class ServeProcess:
+    """``python -m app serve`` in a child process; ``url`` once it says it is serving."""
+
+    def __init__(self, args: Sequence[str], log_dir: Path) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.stderr_path = log_dir / f"serve-{time.monotonic_ns()}.err"
+        self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in close()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", "--port", "0", *args],
+            cwd=ROOT,
+            env=app_env(),
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+        )
+        lines: queue.Queue[str] = queue.Queue()
+        assert self.proc.stdout is not None
+        stdout = self.proc.stdout
+        threading.Thread(target=lambda: [lines.put(x) for x in stdout], daemon=True).start()
+        deadline = time.monotonic() + READY_SECONDS
+        while True:
+            try:
+                line = lines.get(timeout=0.2)
+            except queue.Empty:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.close()
+                    raise RuntimeError(f"the server did not start:\n{self.stderr()}") from None
+                continue
+            found = READY.search(line)
+            if found:
+                self.url, self.model = found["url"], found["model"]
+                self.host, port = self.url.removeprefix("http://").split("/")[0].split(":")
+                self.port = int(port)
+                return
+
+    def stderr(self) -> str:
+        if not self._stderr.closed:
+            self._stderr.flush()
+        return self.stderr_path.read_text(errors="replace")[-4000:]
+
+    def client(self, **kwargs: object):
+        import openai
+
+        options: dict[str, object] = {"api_key": "unused", "max_retries": 0, "timeout": 120.0}
+        options.update(kwargs)
+        return openai.OpenAI(base_url=self.url, **options)
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """Ctrl+C, as a person stops it; the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode
+
+    def close(self) -> None:
+        self.stop()
+        self._stderr.close()
+
+
+@pytest.fixture(scope="session")
+def chat_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The tiny target and draft of ``tiny_pair``, with a ChatML template."""
+    from app.engine.synthetic import write_tiny_llama
+
+    folder = tmp_path_factory.mktemp("serve-pair")
+    target = write_tiny_llama(folder / "target.gguf", seed=1, chat_template=CHATML)
+    draft = write_tiny_llama(
+        folder / "draft.gguf", seed=2, noise_from=1, noise=0.15, chat_template=CHATML
+    )
+    return target, draft
+
+
+def pair_args(pair: tuple[Path, Path], *extra: str) -> list[str]:
+    target, draft = pair
+    return ["--target", str(target), "--draft", str(draft), "--threads", "1", *extra]
+
+
+@pytest.fixture(scope="session")
+def serve_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("serve-logs")
+
+
+@pytest.fixture(scope="session")
+def tiny_server(chat_pair: tuple[Path, Path], serve_logs: Path) -> Iterator[ServeProcess]:
+    """The tiny pair behind the server; end-of-generation ignored so answers run their length."""
+    server = ServeProcess(pair_args(chat_pair, "--ignore-eos", "--max-tokens", "48"), serve_logs)
+    yield server
+    server.close()
+
+
+def wait_for(condition, timeout: float, step: float = 0.02) -> float:
+    """Seconds until ``condition()`` held; fails after ``timeout``."""
+    began = time.monotonic()
+    while not condition():
+        if time.monotonic() - began > timeout:
+            raise AssertionError(f"not within {timeout} s")
+        time.sleep(step)
+    return time.monotonic() - began
