@@ -172,6 +172,8 @@ def test_offline_pair_from_models_on_this_computer(
         shoot(page, "offline-5-verify")
         calibration = wizard.state.calibration
         assert calibration is not None
+        # the draft drafted in every trial (no guard pause): its near-copy agrees often
+        assert calibration.acceptance > 0.3, page.status.text()
         said = draft_length_said(page.status.text())
         with qtbot.waitSignal(wizard.profile_saved, timeout=5_000):
             wizard.next()

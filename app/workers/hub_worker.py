@@ -724,7 +724,9 @@ class HubWorker(QObject):
 
             def run(speculative: bool, draft_max: int) -> RunSummary:
                 check_cancel()
-                spec = SpecConfig(draft_max=draft_max, adaptive=False)
+                # the draft drafts every step: the guard would pause a pair that cannot
+                # pay, and the run would time the target alone under the draft's name
+                spec = SpecConfig(draft_max=draft_max, adaptive=False, collapse_guard=False)
                 # every run writes all its tokens: an early end-of-answer would time a
                 # handful of tokens against 64
                 job = GenerationRequest(
