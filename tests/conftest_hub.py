@@ -38,6 +38,8 @@ def fake_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHu
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
     monkeypatch.setenv("SPECDECK_DATA_DIR", str(tmp_path / "specdeck"))
+    # the wizard also lists the model cache: the real one's models are not this test's
+    monkeypatch.setenv("SPECDECK_MODEL_CACHE", str(tmp_path / "model-cache"))
     try:
         yield hub
     finally:

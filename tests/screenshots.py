@@ -9,7 +9,9 @@ Cases:
   batched arithmetic flips a near-tie (measured: the answers part at token 75, margin
   0.0012 on this machine; another CPU may part elsewhere or not at all, and the verdict says
   which);
-- ``continue``: an answer cut off at Max tokens, with Continue offered.
+- ``continue``: an answer cut off at Max tokens, with Continue offered;
+- ``streaming``: the Qwen pair's code answer while it streams into its message (light, then
+  dark: a theme change mid-answer), and once it is done.
 The wizard's pages are shot by its own tests: ``SPECDECK_SCREENSHOTS=DIR pytest
 tests/test_wizard.py tests/test_wizard_offline.py``.
 """
@@ -132,6 +134,20 @@ def main(argv: list[str]) -> int:
             window = shooter.window(settings, *qwen)
             shooter.ask(window, "List the planets of the solar system with one fact each.")
             shooter.save(window, "continue-offered", sizes=((1024, 640),), themes=("light",))
+        elif case == "streaming":
+            window = shooter.window(replace(BASE, max_tokens=160), *qwen)
+            window.new_chat()
+            settle()
+            window.chat.input.setPlainText(PALINDROME)
+            window.chat.input.submit()
+            began = time.monotonic()
+            while len(window.chat.spec_view.events) < 40 and time.monotonic() - began < 600:
+                settle(5)
+            shooter.save(window, "streaming-message")
+            if window.client.generating and wait(window.answer_finished) is None:
+                raise SystemExit("no answer")
+            settle(40)
+            shooter.save(window, "streamed-message-done", sizes=((1024, 640),), themes=("light",))
         else:
             raise SystemExit(f"unknown case {case!r}")
         window.close()

@@ -176,7 +176,7 @@ def test_wizard_to_saved_active_pair(qtbot, tiny_hub: FakeHub, tmp_path: Path) -
     assert wizard.page_finish.activated == "Tiny pair"  # the window loads it now
     profile = reloaded.profiles["Tiny pair"]
     assert profile.n_ctx == 512 and profile.draft is not None
-    assert profile.draft_max == cal.draft_max
+    assert profile.draft_max == cal.saved_draft_max  # the longest draft the Verify page said
     target_spec, draft_spec = reloaded.model_specs(profile)
     assert Path(target_spec.path).name == "tiny-1b-Q8_0.gguf" and draft_spec is not None
 

@@ -6,6 +6,7 @@ connection and never answers. Set SPECDECK_SCREENSHOTS=/some/dir to keep a PNG o
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -17,16 +18,22 @@ import pytest
 pytest.importorskip("PySide6")
 
 from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtWidgets import QWizard  # noqa: E402
 
-from app.models.catalog import Catalog  # noqa: E402
+from app.models.catalog import Catalog, CatalogModel, CatalogPair  # noqa: E402
 from app.models.hardware import Hardware  # noqa: E402
 from app.models.hub import HubError, explain  # noqa: E402
 from app.models.library import Library  # noqa: E402
 from app.ui.wizard import PairWizard  # noqa: E402
-from app.workers.hub_worker import PROBE_DEADLINE_S, is_unreachable  # noqa: E402
+from app.workers.hub_worker import (  # noqa: E402
+    CALIBRATION_DRAFT_LENGTHS,
+    PROBE_DEADLINE_S,
+    Calibrated,
+    is_unreachable,
+)
 from tests.ggufs import write_gguf  # noqa: E402
 from tests.hub_server import FakeHub, FakeRepo  # noqa: E402
-from tests.test_wizard import DRAFT, GIB, shoot, tiny_catalog  # noqa: E402
+from tests.test_wizard import DRAFT, GIB, TARGET, shoot, tiny_catalog  # noqa: E402
 
 pytest_plugins = ["tests.conftest_hub"]
 
@@ -57,6 +64,9 @@ def silent_server() -> Iterator[str]:
 def local_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     synthetic = pytest.importorskip("app.engine.synthetic")
     monkeypatch.setenv("SPECDECK_DATA_DIR", str(tmp_path / "specdeck"))
+    cache = tmp_path / "model-cache"  # where the demo pair lives; empty unless a test fills it
+    cache.mkdir()
+    monkeypatch.setenv("SPECDECK_MODEL_CACHE", str(cache))
     root = tmp_path / "models"
     downloaded = root / "acme--Tiny-1B-GGUF"
     downloaded.mkdir(parents=True)
@@ -69,12 +79,13 @@ def local_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, P
             elsewhere / "tiny-draft.gguf", seed=1, noise_from=0, noise=0.02
         ),
         "stranger": write_gguf(elsewhere / "stranger.gguf"),
+        "cache": cache,
     }
 
 
-def offline_wizard(qtbot, endpoint: str, root: Path) -> PairWizard:  # type: ignore[no-untyped-def]
+def offline_wizard(qtbot, endpoint: str, root: Path, catalog: Catalog | None = None) -> PairWizard:  # type: ignore[no-untyped-def]
     wizard = PairWizard(
-        Library(), tiny_catalog(), hardware=HARDWARE, models_root=root, endpoint=endpoint
+        Library(), catalog or tiny_catalog(), hardware=HARDWARE, models_root=root, endpoint=endpoint
     )
     qtbot.addWidget(wizard)
     wizard.show()
@@ -162,6 +173,11 @@ def test_offline_pair_from_models_on_this_computer(
         assert page.isComplete(), page.status.text()
         page.activate.setChecked(True)
         shoot(page, "offline-5-verify")
+        calibration = wizard.state.calibration
+        assert calibration is not None
+        # the draft drafted in every trial (no guard pause): its near-copy agrees often
+        assert calibration.acceptance > 0.3, page.status.text()
+        said = draft_length_said(page.status.text())
         with qtbot.waitSignal(wizard.profile_saved, timeout=5_000):
             wizard.next()
         shoot(wizard.page_finish, "offline-6-finish")
@@ -169,6 +185,7 @@ def test_offline_pair_from_models_on_this_computer(
         wizard.accept()
     library = Library()
     assert wizard.page_finish.activated == "Offline pair"  # the window loads it now
+    assert library.profiles["Offline pair"].draft_max == said  # as the Verify page said
     target, draft = library.model_specs(library.profiles["Offline pair"])
     assert Path(target.path) == local_models["target"]
     assert draft is not None and Path(draft.path) == local_models["draft"]
@@ -296,3 +313,132 @@ def test_an_unreachable_hub_is_known_by_the_error_s_type_not_its_name() -> None:
     assert is_unreachable(httpx2.WriteError("broken pipe"))
     assert not is_unreachable(HubError("acme/x: the Hub answered HTTP 404"))
     assert "cannot reach the Hugging Face Hub" in str(explain(_ProxyRefused("refused"), "listing"))
+
+
+def draft_length_said(status: str) -> int:
+    """The longest draft the Verify page says the pair is saved with; when it promises that
+    adaptive drafting settles the length, that length must leave it room to."""
+    line = next(x for x in status.split("<br>") if "Draft length:" in x)
+    match = re.search(r"up to (\d+) tokens per pass", line)
+    assert match is not None, line
+    said = int(match.group(1))
+    assert line.rstrip().endswith("."), line  # its last sentence ends
+    if "settles" in line:
+        assert said > max(CALIBRATION_DRAFT_LENGTHS), line
+    return said
+
+
+@pytest.mark.parametrize(
+    "trials, noise, sure",
+    [
+        (((4, 21.6), (8, 21.0)), 0.03, False),  # the issue's screenshot: a toss-up
+        (((4, 12.0), (8, 9.0)), 0.02, True),  # 4 clearly faster
+        (((4, 9.0), (8, 12.0)), 0.02, True),  # 8 clearly faster
+    ],
+)
+def test_calibration_text_and_saved_draft_length_agree(  # type: ignore[no-untyped-def]
+    qtbot, tmp_path: Path, local_models: dict[str, Path], trials, noise: float, sure: bool
+) -> None:
+    library = Library()
+    target = library.import_gguf(local_models["target"]).id
+    draft = library.import_gguf(local_models["draft"]).id
+    wizard = PairWizard(
+        library, tiny_catalog(), hardware=HARDWARE, models_root=local_models["root"], offline=True
+    )
+    qtbot.addWidget(wizard)
+    wizard.show()
+    try:
+        best = max(trials, key=lambda trial: trial[1])
+        result = Calibrated(0, 0.94, best[1], 13.3, best[1] / 13.3, best[0], 3.0, trials, noise)
+        assert result.length_sure is sure
+        page = wizard.page_verify
+        page.on_result(result)
+        said = draft_length_said(page.status.text())
+        if not sure:
+            assert "adaptive" in page.status.text() and "not sure" in page.status.text()
+        state = wizard.state
+        state.target_model_id, state.draft_model_id = target, draft
+        state.profile_name = "Calibrated pair"
+        wizard.page_finish.initializePage()
+        saved = Library().profiles["Calibrated pair"]
+        assert saved.draft_max == said
+        assert f"longest draft ({said} tokens per pass)" in wizard.page_finish.status.text()
+    finally:
+        wizard.reject()
+
+
+def test_models_on_this_computer_include_the_model_cache(  # type: ignore[no-untyped-def]
+    qtbot, closed_port: str, local_models: dict[str, Path]
+) -> None:
+    synthetic = pytest.importorskip("app.engine.synthetic")
+    cache = local_models["cache"]
+    synthetic.write_tiny_llama(cache / "demo-target.F32.gguf", seed=0)
+    synthetic.write_tiny_llama(cache / "demo-draft.Q2_K.gguf", seed=1, noise_from=0, noise=0.02)
+    build = cache / "reference" / "src" / "models"  # a build tree below it: not models to offer
+    build.mkdir(parents=True)
+    write_gguf(build / "ggml-vocab-test.gguf")
+    (cache / "broken.gguf").write_bytes(b"GGUF" + bytes(12))  # fails its header check
+    wizard = offline_wizard(qtbot, closed_port, local_models["root"])
+    try:
+        qtbot.waitUntil(lambda: wizard.state.online is False, timeout=5_000)
+        wizard.next()
+        page = wizard.page_target
+        assert page.tabs.currentIndex() == page.local_tab
+        qtbot.waitUntil(lambda: page.local_list.count() == 3, timeout=10_000)
+        texts = [page.local_list.item(row).text() for row in range(3)]
+        cached = [text for text in texts if "in SpecDeck's model cache" in text]
+        assert len(cached) == 2, texts
+        assert not any("ggml-vocab" in text for text in texts)
+        assert "broken.gguf" in page.local_status.text()  # read, and said why it is not usable
+        shoot(page, "offline-2-target-model-cache")
+        row = next(i for i, text in enumerate(texts) if "demo-target.F32.gguf" in text)
+        page.local_list.setCurrentRow(row)
+        assert page.isComplete() and wizard.button(QWizard.WizardButton.NextButton).isEnabled()
+        wizard.next()
+
+        page = wizard.page_draft  # the cache's draft is offered, checked against the target
+        qtbot.waitUntil(page.isComplete, timeout=10_000)
+        names = {
+            page.table.item(r, 0).text(): page.table.item(r, 4).text()
+            for r in range(page.table.rowCount())
+        }
+        assert names.get("demo-draft.Q2_K.gguf") == "compatible", names
+    finally:
+        wizard.reject()
+
+
+def test_offline_curated_target_says_why_next_is_off_or_goes_on_with_its_files(  # type: ignore[no-untyped-def]
+    qtbot, closed_port: str, local_models: dict[str, Path]
+) -> None:
+    base = tiny_catalog()
+    elsewhere = CatalogModel("big-8b", "acme/Big-8B-GGUF", "tiny", 8.0, "Q4_K_M", "Not here.")
+    catalog = Catalog((*base.models, elsewhere), (*base.pairs, CatalogPair("big-8b", "tiny-0.1b")))
+    wizard = offline_wizard(qtbot, closed_port, local_models["root"], catalog)
+    next_button = wizard.button(QWizard.WizardButton.NextButton)
+    try:
+        qtbot.waitUntil(lambda: wizard.state.online is False, timeout=5_000)
+        wizard.next()
+        page = wizard.page_target
+        qtbot.waitUntil(lambda: page.local_list.count() == 1, timeout=10_000)
+        page.tabs.setCurrentIndex(0)  # Curated pairs
+        rows = {
+            page.catalog_list.item(r).data(Qt.ItemDataRole.UserRole): r
+            for r in range(page.catalog_list.count())
+        }
+        page.catalog_list.setCurrentRow(rows["acme/Big-8B-GGUF"])
+        assert not page.isComplete() and not next_button.isEnabled()
+        reason = page.reason
+        assert reason.isVisible() and reason.textFormat() == Qt.TextFormat.PlainText
+        assert "cannot be reached" in reason.text() and "Models on this computer" in reason.text()
+        assert "acme/Big-8B-GGUF" in reason.text()
+        shoot(page, "offline-curated-not-here")
+
+        # a curated target downloaded before goes on, from its files on this computer
+        page.catalog_list.setCurrentRow(rows[TARGET])
+        assert page.isComplete() and next_button.isEnabled() and reason.isHidden()
+        wizard.next()
+        assert wizard.currentPage() is wizard.page_draft  # no Hub: no quantization page
+        assert wizard.state.target_local is not None
+        assert Path(wizard.state.target_local.path) == local_models["target"]
+    finally:
+        wizard.reject()

@@ -1,7 +1,9 @@
 """The chat column: transcript, banners, the two answer panes, verdict line and prompt box.
 
-Tokens from the worker are queued in the panes and painted on a 40 ms timer, so the UI
-thread paints at most 25 times a second however fast the engine streams.
+Tokens from the worker are queued in the answer's message in the transcript and in the
+panes, and painted on a 40 ms timer, so the UI thread paints at most 25 times a second
+however fast the engine streams. The panes (the token stream beside the target-only answer)
+are folded away unless the person opens them with Compare, or the two answers part.
 """
 
 from __future__ import annotations
@@ -142,6 +144,9 @@ class ChatPanel(QWidget):
         self._has_messages = False
         self._last_answer = ""
         self._comparison_cut = False  # the pane shows only part of a stored answer
+        self._live_note = ""  # figures of the answer being written, under its message
+        self._spec_summary: RunSummary | None = None  # the speculative run's, once it ended
+        self._baseline = False  # the answer being written is followed by the target alone
         self._can_continue = False
         self._refusal = ""
         self._no_pair = ""  # why no answer can start: no pair loaded ("" when one is)
@@ -278,16 +283,20 @@ class ChatPanel(QWidget):
         self.answer_box.setVisible(shown)
 
     def answer_done(self, diverged: bool) -> None:
-        """The answer now lives in the chat: fold the comparison away unless it has news."""
-        if diverged:
-            self.set_comparison_open(True)
-        elif self._auto_opened:
+        """The answer streamed into the chat; the comparison opens when it has news (the
+        answers part), and folds again for the next answer unless the person opened it."""
+        if diverged and not self.compare.isChecked():
+            self.set_comparison_open(True, auto=True)
+        elif not diverged and self._auto_opened:
             self.set_comparison_open(False)
 
     def begin_answer(self, baseline: bool) -> None:
-        if not self.compare.isChecked():
-            self.set_comparison_open(True, auto=True)
+        if self._auto_opened:  # opened for the last answer's news, not by the person
+            self.set_comparison_open(False)
         self._comparison_cut = False
+        self._live_note = ""
+        self._spec_summary = None
+        self._baseline = baseline
         self.spec_view.clear_tokens("waiting for the first token…")
         self.base_view.clear_tokens("runs after the speculative answer" if baseline else "")
         self.base_box.setVisible(baseline)
@@ -299,10 +308,13 @@ class ChatPanel(QWidget):
         self.base_header.setText("<b>Baseline — target only</b>")
 
     def ingest(self, batch: EventBatch) -> None:
-        view = self.spec_view if batch.run == "speculative" else self.base_view
+        speculative = batch.run == "speculative"
+        view = self.spec_view if speculative else self.base_view
         view.queue(batch.events)
-        header = self.spec_header if batch.run == "speculative" else self.base_header
-        name = "Speculative" if batch.run == "speculative" else "Baseline — target only"
+        if speculative:
+            self.transcript.stream(batch.events)
+        header = self.spec_header if speculative else self.base_header
+        name = "Speculative" if speculative else "Baseline — target only"
         for event in batch.events:
             if isinstance(event, GuardEvent):
                 self.guard_banner.show_text(guard_text(event))
@@ -311,10 +323,16 @@ class ChatPanel(QWidget):
                     f"<b>{name}</b> · {event.tokens} tokens · {event.tok_s:.1f} tok/s"
                     f" · TTFT {event.ttft_ms:.0f} ms"
                 )
+                if speculative:
+                    self._spec_summary = event
+                    then = " · now the target alone answers, to compare" if self._baseline else ""
+                    self._live_note = f"{event.tokens} tokens written{then}"
                 return self._start_flush()
         if batch.tokens and batch.elapsed_s > 0:
             rate = batch.tokens / batch.elapsed_s
             header.setText(f"<b>{name}</b> · {batch.tokens} tokens · {rate:.1f} tok/s")
+            if speculative:
+                self._live_note = f"answering… {batch.tokens} tokens · {rate:.1f} tok/s"
         self._start_flush()
 
     def _start_flush(self) -> None:
@@ -323,6 +341,7 @@ class ChatPanel(QWidget):
 
     def flush(self) -> None:
         painted = self.spec_view.flush() + self.base_view.flush()
+        painted += self.transcript.flush(self._live_note)
         if not painted and not self._generating:
             self._flush_timer.stop()
 
@@ -484,6 +503,11 @@ class ChatPanel(QWidget):
         """The tokens of the answer just streamed, in order, queued ones included."""
         self.flush()
         return self.spec_view.stream()
+
+    @property
+    def speculative_summary(self) -> RunSummary | None:
+        """The speculative run's summary, once it has ended (the baseline may still run)."""
+        return self._spec_summary
 
     def clear_input(self) -> None:
         self.input.clear()

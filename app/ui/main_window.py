@@ -987,6 +987,10 @@ class MainWindow(QMainWindow):
         self.open_guard.settled()
         self.settings_panel.flush_pending()
         self.layout_file.save(self, self.side, self.chat.splitters())
+        if self.client.generating:  # what streamed is kept, as an engine crash keeps it
+            stream, spec = self.chat.answer_stream(), self.chat.speculative_summary
+            if self.session.interrupt(stream, self.loaded, spec) is not None:
+                self.saves.save_conversation(self.conversation)  # written below, or rescued
         self.chat.stop_timers()
         self.charts.stop()
         self.save_retry.stop()

@@ -8,6 +8,10 @@ of the source character it came from. Hovering a coloured character names its ki
 the answer just streamed the full token detail is shown. Line breaks inside paragraphs are
 kept (poems and lists do not run together), except inside code blocks, which keep theirs.
 
+The answer being written streams into its own message: each flush of the chat's timer
+appends the new tokens, coloured by kind, at the end of that message (one edit block, nothing
+before it is touched), and the finished answer replaces it with its rendered Markdown.
+
 What one message may ask of the renderer is capped (Qt's Markdown import is slow, its table
 import quadratic in rows): a message over ``MARKDOWN_CHARS`` characters or ``TABLE_CELLS``
 table cells is shown as plain text with a note, a long one only in part (``SHOWN_CHARS``,
@@ -48,9 +52,9 @@ from app.workers.chat_session import CODE_KINDS, unfinished
 
 WELCOME = (
     "### New chat\n\n"
-    "Ask something. The answer appears here, every token coloured by how it was produced "
-    "(hover a token for details). Under it, the token stream and the **target-only** "
-    "answer to the same prompt compare speed and text.\n\n"
+    "Ask something. The answer appears here as it is written, every token coloured by how "
+    "it was produced (hover a token for details). **Compare** shows the token stream beside "
+    "the **target-only** answer to the same prompt.\n\n"
     "Enter sends, Shift+Enter adds a line."
 )
 NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
@@ -64,6 +68,8 @@ OPEN_BUDGET = 150_000  # characters rendered when a conversation opens (and per 
 CELL_COST = 60  # a table cell costs Qt about as much as 60 characters
 WEB_SCHEMES = ("http", "https")
 ADDRESS_SHOWN = 1000  # characters of a link's address shown before it is opened
+ANSWERING = "answering…"
+FENCES = ("```", "~~~")  # a line starting with one opens or closes a code block
 STOP_WORDS = {
     "eog": "finished",
     "max_tokens": "cut off at Max tokens",
@@ -131,6 +137,20 @@ def align(source: str, rendered: str) -> list[int]:
             mapping[i] = j
             j += 1
     return mapping
+
+
+def _fence_state(text: str) -> tuple[bool, str]:
+    """Whether ``text`` ends inside a code fence, and its unfinished last line."""
+    lines = text.split("\n")
+    fenced = False
+    for line in lines[:-1]:
+        if line.lstrip().startswith(FENCES):
+            fenced = not fenced
+    return fenced, lines[-1]
+
+
+def _mono_family() -> str:
+    return QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont).family()
 
 
 def stats_line(stats: dict[str, object]) -> str:
@@ -234,6 +254,18 @@ class _Coloured:
     tokens: list[TokenEvent | None]
 
 
+@dataclass
+class _Live:
+    """The message being streamed: where its next text goes, and what is shown of it."""
+
+    cursor: QTextCursor  # at the end of the streamed text; inserting through it moves it
+    coloured: _Coloured
+    note: str  # the small line under it ("answering…"); empty: a stats line stays as is
+    started: bool = False  # text has appeared (leading line breaks are dropped before)
+    code: bool = False  # inside a code fence: monospace on a tint, as once rendered
+    line: str = ""  # the line being written (whether it is a fence is known at its end)
+
+
 class Transcript(QTextBrowser):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -255,6 +287,9 @@ class Transcript(QTextBrowser):
         self._visible: list[ChatMessage] = []
         self._first = 0  # the first visible message rendered; earlier ones are a click away
         self._more: dict[int, int] = {}  # visible index -> characters shown of a long one
+        self._live: _Live | None = None  # the answer being streamed into the last message
+        self._live_events: list[TokenEvent | TextTail] = []  # streamed so far (shown)
+        self._live_queue: list[TokenEvent | TextTail] = []  # not shown yet (next flush)
         # links the transcript makes itself; a message cannot forge one without the nonce
         self._scheme = f"specdeck-{secrets.token_hex(8)}"
 
@@ -284,8 +319,11 @@ class Transcript(QTextBrowser):
         """Render the conversation; ``last_events`` give the last answer's token detail.
 
         Messages already rendered stay as they are, but for the last one (what follows it
-        changes its stats line); another conversation opens on its last messages."""
+        changes its stats line); another conversation opens on its last messages. While
+        ``pending`` (a new answer) or ``continuing`` (more of the last one), the tokens given to
+        ``stream`` are shown in that message as they come."""
         self._shown = (messages, pending, last_events, continuing)
+        self._live_events, self._live_queue = [], []
         visible = [m for m in messages if m.role != "system"]
         kept = self._kept(visible)
         if kept is None:
@@ -321,6 +359,8 @@ class Transcript(QTextBrowser):
     def _render(self, visible: list[ChatMessage], kept: int) -> None:
         """Render ``visible`` from its section ``kept`` on (the ones before stay)."""
         _, pending, last_events, continuing = self._shown
+        self._live = None
+        live_at: int | None = None
         if kept == 0:
             self._coloured = []
             self._sections = []
@@ -345,17 +385,32 @@ class Transcript(QTextBrowser):
             last = index == len(visible) - 1
             suffix = ""
             if last and continuing:
-                suffix = " — continuing… (the token stream is below)"
+                suffix = " — continuing…"
             elif last and not pending and _is_unfinished_answer(visible[index]):
                 suffix = " — Continue writes more"
-            self._section(cursor, index, suffix, last_events if last else ())
+            live = last and continuing and not pending
+            at = self._section(cursor, index, suffix, last_events if last else (), live=live)
+            if live:
+                live_at = at
+        note = ""
         if pending:
             if visible:
                 self._rule(cursor)
             cursor.insertMarkdown("**Assistant**")
             _plain_block(cursor)
-            cursor.insertMarkdown("*answering… (the token stream is below)*")
+            live_at = cursor.position()
+            _plain_block(cursor)
+            note = ANSWERING
+            self._note(cursor, note)
         self._tint_code_blocks(tint_from)
+        if live_at is not None:
+            self._live = _Live(QTextCursor(self.document()), _Coloured(live_at, [], [], []), note)
+            self._live.cursor.setPosition(live_at)
+            if continuing and visible:  # more of the last answer: inside its code block?
+                self._live.started = True
+                self._live.code, self._live.line = _fence_state(visible[-1].content)
+            self._coloured.append(self._live.coloured)
+            self._append_live(self._live_events)
         cursor.endEditBlock()
 
     def _earlier_note(self, cursor: QTextCursor) -> None:
@@ -373,8 +428,11 @@ class Transcript(QTextBrowser):
         index: int,
         suffix: str,
         events: Sequence[TokenEvent | TextTail],
-    ) -> None:
-        """One message (``self._visible[index]``), its stats line ending with ``suffix``."""
+        *,
+        live: bool = False,
+    ) -> int:
+        """One message (``self._visible[index]``), its stats line ending with ``suffix``;
+        returns where its body ends (where more of it goes while ``live``)."""
         message = self._visible[index]
         self._sections.append(_Section(message, cursor.position()))
         if len(self._sections) > 1:
@@ -390,11 +448,112 @@ class Transcript(QTextBrowser):
                 self._colour(message, start, cursor.position(), events)
         else:
             self._plain(cursor, index)
+            if live:  # more of it goes below the note, not into it
+                _plain_block(cursor)
+        end = cursor.position()
         if message.role == "assistant":
             line = stats_line(message.stats) + suffix
             if line:
                 _plain_block(cursor)
                 cursor.insertHtml(f"<span style='font-size: small;'>{escape(line)}</span>")
+        return end
+
+    @staticmethod
+    def _note(cursor: QTextCursor, text: str) -> None:
+        """The small italic line under the message being written ("answering…")."""
+        cursor.insertHtml(f"<span style='font-size: small;'><i>{escape(text)}</i></span>")
+
+    # --- the answer being streamed -------------------------------------------------------
+
+    def stream(self, events: Sequence[object]) -> None:
+        """Queue the answer's new tokens; ``flush`` shows them (the chat's timer calls it)."""
+        if self._shown[1] or self._shown[3]:
+            self._live_queue.extend(e for e in events if isinstance(e, TokenEvent | TextTail))
+
+    def flush(self, note: str = "") -> int:
+        """Append the queued tokens to the streamed message (and its small ``note`` line);
+        returns how many were shown. Nothing before the message is touched."""
+        queued, self._live_queue = self._live_queue, []
+        live = self._live
+        if live is None or not (queued or (note and live.note and note != live.note)):
+            return 0
+        self._live_events.extend(queued)
+        bar = self.verticalScrollBar()
+        at_bottom = bar.value() >= bar.maximum() - 4
+        live.cursor.beginEditBlock()
+        self._append_live(queued)
+        if note and live.note and note != live.note:
+            live.note = note
+            line = QTextCursor(self.document().lastBlock())
+            line.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
+            self._note(line, note)
+        live.cursor.endEditBlock()
+        if at_bottom:
+            bar.setValue(bar.maximum())
+        return len(queued)
+
+    def _append_live(self, events: Sequence[TokenEvent | TextTail]) -> None:
+        """Each run of same-kind tokens with one insert, remembering every character's kind
+        and token for hover (as ``_colour`` does for a rendered answer)."""
+        live = self._live
+        if live is None or not events:
+            return
+        cursor, shown = live.cursor, live.coloured
+        hover = self._style != "off"
+        run: list[TokenEvent | TextTail] = []
+
+        def emit() -> None:
+            text = "".join(e.piece if isinstance(e, TokenEvent) else e.text for e in run)
+            if not live.started:
+                text = text.lstrip("\n")
+            if not text:
+                return
+            live.started = True
+            head = run[0]
+            kind = head.kind if isinstance(head, TokenEvent) else TokenKind.TARGET
+            position = cursor.position()
+            self._insert_live(live, text, kind_format(kind, self._style, self._dark))
+            if hover:
+                tokens: list[TokenEvent | None] = []
+                for event in run:
+                    piece = event.piece if isinstance(event, TokenEvent) else event.text
+                    tokens += [event if isinstance(event, TokenEvent) else None] * len(piece)
+                tokens = tokens[len(tokens) - len(text) :]
+                for char, token in zip(text, tokens, strict=True):
+                    if not char.isspace():
+                        shown.positions.append(position)
+                        shown.kinds.append(kind)
+                        shown.tokens.append(token)
+                    position += 2 if ord(char) > 0xFFFF else 1
+
+        for event in events:
+            kind = event.kind if isinstance(event, TokenEvent) else None
+            if run and (kind is None or not isinstance(run[0], TokenEvent) or run[0].kind != kind):
+                emit()
+                run = []
+            run.append(event)
+        emit()
+
+    def _insert_live(self, live: _Live, text: str, fmt: QTextCharFormat) -> None:
+        """Streamed text at the live cursor, code fences shown as code blocks as they come."""
+        cursor = live.cursor
+        for index, part in enumerate(text.split("\n")):
+            if index:  # a line ended: was it a fence?
+                fence = live.line.lstrip().startswith(FENCES)
+                live.line = ""
+                cursor.insertText("\n", fmt)
+                if fence:
+                    live.code = not live.code
+                if fence or live.code:
+                    plain = QTextBlockFormat()
+                    cursor.setBlockFormat(self._code_block(plain) if live.code else plain)
+            if part:
+                live.line = (live.line + part)[:256]  # enough to see a fence
+                shown = fmt
+                if live.code:
+                    shown = QTextCharFormat(fmt)
+                    shown.setFontFamilies([_mono_family()])
+                cursor.insertText(part, shown)
 
     def _plain(self, cursor: QTextCursor, index: int) -> None:
         """A message too large for the Markdown renderer: its text (the first part of it,
@@ -558,22 +717,25 @@ class Transcript(QTextBrowser):
                 return True
         return super().viewportEvent(event)
 
+    def _code_block(self, fmt: QTextBlockFormat) -> QTextBlockFormat:
+        """``fmt`` as a code block: on a tint, set in a little."""
+        tinted = QTextBlockFormat(fmt)
+        tinted.setBackground(QColor(CODE_BACKGROUND[self._dark]))
+        tinted.setLeftMargin(8)
+        return tinted
+
     def _tint_code_blocks(self, start: int = 0) -> None:
-        mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         block = self.document().findBlock(start)
         cursor = QTextCursor(self.document())
         while block.isValid():
             fmt = block.blockFormat()
             if fmt.hasProperty(QTextFormat.Property.BlockCodeFence) or fmt.nonBreakableLines():
-                tinted = QTextBlockFormat(fmt)
-                tinted.setBackground(QColor(CODE_BACKGROUND[self._dark]))
-                tinted.setLeftMargin(8)
                 cursor.setPosition(block.position())
-                cursor.setBlockFormat(tinted)
+                cursor.setBlockFormat(self._code_block(fmt))
                 cursor.movePosition(
                     QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor
                 )
                 char = QTextCharFormat()  # the font only: token colours stay
-                char.setFontFamilies([mono.family()])
+                char.setFontFamilies([_mono_family()])
                 cursor.mergeCharFormat(char)
             block = block.next()

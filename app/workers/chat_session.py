@@ -241,10 +241,13 @@ class ChatSession:
     def finish(self, done: JobDone, stream: Stream, pair: PairLoaded | None) -> ChatMessage | None:
         """Store the answer (the speculative run's text, with its figures and token kinds);
         a job that wrote nothing stores nothing. A job cut off before its run could finish
-        (the engine crashed) keeps what had streamed, marked as interrupted."""
+        (the engine crashed, the window closed) keeps what had streamed, marked as
+        interrupted; so does a continuation, appended to the message it extends."""
         spec, base = done.speculative, done.baseline
         settings = self.answer_settings
-        if spec is None and done.cancelled and settings is not None and not self.continuing:
+        if spec is None and done.cancelled and settings is not None:
+            if self.continuing:
+                return self._extend_interrupted(stream)
             return self._keep_interrupted(stream, settings, pair)
         if spec is None or not (spec.tokens or spec.text) or settings is None:
             return None
@@ -273,6 +276,16 @@ class ChatSession:
         self.conversation = self.conversation.with_message(message)
         return message
 
+    def interrupt(
+        self, stream: Stream, pair: PairLoaded | None, speculative: RunSummary | None = None
+    ) -> ChatMessage | None:
+        """The window closes mid-answer: what streamed is kept as an engine crash keeps it
+        (a speculative run that had ended keeps its figures; an unfinished baseline is left
+        out). None when nothing is kept."""
+        if self.answer_settings is None:
+            return None
+        return self.finish(JobDone(-1, True, speculative, None, 0), stream, pair)
+
     def _keep_interrupted(
         self, stream: Stream, settings: Settings, pair: PairLoaded | None
     ) -> ChatMessage | None:
@@ -294,6 +307,45 @@ class ChatSession:
         self.conversation = self.conversation.with_message(message)
         return message
 
+    def _extend_interrupted(self, stream: Stream) -> ChatMessage | None:
+        """The last answer with what its continuation wrote before it was cut off: the text,
+        its tokens and kinds; no speed (the run never ended)."""
+        text = "".join(_text_of(e) for e in stream)
+        messages = self.conversation.messages
+        if not text or not messages or messages[-1].role != "assistant":
+            return None
+        last = messages[-1]
+        old = last.stats
+        tokens = [e for e in stream if isinstance(e, TokenEvent)]
+        stats = dict(old)
+        stats.update(
+            tokens=_count(old, "tokens") + len(tokens),
+            accepted=_count(old, "accepted") + sum(e.kind is TokenKind.ACCEPTED for e in tokens),
+            drafted=_count(old, "drafted")
+            + sum(e.kind in (TokenKind.ACCEPTED, TokenKind.RESAMPLED) for e in tokens),
+            continued=_count(old, "continued") + 1,
+            stopped=True,
+            interrupted=True,
+        )
+        return self._replace_last(last, text, stats, stream)
+
+    def _replace_last(
+        self, last: ChatMessage, added: str, stats: dict[str, object], stream: Stream
+    ) -> ChatMessage:
+        """``last`` with ``added`` appended, ``stats`` and the kinds of both parts."""
+        runs = last.stats.get("kinds")
+        if _covers(runs, len(last.content)):
+            stats["kinds"] = _joined(runs, kinds_of(stream))  # type: ignore[arg-type]
+        else:  # kinds that did not fit the first part cannot colour the whole
+            stats.pop("kinds", None)
+        message = replace(last, content=last.content + added, stats=stats)
+        self.conversation = replace(
+            self.conversation,
+            updated=time.time(),
+            messages=(*self.conversation.messages[:-1], message),
+        )
+        return message
+
     def _extend(self, spec: RunSummary, stream: Stream, cancelled: bool) -> ChatMessage:
         """The last answer with the continuation appended and the figures of both parts."""
         last = self.conversation.messages[-1]
@@ -310,23 +362,12 @@ class ChatSession:
             stats["compared_verdict"] = compared  # the part the target-only run was timed on
         if self.judgement is not None:
             stats["verdict"] = self.judgement.text
-        runs = old.get("kinds")
-        if _covers(runs, len(last.content)):
-            stats["kinds"] = _joined(runs, kinds_of(stream))  # type: ignore[arg-type]
-        else:  # kinds that did not fit the first part cannot colour the whole
-            stats.pop("kinds", None)
         if cancelled:
             stats["stopped"] = True
         else:  # the part written now says how the answer ended, not an earlier Stop
             stats.pop("stopped", None)
             stats.pop("interrupted", None)
-        message = replace(last, content=last.content + spec.text, stats=stats)
-        self.conversation = replace(
-            self.conversation,
-            updated=time.time(),
-            messages=(*self.conversation.messages[:-1], message),
-        )
-        return message
+        return self._replace_last(last, spec.text, stats, stream)
 
 
 def merged_figures(old: dict[str, object], spec: RunSummary) -> dict[str, int | float]:

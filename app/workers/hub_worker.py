@@ -58,6 +58,7 @@ from app.models.hub_http import (
 )
 from app.models.library import split_parts
 from app.models.split_names import split_name
+from app.store.settings import Settings
 
 CALIBRATION_PROMPT = (
     "Write a Python function that returns the n-th Fibonacci number, "
@@ -74,6 +75,9 @@ MAX_LOCAL_FILES = 200  # GGUF files read from the models folder and the library
 SAME_MODEL_DRAFT_RATIO = 0.5
 # Two draft lengths whose speeds differ by less than this are a toss-up on one run each.
 DRAFT_LENGTH_SURE_MARGIN = 0.10
+# The longest draft a saved pair allows when the calibration could not tell the lengths
+# apart: the chat's own default, under which adaptive drafting settles the length.
+ADAPTIVE_DRAFT_MAX = Settings().draft_max
 
 # --- requests -----------------------------------------------------------------------------
 
@@ -101,8 +105,9 @@ class Search:
 
 @dataclass(frozen=True)
 class ScanLocal:
-    """GGUF models on this computer: the library's and the models folder's, plus ``extra``
-    files the person browsed to; each checked against ``target_vocab`` when given."""
+    """GGUF models on this computer: the library's, the models folder's and the model
+    cache's (the demo pair), plus ``extra`` files the person browsed to; each read from its
+    header and checked against ``target_vocab`` when given."""
 
     library_paths: tuple[str, ...]
     extra: tuple[str, ...] = ()
@@ -189,6 +194,7 @@ class LocalModel:
     vocab: VocabInfo = field(repr=False, compare=False)
     in_library: bool = False
     mismatch: str | None = None  # against ScanLocal.target_vocab; None: compatible or unchecked
+    in_cache: bool = False  # in SpecDeck's model cache (the demo pair and what it is made of)
 
     @property
     def name(self) -> str:
@@ -298,6 +304,13 @@ class Calibrated:
         """Whether the chosen length beat the other by more than the run-to-run noise."""
         return self.length_margin >= max(DRAFT_LENGTH_SURE_MARGIN, 2 * self.noise)
 
+    @property
+    def saved_draft_max(self) -> int:
+        """The longest draft the saved pair allows (adaptive drafting stops earlier when the
+        draft is unsure): the measured length when it clearly won; else the chat's default,
+        so that adaptive drafting settles the length while you chat."""
+        return self.draft_max if self.length_sure else max(ADAPTIVE_DRAFT_MAX, self.draft_max)
+
 
 @dataclass(frozen=True)
 class HubFailure:
@@ -351,12 +364,15 @@ def is_unreachable(exc: BaseException) -> bool:
     return False
 
 
-def local_gguf_files(folder: Path, limit: int = MAX_LOCAL_FILES) -> list[Path]:
-    """Complete GGUF models under ``folder`` (first parts only; partial downloads left out)."""
+def local_gguf_files(
+    folder: Path, limit: int = MAX_LOCAL_FILES, *, recursive: bool = True
+) -> list[Path]:
+    """Complete GGUF models in ``folder`` or under it (first parts only; partial downloads
+    left out)."""
     found: list[Path] = []
     if not folder.is_dir():
         return found
-    for path in sorted(folder.rglob("*.gguf")):
+    for path in sorted(folder.rglob("*.gguf") if recursive else folder.glob("*.gguf")):
         if len(found) >= limit:
             break
         split = split_name(path.name)
@@ -368,7 +384,11 @@ def local_gguf_files(folder: Path, limit: int = MAX_LOCAL_FILES) -> list[Path]:
 
 
 def read_local_model(
-    path: Path, target_vocab: VocabInfo | None = None, *, in_library: bool = False
+    path: Path,
+    target_vocab: VocabInfo | None = None,
+    *,
+    in_library: bool = False,
+    in_cache: bool = False,
 ) -> LocalModel:
     """A local GGUF's facts; raises ``GGUFFormatError`` or ``OSError`` when unusable."""
     parts = split_parts(path)
@@ -386,6 +406,7 @@ def read_local_model(
         vocab,
         in_library,
         mismatch,
+        in_cache,
     )
 
 
@@ -401,9 +422,11 @@ class HubWorker(QObject):
         endpoint: str | None = None,
         token: Token = None,
         offline: bool = False,
+        model_cache: Path | None = None,
     ) -> None:
         super().__init__()
         self.models_root = models_root
+        self.model_cache = model_cache  # its top level only: below it are build trees
         self.endpoint = endpoint
         self.token = token
         self.offline = offline
@@ -488,11 +511,14 @@ class HubWorker(QObject):
 
     def _scan_local(self, rid: int, request: ScanLocal) -> LocalScanned:
         library = {str(Path(p).resolve()) for p in request.library_paths}
+        cached = local_gguf_files(self.model_cache, recursive=False) if self.model_cache else []
+        cache = {str(p.resolve()) for p in cached}
         paths: dict[str, Path] = {}
         for raw in (
             *request.extra,
             *request.library_paths,
             *map(str, local_gguf_files(self.models_root)),
+            *map(str, cached),
         ):
             path = Path(raw)
             key = str(path.resolve())
@@ -504,10 +530,16 @@ class HubWorker(QObject):
                 continue
             try:
                 models.append(
-                    read_local_model(path, request.target_vocab, in_library=key in library)
+                    read_local_model(
+                        path,
+                        request.target_vocab,
+                        in_library=key in library,
+                        in_cache=key in cache and key not in library,
+                    )
                 )
             except (GGUFFormatError, OSError) as exc:
-                unreadable.append((str(path), str(exc)))
+                # the path is said once, beside the reason
+                unreadable.append((str(path), str(exc).removeprefix(f"{path}: ")))
         models.sort(key=lambda m: (m.mismatch is not None, m.size))
         return LocalScanned(rid, tuple(models), tuple(unreadable))
 
@@ -692,9 +724,17 @@ class HubWorker(QObject):
 
             def run(speculative: bool, draft_max: int) -> RunSummary:
                 check_cancel()
-                spec = SpecConfig(draft_max=draft_max, adaptive=False)
+                # the draft drafts every step: the guard would pause a pair that cannot
+                # pay, and the run would time the target alone under the draft's name
+                spec = SpecConfig(draft_max=draft_max, adaptive=False, collapse_guard=False)
+                # every run writes all its tokens: an early end-of-answer would time a
+                # handful of tokens against 64
                 job = GenerationRequest(
-                    prompt, max_tokens=CALIBRATION_TOKENS, spec=spec, speculative=speculative
+                    prompt,
+                    max_tokens=CALIBRATION_TOKENS,
+                    spec=spec,
+                    speculative=speculative,
+                    ignore_eos=True,
                 )
                 last = [e for batch in host.generate(job, stream=False) for e in batch][-1]
                 check_cancel()
@@ -771,6 +811,7 @@ class HubClient(QObject):
         endpoint: str | None = None,
         token: Token = None,
         offline: bool = False,
+        model_cache: Path | None = None,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
@@ -778,7 +819,9 @@ class HubClient(QObject):
         self._cancels: set[threading.Event] = set()
         self._thread = QThread()
         self._thread.setObjectName("hub-worker")
-        self.worker = HubWorker(models_root, endpoint=endpoint, token=token, offline=offline)
+        self.worker = HubWorker(
+            models_root, endpoint=endpoint, token=token, offline=offline, model_cache=model_cache
+        )
         self.worker.moveToThread(self._thread)
         self._thread.finished.connect(self.worker.deleteLater)
         self._submit.connect(self.worker.handle)

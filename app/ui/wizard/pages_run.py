@@ -23,6 +23,7 @@ from app.models.library import LibraryError, Profile
 from app.ui.wizard.common import FIT_COLOURS, Page, error_html, note_html, status_label
 from app.workers.hub_worker import (
     CALIBRATION_DRAFT_LENGTHS,
+    DRAFT_LENGTH_SURE_MARGIN,
     Calibrate,
     Calibrated,
     CalibrationStep,
@@ -410,20 +411,11 @@ class VerifyPage(Page):
             verdict = (
                 f"×{reply.speedup:.2f} — {percent:.0f} % slower with the draft on this computer."
             )
-        trials = ", ".join(f"{n} tokens: {t:.1f} tok/s" for n, t in reply.trials)
-        noise = f"two runs of the target alone differed by {reply.noise:.0%}"
-        sure = (
-            f"clearly the faster one ({noise})"
-            if reply.length_sure
-            else f"not sure: the lengths ran within {reply.length_margin:.0%} of each other "
-            f"and {noise}, so one run each cannot tell them apart; the adaptive draft "
-            "length settles it while you chat"
-        )
         lines = [
             f"<b>Speed:</b> {reply.spec_tok_s:.1f} tok/s with the draft, "
             f"{reply.base_tok_s:.1f} tok/s target alone: <b>{escape(verdict)}</b>",
             f"<b>Acceptance:</b> {reply.acceptance:.0%} of drafted tokens",
-            f"<b>Draft length:</b> {reply.draft_max} tokens ({trials}) — {escape(sure)}",
+            f"<b>Draft length:</b> {escape(draft_length_text(reply))}",
             f"Both models loaded in {reply.load_s:.1f} s.",
         ]
         if reply.slower:
@@ -473,6 +465,28 @@ class VerifyPage(Page):
         self._cancel.set()
 
 
+def draft_length_text(cal: Calibrated) -> str:
+    """What the calibration found about the draft length, and the longest draft the pair is
+    saved with (``Calibrated.saved_draft_max``), in the same words as the setting."""
+    trials = ", ".join(f"{n} tokens: {t:.1f} tok/s" for n, t in cal.trials)
+    noise = f"two runs of the target alone differed by {cal.noise:.0%}"
+    saved = cal.saved_draft_max
+    if cal.length_sure:
+        return (
+            f"up to {saved} tokens per pass: {cal.draft_max} tokens was clearly the faster one "
+            f"({trials}; {noise}). With adaptive drafting (the default) a draft stops earlier "
+            "when the draft model is unsure."
+        )
+    margin = cal.length_margin
+    close = margin < DRAFT_LENGTH_SURE_MARGIN
+    apart = f"ran within {margin:.0%} of each other" if close else f"differed by {margin:.0%}"
+    return (
+        f"adaptive, up to {saved} tokens per pass. The lengths tried {apart} ({trials}) "
+        f"{'and' if close else 'but'} {noise}, so one run each cannot tell them apart (not "
+        "sure which is faster): adaptive drafting settles the length while you chat."
+    )
+
+
 class FinishPage(Page):
     def __init__(self, wizard: PairWizard) -> None:
         super().__init__(wizard, "Done", "The pair is saved.")
@@ -491,7 +505,7 @@ class FinishPage(Page):
         calibration: dict[str, float] = {}
         draft_max = 8
         if cal is not None:
-            draft_max = cal.draft_max
+            draft_max = cal.saved_draft_max
             calibration = {
                 "acceptance": cal.acceptance,
                 "speedup": cal.speedup,
@@ -523,8 +537,8 @@ class FinishPage(Page):
         )
         self.status.setText(
             f"The pair <b>{escape(profile.name)}</b> {where}. Its context size "
-            f"({s.n_ctx:,} tokens), KV cache type ({escape(s.kv_type)}) and draft length "
-            f"({draft_max}) are applied when it loads. Switch, rename or delete saved "
-            "pairs from Change pair… in the pair bar."
+            f"({s.n_ctx:,} tokens), KV cache type ({escape(s.kv_type)}) and longest draft "
+            f"({draft_max} tokens per pass) are applied when it loads. Switch, rename or delete "
+            "saved pairs from Change pair… in the pair bar."
         )
         self.owner.profile_saved.emit(profile.name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from html import escape
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
@@ -15,6 +16,7 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
+    QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
@@ -290,9 +292,16 @@ class TargetPage(LocalFiles, Page):
         self.tabs.addTab(self.catalog_list, "Curated pairs")
         self.tabs.addTab(search_tab, "Search the Hub")
         self.local_tab = self.tabs.addTab(local_tab, "Models on this computer")
+        self.reason = QLabel()  # why Next is off, when a choice cannot go on
+        self.reason.setObjectName("targetReason")
+        self.reason.setTextFormat(Qt.TextFormat.PlainText)
+        self.reason.setWordWrap(True)
+        self.reason.hide()
         layout = QVBoxLayout(self)
         layout.addWidget(self.offline)
         layout.addWidget(self.tabs)
+        layout.addWidget(self.reason)
+        self.completeChanged.connect(self._show_reason)
         for widget in (self.catalog_list, self.results, self.local_list):
             widget.currentItemChanged.connect(lambda *_: self.completeChanged.emit())
         self.tabs.currentChanged.connect(lambda *_: self.completeChanged.emit())
@@ -378,7 +387,15 @@ class TargetPage(LocalFiles, Page):
                 n_ctx = min(self.state.n_ctx, trained) if trained > 0 else self.state.n_ctx
                 est = estimate_pair(model.facts, model.size, None, 0, n_ctx, self.state.kv_type)
                 fit = f" — {assess(est, hardware).label.value}"
-            where = "in your library" if model.in_library else model.path
+            where = (
+                "in your library"
+                if model.in_library
+                else "in SpecDeck's model cache"
+                if model.in_cache
+                else "in SpecDeck's models folder"
+                if Path(model.path).is_relative_to(self.owner.models_root)
+                else model.path
+            )
             f = model.facts
             item = QListWidgetItem(
                 f"{model.name}  ·  {human_bytes(model.size)}{fit}\n"
@@ -419,13 +436,51 @@ class TargetPage(LocalFiles, Page):
         item = source.currentItem()
         return item.data(Qt.ItemDataRole.UserRole) if item is not None else None
 
+    def local_copy(self, repo: str) -> LocalModel | None:
+        """A file of Hub repository ``repo`` already on this computer (downloaded into the
+        models folder, or in the library under that repository), preferring the curated
+        quantization; None when there is none."""
+        folder = self.owner.models_root / repo.replace("/", "--")
+        known = {
+            m.path for m in self.owner.library.models.values() if m.repo_id == repo and m.available
+        }
+        entry = self.owner.catalog.by_repo(repo)
+        copies = [m for m in self.local if m.path in known or Path(m.path).is_relative_to(folder)]
+        copies.sort(key=lambda m: entry is None or m.facts.quantization != entry.quant)
+        return copies[0] if copies else None
+
+    def chosen_local(self) -> LocalModel | None:
+        """The target on this computer that Next goes on with: the one chosen under “Models
+        on this computer”, or offline, the local copy of the chosen Hub repository."""
+        local = self.selected_local()
+        repo = self.selected_repo()
+        if local is None and repo is not None and self.state.online is False:
+            local = self.local_copy(repo)
+        return local
+
+    def blocked_reason(self) -> str:
+        """Why Next is off while a target is chosen, in words; empty otherwise."""
+        repo = self.selected_repo()
+        if repo is None or self.isComplete():
+            return ""
+        return (
+            f"{repo} is not on this computer, and the Hugging Face Hub cannot be reached to "
+            "download it. Choose a model under “Models on this computer”, or click Retry "
+            "when you are online."
+        )
+
+    def _show_reason(self) -> None:
+        reason = self.blocked_reason()
+        self.reason.setText(reason)
+        self.reason.setVisible(bool(reason))
+
     def isComplete(self) -> bool:  # noqa: N802 - Qt name
-        if self.selected_local() is not None:
+        if self.chosen_local() is not None:
             return True
         return self.selected_repo() is not None and self.state.online is not False
 
     def validatePage(self) -> bool:  # noqa: N802 - Qt name
-        local = self.selected_local()
+        local = self.chosen_local()
         if local is not None:
             if local != self.state.target_local:
                 self.state.draft = None
@@ -447,7 +502,7 @@ class TargetPage(LocalFiles, Page):
         return repo is not None
 
     def nextId(self) -> int:  # noqa: N802 - Qt name
-        if self.selected_local() is not None:
+        if self.chosen_local() is not None:
             return self.owner.id_draft
         return self.owner.id_quant
 

@@ -1,7 +1,8 @@
 """``PairWizard``: choose, download and verify a draft/target pair in a few clicks.
 
 Offline it says so once (one short probe, cached for the wizard's session) and works with
-the models on this computer: the library, downloaded files and files the person browses to.
+the models on this computer: the library, downloaded files, the model cache (where the demo
+pair lives) and files the person browses to.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from app.models.catalog import Catalog
 from app.models.hardware import Hardware
 from app.models.hub import Token
 from app.models.library import Library, models_dir
+from app.store.paths import model_cache_dir
 from app.ui.wizard.common import WizardState
 from app.ui.wizard.pages_run import DownloadPage, FinishPage, ReviewPage, VerifyPage
 from app.ui.wizard.pages_select import DraftPage, HardwarePage, QuantPage, TargetPage
@@ -35,6 +37,7 @@ class PairWizard(QWizard):
         endpoint: str | None = None,
         token: Token = None,
         offline: bool = False,
+        model_cache: Path | None = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -48,7 +51,12 @@ class PairWizard(QWizard):
         self.models_root = models_root or models_dir()
         self.state = WizardState(hardware=hardware)
         self.client = HubClient(
-            self.models_root, endpoint=endpoint, token=token, offline=offline, parent=self
+            self.models_root,
+            endpoint=endpoint,
+            token=token,
+            offline=offline,
+            model_cache=model_cache or model_cache_dir(),
+            parent=self,
         )
         self._probe_id: int | None = None
         self.client.result.connect(self._on_probe)
