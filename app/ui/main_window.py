@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 from app.engine.config import DraftSource
 from app.engine.events import TextTail, TokenEvent
 from app.engine.exactness import acceptance_text
+from app.lab.remote_chat import RemotePair
 from app.models.fit import gib
 from app.store.conversations import Conversation, ConversationInfo, ConversationStore
 from app.store.pending_saves import PendingSaves, SaveFailure
@@ -38,7 +39,7 @@ from app.ui.engine_client import EngineClient
 from app.ui.first_run import HubProbe
 from app.ui.open_guard import OpenGuard
 from app.ui.pair_bar import PairBar
-from app.ui.pair_chooser import PairChoice, active_pair_kv_type, choose_pair
+from app.ui.pair_chooser import PairChoice, active_pair_kv_type, choose_pair, choose_remote
 from app.ui.settings_panel import SettingsPanel
 from app.ui.theme import CHOICES as THEME_CHOICES
 from app.ui.theme import apply_palette, is_dark
@@ -259,6 +260,7 @@ class MainWindow(QMainWindow):
         self.client.error.connect(self._on_error)
         self.pair_bar.change_requested.connect(self.change_pair)
         self.pair_bar.files_requested.connect(lambda: self.change_pair(files=True))
+        self.pair_bar.remote_requested.connect(self.choose_remote)
         self.pair_bar.saved_pair_requested.connect(lambda name: self.change_pair(saved=name))
         self.pair_bar.current_renamed.connect(self._pair_renamed)
         self.pair_bar.demo_requested.connect(self.load_demo)
@@ -321,6 +323,17 @@ class MainWindow(QMainWindow):
         self.pair_name = ""
         spec = s.target_spec("")
         return self.client.load(LoadPair(spec, s.draft_spec(""), DraftSource.MODEL, demo=True))
+
+    def choose_remote(self) -> None:
+        pair = choose_remote(self)
+        if pair is not None:
+            self.load_remote(pair)
+
+    def load_remote(self, pair: RemotePair) -> int:
+        """Chat with a server instead of the local engine (the settings keep the local pair)."""
+        self.pair_bar.set_busy(f"Connecting to {pair.url}…")
+        self.pair_name = ""
+        return self.client.load(LoadPair(self.settings.target_spec(""), None, remote=pair))
 
     def change_pair(self, files: bool = False, saved: str | None = None) -> None:
         start = str(Path(self.settings.target_path).parent) if self.settings.target_path else ""
@@ -419,6 +432,11 @@ class MainWindow(QMainWindow):
         self._engine_lost = False
         self.reload_button.hide()
         self._set_loading(None)
+        if message.remote is not None:
+            self.pair_bar.show_remote(message.remote)
+            self.statusBar().showMessage(f"Chatting with {message.remote.url}", 5000)
+            self.pair_loaded.emit(message)
+            return
         self.pair_bar.show_pair(
             message.target_path, message.draft_path, message.draft_source, self.pair_name
         )
@@ -463,7 +481,8 @@ class MainWindow(QMainWindow):
     def _settings_changed(self, settings: Settings) -> None:
         self.settings = settings
         self._report_save(self.saves.save_settings(settings))
-        if self.loaded is not None and self._loaded_key != settings.load_key():
+        local = self.loaded is not None and self.loaded.remote is None
+        if local and self.loaded is not None and self._loaded_key != settings.load_key():
             self._loaded_key = settings.load_key()
             self.load_pair(
                 self.loaded.target_path, self.loaded.draft_path, self.loaded.draft_source
