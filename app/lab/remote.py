@@ -21,7 +21,8 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -114,8 +115,12 @@ class Budget:
         return limits.watch(url)
 
 
-def _request(client: Any, url: str, body: bytes | None, budget: Budget, limit: int) -> bytes:
-    """The body of one request, at most ``limit`` bytes, within ``budget``."""
+@contextmanager
+def answer(client: Any, url: str, body: bytes | None, budget: Budget) -> Iterator[Any]:
+    """The response to one request within ``budget``, once its status says it answered;
+    every failure (refused, redirected, cut, cancelled, past the deadline) is a
+    ``RemoteError`` that names the server. A redirect is never followed: a conversation
+    goes to the address the user named and nowhere else."""
     import httpx2
 
     watch = budget.watch(url)
@@ -124,10 +129,22 @@ def _request(client: Any, url: str, body: bytes | None, budget: Budget, limit: i
         with watched_request(
             client, "GET" if body is None else "POST", url, headers, watch, content=body
         ) as response:
+            if 300 <= response.status_code < 400:
+                where = plain(str(response.headers.get("Location", "")), 120) or "elsewhere"
+                raise RemoteError(
+                    f"{url} answered with a redirect (HTTP {response.status_code}) to {where}; "
+                    "SpecDeck does not follow it, so nothing is sent to an address you did not "
+                    "name. Use the final address instead"
+                )
             if response.status_code >= 400:
                 reason = plain(str(response.reason_phrase or ""), 80)
                 raise RemoteError(f"{url} answered HTTP {response.status_code} {reason}".rstrip())
-            data = read_capped(response, limit + 1, watch)
+            encoding = str(response.headers.get("Content-Encoding", "identity")).lower()
+            if encoding not in ("identity", ""):
+                raise RemoteError(
+                    f"{url} sent compressed data ({plain(encoding, 40)}) although none was asked"
+                )
+            yield _Answer(response, watch)
     except TransferCancelled as exc:
         raise RemoteCancelled(f"{url}: cancelled") from exc
     except HubError as exc:
@@ -141,12 +158,35 @@ def _request(client: Any, url: str, body: bytes | None, budget: Budget, limit: i
         raise RemoteError(
             f"{url} did not answer ({plain(str(exc) or type(exc).__name__)})"
         ) from exc
+
+
+@dataclass(frozen=True)
+class _Answer:
+    response: Any
+    watch: Watch
+
+    def read(self, limit: int) -> bytes:
+        """At most ``limit`` bytes of the body (one more tells the caller it was too long)."""
+        return read_capped(self.response, limit, self.watch)
+
+    def chunks(self) -> Iterator[bytes]:
+        """The body as it arrives, each chunk counted against the deadline and the cancel."""
+        for chunk in self.response.iter_raw():
+            self.watch.progress(len(chunk), 1)
+            yield chunk
+        self.watch.check()  # a connection cut at the deadline or the cancel ends quietly
+
+
+def _request(client: Any, url: str, body: bytes | None, budget: Budget, limit: int) -> bytes:
+    """The body of one request, at most ``limit`` bytes, within ``budget``."""
+    with answer(client, url, body, budget) as response:
+        data = response.read(limit + 1)
     if len(data) > limit:
         raise RemoteError(f"{url} answered with more than {limit >> 20} MiB")
     return data
 
 
-def _metrics(client: Any, url: str, budget: Budget) -> SpecCounters:
+def read_counters(client: Any, url: str, budget: Budget) -> SpecCounters:
     text = _request(client, url, None, budget, MAX_METRICS_BYTES).decode("utf-8", "replace")
     try:
         return SpecCounters.from_metrics(text)
@@ -317,7 +357,7 @@ def run_remote(
         "stream": False,
     }
     with httpx2.Client(follow_redirects=False) as client:
-        before = _metrics(client, f"{base}/metrics", budget) if kind == "vllm" else None
+        before = read_counters(client, f"{base}/metrics", budget) if kind == "vllm" else None
         began = time.perf_counter()
         raw = _request(
             client,
@@ -327,7 +367,7 @@ def run_remote(
             MAX_RESPONSE_BYTES,
         )
         wall_s = time.perf_counter() - began
-        after = _metrics(client, f"{base}/metrics", budget) if before is not None else None
+        after = read_counters(client, f"{base}/metrics", budget) if before is not None else None
     metrics = _completion_metrics(base, raw, wall_s)
     if before is not None and after is not None:
         delta = after.minus(before)

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from app.engine.events import GuardEvent, RunSummary, TextTail, TokenEvent
 from app.engine.exactness import Judgement
+from app.lab.remote_chat import RemoteAnswer, describe
 from app.store.conversations import ChatMessage
 from app.ui.answer_verdict import guard_text
 from app.ui.chat_input import ChatInput
@@ -170,6 +171,7 @@ class ChatPanel(QWidget):
         self.panes.setStretchFactor(1, 1)
 
         self.verdict = plain_label()  # a stored verdict is text from a file
+        self._remote: RemoteAnswer | None = None  # this answer's, when a server wrote it
         self.verdict.setObjectName("verdict")
         self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.verdict.setStyleSheet("padding: 2px 0;")
@@ -302,6 +304,7 @@ class ChatPanel(QWidget):
         self.base_box.setVisible(baseline)
         self.verdict.setText("")
         self.remeasure.hide()
+        self._remote = None
         self.guard_banner.hide()
         self.error_banner.hide()
         self.spec_header.setText("<b>Speculative</b>")
@@ -316,7 +319,12 @@ class ChatPanel(QWidget):
         header = self.spec_header if speculative else self.base_header
         name = "Speculative" if speculative else "Baseline — target only"
         for event in batch.events:
-            if isinstance(event, GuardEvent):
+            if isinstance(event, RemoteAnswer):
+                self._remote = event if batch.run == "speculative" else self._remote
+                base = event if batch.run == "baseline" else None
+                if self._remote is not None:
+                    self.verdict.setText(describe(self._remote, base))
+            elif isinstance(event, GuardEvent):
                 self.guard_banner.show_text(guard_text(event))
             elif isinstance(event, RunSummary):  # final figure: generation time, no prefill
                 header.setText(

@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 from app.engine.config import DraftSource
 from app.engine.events import TextTail, TokenEvent
 from app.engine.exactness import acceptance_text
+from app.lab.remote_chat import RemotePair
 from app.models.fit import gib
 from app.store.conversations import Conversation, ConversationInfo, ConversationStore
 from app.store.pending_saves import PendingSaves, SaveFailure
@@ -48,7 +49,7 @@ from app.ui.engine_client import EngineClient
 from app.ui.first_run import HubProbe
 from app.ui.open_guard import OpenGuard
 from app.ui.pair_bar import PairBar
-from app.ui.pair_chooser import PairChoice, active_pair_kv_type, choose_pair
+from app.ui.pair_chooser import PairChoice, active_pair_kv_type, choose_pair, choose_remote
 from app.ui.plain_text import markup
 from app.ui.settings_panel import SettingsPanel
 from app.ui.theme import CHOICES as THEME_CHOICES
@@ -443,6 +444,7 @@ class MainWindow(QMainWindow):
         self.client.error.connect(self._on_error)
         self.pair_bar.change_requested.connect(self.change_pair)
         self.pair_bar.files_requested.connect(lambda: self.change_pair(files=True))
+        self.pair_bar.remote_requested.connect(self.choose_remote)
         self.pair_bar.saved_pair_requested.connect(lambda name: self.change_pair(saved=name))
         self.pair_bar.current_renamed.connect(self._pair_renamed)
         self.pair_bar.demo_requested.connect(self.load_demo)
@@ -553,6 +555,17 @@ class MainWindow(QMainWindow):
 
     def _before(self, settings: dict[str, object] | None = None) -> BeforeLoad:
         return BeforeLoad(self.pair_name, self.pair_kv_type, self._loaded_key, settings or {})
+
+    def choose_remote(self) -> None:
+        pair = choose_remote(self)
+        if pair is not None:
+            self.load_remote(pair)
+
+    def load_remote(self, pair: RemotePair) -> int:
+        """Chat with a server instead of the local engine (the settings keep the local pair)."""
+        self.pair_bar.set_busy(f"Connecting to {pair.url}…")
+        self.pair_name = ""
+        return self.client.load(LoadPair(self.settings.target_spec(""), None, remote=pair))
 
     def change_pair(self, files: bool = False, saved: str | None = None) -> None:
         start = str(Path(self.settings.target_path).parent) if self.settings.target_path else ""
@@ -673,6 +686,10 @@ class MainWindow(QMainWindow):
         self.reload_button.hide()
         self._set_loading(None)
         self._show_pair_state()
+        if message.remote is not None:
+            self.statusBar().showMessage(f"Chatting with {message.remote.url}", 5000)
+            self.pair_loaded.emit(message)
+            return
         changes: dict[str, object] = {
             "target_path": message.target_path,
             "draft_source": DraftSource(message.draft_source).value,
@@ -692,6 +709,8 @@ class MainWindow(QMainWindow):
         loaded = self.loaded
         if loaded is None:
             self.pair_bar.show_pair(None, None, DraftSource(self.settings.draft_source))
+        elif loaded.remote is not None:
+            self.pair_bar.show_remote(loaded.remote)
         else:
             self.pair_bar.show_pair(
                 loaded.target_path, loaded.draft_path, loaded.draft_source, self.pair_name
@@ -741,7 +760,8 @@ class MainWindow(QMainWindow):
     def _settings_changed(self, settings: Settings) -> None:
         old, self.settings = self.settings, settings
         self._report_save(self.saves.save_settings(settings))
-        if self.loaded is not None and self._loaded_key != settings.load_key():
+        local = self.loaded is not None and self.loaded.remote is None
+        if local and self.loaded is not None and self._loaded_key != settings.load_key():
             # the pair reloads with them; if it cannot, it stays loaded with the old ones
             before = self._before({name: getattr(old, name) for name in LOAD_FIELDS})
             self._loaded_key = settings.load_key()

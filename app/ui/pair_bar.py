@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.config import DraftSource
+from app.lab.remote_chat import RemotePair
 from app.models.fit import gib
 from app.models.library import Library, LibraryError
 from app.models.shipped import is_demo_pair
@@ -39,6 +40,7 @@ DEMO_DETAIL = (
 class PairBar(QFrame):
     change_requested = Signal()  # the pair wizard
     files_requested = Signal()  # local GGUF files
+    remote_requested = Signal()  # a llama-server, vLLM or SGLang address
     demo_requested = Signal()
     saved_pair_requested = Signal(str)  # the name of a saved pair
     current_renamed = Signal(str)  # the current saved pair's new name; "" when deleted
@@ -124,6 +126,7 @@ class PairBar(QFrame):
             self.menu.addSeparator()
         self.menu.addAction("Pair wizard…", self.change_requested.emit)
         self.menu.addAction("Local GGUF files…", self.files_requested.emit)
+        self.menu.addAction("Remote server…", self.remote_requested.emit)
 
     def manage_pairs(self) -> None:
         try:
@@ -211,6 +214,15 @@ class PairBar(QFrame):
         self.source.blockSignals(True)
         self.source.setCurrentIndex(0 if source is DraftSource.MODEL else 1)
         self.source.blockSignals(False)
+
+    def show_remote(self, pair: RemotePair) -> None:
+        """A remote pair: the server's address and kind; its drafting is the server's own."""
+        self.target.setText(f"{pair.url} ({pair.server})")
+        self.target.setToolTip(tooltip(pair.url))
+        self.show_pair_name(None)
+        base = f", baseline {pair.baseline_url}" if pair.baseline_url else ""
+        self.draft.setText(f"the server's own{base}")
+        self.draft.setToolTip(tooltip(pair.baseline_url or ""))
 
     def show_resources(self, device: str, weights_bytes: int, rss_bytes: int | None) -> None:
         self.device.setText(device)

@@ -18,11 +18,14 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QApplication,
+    QComboBox,
     QDialog,
     QDialogButtonBox,
     QFileDialog,
+    QFormLayout,
     QHBoxLayout,
     QInputDialog,
+    QLineEdit,
     QListWidget,
     QListWidgetItem,
     QMessageBox,
@@ -33,6 +36,8 @@ from PySide6.QtWidgets import (
 
 from app.engine.config import KV_TYPES, DraftSource
 from app.errors import SpecDeckError
+from app.lab.remote import RemoteError
+from app.lab.remote_chat import RemotePair
 from app.models.compat import IncompatiblePairError
 from app.models.gguf_check import check_local_pair
 from app.models.library import Library, LibraryError, Profile
@@ -42,6 +47,11 @@ from app.workers.messages import describe_error
 GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
 MAX_PAIR_NAME = 120
 KEPT = "Nothing was loaded: the pair loaded now stays loaded."
+REMOTE_KINDS = (
+    ("llama-server", "llama-server (timings per answer)"),
+    ("vllm", "vLLM (/metrics counters)"),
+    ("openai", "SGLang or another OpenAI-compatible server"),
+)
 
 
 @dataclass(frozen=True)
@@ -204,6 +214,60 @@ def choose_pair(
     if choice is False:
         return _from_files(parent, start_dir)
     return choice if isinstance(choice, PairChoice) else None
+
+
+class RemoteServerDialog(QDialog):
+    """A server to chat with: its address, its kind, and optionally a second server with the
+    same model and no speculation, as the baseline."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Remote server")
+        self.pair: RemotePair | None = None
+        self.url = QLineEdit()
+        self.url.setPlaceholderText("http://gpu-box:8080")
+        self.kind = QComboBox()
+        for name, label in REMOTE_KINDS:
+            self.kind.addItem(label, name)
+        self.baseline = QLineEdit()
+        self.baseline.setPlaceholderText("optional: the same model without speculation")
+        self.message = plain_label()  # names what the person typed
+        self.message.setWordWrap(True)
+        note = plain_label(
+            "The conversation is sent to these addresses only; a redirect elsewhere is "
+            "refused. llama-server reports its drafted and accepted tokens per answer, vLLM "
+            "through /metrics; none says which tokens were drafted, so none are coloured."
+        )
+        note.setWordWrap(True)
+        form = QFormLayout()
+        form.addRow("Server address", self.url)
+        form.addRow("Kind", self.kind)
+        form.addRow("Baseline address", self.baseline)
+        buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
+        )
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(note)
+        layout.addWidget(self.message)
+        layout.addWidget(buttons)
+
+    def accept(self) -> None:
+        try:
+            self.pair = RemotePair.checked(
+                self.url.text(), str(self.kind.currentData()), self.baseline.text()
+            )
+        except RemoteError as exc:
+            self.message.setText(str(exc))
+            return
+        super().accept()
+
+
+def choose_remote(parent: QWidget) -> RemotePair | None:
+    dialog = RemoteServerDialog(parent)
+    return dialog.pair if dialog.exec() else None
 
 
 class SavedPairsDialog(QDialog):

@@ -108,6 +108,9 @@ def settings_record(settings: Settings) -> dict[str, object]:
 
 
 def pair_record(pair: PairLoaded) -> str:
+    if pair.remote is not None:
+        base = f", baseline {pair.remote.baseline_url}" if pair.remote.baseline_url else ""
+        return f"{pair.remote.url} ({pair.remote.server}{base})"
     draft = Path(pair.draft_path).name if pair.draft_path else "n-gram drafting"
     return f"{Path(pair.target_path).name} + {draft}"
 

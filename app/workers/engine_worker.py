@@ -43,6 +43,8 @@ from app.engine.engine_host import (
 )
 from app.engine.events import RunSummary, StopReason, TokenEvent
 from app.errors import GenerationCancelled, SpecDeckError
+from app.lab.remote import RemoteError
+from app.lab.remote_chat import RemotePair
 from app.workers.messages import (
     Busy,
     ChatJob,
@@ -55,6 +57,7 @@ from app.workers.messages import (
     describe_error,
     stopped_engine,
 )
+from app.workers.remote_runs import remote_loaded, stream_run
 
 CRASH_DRILL_VAR = "SPECDECK_CRASH_DRILL_TOKENS"
 BATCH_SECONDS = 0.015  # events are handed to the UI thread at most ~65 times a second
@@ -77,6 +80,7 @@ class EngineWorker(QObject):
         self._last_good: LoadRequest | None = None  # the last pair that loaded
         self.newest_load = 0  # set by the UI thread before it queues a load
         self._kill_reason = ""  # why SpecDeck itself ended the engine process
+        self._remote: RemotePair | None = None  # chatting with a server instead
         # Crash drill for the frozen bundle's smoke test: SIGKILL the engine process after
         # this many streamed tokens, so the window's survival is checked end to end.
         drill = os.environ.get(CRASH_DRILL_VAR, "")
@@ -163,6 +167,14 @@ class EngineWorker(QObject):
         self._cancel.clear()
         if request_id in self._cancelled_loads:  # cancelled while it waited in the queue
             self._cancel.set()
+        if request.remote is not None:
+            self.busy.emit(Busy(request_id, f"Connecting to {request.remote.url}…"))
+            loaded = remote_loaded(request_id, request.remote, self._cancel.is_set)
+            self._close_engine()  # the server answers from now on: free the local models
+            self._remote = request.remote
+            self.loaded.emit(loaded)
+            return
+        self._remote = None
         target, draft = request.target, request.draft
         if request.demo:
             from app.models.shipped import demo_pair
@@ -278,7 +290,23 @@ class EngineWorker(QObject):
         )
         return host.tokenize_chat(list(job.messages))
 
+    def _run_remote(self, request_id: int, job: ChatJob, pair: RemotePair) -> None:
+        """The answer from the server; the baseline from the second server, when named. No
+        verdict: no server says which of its tokens were drafted, nor lets them be compared."""
+        spec = stream_run(request_id, "speculative", pair.url, pair, job, self.batch.emit)
+        base = None
+        if spec is not None and pair.baseline_url and job.baseline and not job.cancel.is_set():
+            try:
+                base = stream_run(
+                    request_id, "baseline", pair.baseline_url, pair, job, self.batch.emit
+                )
+            except RemoteError as error:  # the answer is written: keep it
+                self._report(request_id, error)
+        self.done.emit(JobDone(request_id, spec is None or job.cancel.is_set(), spec, base, 0))
+
     def _run(self, request_id: int, job: ChatJob) -> None:
+        if self._remote is not None:
+            return self._run_remote(request_id, job, self._remote)
         host = self._host
         if host is None:  # a dead engine process is reported as a crash by the host
             raise SpecDeckError(

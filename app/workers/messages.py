@@ -20,6 +20,8 @@ from app.errors import (
     ModelLoadError,
     SpecDeckError,
 )
+from app.lab.remote import RemoteError
+from app.lab.remote_chat import RemotePair
 from app.models.compat import IncompatiblePairError
 from app.store.settings import Settings
 
@@ -36,6 +38,7 @@ class LoadPair:
     draft: ModelSpec | None
     draft_source: DraftSource = DraftSource.MODEL
     demo: bool = False
+    remote: RemotePair | None = None  # a server to chat with instead of the local engine
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ class PairLoaded:
     n_ctx: int
     load_s: float
     restored: bool = False  # the pair that was loaded, back after a newer one failed to load
+    remote: RemotePair | None = None  # the chat streams from this server
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,8 @@ def describe_error(error: BaseException) -> tuple[str, str]:
         return describe_crash(error)
     if isinstance(error, GenerationCancelled):
         return "Stopped", str(error)
+    if isinstance(error, RemoteError):
+        return "Remote server", str(error)
     if isinstance(error, IncompatiblePairError):
         return "Incompatible pair", f"{error}. Pick a draft made from the same tokenizer."
     if isinstance(error, ContextOverflowError):
