@@ -13,9 +13,8 @@ import pytest
 from app.models.compat import first_mismatch
 from app.models.gguf_header import model_facts, vocab_info
 from app.models.hub import read_remote_header
-from tests.hub_server import FakeHub, FakeRepo
+from tests.hub.fake_hub import FakeHub, FakeRepo
 
-pytest_plugins = ["tests.conftest_hub"]
 pytestmark = pytest.mark.real
 
 CACHE = Path.home() / ".cache" / "specdeck" / "models"
