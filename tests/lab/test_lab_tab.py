@@ -20,7 +20,9 @@ from tests.ui.conftest import (  # noqa: F401 - fixtures: offscreen windows, lea
 
 
 def _tab(qtbot, models: dict[str, Path], tmp_path: Path, categories: set[str]) -> LabTab:  # noqa: ANN001
-    tab = LabTab(Settings(target_path=str(models["target"])), results_dir=tmp_path)
+    # one thread: a shared CPU's other work then slows both sides of a comparison alike
+    settings = Settings(target_path=str(models["target"]), n_threads=1)
+    tab = LabTab(settings, results_dir=tmp_path)
     qtbot.addWidget(tab)
     for row in range(tab.suites.count()):
         item = tab.suites.item(row)
@@ -48,6 +50,13 @@ def test_lab_tab_runs_shows_the_verdict_and_applies_to_chat(
     tmp_path: Path,
 ) -> None:
     tab = _tab(qtbot, looping_models, tmp_path, {"code", "math"})
+    # planted numbers: one draft agrees with every target token, the other with none, so
+    # the agreeing one is the best and clears the claimed 1.3× (it measures about 2×)
+    tab.configs.setPlainText(
+        f"agrees:draft={looping_models['agrees']},n=8\n"
+        f"disagrees:draft={looping_models['disagrees']},n=16,guard=off,lookup=off"
+    )
+    assert tab.plan().target.n_threads == 1  # the chat's thread count
     with qtbot.waitSignal(tab.run_finished, timeout=180_000) as blocker:
         assert tab.start()
         assert tab.running and not tab.run_button.isEnabled() and tab.cancel_button.isEnabled()
@@ -57,29 +66,22 @@ def test_lab_tab_runs_shows_the_verdict_and_applies_to_chat(
     assert analysis is not None
     assert _scatter_points(tab) == len(analysis.rows) > 0
     assert tab.progress.value() == tab.progress.maximum() > 0
-    status = analysis.verdict.status
-    assert status in ("confirmed", "falsified"), tab.verdict.text()
-    assert analysis.verdict.config in ("agrees", "ng")
-    assert f"{status.upper()}: {analysis.verdict.config} is at least 1.3×" in tab.verdict.text()
+    assert (analysis.verdict.status, analysis.verdict.config) == ("confirmed", "agrees")
+    assert tab.verdict.text().startswith("CONFIRMED: agrees is at least 1.3×"), tab.verdict.text()
     assert tab.table.rowCount() == len(analysis.cells)
     assert tab.recommendation.count() == 2
     assert tab.apply_button.isEnabled()
     with qtbot.waitSignal(tab.apply_requested) as applied:
         qtbot.mouseClick(tab.apply_button, Qt.MouseButton.LeftButton)
-    recommended = tab.recommendation.currentData()
-    assert recommended in ("agrees", "ng")
-    drafting = (
-        {"draft_source": "model", "draft_path": str(looping_models["agrees"])}
-        if recommended == "agrees"
-        else {"draft_source": "ngram"}
-    )
+    assert tab.recommendation.currentData() == "agrees"
     assert applied.args[0] == {
         "temperature": 0.0,
         "draft_adaptive": False,
         "draft_max": 8,
         "p_min": 0.0,
         "rule": "rejection",
-        **drafting,
+        "draft_source": "model",
+        "draft_path": str(looping_models["agrees"]),
     }
     tab.grab().save(str(tmp_path / "lab_tab.png"))
 
