@@ -141,6 +141,7 @@ class LabTab(QWidget):
         self.chat_settings = chat_settings or (lambda: settings)
         self.apply_box: QMessageBox | None = None
         self.results_dir = results_dir
+        self.threads = settings.n_threads  # the Lab measures with the chat's thread count
         self.worker: LabThread | None = None
         self.log_path: Path | None = None
         self.analysis: Analysis | None = None
@@ -347,7 +348,7 @@ class LabTab(QWidget):
         category = self.claim_category.currentText()
         categories = {p.category for p in prompts}
         return LabPlan(
-            target=target_spec(target, n_ctx=2048),
+            target=target_spec(target, n_ctx=2048, threads=self.threads),
             configs=configs,
             prompts=tuple(prompts),
             repeats=self.repeats.value(),

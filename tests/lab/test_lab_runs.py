@@ -133,6 +133,8 @@ def test_a_killed_run_resumes_without_redoing_finished_prompts(
         "--max-tokens",
         "48",
         "--ignore-eos",
+        "--claim-config",
+        "agrees",
         "--out",
         str(out),
     ]
@@ -180,7 +182,8 @@ def test_a_killed_run_resumes_without_redoing_finished_prompts(
     tuning = {(p.id) for p in plan.split.tuning}
     assert {g[1] for g in groups if g[0] == "tuning"} == tuning
     assert records[-1]["kind"] == "done"
-    assert re.search(r"(CONFIRMED|FALSIFIED): ", resumed.stdout)
+    # the agreeing draft accepts every token: about 2× (measured 2.2-7.6× on a busy machine)
+    assert "CONFIRMED: agrees is at least 1.3× faster" in resumed.stdout, resumed.stdout
     again = subprocess.run(
         [sys.executable, "-m", "app", "lab", "resume", str(out)],
         cwd=ROOT,
@@ -218,7 +221,8 @@ def test_reports_are_self_contained(looping_models, tmp_path: Path) -> None:
     page = to_html(log)
     assert page.startswith("<!DOCTYPE html>") and "<svg" in page
     assert not re.search(r"""(src|href)=["']?(https?:|//)""", page)
-    assert "CONFIRMED" in page or "FALSIFIED" in page
+    # the agreeing draft is the best and clears 1.3× (about 2×); the other never agrees
+    assert "CONFIRMED: agrees is at least 1.3×" in page and "FALSIFIED" not in page
     for prompt in plan.prompts:
         assert prompt.id in page  # every prompt is on the plot (as a tooltip)
     assert log.header["lineage"]["target"]["sha256"] in page

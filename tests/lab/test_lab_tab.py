@@ -25,7 +25,9 @@ from tests.ui.conftest import (  # noqa: F401 - fixtures: offscreen windows, lea
 
 
 def _tab(qtbot, models: dict[str, Path], tmp_path: Path, categories: set[str]) -> LabTab:  # noqa: ANN001
-    tab = LabTab(Settings(target_path=str(models["target"])), results_dir=tmp_path)
+    # one thread: a shared CPU's other work then slows both sides of a comparison alike
+    settings = Settings(target_path=str(models["target"]), n_threads=1)
+    tab = LabTab(settings, results_dir=tmp_path)
     qtbot.addWidget(tab)
     for row in range(tab.suites.count()):
         item = tab.suites.item(row)
@@ -53,6 +55,13 @@ def test_lab_tab_runs_and_shows_the_verdict(
     tmp_path: Path,
 ) -> None:
     tab = _tab(qtbot, looping_models, tmp_path, {"code", "math"})
+    # planted numbers: one draft agrees with every target token, the other with none, so
+    # the agreeing one is the best and clears the claimed 1.3× (it measures about 2×)
+    tab.configs.setPlainText(
+        f"agrees:draft={looping_models['agrees']},n=8\n"
+        f"disagrees:draft={looping_models['disagrees']},n=16,guard=off,lookup=off"
+    )
+    assert tab.plan().target.n_threads == 1  # the chat's thread count
     with qtbot.waitSignal(tab.run_finished, timeout=180_000) as blocker:
         assert tab.start()
         assert tab.running and not tab.run_button.isEnabled() and tab.cancel_button.isEnabled()
@@ -62,10 +71,12 @@ def test_lab_tab_runs_and_shows_the_verdict(
     assert analysis is not None
     assert _scatter_points(tab) == len(analysis.rows) > 0
     assert tab.progress.value() == tab.progress.maximum() > 0
-    status = analysis.verdict.status
-    assert status in ("confirmed", "falsified"), tab.verdict.text()
-    assert analysis.verdict.config in ("agrees", "ng")
-    assert f"{status.upper()}: {analysis.verdict.config} is at least 1.3×" in tab.verdict.text()
+    if not analysis.verdict.disturbed:  # under outside load the verdict rightly says rerun
+        assert (analysis.verdict.status, analysis.verdict.config) == ("confirmed", "agrees")
+        text = tab.verdict.text()
+        assert text.startswith("CONFIRMED: agrees is at least 1.3×"), text
+    else:
+        assert tab.verdict.text().startswith("MEASURED UNDER OUTSIDE LOAD"), tab.verdict.text()
     assert tab.table.rowCount() == len(analysis.cells)
     assert tab.recommendation.count() == 2
     # one or two held-out prompts per category: too few runs to recommend anything

@@ -51,10 +51,8 @@ from app.ui.pair_chooser import SavedPairsDialog
 from app.ui.window_layout import WindowLayout
 from app.ui.wizard import PairWizard
 from tests.ggufs import spm_tokens, write_gguf
-from tests.hub_server import FakeHub, FakeRepo
+from tests.hub.fake_hub import FakeHub, FakeRepo
 from tests.ui.conftest import load
-
-pytest_plugins = ["tests.conftest_hub"]
 
 MARK = "HOSTILE"
 RAW = f"<b>{MARK}"  # present only where the text is still markup, not shown as text

@@ -19,11 +19,8 @@ from app.ui.wizard.pages_run import still_to_download  # noqa: E402
 from app.ui.wizard.words import mismatch_in_words  # noqa: E402
 from app.workers.hub_worker import DownloadItem  # noqa: E402
 from tests.ggufs import kv_u32, llama_kvs, raw_gguf, tensor_entry  # noqa: E402
-from tests.hub_server import FakeHub, FakeRepo  # noqa: E402
-from tests.test_wizard import DRAFT, shoot, tiny_catalog  # noqa: E402
-from tests.test_wizard_offline import HARDWARE  # noqa: E402
-
-pytest_plugins = ["tests.conftest_hub", "tests.test_wizard"]
+from tests.hub.fake_hub import FakeHub, FakeRepo  # noqa: E402
+from tests.wizard.helpers import DRAFT, HARDWARE, shoot, tiny_catalog  # noqa: E402
 
 
 def wizard_on(qtbot, catalog: Catalog, tmp_path: Path, **kwargs: object) -> PairWizard:  # type: ignore[no-untyped-def]

@@ -21,7 +21,6 @@ from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtWidgets import QWizard  # noqa: E402
 
 from app.models.catalog import Catalog, CatalogModel, CatalogPair  # noqa: E402
-from app.models.hardware import Hardware  # noqa: E402
 from app.models.hub import HubError, explain  # noqa: E402
 from app.models.library import Library  # noqa: E402
 from app.ui.wizard import PairWizard  # noqa: E402
@@ -32,20 +31,8 @@ from app.workers.hub_worker import (  # noqa: E402
     is_unreachable,
 )
 from tests.ggufs import write_gguf  # noqa: E402
-from tests.hub_server import FakeHub, FakeRepo  # noqa: E402
-from tests.test_wizard import DRAFT, GIB, TARGET, shoot, tiny_catalog  # noqa: E402
-
-pytest_plugins = ["tests.conftest_hub"]
-
-HARDWARE = Hardware("CPU", (), 16 * GIB, 8 * GIB, 2)
-
-
-@pytest.fixture
-def closed_port() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"  # nothing listens there any more: connection refused
+from tests.hub.fake_hub import FakeHub, FakeRepo  # noqa: E402
+from tests.wizard.helpers import DRAFT, HARDWARE, TARGET, shoot, tiny_catalog  # noqa: E402
 
 
 @pytest.fixture

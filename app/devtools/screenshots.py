@@ -1,5 +1,5 @@
 """Offscreen screenshots of the main window answering with real models (a developer script,
-not a test): ``python -m tests.screenshots OUT_DIR [case ...]``.
+not a test): ``python -m app.devtools.screenshots OUT_DIR [case ...]``.
 
 Cases:
 - ``code``: Qwen2.5-Coder F32 + Q2_K at T = 0, a code answer, light and dark, 1024x640 and
@@ -13,7 +13,7 @@ Cases:
 - ``streaming``: the Qwen pair's code answer while it streams into its message (light, then
   dark: a theme change mid-answer), and once it is done.
 The wizard's pages are shot by its own tests: ``SPECDECK_SCREENSHOTS=DIR pytest
-tests/test_wizard.py tests/test_wizard_offline.py``.
+tests/wizard``.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from app.engine.config import DraftSource  # noqa: E402
 from app.models.shipped import qwen_coder_pair, smollm2_pair  # noqa: E402
 from app.store.settings import Settings, SettingsStore  # noqa: E402
+from app.ui.main_window import MainWindow  # noqa: E402
 from app.ui.window_layout import LAYOUT_FILE  # noqa: E402
 
 SIZES = ((1920, 1080), (1024, 640))  # wide first: a narrow window tabs its docks for good
@@ -46,7 +47,12 @@ BASE = Settings(max_tokens=64, n_ctx=2048, temperature=0.0, seed=42, n_threads=2
 def wait(signal: SignalInstance, timeout_s: float = 900) -> object:
     loop = QEventLoop()
     got: list[object] = []
-    signal.connect(lambda *args: (got.append(args), loop.quit()))
+
+    def arrived(*args: object) -> None:
+        got.append(args)
+        loop.quit()
+
+    signal.connect(arrived)
     QTimer.singleShot(int(timeout_s * 1000), loop.quit)
     loop.exec()
     return got[0] if got else None
@@ -63,9 +69,7 @@ class Shooter:
         self.out = out
         out.mkdir(parents=True, exist_ok=True)
 
-    def window(self, settings: Settings, target: Path, draft: Path):  # type: ignore[no-untyped-def]
-        from app.ui.main_window import MainWindow
-
+    def window(self, settings: Settings, target: Path, draft: Path) -> MainWindow:
         store = SettingsStore()
         store.save(settings)
         # each case lays out as a first start: not as the previous case's window was left
@@ -79,7 +83,7 @@ class Shooter:
             raise SystemExit("the pair did not load")
         return window
 
-    def ask(self, window, prompt: str) -> None:  # type: ignore[no-untyped-def]
+    def ask(self, window: MainWindow, prompt: str) -> None:
         window.new_chat()  # the window reopens the latest conversation: each case starts anew
         settle()
         window.chat.input.setPlainText(prompt)
@@ -88,7 +92,13 @@ class Shooter:
             raise SystemExit("no answer")
         settle(40)
 
-    def save(self, window, name: str, sizes=SIZES, themes=("light", "dark")) -> None:  # type: ignore[no-untyped-def]
+    def save(
+        self,
+        window: MainWindow,
+        name: str,
+        sizes: tuple[tuple[int, int], ...] = SIZES,
+        themes: tuple[str, ...] = ("light", "dark"),
+    ) -> None:
         for width, height in sizes:
             window.resize(width, height)
             window.share_width()  # the first-run layout a window of this size gets
@@ -107,7 +117,7 @@ def main(argv: list[str]) -> int:
     out = Path(argv[0])
     cases = argv[1:] or ["code", "sampled", "divergence", "continue"]
     app = QApplication.instance() or QApplication([])
-    app.setStyle("Fusion")
+    app.setStyle("Fusion")  # type: ignore[attr-defined]
     shooter = Shooter(out)
     qwen, smol = qwen_coder_pair(), smollm2_pair()
     for case in cases:

@@ -4,7 +4,6 @@ and that a cancel or a deadline still ends the wait."""
 from __future__ import annotations
 
 import hashlib
-import socket
 import threading
 import time
 from pathlib import Path
@@ -14,22 +13,12 @@ import pytest
 from app.models.downloads import DownloadCancelled, Downloader
 from app.models.hub import HubError, list_gguf_files, read_remote_header, search_models
 from app.models.hub_http import RetryPolicy, TransferCancelled, TransferLimits
-from tests.hub_server import FakeHub
-
-pytest_plugins = ["tests.conftest_hub"]
+from tests.hub.fake_hub import FakeHub
 
 BIG = "big-Q8_0.gguf"
 TREE = "GET /api/models/acme/Big-GGUF/tree/main"
 RESOLVE = f"/acme/Big-GGUF/resolve/main/{BIG}"
 QUICK = RetryPolicy(first_wait_s=0.05, max_wait_s=0.2)
-
-
-@pytest.fixture
-def closed_port() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}"  # nothing listens there any more
 
 
 def _limits(**changes: object) -> TransferLimits:

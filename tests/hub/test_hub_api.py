@@ -25,9 +25,7 @@ from app.models.hub import (
     search_models,
 )
 from tests.ggufs import spm_tokens, write_gguf
-from tests.hub_server import FakeHub
-
-pytest_plugins = ["tests.conftest_hub"]
+from tests.hub.fake_hub import FakeHub
 
 
 def test_search_sorts_by_downloads(populated_hub: FakeHub) -> None:

@@ -43,9 +43,7 @@ from app.models.hub_http import (
 )
 from app.models.library import Library, LibraryModel
 from tests.ggufs import write_gguf
-from tests.hub_server import FakeHub, FakeRepo
-
-pytest_plugins = ["tests.conftest_hub"]
+from tests.hub.fake_hub import FakeHub, FakeRepo
 
 ROOT = Path(__file__).resolve().parent.parent
 BIG = "big-Q8_0.gguf"

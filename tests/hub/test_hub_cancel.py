@@ -14,9 +14,7 @@ from app.models.hardware import Hardware  # noqa: E402
 from app.models.library import Library  # noqa: E402
 from app.ui.wizard import PairWizard  # noqa: E402
 from app.workers.hub_worker import HubClient, HubFailure, InspectRepo, Search  # noqa: E402
-from tests.hub_server import FakeHub, FakeRepo  # noqa: E402
-
-pytest_plugins = ["tests.conftest_hub"]
+from tests.hub.fake_hub import FakeHub, FakeRepo  # noqa: E402
 
 REPO, FILE = "acme/Slow-GGUF", "slow-Q8_0.gguf"
 

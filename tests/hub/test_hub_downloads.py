@@ -21,9 +21,7 @@ from app.models.downloads import (
     save_token,
 )
 from app.models.hub import HubError, list_gguf_files
-from tests.hub_server import FakeHub, FakeRepo
-
-pytest_plugins = ["tests.conftest_hub"]
+from tests.hub.fake_hub import FakeHub, FakeRepo
 
 BIG = "big-Q8_0.gguf"
 

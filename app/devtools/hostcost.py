@@ -1,8 +1,8 @@
 """Host ms/token: wall time outside llama_decode per generated token, hover probabilities on,
 at T=0 and T=0.8, speculative (fixed draft length 8, no guard) and target-only, on one pair.
-A developer's benchmark, not a test: ``python -m tests.hostcost TARGET DRAFT [tokens] [threads]
-[--probs-off]`` (``--probs-off`` adds the T=0 paths without hover probabilities: the rest of
-the loop's cost, without the full-vocabulary softmax normaliser)
+A developer's benchmark, not a test: ``python -m app.devtools.hostcost TARGET DRAFT [tokens]
+[threads] [--probs-off]`` (``--probs-off`` adds the T=0 paths without hover probabilities:
+the rest of the loop's cost, without the full-vocabulary softmax normaliser)
 (the fast pair: ``app.models.shipped.fast_pair()``; the CPU pair: ``qwen_coder_pair()``).
 ``python -m app bench`` reports the same figure per prompt as ``host_ms_per_token``."""
 

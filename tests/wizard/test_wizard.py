@@ -5,7 +5,6 @@ Set SPECDECK_SCREENSHOTS=/some/dir to keep a PNG of every page.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -13,59 +12,18 @@ import pytest
 pytest.importorskip("PySide6")
 
 from PySide6.QtCore import Qt  # noqa: E402
-from PySide6.QtWidgets import QWizardPage  # noqa: E402
 
 from app.models.catalog import Catalog, CatalogModel, CatalogPair  # noqa: E402
-from app.models.hardware import Hardware  # noqa: E402
 from app.models.library import Library  # noqa: E402
 from app.ui.wizard import PairWizard  # noqa: E402
 from app.workers.hub_worker import Calibrated  # noqa: E402
-from tests.ggufs import write_gguf  # noqa: E402
-from tests.hub_server import FakeHub, FakeRepo  # noqa: E402
-
-pytest_plugins = ["tests.conftest_hub"]
-
-GIB = 1 << 30
-TARGET, DRAFT, STRANGER = "acme/Tiny-1B-GGUF", "acme/Tiny-0.1B-GGUF", "other/Tiny-0.05B-GGUF"
-
-
-@pytest.fixture
-def tiny_hub(fake_hub: FakeHub, tmp_path: Path) -> FakeHub:
-    synthetic = pytest.importorskip("app.engine.synthetic")
-    target = synthetic.write_tiny_llama(tmp_path / "t.gguf", seed=0).read_bytes()
-    draft = synthetic.write_tiny_llama(
-        tmp_path / "d.gguf", seed=1, noise_from=0, noise=0.02
-    ).read_bytes()
-    stranger = write_gguf(tmp_path / "s.gguf").read_bytes()
-    fake_hub.add(
-        FakeRepo(TARGET, {"tiny-1b-F32.gguf": target, "tiny-1b-Q8_0.gguf": target}, downloads=100)
-    )
-    fake_hub.add(FakeRepo(DRAFT, {"tiny-0.1b-F32.gguf": draft}, downloads=50))
-    fake_hub.add(FakeRepo(STRANGER, {"tiny-0.05b-F32.gguf": stranger}, downloads=5))
-    return fake_hub
-
-
-def tiny_catalog() -> Catalog:
-    return Catalog(
-        (
-            CatalogModel("tiny-1b", TARGET, "tiny", 1.0, "Q8_0", "A tiny test target."),
-            CatalogModel("tiny-0.1b", DRAFT, "tiny", 0.1, "F32", "Its draft.", draft_only=True),
-        ),
-        (CatalogPair("tiny-1b", "tiny-0.1b"),),
-    )
-
-
-def shoot(page: QWizardPage, name: str) -> None:
-    folder = os.environ.get("SPECDECK_SCREENSHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        page.window().grab().save(str(Path(folder) / f"wizard_{name}.png"))
+from tests.hub.fake_hub import FakeHub  # noqa: E402
+from tests.wizard.helpers import DRAFT, HARDWARE, STRANGER, TARGET, shoot, tiny_catalog  # noqa: E402
 
 
 def test_wizard_to_saved_active_pair(qtbot, tiny_hub: FakeHub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     library = Library()
-    hardware = Hardware("CPU", (), 16 * GIB, 8 * GIB, 2)
-    wizard = PairWizard(library, tiny_catalog(), hardware=hardware, models_root=tmp_path / "models")
+    wizard = PairWizard(library, tiny_catalog(), hardware=HARDWARE, models_root=tmp_path / "models")
     qtbot.addWidget(wizard)
     wizard.show()
     try:
@@ -196,7 +154,7 @@ def test_gated_target_explains_the_token(
     wizard = PairWizard(
         Library(),
         catalog,
-        hardware=Hardware("CPU", (), 16 * GIB, 8 * GIB, 2),
+        hardware=HARDWARE,
         models_root=tmp_path / "models",
         token=False,
     )

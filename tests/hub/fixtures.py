@@ -1,12 +1,13 @@
 """Fixtures for Hub tests: a fake Hub on 127.0.0.1 and an isolated huggingface_hub setup.
 
-Used as a plugin (``pytest_plugins = ["tests.conftest_hub"]``) by the hub, library and wizard
-tests. huggingface_hub reads ``HF_ENDPOINT`` and its token paths at import time, so the
+Registered once by ``tests/conftest.py``: the hub, wizard and window tests all use them.
+huggingface_hub reads ``HF_ENDPOINT`` and its token paths at import time, so the
 fixture patches the resolved constants rather than the environment.
 """
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from huggingface_hub import constants
 
 from tests.ggufs import spm_tokens, write_gguf
-from tests.hub_server import FakeHub, FakeRepo
+from tests.hub.fake_hub import FakeHub, FakeRepo
 
 
 @pytest.fixture
@@ -103,3 +104,12 @@ def populated_hub(fake_hub: FakeHub, gguf_bytes: dict[str, bytes]) -> FakeHub:
         )
     )
     return fake_hub
+
+
+@pytest.fixture
+def closed_port() -> str:
+    """A Hub address where nothing listens any more: connection refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
