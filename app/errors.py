@@ -11,6 +11,10 @@ class ModelLoadError(SpecDeckError):
     pass
 
 
+class ModelUnavailableError(SpecDeckError):
+    """A model the project fetches or derives itself could not be had."""
+
+
 class ContextOverflowError(SpecDeckError):
     def __init__(self, needed: int, n_ctx: int) -> None:
         super().__init__(

@@ -12,11 +12,11 @@ import threading
 from pathlib import PurePosixPath
 from typing import Any
 
-from app.models.compat import first_mismatch
+from app.engine.hardware import detect_hardware
+from app.gguf.compat import first_mismatch
+from app.gguf.header import GGUFFormatError, model_facts, vocab_info
 from app.models.downloads import DownloadCancelled, Downloader, DownloadProgress, human_bytes
 from app.models.fit import KV_BYTES_PER_ELEMENT, assess, estimate_pair, gib
-from app.models.gguf_header import GGUFFormatError, model_facts, vocab_info
-from app.models.hardware import detect_hardware
 from app.models.hub import (
     GGUFFile,
     HubError,

@@ -217,8 +217,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _exports(log: Any, args: argparse.Namespace) -> None:
+    from app.files.fileio import atomic_write_text
     from app.lab import report
-    from app.store.fileio import atomic_write_text
 
     for target, render in (
         (args.html, lambda: report.to_html(log, paths=args.paths)),

@@ -221,7 +221,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_version(_: argparse.Namespace) -> int:
-    from app.models.hardware import version_report
+    from app.engine.hardware import version_report
 
     print(version_report(__version__))
     return 0

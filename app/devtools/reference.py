@@ -18,7 +18,7 @@ from pathlib import Path
 
 from app.engine.repacking import repacking_enabled
 from app.errors import SpecDeckError
-from app.store.paths import model_cache_dir
+from app.files.paths import model_cache_dir
 
 BINARY = "llama-speculative-simple"
 

@@ -25,9 +25,9 @@ from app.engine.engine import Engine
 from app.engine.engine_protocol import BENCHMARKING, RENDERING
 from app.engine.events import RunSummary, drain
 from app.engine.exactness import compare
+from app.engine.hardware import devices, llama_cpp_version, system_info
 from app.engine.repacking import repacking_enabled
-from app.models.hardware import devices, llama_cpp_version, system_info
-from app.store.fileio import file_sha256
+from app.files.fileio import file_sha256
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
+from app.engine.acceptance import Verifier
 from app.engine.adaptive import ConfidenceCalibration, CostModel, DraftController, GuardMemory
 from app.engine.chat_template import ChatFormatter, Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec
@@ -34,12 +35,11 @@ from app.engine.events import (
 )
 from app.engine.llama_backend import LlamaContext, LlamaModel
 from app.engine.randomness import Randomness
-from app.engine.run_stats import RunClock
+from app.engine.run_clock import RunClock
 from app.engine.sampling import top_two_margin
 from app.engine.textstream import TextStream
-from app.engine.verify import Verifier
 from app.errors import ContextOverflowError
-from app.models.compat import check_compatible
+from app.gguf.compat import check_compatible
 
 CancelCheck = Callable[[], bool]
 WARM_UP_TIMED = 3  # timed single passes per model after loading: the cost lines' first prices

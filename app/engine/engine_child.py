@@ -50,8 +50,8 @@ from app.engine.engine_protocol import (
     portable_failure,
 )
 from app.engine.events import Event, RunSummary, TokenEvent
+from app.engine.hardware import gpu_offload
 from app.errors import GenerationCancelled, SpecDeckError
-from app.models.hardware import gpu_offload
 
 
 def _device_description(spec: ModelSpec) -> str:

@@ -21,8 +21,8 @@ from app.engine.config import KV_TYPES, ModelSpec
 from app.engine.load_hooks import current_load_observer
 from app.engine.repacking import repacking_enabled
 from app.errors import ContextOverflowError, GenerationCancelled, ModelLoadError
-from app.models.compat import VocabInfo
-from app.models.gguf_check import validate_gguf_file
+from app.gguf.check import validate_gguf_file
+from app.gguf.compat import VocabInfo
 
 _VOCAB_TYPE_NAMES = {
     llama_cpp.LLAMA_VOCAB_TYPE_NONE: "none",

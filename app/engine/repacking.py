@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from app.store.fileio import StoredFileError, atomic_write_text, read_json_object
-from app.store.paths import cache_dir
+from app.files.fileio import StoredFileError, atomic_write_text, read_json_object
+from app.files.paths import cache_dir
 
 ENV_VAR = "SPECDECK_REPACK"
 CHOICES = ("auto", "on", "off")
@@ -114,8 +114,8 @@ def _probe_child(model_dir: str) -> None:
     """Runs in the child: a real AMX-type matrix product with repacking on."""
     from app.engine.config import ModelSpec
     from app.engine.llama_backend import LlamaContext, LlamaModel
+    from app.engine.quantize import quantize
     from app.engine.synthetic import TinyShape, write_tiny_llama
-    from app.models.shipped import quantize
 
     # 256-wide rows satisfy both the Q4_0 (32) and the K-quant (256) tile alignment
     shape = TinyShape(n_embd=256, n_layer=1, n_head=4, n_head_kv=4, n_ff=512, n_ctx=64)

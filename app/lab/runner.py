@@ -35,6 +35,7 @@ from app.engine.engine_host import (
 )
 from app.engine.events import RunSummary
 from app.errors import GenerationCancelled
+from app.files.fileio import file_sha256
 from app.lab import interference
 from app.lab.configs import LabConfig
 from app.lab.plan import BASELINE, LabPlan
@@ -42,7 +43,6 @@ from app.lab.remote import RemoteCancelled
 from app.lab.results import ResultFileError, ResultLog
 from app.lab.stats import choose, rows_from
 from app.lab.suites import Prompt
-from app.store.fileio import file_sha256
 
 
 @dataclass(frozen=True)

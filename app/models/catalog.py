@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.engine.hardware import Hardware
 from app.models.fit import MARGIN_FIXED, FitLabel, gib
-from app.models.hardware import Hardware
 
 CATALOG_ENV = "SPECDECK_CATALOG"
 # A draft around 1/15 of the target's size is the usual sweet spot: much cheaper to run,

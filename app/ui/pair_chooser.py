@@ -36,10 +36,10 @@ from PySide6.QtWidgets import (
 
 from app.engine.config import KV_TYPES, DraftSource
 from app.errors import SpecDeckError
+from app.gguf.check import check_local_pair
+from app.gguf.compat import IncompatiblePairError
 from app.lab.remote import RemoteError
 from app.lab.remote_chat import RemotePair
-from app.models.compat import IncompatiblePairError
-from app.models.gguf_check import check_local_pair
 from app.models.library import Library, LibraryError, Profile
 from app.ui.plain_text import ask, plain_label
 from app.workers.messages import describe_error

@@ -12,7 +12,7 @@ from pathlib import Path
 from PySide6.QtCore import QByteArray, QSettings
 from PySide6.QtWidgets import QMainWindow, QSplitter, QTabWidget
 
-from app.store.fileio import move_aside
+from app.files.fileio import move_aside
 
 LAYOUT_FILE = "window.ini"
 LAYOUT_LIMIT = 1 << 20  # bytes; a real one is under 2 KB

@@ -21,9 +21,17 @@ from pathlib import Path
 import httpx2
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
+from app.engine.hardware import Hardware, detect_hardware
 from app.errors import GenerationCancelled
+from app.gguf.compat import VocabInfo, first_mismatch
+from app.gguf.header import (
+    GGUFFormatError,
+    ModelFacts,
+    model_facts,
+    read_local_header,
+    vocab_info,
+)
 from app.models.catalog import Catalog, DraftCandidate, parse_family
-from app.models.compat import VocabInfo, first_mismatch
 from app.models.downloads import (
     DownloadCancelled,
     Downloader,
@@ -32,14 +40,6 @@ from app.models.downloads import (
     save_token,
 )
 from app.models.fit import draft_speed_rank
-from app.models.gguf_header import (
-    GGUFFormatError,
-    ModelFacts,
-    model_facts,
-    read_local_header,
-    vocab_info,
-)
-from app.models.hardware import Hardware, detect_hardware
 from app.models.hub import (
     HubError,
     ModelHit,

@@ -20,9 +20,9 @@ from app.errors import (
     ModelLoadError,
     SpecDeckError,
 )
+from app.gguf.compat import IncompatiblePairError
 from app.lab.remote import RemoteError
 from app.lab.remote_chat import RemotePair
-from app.models.compat import IncompatiblePairError
 from app.store.settings import Settings
 
 TIMING_RULE = (

@@ -30,7 +30,7 @@ from app.engine.exactness import NEAR_TIE_LOGIT_MARGIN, compare
 from app.engine.llama_backend import LlamaContext
 from app.engine.synthetic import write_tiny_llama
 from app.errors import ContextOverflowError, ModelLoadError
-from app.models.compat import IncompatiblePairError
+from app.gguf.compat import IncompatiblePairError
 
 PROMPTS = ["the code of the model", "import data for self", "what is the draft token"]
 

@@ -226,8 +226,8 @@ def test_cli_reports_a_crashing_gguf_as_an_error_naming_it(command, tmp_path) ->
 
 
 def test_the_pipe_costs_well_under_the_per_token_budget(tiny_pair) -> None:
+    from app.devtools.latency_probe import measure_pipe_cost
     from app.engine.engine import Engine
-    from app.ui.latency_probe import measure_pipe_cost
 
     engine = Engine(_spec(tiny_pair[0], 2048), _spec(tiny_pair[1], 2048))
     try:

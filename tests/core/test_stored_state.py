@@ -16,19 +16,19 @@ from pathlib import Path
 import pytest
 
 import app.store.settings as settings_module
+from app.files.fileio import (
+    STALE_TEMP_AGE_S,
+    StoredFileError,
+    atomic_write_text,
+    clean_stale_temps,
+    read_json_object,
+)
 from app.models.library import LIBRARY_SCHEMA, Library, LibraryError
 from app.store.conversations import (
     CONVERSATION_SCHEMA,
     ChatMessage,
     Conversation,
     ConversationStore,
-)
-from app.store.fileio import (
-    STALE_TEMP_AGE_S,
-    StoredFileError,
-    atomic_write_text,
-    clean_stale_temps,
-    read_json_object,
 )
 from app.store.migrations import MigrationError, Schema, upgrade
 from app.store.pending_saves import PendingSaves

@@ -17,7 +17,7 @@ from app.engine.sampling import (
     top_two_margin,
 )
 from app.engine.textstream import TextStream
-from app.models.compat import IncompatiblePairError, VocabInfo, check_compatible, first_mismatch
+from app.gguf.compat import IncompatiblePairError, VocabInfo, check_compatible, first_mismatch
 
 
 def test_distribution_matches_brute_force_filters() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.models.compat import IncompatiblePairError, check_compatible, first_mismatch
-from app.models.gguf_header import (
+from app.gguf.compat import IncompatiblePairError, check_compatible, first_mismatch
+from app.gguf.header import (
     GGUFFormatError,
     model_facts,
     read_local_header,
@@ -114,7 +114,7 @@ def test_range_read_reads_only_the_header(
 
 
 def test_range_read_grows_the_window(populated_hub: FakeHub) -> None:
-    from app.models.gguf_header import read_header
+    from app.gguf.header import read_header
     from app.models.hub import file_url
     from app.models.hub_http import HttpRangeSource
 

@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("PySide6")
 
+from app.engine.hardware import Hardware  # noqa: E402
 from app.models.catalog import Catalog, CatalogModel, CatalogPair  # noqa: E402
-from app.models.hardware import Hardware  # noqa: E402
 from app.models.library import Library  # noqa: E402
 from app.ui.wizard import PairWizard  # noqa: E402
 from app.workers.hub_worker import HubClient, HubFailure, InspectRepo, Search  # noqa: E402

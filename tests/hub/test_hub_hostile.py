@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from app.gguf.header import read_header
 from app.models.downloads import (
     AlreadyDownloading,
     DownloadCancelled,
@@ -23,7 +24,6 @@ from app.models.downloads import (
     NotEnoughDiskSpace,
     UnsafeFileName,
 )
-from app.models.gguf_header import read_header
 from app.models.hub import (
     GGUFFile,
     HubError,

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from app.errors import ModelLoadError
-from app.models.gguf_check import validate_gguf_file
-from app.models.gguf_header import (
+from app.gguf.check import validate_gguf_file
+from app.gguf.header import (
     GGUFFormatError,
     model_facts,
     read_local_header,
@@ -233,7 +233,7 @@ def test_invalid_utf8_header_prints(tmp_path: Path) -> None:
 
 _MEASURE = textwrap.dedent("""
     import json, resource, sys, time
-    from app.models.gguf_header import GGUFFormatError, read_local_header
+    from app.gguf.header import GGUFFormatError, read_local_header
     began, cpu = time.perf_counter(), time.process_time()
     try:
         read_local_header(sys.argv[1])

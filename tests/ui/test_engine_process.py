@@ -116,7 +116,7 @@ def test_engine_killed_during_the_baseline_keeps_the_finished_answer_and_its_fig
 def test_gguf_that_aborts_llama_cpp_is_a_load_error_naming_the_file(
     make_window, qtbot, tiny_pair, tmp_path: Path
 ) -> None:
-    from app.models.gguf_check import validate_gguf_file
+    from app.gguf.check import validate_gguf_file
 
     bad = write_bert_tokenizer_llama(tmp_path / "bert-vocab.gguf")
     validate_gguf_file(bad)  # the header checks cannot see it

@@ -41,9 +41,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.config import DraftSource
+from app.engine.hardware import Device, Hardware
 from app.engine.synthetic import write_tiny_llama
 from app.models.catalog import Catalog, CatalogModel, CatalogPair
-from app.models.hardware import Device, Hardware
 from app.models.library import Library, Profile
 from app.store.conversations import ChatMessage, Conversation, ConversationStore
 from app.store.settings import Settings

@@ -262,7 +262,7 @@ def test_conversation_survives_restart(make_window, qtbot, tiny_pair, isolated) 
 
 
 def test_latency_probe_reports_percentiles(qapp, isolated, tiny_pair) -> None:
-    from app.ui.latency_probe import measure_ui_latency
+    from app.devtools.latency_probe import measure_ui_latency
 
     result = measure_ui_latency(*tiny_pair, "hello the model", 300, threads=1)
     assert result["tokens"] == 300 and result["tok_s"] > 0 and result["samples"] > 0

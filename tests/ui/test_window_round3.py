@@ -400,7 +400,8 @@ def test_a_code_fence_first_and_pasted_code_keep_their_shape(qtbot) -> None:
 
 
 def test_the_demo_pair_is_named(make_window, qtbot, tiny_pair, tmp_path, monkeypatch) -> None:
-    from app.models.shipped import QWEN_CODER_05B, quantized_path
+    from app.engine.quantize import quantized_path
+    from app.models.shipped import QWEN_CODER_05B
 
     cache = tmp_path / "models"
     monkeypatch.setenv("SPECDECK_MODEL_CACHE", str(cache))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QWizardPage
 
+from app.engine.hardware import Hardware
 from app.models.catalog import Catalog, CatalogModel, CatalogPair
-from app.models.hardware import Hardware
 
 GIB = 1 << 30
 TARGET, DRAFT, STRANGER = "acme/Tiny-1B-GGUF", "acme/Tiny-0.1B-GGUF", "other/Tiny-0.05B-GGUF"

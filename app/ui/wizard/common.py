@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QTableWidget, QTableWidgetItem, QWizardPage
 
+from app.engine.hardware import Hardware
+from app.gguf.header import ModelFacts
 from app.models.catalog import CatalogModel
 from app.models.fit import FitLabel
-from app.models.gguf_header import ModelFacts
-from app.models.hardware import Hardware
 from app.models.hub import QuantGroup
 from app.ui.plain_text import tooltip as plain_tip
 from app.workers.hub_worker import Calibrated, DraftOption, HubFailure, LocalModel, RepoInspected

@@ -12,11 +12,11 @@ from pathlib import Path
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QWidget, QWizard
 
+from app.engine.hardware import Hardware
+from app.files.paths import model_cache_dir
 from app.models.catalog import Catalog
-from app.models.hardware import Hardware
 from app.models.hub import Token
 from app.models.library import Library, models_dir
-from app.store.paths import model_cache_dir
 from app.ui.wizard.common import WizardState
 from app.ui.wizard.pages_run import DownloadPage, FinishPage, ReviewPage, VerifyPage
 from app.ui.wizard.pages_select import DraftPage, HardwarePage, QuantPage, TargetPage

@@ -6,7 +6,7 @@ percentiles while tokens stream (both runs) are the UI's responsiveness under st
 with a per-phase breakdown ("other": the verdict and the final Markdown render). From a
 shell::
 
-    python -m app.ui.latency_probe --target T.gguf [--draft D.gguf] [--max-tokens N] [PROMPT]
+    python -m app.devtools.latency_probe --target T.gguf [--draft D.gguf] [--max-tokens N] [PROMPT]
 """
 
 from __future__ import annotations

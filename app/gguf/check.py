@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app.errors import ModelLoadError
-from app.models.compat import check_compatible
-from app.models.gguf_header import (
+from app.gguf.compat import check_compatible
+from app.gguf.header import (
     GGUF_MAGIC,
     TOKENS_KEY,
     GGUFFormatError,

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
 
-from app.models.compat import (
+from app.gguf.compat import (
     DEFAULT_ADD_BOS,
     DEFAULT_ADD_EOS,
     GGUF_TOKENIZER_TO_VOCAB_TYPE,

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 import numpy as np
 import psutil
 
+from app.engine.acceptance import Produced
 from app.engine.events import RunSummary, StopReason, TokenEvent
 from app.engine.llama_backend import LlamaContext
-from app.engine.verify import Produced
 
 MIN_METERED_S = 0.3  # shorter runs are too short for the kernel's 10 ms CPU accounting
 

@@ -1,0 +1,1 @@
+"""Stored-file primitives: bounded reads, atomic writes, the user folders."""

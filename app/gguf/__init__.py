@@ -1,0 +1,1 @@
+"""GGUF files: headers read by range, checks before loading, pair compatibility."""
