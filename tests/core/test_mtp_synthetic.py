@@ -1,0 +1,74 @@
+"""A tiny synthetic ``qwen35`` (hybrid recurrent + attention) with one next-token (MTP) layer,
+loaded by the real llama.cpp with ``load_mtp`` and drafting through an MTP context.
+
+llama.cpp runs in a child process (``app.devtools.mtp_probe``) under a time bound, never in
+the test process: a native abort must fail one test, not end the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.engine.synthetic import TinyQwen35Shape, write_tiny_qwen35
+from app.models.gguf_check import validate_gguf_file
+from app.models.gguf_header import SelfDrafting, model_facts
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def qwen35_mtp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tiny_qwen35(tmp_path_factory.mktemp("mtp") / "qwen35-mtp.gguf")
+
+
+def probe(path: Path, *args: str, timeout_s: float = 120) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-m", "app.devtools.mtp_probe", str(path), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    assert done.returncode == 0, f"probe exited {done.returncode}:\n{done.stderr[-3000:]}"
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report
+
+
+def test_the_header_says_it_drafts_for_itself(qwen35_mtp: Path) -> None:
+    facts = model_facts(validate_gguf_file(qwen35_mtp))
+    assert facts.architecture == "qwen35"
+    assert facts.n_layer == TinyQwen35Shape().n_trunk + 1  # block_count counts the MTP block
+    assert facts.drafting == SelfDrafting("mtp", 1)
+
+
+def test_llama_cpp_loads_the_next_token_layer_and_decodes(qwen35_mtp: Path) -> None:
+    report = probe(qwen35_mtp)
+    assert report["loaded"] is True
+    assert report["n_layer_nextn"] == 1
+    assert report["n_layer"] == TinyQwen35Shape().n_trunk
+    assert report["target_decode"] == 0
+    assert report["logits_finite"] is True
+    assert report["logits_spread"] > 1.0  # real, varied logits, not a constant row
+    assert 0 <= report["next_token"] < report["n_vocab"]
+
+
+def test_an_mtp_context_on_the_target_drafts_a_token(qwen35_mtp: Path) -> None:
+    report = probe(qwen35_mtp, "--draft")
+    assert report["mtp_context"] is True
+    assert report["target_nextn_embeddings"] is True
+    # qwen35's MTP block keeps its own attention cache, filled from the target's rows
+    assert report["memory_shared_with_target"] is False
+    assert report["mtp_prompt_decode"] == 0
+    assert report["mtp_decode"] == 0
+    assert report["draft_logits_finite"] is True
+    assert 0 <= report["drafted_token"] < report["n_vocab"]
+    assert report["draft_nextn_embedding"] is True  # the embedding a second head would chain on
