@@ -3,6 +3,7 @@ DFlash head) and absurd next-token counts or layer ids are refused before any lo
 
 from __future__ import annotations
 
+import argparse
 import struct
 from pathlib import Path
 
@@ -153,3 +154,25 @@ def test_string_arrays_are_not_layer_ids(tmp_path: Path) -> None:
     header = read_local_header(header_file(tmp_path, "eagle3", layers))
     with pytest.raises(GGUFFormatError, match="eagle3.target_layers"):
         self_drafting(header)
+
+
+def _check_pair(target: Path, draft: Path) -> int:
+    from app.cli.hub import cmd_check_pair
+
+    return cmd_check_pair(argparse.Namespace(target=str(target), draft=str(draft)))
+
+
+def test_check_pair_names_the_drafting_method(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = header_file(tmp_path, "qwen35", kv_u32(nextn("qwen35"), 1))
+    draft = header_file(tmp_path, "llama")
+    assert _check_pair(target, draft) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "target: drafts for itself (MTP, 1 head)",
+        "compatible",
+    ]
+    (tmp_path / "bad").mkdir()
+    absurd = header_file(tmp_path / "bad", "qwen35", kv_u32(nextn("qwen35"), 7))
+    assert _check_pair(absurd, draft) == 2
+    assert "qwen35.nextn_predict_layers = 7 is more than the 2 blocks" in capsys.readouterr().err
