@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 
 from app.engine.synthetic import TinyQwen35Shape, write_tiny_qwen35
+from app.errors import ModelLoadError
 from app.models.gguf_check import validate_gguf_file
 from app.models.gguf_header import SelfDrafting, model_facts
 
@@ -27,9 +30,9 @@ def qwen35_mtp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_tiny_qwen35(tmp_path_factory.mktemp("mtp") / "qwen35-mtp.gguf")
 
 
-def probe(path: Path, *args: str, timeout_s: float = 120) -> dict[str, Any]:
+def run_probe(path: Path, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "app.devtools.mtp_probe", str(path), *args],
         cwd=ROOT,
         env=env,
@@ -38,6 +41,10 @@ def probe(path: Path, *args: str, timeout_s: float = 120) -> dict[str, Any]:
         timeout=timeout_s,
         check=False,
     )
+
+
+def probe(path: Path, *args: str) -> dict[str, Any]:
+    done = run_probe(path, *args)
     assert done.returncode == 0, f"probe exited {done.returncode}:\n{done.stderr[-3000:]}"
     report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return report
@@ -72,3 +79,19 @@ def test_an_mtp_context_on_the_target_drafts_a_token(qwen35_mtp: Path) -> None:
     assert report["draft_logits_finite"] is True
     assert 0 <= report["drafted_token"] < report["n_vocab"]
     assert report["draft_nextn_embedding"] is True  # the embedding a second head would chain on
+
+
+def test_more_heads_than_blocks_aborts_llama_cpp_and_is_refused_before_load(
+    qwen35_mtp: Path, tmp_path: Path
+) -> None:
+    data = bytearray(qwen35_mtp.read_bytes())
+    key = b"qwen35.nextn_predict_layers"
+    at = data.index(key) + len(key)
+    assert struct.unpack_from("<II", data, at) == (4, 1)  # a u32 holding 1
+    struct.pack_into("<I", data, at + 4, 9)  # the model has 5 blocks
+    bad = tmp_path / "bad-nextn.gguf"
+    bad.write_bytes(bytes(data))
+    # what the header check prevents: llama.cpp asserts and takes the process down
+    assert run_probe(bad).returncode in (-signal.SIGABRT, 128 + signal.SIGABRT)
+    with pytest.raises(ModelLoadError, match=r"nextn_predict_layers = 9 is more than the 5"):
+        validate_gguf_file(bad)
