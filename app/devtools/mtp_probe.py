@@ -1,13 +1,15 @@
 """Load a GGUF with its next-token (MTP) layers through the real llama.cpp and draft with them.
 
 A developer's probe of llama.cpp's MTP interface, not app code (the app reaches llama.cpp only
-through the engine process): ``python -m app.devtools.mtp_probe MODEL [--draft]`` prints one
+through the engine process). ``python -m app.devtools.mtp_probe MODEL [--draft]`` prints one
 JSON object. Without ``--draft`` it loads the model with ``load_mtp``, reports
 ``llama_model_n_layer_nextn`` and decodes a prompt; with ``--draft`` it also opens an MTP
 context on the target's memory (``LLAMA_CONTEXT_TYPE_MTP``, ``ctx_other`` = the target) and
 drafts one token from the target's next-token embedding, the way the llama-cpp-python sdist's
-``examples/server/server.py`` ``MTPDraftProvider`` does. Run it in a child process: llama.cpp
-aborts the process on some malformed models.
+``examples/server/server.py`` ``MTPDraftProvider`` does. ``--greedy N [--prompt 1,300,310]``
+generates N greedy tokens target-only and with one MTP draft per step (rejected drafts rolled
+back, recurrent state included) and says whether they are identical and how many drafts were
+accepted. Run it in a child process: llama.cpp aborts the process on some malformed models.
 """
 
 from __future__ import annotations
@@ -144,11 +146,151 @@ def _draft_one(
     return out
 
 
+def _decode(
+    ctx: Any,
+    tokens: list[int],
+    first_pos: int,
+    embeddings: np.ndarray | None = None,
+    *,
+    all_logits: bool = False,
+    no_logits: bool = False,
+) -> None:
+    """Decode ``tokens`` from ``first_pos`` (beside ``embeddings`` rows for an MTP context)."""
+    n_embd = 0 if embeddings is None else embeddings.shape[1]
+    batch = _batch(tokens, first_pos, n_embd, last_logits=not no_logits)
+    for i in range(len(tokens) if all_logits else 0):
+        batch.logits[i] = True
+    if embeddings is not None:
+        np.ctypeslib.as_array(batch.embd, shape=embeddings.shape)[:] = embeddings
+    try:
+        code = llama_cpp.llama_decode(ctx, batch)
+    finally:
+        if embeddings is not None:
+            batch.token = ctypes.POINTER(llama_cpp.llama_token)()
+        llama_cpp.llama_batch_free(batch)
+    if code != 0:
+        raise RuntimeError(f"llama_decode returned {code}")
+
+
+def _context(model: Any, *, n_rs_seq: int, mtp_of: Any = None) -> Any:
+    params = llama_cpp.llama_context_default_params()
+    params.n_ctx, params.n_batch, params.n_threads, params.n_threads_batch = 512, 64, 1, 1
+    params.n_rs_seq = n_rs_seq
+    if mtp_of is not None:
+        params.ctx_type = llama_cpp.LLAMA_CONTEXT_TYPE_MTP
+        params.ctx_other = mtp_of
+        params.n_outputs_max = 1
+    ctx = llama_cpp.llama_init_from_model(model, params)
+    if not ctx:
+        raise RuntimeError("llama_init_from_model failed")
+    return ctx
+
+
+def _target_only(model: Any, prompt: list[int], n_vocab: int, n_tokens: int) -> list[int]:
+    ctx = _context(model, n_rs_seq=0)
+    _decode(ctx, prompt, 0)
+    out = [int(_logits(ctx, n_vocab).argmax())]
+    while len(out) < n_tokens:
+        _decode(ctx, [out[-1]], len(prompt) + len(out) - 1)
+        out.append(int(_logits(ctx, n_vocab).argmax()))
+    llama_cpp.llama_free(ctx)
+    return out
+
+
+def _speculative(
+    model: Any, prompt: list[int], ext: ModuleType, n_embd: int, n_vocab: int, n_tokens: int
+) -> dict[str, Any]:
+    """Greedy speculation with one MTP draft token per step: the target verifies [t, draft]
+    in one batch; a rejected draft is removed from the target's memory, its recurrent state
+    rolled back through the one snapshot ``n_rs_seq`` keeps."""
+    target = _context(model, n_rs_seq=1)
+    ext.llama_set_embeddings_nextn(target, True, False)
+    mtp = _context(model, n_rs_seq=0, mtp_of=target)
+    ext.llama_set_embeddings_nextn(mtp, True, True)
+    target_mem, mtp_mem = llama_cpp.llama_get_memory(target), llama_cpp.llama_get_memory(mtp)
+
+    def hidden(rows: int) -> np.ndarray:
+        pointer = ext.llama_get_embeddings_nextn(target)
+        if not pointer:
+            raise RuntimeError("the target gave no next-token embeddings")
+        return np.ctypeslib.as_array(pointer, shape=(rows, n_embd)).copy()
+
+    _decode(target, prompt, 0)
+    rows = hidden(len(prompt))
+    # the MTP cache pairs each token with the target's hidden state one position earlier
+    _decode(
+        mtp,
+        prompt,
+        0,
+        np.vstack([np.zeros((1, n_embd), np.float32), rows[:-1]]),
+        no_logits=True,
+    )
+    pending = rows[-1:]
+    token = int(_logits(target, n_vocab).argmax())
+    out, n_past, drafted, accepted, rollbacks_ok = [token], len(prompt), 0, 0, True
+    while len(out) < n_tokens:
+        _decode(mtp, [token], n_past, pending)
+        draft = int(_logits(mtp, n_vocab, 0).argmax())
+        llama_cpp.llama_memory_seq_rm(mtp_mem, 0, n_past, -1)
+        drafted += 1
+        _decode(target, [token, draft], n_past, all_logits=True)
+        rows = hidden(2)
+        verified = int(_logits(target, n_vocab, 0).argmax())
+        if verified == draft:
+            accepted += 1
+            following = int(_logits(target, n_vocab, 1).argmax())
+            _decode(mtp, [token, draft], n_past, np.vstack([pending, rows[:1]]), no_logits=True)
+            out += [draft, following]
+            pending, token, n_past = rows[1:], following, n_past + 2
+        else:
+            rollbacks_ok &= bool(llama_cpp.llama_memory_seq_rm(target_mem, 0, n_past + 1, -1))
+            _decode(mtp, [token], n_past, pending, no_logits=True)
+            out.append(verified)
+            pending, token, n_past = rows[:1], verified, n_past + 1
+    llama_cpp.llama_free(mtp)
+    llama_cpp.llama_free(target)
+    return {
+        "tokens": out[:n_tokens],
+        "drafted": drafted,
+        "accepted": accepted,
+        "rollbacks_ok": rollbacks_ok,
+    }
+
+
+def greedy(path: Path, n_tokens: int, prompt: list[int]) -> dict[str, Any]:
+    """Target-only greedy tokens beside MTP-speculative greedy tokens, and the acceptance."""
+    from llama_cpp import llama_cpp_ext
+
+    llama_cpp.llama_backend_init()
+    params = llama_cpp.llama_model_default_params()
+    params.load_mtp = True
+    model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+    if not model:
+        return {"loaded": False}
+    n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model))
+    n_embd = llama_cpp.llama_model_n_embd(model)
+    baseline = _target_only(model, prompt, n_vocab, n_tokens)
+    speculative = _speculative(model, prompt, llama_cpp_ext, n_embd, n_vocab, n_tokens)
+    llama_cpp.llama_model_free(model)
+    return {
+        "loaded": True,
+        "target_only": baseline,
+        "identical": speculative["tokens"] == baseline,
+        **speculative,
+    }
+
+
 def main(argv: list[str]) -> int:
-    paths = [a for a in argv if not a.startswith("--")]
+    options = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--greedy", "--prompt")}
+    paths = [a for a in argv if not a.startswith("--") and a not in options.values()]
     if len(paths) != 1:
         print(__doc__, file=sys.stderr)
         return 2
+    if "--greedy" in options:
+        prompt = [int(t) for t in options.get("--prompt", "").split(",") if t] or list(PROMPT)
+        report = greedy(Path(paths[0]), int(options["--greedy"]), prompt)
+        print(json.dumps(report), flush=True)
+        return 0
     print(json.dumps(probe(Path(paths[0]), draft="--draft" in argv)), flush=True)
     return 0
 

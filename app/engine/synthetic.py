@@ -286,7 +286,7 @@ class TinyQwen35Shape:
 
 
 def _qwen35_weights(
-    shape: TinyQwen35Shape, n_vocab: int, rng: np.random.Generator
+    shape: TinyQwen35Shape, n_vocab: int, rng: np.random.Generator, branch_scale: float | None
 ) -> dict[str, np.ndarray]:
     e, f, hd = shape.n_embd, shape.n_ff, shape.head_dim
     key_dim = shape.ssm_state_size * shape.ssm_group_count
@@ -342,10 +342,25 @@ def _qwen35_weights(
             f"blk.{i}.ssm_norm.weight": ones(shape.ssm_state_size),
             f"blk.{i}.ssm_out.weight": mat(e, value_dim, value_dim**-0.5),
         }
+    eh_proj = mat(e, 2 * e, (2 * e) ** -0.5)
+    if branch_scale is not None:
+        # the model stays close to a bigram model (each layer adds a small branch to the token
+        # embedding) and the MTP block reads the token embedding: it predicts the target's
+        # next token often, not always
+        eh_proj = np.hstack([np.eye(e, dtype=np.float32), np.zeros((e, e), np.float32)])
+        outputs = ("attn_output.weight", "ssm_out.weight", "ffn_down.weight")
+        for name, value in tensors.items():
+            if name.endswith(outputs):
+                value *= np.float32(branch_scale)
     for i in range(shape.n_trunk, shape.n_trunk + shape.n_nextn):
-        tensors |= common(i) | attention(i)
+        block = common(i) | attention(i)
+        if branch_scale is not None:
+            for name, value in block.items():
+                if name.endswith(("attn_output.weight", "ffn_down.weight")):
+                    value *= np.float32(branch_scale)
+        tensors |= block
         tensors |= {
-            f"blk.{i}.nextn.eh_proj.weight": mat(e, 2 * e, (2 * e) ** -0.5),
+            f"blk.{i}.nextn.eh_proj.weight": eh_proj,
             f"blk.{i}.nextn.enorm.weight": ones(e),
             f"blk.{i}.nextn.hnorm.weight": ones(e),
             f"blk.{i}.nextn.shared_head_norm.weight": ones(e),
@@ -353,14 +368,23 @@ def _qwen35_weights(
     return tensors
 
 
-def write_tiny_qwen35(path: Path, *, seed: int = 0, shape: TinyQwen35Shape | None = None) -> Path:
+def write_tiny_qwen35(
+    path: Path,
+    *,
+    seed: int = 0,
+    shape: TinyQwen35Shape | None = None,
+    branch_scale: float | None = None,
+) -> Path:
     """Write a loadable tiny ``qwen35`` model with ``shape.n_nextn`` next-token layers.
 
+    With random weights the MTP block's drafts are almost always rejected; ``branch_scale``
+    (e.g. 0.3: smaller agrees more) makes it draft the target's next token often, so both
+    acceptance and rejection (with its recurrent-state rollback) are exercised.
     The MTP blocks reuse the trunk's embedding and output (llama.cpp falls back to them when
     ``nextn.embed_tokens`` / ``nextn.shared_head_head`` are absent), as real exports do."""
     shape = shape or TinyQwen35Shape()
     tokens, scores, types = vocabulary()
-    tensors = _qwen35_weights(shape, len(tokens), np.random.default_rng(seed))
+    tensors = _qwen35_weights(shape, len(tokens), np.random.default_rng(seed), branch_scale)
     path.parent.mkdir(parents=True, exist_ok=True)
     writer = gguf.GGUFWriter(str(path), "qwen35")
     writer.add_name(path.stem)

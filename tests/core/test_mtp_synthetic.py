@@ -95,3 +95,26 @@ def test_more_heads_than_blocks_aborts_llama_cpp_and_is_refused_before_load(
     assert run_probe(bad).returncode in (-signal.SIGABRT, 128 + signal.SIGABRT)
     with pytest.raises(ModelLoadError, match=r"nextn_predict_layers = 9 is more than the 5"):
         validate_gguf_file(bad)
+
+
+@pytest.fixture(scope="module")
+def qwen35_mtp_agreeing(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("mtp") / "qwen35-mtp-agreeing.gguf"
+    return write_tiny_qwen35(path, branch_scale=0.3)
+
+
+@pytest.mark.parametrize(
+    "prompt", ["1,300,310,320,330,301", "1,290,291", "1,275,280,285,270,299,300,301,302,303"]
+)
+def test_greedy_mtp_speculation_is_token_identical_with_rollbacks(
+    qwen35_mtp_agreeing: Path, prompt: str
+) -> None:
+    report = probe(qwen35_mtp_agreeing, "--greedy", "200", "--prompt", prompt)
+    assert len(report["tokens"]) == 200
+    assert report["tokens"] == report["target_only"]
+    assert report["identical"] is True
+    # both paths taken many times: accepted drafts, and rejected ones whose recurrent state
+    # was rolled back (without the snapshot llama.cpp refuses the next decode)
+    assert report["accepted"] >= 20
+    assert report["drafted"] - report["accepted"] >= 20
+    assert report["rollbacks_ok"] is True
