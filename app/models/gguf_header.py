@@ -46,7 +46,7 @@ MAX_TENSOR_NAME_BYTES = 63  # GGML_MAX_NAME - 1: llama.cpp refuses longer names
 MAX_DIMS = 4  # GGML_MAX_DIMS
 MAX_ALIGNMENT = 1 << 20
 _INT64_MAX = (1 << 63) - 1
-LLAMA_MAX_LAYERS = 512  # llama-hparams.h: no model has a layer numbered this or above
+LLAMA_MAX_LAYERS = 512  # llama-hparams.h: llama.cpp aborts on a block_count of 0 or above this
 
 # Drafting heads a model can carry. The architecture names and the target-layer key come
 # from the vendored llama.cpp (src/llama-arch.cpp): the gguf package on PyPI predates them.
@@ -56,7 +56,6 @@ ASSISTANT_ARCHITECTURES = frozenset({"gemma4-assistant"})
 HEAD_ARCHITECTURES = frozenset({"eagle3", "dflash"})
 EAGLE3_TARGET_LAYERS = 3  # models/eagle3.cpp: exactly three extracted target layers
 _HEAD_LABELS = {"eagle3": "EAGLE-3 head", "dflash": "DFlash head"}
-MAX_BLOCK_COUNT = 1 << 14
 
 # Default special tokens per vocab type when the GGUF does not name them (llama-vocab.cpp)
 _DEFAULT_BOS = {"spm": 1, "bpe": 11, "wpm": 101}
@@ -548,11 +547,12 @@ class SelfDrafting:
 
 def self_drafting(header: GGUFHeader) -> SelfDrafting:
     """The drafting method the header declares, every count and layer id checked before
-    llama.cpp sees it (it asserts, taking the whole process down, on a next-token count
-    above the block count)."""
+    llama.cpp sees it (it asserts, taking the whole process down, on a block count of 0 or
+    over 512 and on a next-token count above the block count)."""
     arch = header_str(header, "general.architecture", "unknown")
-    n_layer_all = header_int(header, f"{arch}.block_count", 0, high=MAX_BLOCK_COUNT)
-    n_nextn = header_int(header, NEXTN_KEY.format(arch=arch), 0, high=MAX_BLOCK_COUNT)
+    # absent, llama.cpp refuses the model cleanly; present and out of range, it asserts
+    n_layer_all = header_int(header, f"{arch}.block_count", 0, low=1, high=LLAMA_MAX_LAYERS)
+    n_nextn = header_int(header, NEXTN_KEY.format(arch=arch), 0, high=LLAMA_MAX_LAYERS)
     if n_nextn > n_layer_all:
         raise GGUFFormatError(
             f"{header.source}: {NEXTN_KEY.format(arch=arch)} = {n_nextn} is more than the "
@@ -629,7 +629,7 @@ def model_facts(header: GGUFHeader) -> ModelFacts:
     return ModelFacts(
         architecture=arch,
         name=header_str(header, "general.name", Path(header.source).name),
-        n_layer=arch_int("block_count", 0, MAX_BLOCK_COUNT),
+        n_layer=arch_int("block_count", 0, LLAMA_MAX_LAYERS),
         n_head=n_head,
         n_head_kv=n_head_kv,
         n_embd=n_embd,

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from app.engine.synthetic import TinyQwen35Shape, write_tiny_qwen35
+from app.engine.synthetic import TinyQwen35Shape, write_tiny_llama, write_tiny_qwen35
 from app.errors import ModelLoadError
 from app.models.gguf_check import validate_gguf_file
 from app.models.gguf_header import SelfDrafting, model_facts
@@ -118,3 +118,19 @@ def test_greedy_mtp_speculation_is_token_identical_with_rollbacks(
     assert report["accepted"] >= 20
     assert report["drafted"] - report["accepted"] >= 20
     assert report["rollbacks_ok"] is True
+
+
+@pytest.mark.parametrize("block_count", [0, 600])
+def test_a_block_count_llama_cpp_asserts_on_is_refused_before_load(
+    tmp_path: Path, block_count: int
+) -> None:
+    data = bytearray(write_tiny_llama(tmp_path / "tiny.gguf").read_bytes())
+    key = b"llama.block_count"
+    at = data.index(key) + len(key)
+    assert struct.unpack_from("<II", data, at) == (4, 2)
+    struct.pack_into("<I", data, at + 4, block_count)
+    bad = tmp_path / f"blocks-{block_count}.gguf"
+    bad.write_bytes(bytes(data))
+    assert run_probe(bad).returncode in (-signal.SIGABRT, 128 + signal.SIGABRT)
+    with pytest.raises(ModelLoadError, match=rf"llama.block_count = {block_count} is out of range"):
+        validate_gguf_file(bad)
