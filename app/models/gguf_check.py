@@ -50,7 +50,7 @@ def validate_gguf_file(path: Path) -> GGUFHeader:
         )
     try:
         header = read_local_header(path)
-        # llama.cpp aborts the process on an absurd next-token layer count: refuse it here
+        # llama.cpp aborts the process on absurd block or next-token counts: refuse them here
         self_drafting(header)
     except GGUFTruncatedError as exc:
         raise ModelLoadError(
