@@ -14,7 +14,7 @@ from typing import Any
 
 from app.engine.hardware import detect_hardware
 from app.gguf.compat import first_mismatch
-from app.gguf.header import GGUFFormatError, model_facts, vocab_info
+from app.gguf.header import GGUFFormatError, model_facts, self_drafting, vocab_info
 from app.models.downloads import DownloadCancelled, Downloader, DownloadProgress, human_bytes
 from app.models.fit import KV_BYTES_PER_ELEMENT, assess, estimate_pair, gib
 from app.models.hub import (
@@ -119,10 +119,14 @@ def cmd_pull(args: argparse.Namespace) -> int:
 def cmd_check_pair(args: argparse.Namespace) -> int:
     try:
         target_ref, draft_ref = ModelRef.parse(args.target), ModelRef.parse(args.draft)
-        target = vocab_info(target_ref.read_header())
-        draft = vocab_info(draft_ref.read_header())
+        headers = {"target": target_ref.read_header(), "draft": draft_ref.read_header()}
+        target, draft = vocab_info(headers["target"]), vocab_info(headers["draft"])
+        methods = {role: self_drafting(header).label for role, header in headers.items()}
     except (HubError, GGUFFormatError, ValueError, OSError) as exc:
         return _fail(str(exc))
+    for role, label in methods.items():
+        if label:  # a model with its own drafting method: MTP layers, an assistant, a head
+            print(f"{role}: {label}")
     mismatch = first_mismatch(target, draft)
     if mismatch is None:
         print("compatible")

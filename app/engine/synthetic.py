@@ -261,3 +261,158 @@ def write_vocab_donor_pair(
     write_llama(draft, small_shape, small, tokenizer)
     write_llama(target, wide_shape, wide, tokenizer)
     return target, draft
+
+
+@dataclass(frozen=True)
+class TinyQwen35Shape:
+    """A tiny ``qwen35`` (Qwen3.5/3.6): gated delta-net recurrent layers with a full
+    attention layer every ``full_attention_interval``, plus ``n_nextn`` next-token (MTP)
+    blocks after the trunk, the way llama.cpp's models/qwen35.cpp loads them."""
+
+    n_embd: int = 64
+    n_trunk: int = 4
+    n_nextn: int = 1
+    n_head: int = 4
+    n_head_kv: int = 2
+    head_dim: int = 16
+    n_ff: int = 128
+    n_ctx: int = 512
+    full_attention_interval: int = 4
+    ssm_conv_kernel: int = 4
+    ssm_state_size: int = 16  # the key and value head width of the recurrent layers
+    ssm_group_count: int = 2  # key heads
+    ssm_time_step_rank: int = 4  # value heads
+    rope_sections: tuple[int, int, int, int] = (3, 3, 2, 0)  # sums to head_dim / 2
+
+
+def _qwen35_weights(
+    shape: TinyQwen35Shape, n_vocab: int, rng: np.random.Generator, branch_scale: float | None
+) -> dict[str, np.ndarray]:
+    e, f, hd = shape.n_embd, shape.n_ff, shape.head_dim
+    key_dim = shape.ssm_state_size * shape.ssm_group_count
+    value_dim = shape.ssm_state_size * shape.ssm_time_step_rank
+    conv_dim = 2 * key_dim + value_dim
+
+    def mat(rows: int, cols: int, scale: float) -> np.ndarray:
+        # GGUF lists dimensions innermost first: numpy (rows, cols) is llama.cpp {cols, rows}
+        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+
+    def ones(n: int) -> np.ndarray:
+        return np.ones(n, dtype=np.float32)
+
+    def attention(i: int) -> dict[str, np.ndarray]:
+        return {
+            # the query projection carries the output gate too (two halves per head)
+            f"blk.{i}.attn_q.weight": mat(hd * shape.n_head * 2, e, e**-0.5),
+            f"blk.{i}.attn_k.weight": mat(hd * shape.n_head_kv, e, e**-0.5),
+            f"blk.{i}.attn_v.weight": mat(hd * shape.n_head_kv, e, e**-0.5),
+            f"blk.{i}.attn_output.weight": mat(e, hd * shape.n_head, (hd * shape.n_head) ** -0.5),
+            f"blk.{i}.attn_q_norm.weight": ones(hd),
+            f"blk.{i}.attn_k_norm.weight": ones(hd),
+        }
+
+    def common(i: int) -> dict[str, np.ndarray]:
+        return {
+            f"blk.{i}.attn_norm.weight": ones(e),
+            f"blk.{i}.post_attention_norm.weight": ones(e),
+            f"blk.{i}.ffn_gate.weight": mat(f, e, e**-0.5),
+            f"blk.{i}.ffn_up.weight": mat(f, e, e**-0.5),
+            f"blk.{i}.ffn_down.weight": mat(e, f, f**-0.5),
+        }
+
+    tensors = {
+        "token_embd.weight": mat(n_vocab, e, 1.0),
+        "output_norm.weight": ones(e),
+        "output.weight": mat(n_vocab, e, 0.35),
+    }
+    for i in range(shape.n_trunk):
+        tensors |= common(i)
+        if (i + 1) % shape.full_attention_interval == 0:
+            tensors |= attention(i)
+            continue
+        tensors |= {
+            f"blk.{i}.attn_qkv.weight": mat(conv_dim, e, e**-0.5),
+            f"blk.{i}.attn_gate.weight": mat(value_dim, e, e**-0.5),
+            f"blk.{i}.ssm_conv1d.weight": mat(conv_dim, shape.ssm_conv_kernel, 0.5),
+            f"blk.{i}.ssm_dt.bias": mat(1, shape.ssm_time_step_rank, 0.1)[0],
+            # A = -exp(A_log): negative, so the recurrent state decays
+            f"blk.{i}.ssm_a": -np.exp(mat(1, shape.ssm_time_step_rank, 0.1)[0]),
+            f"blk.{i}.ssm_beta.weight": mat(shape.ssm_time_step_rank, e, e**-0.5),
+            f"blk.{i}.ssm_alpha.weight": mat(shape.ssm_time_step_rank, e, e**-0.5),
+            f"blk.{i}.ssm_norm.weight": ones(shape.ssm_state_size),
+            f"blk.{i}.ssm_out.weight": mat(e, value_dim, value_dim**-0.5),
+        }
+    eh_proj = mat(e, 2 * e, (2 * e) ** -0.5)
+    if branch_scale is not None:
+        # the model stays close to a bigram model (each layer adds a small branch to the token
+        # embedding) and the MTP block reads the token embedding: it predicts the target's
+        # next token often, not always
+        eh_proj = np.hstack([np.eye(e, dtype=np.float32), np.zeros((e, e), np.float32)])
+        outputs = ("attn_output.weight", "ssm_out.weight", "ffn_down.weight")
+        for name, value in tensors.items():
+            if name.endswith(outputs):
+                value *= np.float32(branch_scale)
+    for i in range(shape.n_trunk, shape.n_trunk + shape.n_nextn):
+        block = common(i) | attention(i)
+        if branch_scale is not None:
+            for name, value in block.items():
+                if name.endswith(("attn_output.weight", "ffn_down.weight")):
+                    value *= np.float32(branch_scale)
+        tensors |= block
+        tensors |= {
+            f"blk.{i}.nextn.eh_proj.weight": eh_proj,
+            f"blk.{i}.nextn.enorm.weight": ones(e),
+            f"blk.{i}.nextn.hnorm.weight": ones(e),
+            f"blk.{i}.nextn.shared_head_norm.weight": ones(e),
+        }
+    return tensors
+
+
+def write_tiny_qwen35(
+    path: Path,
+    *,
+    seed: int = 0,
+    shape: TinyQwen35Shape | None = None,
+    branch_scale: float | None = None,
+) -> Path:
+    """Write a loadable tiny ``qwen35`` model with ``shape.n_nextn`` next-token layers.
+
+    With random weights the MTP block's drafts are almost always rejected; ``branch_scale``
+    (e.g. 0.3: smaller agrees more) makes it draft the target's next token often, so both
+    acceptance and rejection (with its recurrent-state rollback) are exercised.
+    The MTP blocks reuse the trunk's embedding and output (llama.cpp falls back to them when
+    ``nextn.embed_tokens`` / ``nextn.shared_head_head`` are absent), as real exports do."""
+    shape = shape or TinyQwen35Shape()
+    tokens, scores, types = vocabulary()
+    tensors = _qwen35_weights(shape, len(tokens), np.random.default_rng(seed), branch_scale)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = gguf.GGUFWriter(str(path), "qwen35")
+    writer.add_name(path.stem)
+    writer.add_context_length(shape.n_ctx)
+    writer.add_embedding_length(shape.n_embd)
+    writer.add_block_count(shape.n_trunk + shape.n_nextn)
+    writer.add_nextn_predict_layers(shape.n_nextn)
+    writer.add_feed_forward_length(shape.n_ff)
+    writer.add_head_count(shape.n_head)
+    writer.add_head_count_kv(shape.n_head_kv)
+    writer.add_key_length(shape.head_dim)
+    writer.add_value_length(shape.head_dim)
+    writer.add_rope_dimension_count(shape.head_dim)
+    writer.add_rope_dimension_sections(list(shape.rope_sections))
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_full_attention_interval(shape.full_attention_interval)
+    writer.add_ssm_conv_kernel(shape.ssm_conv_kernel)
+    writer.add_ssm_inner_size(shape.ssm_state_size * shape.ssm_time_step_rank)
+    writer.add_ssm_state_size(shape.ssm_state_size)
+    writer.add_ssm_time_step_rank(shape.ssm_time_step_rank)
+    writer.add_ssm_group_count(shape.ssm_group_count)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    for key, value, kind, item in spm_tokenizer((tokens, scores, types)):
+        writer.add_key_value(key, value, kind, sub_type=item)  # type: ignore[arg-type]
+    for name, value in tensors.items():
+        writer.add_tensor(name, value)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

@@ -21,6 +21,7 @@ from app.gguf.header import (
     GGUFHeader,
     GGUFTruncatedError,
     read_local_header,
+    self_drafting,
     vocab_info,
 )
 
@@ -49,6 +50,8 @@ def validate_gguf_file(path: Path) -> GGUFHeader:
         )
     try:
         header = read_local_header(path)
+        # llama.cpp aborts the process on absurd block or next-token counts: refuse them here
+        self_drafting(header)
     except GGUFTruncatedError as exc:
         raise ModelLoadError(
             f"{path.name} is truncated inside its GGUF header ({exc}). The download was "

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, Keys, LlamaFileType
 
 from app.gguf.compat import (
     DEFAULT_ADD_BOS,
@@ -46,6 +46,16 @@ MAX_TENSOR_NAME_BYTES = 63  # GGML_MAX_NAME - 1: llama.cpp refuses longer names
 MAX_DIMS = 4  # GGML_MAX_DIMS
 MAX_ALIGNMENT = 1 << 20
 _INT64_MAX = (1 << 63) - 1
+LLAMA_MAX_LAYERS = 512  # llama-hparams.h: llama.cpp aborts on a block_count of 0 or above this
+
+# Drafting heads a model can carry. The architecture names and the target-layer key come
+# from the vendored llama.cpp (src/llama-arch.cpp): the gguf package on PyPI predates them.
+NEXTN_KEY = Keys.LLM.NEXTN_PREDICT_LAYERS
+TARGET_LAYERS_KEY = "{arch}.target_layers"
+ASSISTANT_ARCHITECTURES = frozenset({"gemma4-assistant"})
+HEAD_ARCHITECTURES = frozenset({"eagle3", "dflash"})
+EAGLE3_TARGET_LAYERS = 3  # models/eagle3.cpp: exactly three extracted target layers
+_HEAD_LABELS = {"eagle3": "EAGLE-3 head", "dflash": "DFlash head"}
 
 # Default special tokens per vocab type when the GGUF does not name them (llama-vocab.cpp)
 _DEFAULT_BOS = {"spm": 1, "bpe": 11, "wpm": 101}
@@ -518,6 +528,67 @@ def quantization_name(file_type: int | None) -> str:
 
 
 @dataclass(frozen=True)
+class SelfDrafting:
+    """How a model drafts, as its header says: with its own next-token (MTP) layers, as a
+    Gemma 4 style assistant of a target, or as an EAGLE-3 / DFlash head of a target."""
+
+    method: str  # "mtp", "assistant", "eagle3", "dflash", or "" for a plain model
+    n_heads: int = 0  # next-token layers (MTP only)
+    target_layers: tuple[int, ...] = ()  # target layers a head reads (EAGLE-3 / DFlash)
+
+    @property
+    def label(self) -> str:
+        if self.method == "mtp":
+            return f"drafts for itself (MTP, {self.n_heads} head{'s' * (self.n_heads != 1)})"
+        if self.method == "assistant":
+            return "assistant draft (drafts from its target's hidden state)"
+        return _HEAD_LABELS.get(self.method, "")
+
+
+def self_drafting(header: GGUFHeader) -> SelfDrafting:
+    """The drafting method the header declares, every count and layer id checked before
+    llama.cpp sees it (it asserts, taking the whole process down, on a block count of 0 or
+    over 512 and on a next-token count above the block count)."""
+    arch = header_str(header, "general.architecture", "unknown")
+    # absent, llama.cpp refuses the model cleanly; present and out of range, it asserts
+    n_layer_all = header_int(header, f"{arch}.block_count", 0, low=1, high=LLAMA_MAX_LAYERS)
+    n_nextn = header_int(header, NEXTN_KEY.format(arch=arch), 0, high=LLAMA_MAX_LAYERS)
+    if n_nextn > n_layer_all:
+        raise GGUFFormatError(
+            f"{header.source}: {NEXTN_KEY.format(arch=arch)} = {n_nextn} is more than the "
+            f"{n_layer_all} blocks the model has; the file is malformed"
+        )
+    if arch in ASSISTANT_ARCHITECTURES:
+        return SelfDrafting("assistant", n_nextn)
+    if arch in HEAD_ARCHITECTURES:
+        return SelfDrafting(arch, 0, _target_layers(header, arch))
+    if n_nextn:
+        return SelfDrafting("mtp", n_nextn)
+    return SelfDrafting("")
+
+
+def _target_layers(header: GGUFHeader, arch: str) -> tuple[int, ...]:
+    key = TARGET_LAYERS_KEY.format(arch=arch)
+    value = header.get(key)
+    if (
+        not isinstance(value, tuple)
+        or not value
+        or not all(type(v) is int and 0 <= v < LLAMA_MAX_LAYERS for v in value)
+    ):
+        raise GGUFFormatError(
+            f"{header.source}: an {arch} head needs {key}, a list of target layer numbers "
+            f"from 0 to {LLAMA_MAX_LAYERS - 1}; found "
+            f"{'nothing' if value is None else _describe(value)}"
+        )
+    if arch == "eagle3" and len(value) != EAGLE3_TARGET_LAYERS:
+        raise GGUFFormatError(
+            f"{header.source}: an eagle3 head reads exactly {EAGLE3_TARGET_LAYERS} target "
+            f"layers; {key} lists {len(value)}"
+        )
+    return value
+
+
+@dataclass(frozen=True)
 class ModelFacts:
     architecture: str
     name: str
@@ -534,6 +605,7 @@ class ModelFacts:
     n_params: int
     vocab_size: int
     split_count: int = 1
+    drafting: SelfDrafting = field(default_factory=lambda: SelfDrafting(""))
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     def kv_bytes(self, n_ctx: int, bytes_per_element: float) -> int:
@@ -557,7 +629,7 @@ def model_facts(header: GGUFHeader) -> ModelFacts:
     return ModelFacts(
         architecture=arch,
         name=header_str(header, "general.name", Path(header.source).name),
-        n_layer=arch_int("block_count", 0, 1 << 14),
+        n_layer=arch_int("block_count", 0, LLAMA_MAX_LAYERS),
         n_head=n_head,
         n_head_kv=n_head_kv,
         n_embd=n_embd,
@@ -570,4 +642,5 @@ def model_facts(header: GGUFHeader) -> ModelFacts:
         n_params=header.n_params,
         vocab_size=len(tokens) if isinstance(tokens, tuple) else 0,
         split_count=header_int(header, "split.count", 1, low=1, high=99_999),
+        drafting=self_drafting(header),
     )

@@ -1,0 +1,299 @@
+"""Load a GGUF with its next-token (MTP) layers through the real llama.cpp and draft with them.
+
+A developer's probe of llama.cpp's MTP interface, not app code (the app reaches llama.cpp only
+through the engine process). ``python -m app.devtools.mtp_probe MODEL [--draft]`` prints one
+JSON object. Without ``--draft`` it loads the model with ``load_mtp``, reports
+``llama_model_n_layer_nextn`` and decodes a prompt; with ``--draft`` it also opens an MTP
+context on the target's memory (``LLAMA_CONTEXT_TYPE_MTP``, ``ctx_other`` = the target) and
+drafts one token from the target's next-token embedding, the way the llama-cpp-python sdist's
+``examples/server/server.py`` ``MTPDraftProvider`` does. ``--greedy N [--prompt 1,300,310]``
+generates N greedy tokens target-only and with one MTP draft per step (rejected drafts rolled
+back, recurrent state included) and says whether they are identical and how many drafts were
+accepted. Run it in a child process: llama.cpp aborts the process on some malformed models.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import llama_cpp
+import numpy as np
+
+PROMPT = (1, 300, 310, 320, 330, 301)  # <s> then word pieces of the synthetic vocabulary
+
+
+def _batch(tokens: list[int], first_pos: int, n_embd: int = 0, *, last_logits: bool = True) -> Any:
+    batch = llama_cpp.llama_batch_init(max(len(tokens), 1), n_embd, 1)
+    if n_embd:
+        # llama_batch_init gives an embedding batch no token array, but the MTP block embeds
+        # the token too; ctypes keeps this array alive with the batch
+        batch.token = (llama_cpp.llama_token * len(tokens))()
+    for i, token in enumerate(tokens):
+        batch.token[i] = token
+        batch.pos[i] = first_pos + i
+        batch.n_seq_id[i] = 1
+        batch.seq_id[i][0] = 0
+        batch.logits[i] = last_logits and i == len(tokens) - 1
+    batch.n_tokens = len(tokens)
+    return batch
+
+
+def _logits(ctx: Any, n_vocab: int, index: int = -1) -> np.ndarray:
+    pointer = llama_cpp.llama_get_logits_ith(ctx, index)
+    if not pointer:
+        raise RuntimeError("no logits")
+    return np.ctypeslib.as_array(pointer, shape=(n_vocab,)).copy()
+
+
+def probe(path: Path, *, draft: bool) -> dict[str, Any]:
+    llama_cpp.llama_backend_init()
+    model_params = llama_cpp.llama_model_default_params()
+    model_params.load_mtp = True
+    model = llama_cpp.llama_model_load_from_file(str(path).encode(), model_params)
+    if not model:
+        return {"loaded": False}
+    n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model))
+    n_embd = llama_cpp.llama_model_n_embd(model)
+    report: dict[str, Any] = {
+        "loaded": True,
+        "n_layer": llama_cpp.llama_model_n_layer(model),
+        "n_layer_nextn": llama_cpp.llama_model_n_layer_nextn(model),
+        "n_embd": n_embd,
+        "n_vocab": n_vocab,
+    }
+    params = llama_cpp.llama_context_default_params()
+    params.n_ctx, params.n_batch, params.n_threads, params.n_threads_batch = 256, 64, 1, 1
+    params.n_rs_seq = 1  # one recurrent-state snapshot per sequence, for rollback
+    target = llama_cpp.llama_init_from_model(model, params)
+    if not target:
+        return report | {"target_context": False}
+    ext: ModuleType | None = None
+    if draft:
+        # llama-ext.h staging functions, looked up by mangled name: absent on some builds
+        try:
+            from llama_cpp import llama_cpp_ext
+        except AttributeError as exc:
+            return report | {"mtp_functions": f"missing: {exc}"}
+        ext = llama_cpp_ext
+        ext.llama_set_embeddings_nextn(target, True, False)
+    prompt = list(PROMPT)
+    batch = _batch(prompt, 0)
+    report["target_decode"] = llama_cpp.llama_decode(target, batch)
+    llama_cpp.llama_batch_free(batch)
+    logits = _logits(target, n_vocab)
+    report["logits_finite"] = bool(np.isfinite(logits).all())
+    report["logits_spread"] = float(logits.max() - logits.min())
+    next_token = int(logits.argmax())
+    report["next_token"] = next_token
+    if ext is not None:
+        report |= _draft_one(model, target, ext, n_embd, n_vocab, len(prompt), next_token)
+    llama_cpp.llama_free(target)
+    llama_cpp.llama_model_free(model)
+    return report
+
+
+def _draft_one(
+    model: Any, target: Any, ext: ModuleType, n_embd: int, n_vocab: int, n_past: int, token: int
+) -> dict[str, Any]:
+    h_pointer = ext.llama_get_embeddings_nextn(target)
+    if not h_pointer:
+        return {"target_nextn_embeddings": False}
+    # with the mask off, one row per prompt token; the last one seeds the draft
+    h_rows = np.ctypeslib.as_array(h_pointer, shape=(n_past, n_embd)).copy()
+    h_last = h_rows[-1]
+    params = llama_cpp.llama_context_default_params()
+    params.n_ctx, params.n_batch, params.n_threads, params.n_threads_batch = 256, 64, 1, 1
+    params.n_rs_seq = 0
+    params.ctx_type = llama_cpp.LLAMA_CONTEXT_TYPE_MTP
+    params.ctx_other = target
+    params.n_outputs_max = 1
+    mtp = llama_cpp.llama_init_from_model(model, params)
+    if not mtp:
+        return {"mtp_context": False}
+    other = ext.llama_get_ctx_other(mtp)
+    out: dict[str, Any] = {
+        "mtp_context": True,
+        "target_nextn_embeddings": bool(np.isfinite(h_last).all()),
+        "memory_shared_with_target": bool(other) and other == target,
+    }
+    ext.llama_set_embeddings_nextn(mtp, True, True)
+    if not out["memory_shared_with_target"]:
+        # the MTP block keeps its own cache: fill it with the prompt, each token beside the
+        # target's hidden state of the position before it (zeros before the first)
+        batch = _batch(list(PROMPT[:n_past]), 0, n_embd, last_logits=False)
+        rows = np.ctypeslib.as_array(batch.embd, shape=(n_past, n_embd))
+        rows[0], rows[1:] = 0.0, h_rows[:-1]
+        out["mtp_prompt_decode"] = llama_cpp.llama_decode(mtp, batch)
+        batch.token = ctypes.POINTER(llama_cpp.llama_token)()
+        llama_cpp.llama_batch_free(batch)
+    batch = _batch([token], n_past, n_embd)
+    np.ctypeslib.as_array(batch.embd, shape=(n_embd,))[:] = h_last
+    out["mtp_decode"] = llama_cpp.llama_decode(mtp, batch)
+    batch.token = ctypes.POINTER(llama_cpp.llama_token)()  # ours, not llama_batch_free's
+    llama_cpp.llama_batch_free(batch)
+    if out["mtp_decode"] == 0:
+        logits = _logits(mtp, n_vocab, 0)
+        out["draft_logits_finite"] = bool(np.isfinite(logits).all())
+        out["drafted_token"] = int(logits.argmax())
+        h_next = ext.llama_get_embeddings_nextn_ith(mtp, 0)
+        out["draft_nextn_embedding"] = bool(h_next)
+    llama_cpp.llama_free(mtp)
+    return out
+
+
+def _decode(
+    ctx: Any,
+    tokens: list[int],
+    first_pos: int,
+    embeddings: np.ndarray | None = None,
+    *,
+    all_logits: bool = False,
+    no_logits: bool = False,
+) -> None:
+    """Decode ``tokens`` from ``first_pos`` (beside ``embeddings`` rows for an MTP context)."""
+    n_embd = 0 if embeddings is None else embeddings.shape[1]
+    batch = _batch(tokens, first_pos, n_embd, last_logits=not no_logits)
+    for i in range(len(tokens) if all_logits else 0):
+        batch.logits[i] = True
+    if embeddings is not None:
+        np.ctypeslib.as_array(batch.embd, shape=embeddings.shape)[:] = embeddings
+    try:
+        code = llama_cpp.llama_decode(ctx, batch)
+    finally:
+        if embeddings is not None:
+            batch.token = ctypes.POINTER(llama_cpp.llama_token)()
+        llama_cpp.llama_batch_free(batch)
+    if code != 0:
+        raise RuntimeError(f"llama_decode returned {code}")
+
+
+def _context(model: Any, *, n_rs_seq: int, mtp_of: Any = None) -> Any:
+    params = llama_cpp.llama_context_default_params()
+    params.n_ctx, params.n_batch, params.n_threads, params.n_threads_batch = 512, 64, 1, 1
+    params.n_rs_seq = n_rs_seq
+    if mtp_of is not None:
+        params.ctx_type = llama_cpp.LLAMA_CONTEXT_TYPE_MTP
+        params.ctx_other = mtp_of
+        params.n_outputs_max = 1
+    ctx = llama_cpp.llama_init_from_model(model, params)
+    if not ctx:
+        raise RuntimeError("llama_init_from_model failed")
+    return ctx
+
+
+def _target_only(model: Any, prompt: list[int], n_vocab: int, n_tokens: int) -> list[int]:
+    ctx = _context(model, n_rs_seq=0)
+    _decode(ctx, prompt, 0)
+    out = [int(_logits(ctx, n_vocab).argmax())]
+    while len(out) < n_tokens:
+        _decode(ctx, [out[-1]], len(prompt) + len(out) - 1)
+        out.append(int(_logits(ctx, n_vocab).argmax()))
+    llama_cpp.llama_free(ctx)
+    return out
+
+
+def _speculative(
+    model: Any, prompt: list[int], ext: ModuleType, n_embd: int, n_vocab: int, n_tokens: int
+) -> dict[str, Any]:
+    """Greedy speculation with one MTP draft token per step: the target verifies [t, draft]
+    in one batch; a rejected draft is removed from the target's memory, its recurrent state
+    rolled back through the one snapshot ``n_rs_seq`` keeps."""
+    target = _context(model, n_rs_seq=1)
+    ext.llama_set_embeddings_nextn(target, True, False)
+    mtp = _context(model, n_rs_seq=0, mtp_of=target)
+    ext.llama_set_embeddings_nextn(mtp, True, True)
+    target_mem, mtp_mem = llama_cpp.llama_get_memory(target), llama_cpp.llama_get_memory(mtp)
+
+    def hidden(rows: int) -> np.ndarray:
+        pointer = ext.llama_get_embeddings_nextn(target)
+        if not pointer:
+            raise RuntimeError("the target gave no next-token embeddings")
+        return np.ctypeslib.as_array(pointer, shape=(rows, n_embd)).copy()
+
+    _decode(target, prompt, 0)
+    rows = hidden(len(prompt))
+    # the MTP cache pairs each token with the target's hidden state one position earlier
+    _decode(
+        mtp,
+        prompt,
+        0,
+        np.vstack([np.zeros((1, n_embd), np.float32), rows[:-1]]),
+        no_logits=True,
+    )
+    pending = rows[-1:]
+    token = int(_logits(target, n_vocab).argmax())
+    out, n_past, drafted, accepted, rollbacks_ok = [token], len(prompt), 0, 0, True
+    while len(out) < n_tokens:
+        _decode(mtp, [token], n_past, pending)
+        draft = int(_logits(mtp, n_vocab, 0).argmax())
+        llama_cpp.llama_memory_seq_rm(mtp_mem, 0, n_past, -1)
+        drafted += 1
+        _decode(target, [token, draft], n_past, all_logits=True)
+        rows = hidden(2)
+        verified = int(_logits(target, n_vocab, 0).argmax())
+        if verified == draft:
+            accepted += 1
+            following = int(_logits(target, n_vocab, 1).argmax())
+            _decode(mtp, [token, draft], n_past, np.vstack([pending, rows[:1]]), no_logits=True)
+            out += [draft, following]
+            pending, token, n_past = rows[1:], following, n_past + 2
+        else:
+            rollbacks_ok &= bool(llama_cpp.llama_memory_seq_rm(target_mem, 0, n_past + 1, -1))
+            _decode(mtp, [token], n_past, pending, no_logits=True)
+            out.append(verified)
+            pending, token, n_past = rows[:1], verified, n_past + 1
+    llama_cpp.llama_free(mtp)
+    llama_cpp.llama_free(target)
+    return {
+        "tokens": out[:n_tokens],
+        "drafted": drafted,
+        "accepted": accepted,
+        "rollbacks_ok": rollbacks_ok,
+    }
+
+
+def greedy(path: Path, n_tokens: int, prompt: list[int]) -> dict[str, Any]:
+    """Target-only greedy tokens beside MTP-speculative greedy tokens, and the acceptance."""
+    from llama_cpp import llama_cpp_ext
+
+    llama_cpp.llama_backend_init()
+    params = llama_cpp.llama_model_default_params()
+    params.load_mtp = True
+    model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+    if not model:
+        return {"loaded": False}
+    n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model))
+    n_embd = llama_cpp.llama_model_n_embd(model)
+    baseline = _target_only(model, prompt, n_vocab, n_tokens)
+    speculative = _speculative(model, prompt, llama_cpp_ext, n_embd, n_vocab, n_tokens)
+    llama_cpp.llama_model_free(model)
+    return {
+        "loaded": True,
+        "target_only": baseline,
+        "identical": speculative["tokens"] == baseline,
+        **speculative,
+    }
+
+
+def main(argv: list[str]) -> int:
+    options = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--greedy", "--prompt")}
+    paths = [a for a in argv if not a.startswith("--") and a not in options.values()]
+    if len(paths) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    if "--greedy" in options:
+        prompt = [int(t) for t in options.get("--prompt", "").split(",") if t] or list(PROMPT)
+        report = greedy(Path(paths[0]), int(options["--greedy"]), prompt)
+        print(json.dumps(report), flush=True)
+        return 0
+    print(json.dumps(probe(Path(paths[0]), draft="--draft" in argv)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

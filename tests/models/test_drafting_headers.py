@@ -1,0 +1,178 @@
+"""The GGUF header says how a model drafts (its own MTP layers, an assistant, an EAGLE-3 /
+DFlash head) and absurd next-token counts or layer ids are refused before any load."""
+
+from __future__ import annotations
+
+import argparse
+import struct
+from pathlib import Path
+
+import pytest
+
+from app.errors import ModelLoadError
+from app.gguf.check import validate_gguf_file
+from app.gguf.header import (
+    NEXTN_KEY,
+    GGUFFormatError,
+    SelfDrafting,
+    model_facts,
+    read_local_header,
+    self_drafting,
+)
+from tests.ggufs import (
+    GGUF_BOOL,
+    GGUF_I32,
+    GGUF_STRING,
+    GGUF_U32,
+    enc_str,
+    kv_array,
+    kv_string,
+    kv_tokens,
+    kv_u32,
+    raw_gguf,
+    spm_tokens,
+)
+
+
+def kv_i32(key: str, value: int) -> bytes:
+    return enc_str(key) + struct.pack("<Ii", GGUF_I32, value)
+
+
+def kv_bool(key: str, value: bool) -> bytes:
+    return enc_str(key) + struct.pack("<I?", GGUF_BOOL, value)
+
+
+def kv_u32s(key: str, values: list[int]) -> bytes:
+    return kv_array(key, GGUF_U32, len(values), b"".join(struct.pack("<I", v) for v in values))
+
+
+def header_file(tmp_path: Path, arch: str, *extra: bytes, block_count: int = 2) -> Path:
+    kvs = [
+        kv_string("general.architecture", arch),
+        kv_string("general.name", "raw"),
+        kv_u32(f"{arch}.block_count", block_count),
+        kv_u32(f"{arch}.embedding_length", 64),
+        kv_u32(f"{arch}.attention.head_count", 4),
+        kv_string("tokenizer.ggml.model", "llama"),
+        kv_tokens(spm_tokens(8)),
+        *extra,
+    ]
+    path = tmp_path / f"{arch}.gguf"
+    path.write_bytes(raw_gguf(kvs))
+    return path
+
+
+def nextn(arch: str) -> str:
+    return NEXTN_KEY.format(arch=arch)
+
+
+def test_mtp_layers_are_seen_in_the_header(tmp_path: Path) -> None:
+    path = header_file(tmp_path, "qwen35", kv_u32(nextn("qwen35"), 1))
+    facts = model_facts(read_local_header(path))
+    assert facts.drafting == SelfDrafting("mtp", 1)
+    assert facts.drafting.label == "drafts for itself (MTP, 1 head)"
+    three = header_file(tmp_path, "glm4moe", kv_u32(nextn("glm4moe"), 3), block_count=47)
+    assert model_facts(read_local_header(three)).drafting.label == (
+        "drafts for itself (MTP, 3 heads)"
+    )
+
+
+def test_a_plain_model_and_a_zero_count_draft_nothing(tmp_path: Path) -> None:
+    plain = model_facts(read_local_header(header_file(tmp_path, "llama"))).drafting
+    assert plain == SelfDrafting("") and plain.label == ""
+    zero = header_file(tmp_path, "qwen35", kv_u32(nextn("qwen35"), 0))
+    assert self_drafting(read_local_header(zero)).method == ""
+
+
+def test_assistant_and_head_architectures_are_named(tmp_path: Path) -> None:
+    assistant = self_drafting(read_local_header(header_file(tmp_path, "gemma4-assistant")))
+    assert assistant.method == "assistant"
+    assert "assistant" in assistant.label
+    eagle = header_file(tmp_path, "eagle3", kv_u32s("eagle3.target_layers", [2, 14, 27]))
+    facts = model_facts(read_local_header(eagle))
+    assert facts.drafting == SelfDrafting("eagle3", 0, (2, 14, 27))
+    assert facts.drafting.label == "EAGLE-3 head"
+    dflash = header_file(tmp_path, "dflash", kv_u32s("dflash.target_layers", [1, 5, 9, 13]))
+    assert self_drafting(read_local_header(dflash)) == SelfDrafting("dflash", 0, (1, 5, 9, 13))
+
+
+ABSURD = {
+    "more heads than blocks": (kv_u32(nextn("qwen35"), 3), "more than the 2 blocks"),
+    "negative": (kv_i32(nextn("qwen35"), -1), "out of range"),
+    "huge": (kv_u32(nextn("qwen35"), 0xFFFF_FFFF), "out of range"),
+    "text": (kv_string(nextn("qwen35"), "1"), "should be an integer"),
+    "bool": (kv_bool(nextn("qwen35"), True), "should be an integer"),
+    "array": (kv_u32s(nextn("qwen35"), [1]), "should be an integer"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ABSURD))
+def test_absurd_next_token_counts_are_refused_by_name(tmp_path: Path, case: str) -> None:
+    kv, message = ABSURD[case]
+    path = header_file(tmp_path, "qwen35", kv)
+    header = read_local_header(path)
+    with pytest.raises(GGUFFormatError, match=message) as caught:
+        model_facts(header)
+    assert "qwen35.nextn_predict_layers" in str(caught.value)
+    assert path.name in str(caught.value)
+
+
+HEAD_ABSURD = {
+    "missing": ("eagle3", None, "found nothing"),
+    "two layers for eagle3": ("eagle3", [3, 9], "exactly 3 target layers"),
+    "layer id past any model": ("dflash", [1, 9999], "from 0 to 511"),
+    "empty": ("dflash", [], "an array of 0 items"),
+    "text": ("eagle3", "2,14,27", "the text"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HEAD_ABSURD))
+def test_absurd_head_target_layers_are_refused(tmp_path: Path, case: str) -> None:
+    arch, layers, message = HEAD_ABSURD[case]
+    key = f"{arch}.target_layers"
+    if layers is None:
+        extra: tuple[bytes, ...] = ()
+    elif isinstance(layers, str):
+        extra = (kv_string(key, layers),)
+    else:
+        extra = (kv_u32s(key, layers),)
+    header = read_local_header(header_file(tmp_path, arch, *extra))
+    with pytest.raises(GGUFFormatError, match=message) as caught:
+        self_drafting(header)
+    assert key in str(caught.value)
+
+
+def test_a_local_file_with_absurd_heads_is_refused_before_any_load(tmp_path: Path) -> None:
+    # llama.cpp asserts n_layer_nextn <= block_count and aborts the whole process
+    path = header_file(tmp_path, "qwen35", kv_u32(nextn("qwen35"), 5))
+    with pytest.raises(ModelLoadError, match=r"nextn_predict_layers = 5 is more than the 2"):
+        validate_gguf_file(path)
+
+
+def test_string_arrays_are_not_layer_ids(tmp_path: Path) -> None:
+    layers = kv_array("eagle3.target_layers", GGUF_STRING, 3, b"".join(enc_str(s) for s in "abc"))
+    header = read_local_header(header_file(tmp_path, "eagle3", layers))
+    with pytest.raises(GGUFFormatError, match="eagle3.target_layers"):
+        self_drafting(header)
+
+
+def _check_pair(target: Path, draft: Path) -> int:
+    from app.cli.hub import cmd_check_pair
+
+    return cmd_check_pair(argparse.Namespace(target=str(target), draft=str(draft)))
+
+
+def test_check_pair_names_the_drafting_method(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = header_file(tmp_path, "qwen35", kv_u32(nextn("qwen35"), 1))
+    draft = header_file(tmp_path, "llama")
+    assert _check_pair(target, draft) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "target: drafts for itself (MTP, 1 head)",
+        "compatible",
+    ]
+    (tmp_path / "bad").mkdir()
+    absurd = header_file(tmp_path / "bad", "qwen35", kv_u32(nextn("qwen35"), 7))
+    assert _check_pair(absurd, draft) == 2
+    assert "qwen35.nextn_predict_layers = 7 is more than the 2 blocks" in capsys.readouterr().err
