@@ -1,7 +1,8 @@
 """The HTTP face of the server: Starlette routes for the OpenAI endpoints.
 
 Each generation request reads a bounded body (size and total time), is checked field by
-field (``app.serve.params``), and becomes a ticket on the ``EngineRunner``. While the answer
+field (``app.serve.params``), and becomes a ticket on the ``Engine`` (the ``EngineRunner``,
+or the window's engine worker when the window serves). While the answer
 is produced a watcher listens for the client going away; when it does, the ticket is
 cancelled, so the engine stops at its next step (or the waiting call is dropped). Errors
 carry OpenAI's error body, so clients show their message.
@@ -37,7 +38,7 @@ from app.serve.replies import Reply, event
 from app.serve.runner import (
     Cancelled,
     Delta,
-    EngineRunner,
+    Engine,
     Failed,
     Finished,
     Outcome,
@@ -110,7 +111,7 @@ def _too_large() -> ApiError:
 class _Answer(Response):
     """One call on the engine, answered whole or as server-sent events."""
 
-    def __init__(self, runner: EngineRunner, call: Call, reply: Reply) -> None:
+    def __init__(self, runner: Engine, call: Call, reply: Reply) -> None:
         super().__init__()
         self._runner = runner
         self._call = call
@@ -213,7 +214,7 @@ def _error_of(outcome: Failed | Cancelled) -> ApiError:
 
 
 def build_app(
-    runner: EngineRunner,
+    runner: Engine,
     *,
     model: str,
     defaults: Sampling,

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from app.engine.chat_template import ChatTemplateError
 from app.engine.config import AcceptRule, GenerationRequest, SpecConfig
@@ -205,88 +206,35 @@ class EngineRunner:
                 self._answer(ticket)
             except Exception as error:  # noqa: BLE001 - the thread must outlive any one call
                 log.exception("serving a request failed")
-                self._fail(ticket, _server_error(error))
+                self._fail(ticket, server_error(error))
             finally:
                 with self._lock:
                     self._current = None
 
     def _answer(self, ticket: Ticket) -> None:
-        call = ticket.call
         try:
-            prompt = self._prompt(call)
-            request = GenerationRequest(
-                prompt,
-                max_tokens=call.sampling.max_tokens,
-                sampler=call.sampling.sampler(),
-                spec=self._spec_for(call),
-                stop=call.sampling.stop,
+            final = answer_call(
+                self._host,
+                ticket.call,
+                self._spec,
+                lambda outcome: self._send(ticket, outcome),
                 ignore_eos=self._ignore_eos,
-                token_probs=False,  # p(x)/q(x) per token feed the window's hover details only
+                on_acceptance=self._set_live,
             )
-            prefill: PrefillEvent | None = None
-            summary: RunSummary | None = None
-            for events in self._host.generate(request):
-                text: list[str] = []
-                for event in events:
-                    if isinstance(event, TokenEvent):
-                        text.append(event.piece)
-                    elif isinstance(event, TextTail):
-                        text.append(event.text)
-                    elif isinstance(event, StepEvent):
-                        self._live = event.rolling_acceptance
-                    elif isinstance(event, PrefillEvent):
-                        prefill = event
-                        self._send(ticket, Started(event.prompt_tokens))
-                    elif isinstance(event, RunSummary):
-                        summary = event
-                if text and any(text):
-                    self._send(ticket, Delta("".join(text)))
-        except GenerationCancelled:
-            summary = None
-        except ContextOverflowError as error:
-            self._fail(ticket, ApiError(400, str(error), code="context_length_exceeded"))
-            return
         except EngineCrashed as error:
-            self._fail(
-                ticket, ApiError(500, str(error), kind="server_error", code="engine_crashed")
-            )
+            self._fail(ticket, crashed(error))
             self._reload()
             return
-        if summary is None or summary.stop_reason is StopReason.CANCELLED or prefill is None:
-            with self._lock:
-                self._cancelled += 1
-            self._send(ticket, Cancelled())
-            return
         with self._lock:
-            self._served += 1
-            self._last = summary
-        self._send(ticket, Finished(summary, prefill))
+            if isinstance(final, Finished):
+                self._served += 1
+                self._last = final.summary
+            elif isinstance(final, Cancelled):
+                self._cancelled += 1
+        self._send(ticket, final)
 
-    def _spec_for(self, call: Call) -> SpecConfig:
-        """A seeded sampled call is verified by sample-and-match: with position-keyed random
-        numbers its text is then the seeded target-only text, whatever was drafted, so the
-        same seed gives the same answer. Rejection sampling keeps the distribution but its
-        draws depend on the drafts, which the adaptive controller varies from call to call."""
-        sampling = call.sampling
-        if sampling.seed is not None and sampling.temperature > 0.0:
-            return replace(self._spec, rule=AcceptRule.MATCH)
-        return self._spec
-
-    def _prompt(self, call: Call) -> tuple[int, ...]:
-        """The call's tokens; a broken chat template falls back to the plain format, as the
-        window's chat does."""
-        if call.prompt is not None:
-            return self._host.tokenize(call.prompt)
-        messages = [{"role": r, "content": c} for r, c in call.messages]
-        try:
-            return self._host.tokenize_chat(messages)
-        except ChatTemplateError as error:
-            log.warning("%s; using the plain chat format", error)
-            self._host.use_plain_chat()
-        except ChatTemplateHung as error:
-            log.warning("%s; restarting the engine with the plain chat format", error)
-            self._host.reload_plain()
-        return self._host.tokenize_chat(messages)
+    def _set_live(self, acceptance: float) -> None:
+        self._live = acceptance
 
     def _reload(self) -> None:
         """After a crash: the same pair in a new engine process, for the calls that wait."""
@@ -309,6 +257,99 @@ class EngineRunner:
             self.cancel(ticket)
 
 
-def _server_error(error: Exception) -> ApiError:
+class Engine(Protocol):
+    """What the HTTP layer needs of an engine: the ``EngineRunner`` of ``python -m app serve``,
+    or the window's own engine worker when the window serves."""
+
+    def submit(self, call: Call, deliver: Deliver) -> Ticket: ...
+
+    def cancel(self, ticket: Ticket) -> None: ...
+
+    def stats(self) -> RunnerStats: ...
+
+
+def answer_call(
+    host: EngineHost,
+    call: Call,
+    spec: SpecConfig,
+    send: Deliver,
+    *,
+    ignore_eos: bool = False,
+    on_acceptance: Callable[[float], None] | None = None,
+) -> Finished | Failed | Cancelled:
+    """One call on ``host``: ``Started`` and ``Delta``s go out through ``send`` as they come;
+    the final outcome is returned, not sent. ``EngineCrashed`` is left to the caller."""
+    try:
+        prompt = call_prompt(host, call)
+        request = GenerationRequest(
+            prompt,
+            max_tokens=call.sampling.max_tokens,
+            sampler=call.sampling.sampler(),
+            spec=spec_for(spec, call),
+            stop=call.sampling.stop,
+            ignore_eos=ignore_eos,
+            token_probs=False,  # p(x)/q(x) per token feed the window's hover details only
+        )
+        prefill: PrefillEvent | None = None
+        summary: RunSummary | None = None
+        for events in host.generate(request):
+            text: list[str] = []
+            for event in events:
+                if isinstance(event, TokenEvent):
+                    text.append(event.piece)
+                elif isinstance(event, TextTail):
+                    text.append(event.text)
+                elif isinstance(event, StepEvent):
+                    if on_acceptance is not None:
+                        on_acceptance(event.rolling_acceptance)
+                elif isinstance(event, PrefillEvent):
+                    prefill = event
+                    send(Started(event.prompt_tokens))
+                elif isinstance(event, RunSummary):
+                    summary = event
+            if text and any(text):
+                send(Delta("".join(text)))
+    except GenerationCancelled:
+        summary = None
+    except ContextOverflowError as error:
+        return Failed(ApiError(400, str(error), code="context_length_exceeded"))
+    if summary is None or summary.stop_reason is StopReason.CANCELLED or prefill is None:
+        return Cancelled()
+    return Finished(summary, prefill)
+
+
+def crashed(error: EngineCrashed) -> ApiError:
+    return ApiError(500, str(error), kind="server_error", code="engine_crashed")
+
+
+def spec_for(spec: SpecConfig, call: Call) -> SpecConfig:
+    """A seeded sampled call is verified by sample-and-match: with position-keyed random
+    numbers its text is then the seeded target-only text, whatever was drafted, so the
+    same seed gives the same answer. Rejection sampling keeps the distribution but its
+    draws depend on the drafts, which the adaptive controller varies from call to call."""
+    sampling = call.sampling
+    if sampling.seed is not None and sampling.temperature > 0.0:
+        return replace(spec, rule=AcceptRule.MATCH)
+    return spec
+
+
+def call_prompt(host: EngineHost, call: Call) -> tuple[int, ...]:
+    """The call's tokens; a broken chat template falls back to the plain format, as the
+    window's chat does."""
+    if call.prompt is not None:
+        return host.tokenize(call.prompt)
+    messages = [{"role": r, "content": c} for r, c in call.messages]
+    try:
+        return host.tokenize_chat(messages)
+    except ChatTemplateError as error:
+        log.warning("%s; using the plain chat format", error)
+        host.use_plain_chat()
+    except ChatTemplateHung as error:
+        log.warning("%s; restarting the engine with the plain chat format", error)
+        host.reload_plain()
+    return host.tokenize_chat(messages)
+
+
+def server_error(error: Exception) -> ApiError:
     message = str(error) if isinstance(error, SpecDeckError) else "internal error while answering"
     return ApiError(500, message[:1000], kind="server_error")

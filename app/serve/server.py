@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import socket
+import threading
 from dataclasses import dataclass
 
 import uvicorn
@@ -84,7 +85,48 @@ def run(app: object, sock: socket.socket, *, concurrency: int) -> None:
     The socket listens already, so a client that connects before uvicorn starts waits in the
     backlog rather than being refused.
     """
-    config = uvicorn.Config(
+    try:
+        uvicorn.Server(_config(app, concurrency, grace=3)).run(sockets=[sock])
+    finally:
+        with contextlib.suppress(OSError):
+            sock.close()
+
+
+class ServerThread:
+    """uvicorn on its own thread (the window's way to serve): ``stop`` ends it in bounded
+    time. Signals stay with the main thread; uvicorn installs no handlers off it."""
+
+    def __init__(self, app: object, sock: socket.socket, *, concurrency: int) -> None:
+        self._sock = sock
+        self._server = uvicorn.Server(_config(app, concurrency, grace=1))
+        self._thread = threading.Thread(target=self._run, name="specdeck-serve-http", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._server.run(sockets=[self._sock])
+        finally:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+
+    def stop(self, timeout: float = 2.0) -> bool:
+        """Stop listening and end the thread; True when it ended within ``timeout``."""
+        self._server.should_exit = True
+        if not self._thread.is_alive():
+            with contextlib.suppress(OSError):
+                self._sock.close()
+            return True
+        self._thread.join(timeout)
+        if self._thread.is_alive():  # a connection outlived the grace: drop it
+            self._server.force_exit = True
+            self._thread.join(0.5)
+        return not self._thread.is_alive()
+
+
+def _config(app: object, concurrency: int, *, grace: int) -> uvicorn.Config:
+    return uvicorn.Config(
         app,  # type: ignore[arg-type]
         http=H11Protocol,  # pure Python; by class, so a frozen bundle finds it
         loop="asyncio",
@@ -93,10 +135,5 @@ def run(app: object, sock: socket.socket, *, concurrency: int) -> None:
         log_level="warning",
         access_log=False,
         limit_concurrency=concurrency,  # past this many connections: 503 at once
-        timeout_graceful_shutdown=3,
+        timeout_graceful_shutdown=grace,
     )
-    try:
-        uvicorn.Server(config).run(sockets=[sock])
-    finally:
-        with contextlib.suppress(OSError):
-            sock.close()

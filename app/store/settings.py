@@ -76,6 +76,8 @@ class Settings:
     # view
     baseline: bool = True
     colour_style: str = "colour"
+    # serving
+    serve_port: int = 8080  # "Serve on localhost" (app.serve.defaults.DEFAULT_PORT, as the CLI)
 
     # --- conversions -----------------------------------------------------------------
 
@@ -282,6 +284,9 @@ FIELDS: dict[str, FieldInfo] = {
     ),
     "baseline": FieldInfo(_bool, "Baseline side-by-side"),
     "colour_style": FieldInfo(_choice(COLOUR_STYLES), "Token colours"),
+    "serve_port": FieldInfo(
+        _int_in(1, 65535), "Serve port", "the port Serve on localhost listens on, on 127.0.0.1"
+    ),
 }
 PARSERS: dict[str, Parser] = {name: info.parse for name, info in FIELDS.items()}
 

@@ -31,12 +31,15 @@ from PySide6.QtWidgets import (
     QToolBar,
     QWidget,
 )
+from superqt.utils import signals_blocked
 
 from app.engine.config import DraftSource
 from app.engine.events import TextTail, TokenEvent
 from app.engine.exactness import acceptance_text
+from app.errors import SpecDeckError
 from app.lab.remote_chat import RemotePair
 from app.models.fit import gib
+from app.serve.params import Sampling
 from app.store.conversations import Conversation, ConversationInfo, ConversationStore
 from app.store.pending_saves import PendingSaves, SaveFailure
 from app.store.settings import LOAD_FIELDS, Settings, SettingsStore
@@ -46,6 +49,7 @@ from app.ui.chat_panel import ChatPanel
 from app.ui.conversation_list import ConversationList
 from app.ui.elided_label import ElidedLabel
 from app.ui.first_run import HubProbe
+from app.ui.local_server import LocalServer
 from app.ui.open_guard import OpenGuard
 from app.ui.pair_bar import PairBar
 from app.ui.pair_chooser import PairChoice, active_pair_kv_type, choose_pair, choose_remote
@@ -189,6 +193,15 @@ class MainWindow(QMainWindow):
             rule = "border-left: 1px solid palette(mid); " if index else ""
             label.setStyleSheet(f"QLabel {{ {rule}padding: 0 8px; }}")
             self.statusBar().addPermanentWidget(label)
+        self.server = LocalServer(self.client, self)
+        self.serving_label = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
+        self.serving_label.setObjectName("status_serving")
+        self.serving_label.setStyleSheet(
+            "QLabel { border-left: 1px solid palette(mid); padding: 0 8px; }"
+        )
+        self.serving_label.hide()
+        self.statusBar().addPermanentWidget(self.serving_label)
+        self.server.status_changed.connect(self._show_serving)
 
         self._add_engine_actions()
         self._wire()
@@ -322,10 +335,56 @@ class MainWindow(QMainWindow):
         self.cancel_load_action = self._action("Cancel &loading", self.client.cancel_load)
         pair.addAction(self.reload_action)
         pair.addAction(self.cancel_load_action)
+        pair.addSeparator()
+        self.serve_action = self._action(
+            "&Serve on localhost",
+            self._toggle_serving,
+            tip="An OpenAI-compatible server on 127.0.0.1 for this pair; the chat shares it",
+        )
+        self.serve_action.setCheckable(True)
+        pair.addAction(self.serve_action)
         help_menu = bar.addMenu("&Help")
         help_menu.addAction(self._action("&Keyboard shortcuts", self._show_keys))
         help_menu.addAction(self._action("&About SpecDeck", self._show_about))
         self.settings_panel.refusal_changed.connect(lambda _reason: self._sync_actions())
+
+    def _toggle_serving(self, on: bool) -> None:
+        """Serve the loaded local pair on 127.0.0.1 (the port from the settings), or stop."""
+        if not on:
+            self.server.stop()
+            return
+        loaded = self.loaded
+        try:
+            if loaded is None or loaded.remote is not None:
+                raise SpecDeckError("Load a local pair first: the server answers with it")
+            s = self.settings
+            defaults = Sampling(
+                temperature=s.temperature,
+                top_p=s.top_p,
+                top_k=s.top_k,
+                min_p=s.min_p,
+                max_tokens=s.max_tokens,
+                seed=s.seed,
+            )
+            url = self.server.start(
+                s.serve_port,
+                model=Path(loaded.target_path).name,
+                defaults=defaults,
+                spec=lambda: self.settings.spec(),
+            )
+        except SpecDeckError as error:
+            with signals_blocked(self.serve_action):
+                self.serve_action.setChecked(False)
+            self.statusBar().showMessage(f"Not serving: {error}", 10000)
+            return
+        self.statusBar().showMessage(f"Serving {url} (OpenAI-compatible)", 5000)
+
+    def _show_serving(self, text: str) -> None:
+        self.serving_label.setText(text)
+        self.serving_label.setVisible(bool(text))
+        if not text and self.serve_action.isChecked():
+            with signals_blocked(self.serve_action):
+                self.serve_action.setChecked(False)
 
     def _show_side(self, page: QWidget) -> None:
         """A page of the side dock (settings, conversations, the Lab), shown and raised."""
@@ -1014,6 +1073,7 @@ class MainWindow(QMainWindow):
         self.chat.stop_timers()
         self.charts.stop()
         self.save_retry.stop()
+        self.server.stop()  # before the engine: what it runs is cancelled, the thread ends
         if self.client.running:
             self.statusBar().showMessage("Stopping the engine…")
             self.client.shutdown()

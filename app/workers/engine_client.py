@@ -10,8 +10,11 @@ process directly through the worker's shared cancel event, never through the eve
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import QObject, QThread, Signal
 
+from app.engine.config import SpecConfig
 from app.engine.engine_protocol import STOP_GRACE_SECONDS
 from app.workers.engine_worker import EngineWorker
 from app.workers.messages import (
@@ -24,6 +27,7 @@ from app.workers.messages import (
     Verdict,
     WorkerError,
 )
+from app.workers.serve_bridge import WindowEngine
 
 # A Stop or Cancel the engine process ignores this long ends the process: EngineHost's own
 # watchdog does it while a request runs, and shutdown() here when the window closes.
@@ -90,6 +94,10 @@ class EngineClient(QObject):
         """The engine process, while one runs (for its memory figure)."""
         return self._worker.engine_pid if self._thread is not None else None
 
+    def serving_engine(self, spec: Callable[[], SpecConfig], queue_size: int) -> WindowEngine:
+        """This engine for the HTTP server: served requests queue with the chat's jobs."""
+        return WindowEngine(self._worker, spec, queue_size=queue_size)
+
     def load(self, request: LoadPair) -> int:
         if self._loading:  # a newer pair supersedes the one still loading
             self._worker.cancel_running(self._load_id)
@@ -109,8 +117,7 @@ class EngineClient(QObject):
     def cancel(self) -> None:
         """Ask the running answer to stop: between speculative steps, or inside a prefill."""
         if self._job is not None:
-            self._job.cancel.set()
-            self._worker.cancel_running()
+            self._worker.cancel_job(self._job)
 
     def cancel_load(self) -> None:
         """Stop loading the pair (llama.cpp's progress callback asks to abort; a process

@@ -81,6 +81,7 @@ class EngineWorker(QObject):
         self.newest_load = 0  # set by the UI thread before it queues a load
         self._kill_reason = ""  # why SpecDeck itself ended the engine process
         self._remote: RemotePair | None = None  # chatting with a server instead
+        self._running_job: ChatJob | None = None  # so the chat's Stop spares a served request
         # Crash drill for the frozen bundle's smoke test: SIGKILL the engine process after
         # this many streamed tokens, so the window's survival is checked end to end.
         drill = os.environ.get(CRASH_DRILL_VAR, "")
@@ -96,6 +97,13 @@ class EngineWorker(QObject):
         if request_id is not None:
             self._cancelled_loads.add(request_id)
         self._cancel.set()
+
+    def cancel_job(self, job: ChatJob) -> None:
+        """Stop this chat job (any thread): the engine is stopped only when it is the one
+        running, not a served request it waits behind."""
+        job.cancel.set()
+        if self._running_job is job:
+            self._cancel.set()
 
     def kill_engine(self, reason: str) -> None:
         """End the engine process at once (any thread); the crash is reported with ``reason``."""
@@ -120,11 +128,21 @@ class EngineWorker(QObject):
 
     @Slot(int, object)
     def run_chat(self, request_id: int, job: ChatJob) -> None:
+        self._running_job = job
         try:
             self._run(request_id, job)
         except Exception as error:  # noqa: BLE001
             self._report(request_id, error)
             self.done.emit(JobDone(request_id, True, None, None, 0))
+        finally:
+            self._running_job = None
+
+    @Slot(object)
+    def run_task(self, task: Callable[[EngineHost | None], None]) -> None:
+        """A served request (``app.workers.serve_bridge``), in turn with the chat's jobs: the
+        local engine, or None while there is none (a remote pair, no pair, a dead process)."""
+        host = self._host if self._remote is None else None
+        task(host if host is not None and host.alive else None)
 
     @Slot()
     def shutdown(self) -> None:
