@@ -20,7 +20,7 @@ from app.serve.defaults import DEFAULT_HOST, DEFAULT_QUEUE
 from app.serve.http import build_app
 from app.serve.params import Sampling
 from app.serve.server import Binding, ServerThread, bind, url_of
-from app.ui.engine_client import EngineClient
+from app.workers.engine_client import EngineClient
 from app.workers.serve_bridge import WindowEngine
 
 STATUS_MS = 500  # how often the status item reads the server's counts
