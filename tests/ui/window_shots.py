@@ -27,8 +27,8 @@ os.environ["SPECDECK_DATA_DIR"] = f"{_home}/data"
 from PySide6.QtCore import QPoint  # noqa: E402
 from PySide6.QtGui import QPainter  # noqa: E402
 from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
-from app.devtools.screenshots import settle, wait  # noqa: E402
 
+from app.devtools.screenshots import settle, wait  # noqa: E402
 from app.engine.config import DraftSource  # noqa: E402
 from app.models.shipped import qwen_coder_pair, smollm2_pair  # noqa: E402
 from app.store.settings import Settings, SettingsStore  # noqa: E402
