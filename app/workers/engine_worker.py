@@ -60,7 +60,6 @@ from app.workers.messages import (
 from app.workers.remote_runs import remote_loaded, stream_run
 
 CRASH_DRILL_VAR = "SPECDECK_CRASH_DRILL_TOKENS"
-BATCH_SECONDS = 0.015  # events are handed to the UI thread at most ~65 times a second
 
 
 class EngineWorker(QObject):

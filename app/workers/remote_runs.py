@@ -14,12 +14,12 @@ from collections.abc import Callable
 from typing import Any
 
 from app.engine.config import DraftSource
+from app.engine.engine_protocol import BATCH_SECONDS
 from app.engine.events import Event, RunSummary, StopReason, TextTail
 from app.lab.remote import RemoteCancelled
 from app.lab.remote_chat import RemoteAnswer, RemotePair, check_server, stream_chat
 from app.workers.messages import ChatJob, EventBatch, PairLoaded
 
-BATCH_SECONDS = 0.015
 Emit = Callable[[EventBatch], None]
 
 
