@@ -20,6 +20,7 @@ from app.engine.config import (
     SamplerConfig,
     SpecConfig,
 )
+from app.engine.figures import speed_text
 from app.errors import SpecDeckError
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def _print_summary(s: RunSummary) -> None:
     print(
-        f"[{s.mode}] {s.tokens} tokens, {s.tok_s:.2f} tok/s, TTFT {s.ttft_ms:.0f} ms, "
+        f"[{s.mode}] {s.tokens} tokens, {speed_text(s.tok_s)}, TTFT {s.ttft_ms:.0f} ms, "
         f"acceptance {s.acceptance_rate:.1%}, mean accepted {s.mean_accepted_length:.2f}, "
         f"target passes/token {s.target_passes_per_token:.3f}, ITL p50 {s.p50_itl_ms:.1f} ms "
         f"p95 {s.p95_itl_ms:.1f} ms, outside llama_decode {s.overhead_fraction:.1%}, "

@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 from app.engine.config import DraftSource
 from app.engine.events import TextTail, TokenEvent
 from app.engine.exactness import acceptance_text
+from app.engine.figures import speed_text
 from app.lab.remote_chat import RemotePair
 from app.models.fit import gib
 from app.store.conversations import Conversation, ConversationInfo, ConversationStore
@@ -966,7 +967,7 @@ class MainWindow(QMainWindow):
         self.charts.ingest(batch)
         if batch.tokens and batch.elapsed_s > 0:
             rate = batch.tokens / batch.elapsed_s
-            self.status["speed"].setText(f"{batch.run} {rate:.1f} tok/s")
+            self.status["speed"].setText(f"{batch.run} {speed_text(rate)}")
 
     def _on_verdict(self, verdict: Verdict) -> None:
         judgement = judge_answer(self.charts.stats, verdict.comparison, self.session, self.settings)
@@ -985,9 +986,9 @@ class MainWindow(QMainWindow):
         self.chat.answer_done(judgement is not None and judgement.divergence is not None)
         spec, base = done.speculative, done.baseline
         if spec is not None:
-            speed = f"spec {spec.tok_s:.1f} tok/s"
+            speed = f"spec {speed_text(spec.tok_s)}"
             if base is not None:
-                speed += f" · base {base.tok_s:.1f} tok/s"
+                speed += f" · base {speed_text(base.tok_s)}"
             self.status["speed"].setText(speed)
             self.status["acceptance"].setText(acceptance_text(spec))
         if done.cancelled:

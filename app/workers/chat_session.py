@@ -19,7 +19,8 @@ from pathlib import Path
 
 from app.engine.config import AcceptRule
 from app.engine.events import RunSummary, StepEvent, StopReason, TextTail, TokenEvent, TokenKind
-from app.engine.exactness import Comparison, Judgement, judge, pause_note, rate
+from app.engine.exactness import Comparison, Judgement, judge, pause_note
+from app.engine.figures import rate
 from app.store.conversations import (
     BASELINE_TEXT_LIMIT,
     UNEVEN_MACHINE,
