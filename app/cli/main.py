@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from app import __version__
 from app.engine.config import (
+    DEFAULT_SEED,
     KV_TYPES,
     AcceptRule,
     DraftSource,
@@ -50,11 +51,11 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_sampling_options(parser: argparse.ArgumentParser, *, max_tokens: int) -> None:
-    parser.add_argument("--temperature", type=float, default=0.0)
-    parser.add_argument("--top-k", type=int, default=40)
-    parser.add_argument("--top-p", type=float, default=0.95)
-    parser.add_argument("--min-p", type=float, default=0.05)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--temperature", type=float, default=SamplerConfig.temperature)
+    parser.add_argument("--top-k", type=int, default=SamplerConfig.top_k)
+    parser.add_argument("--top-p", type=float, default=SamplerConfig.top_p)
+    parser.add_argument("--min-p", type=float, default=SamplerConfig.min_p)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--max-tokens", type=int, default=max_tokens)
     length = parser.add_mutually_exclusive_group()
     length.add_argument("--draft-max", type=int, default=None, help="fixed draft length N")

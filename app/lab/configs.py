@@ -41,7 +41,7 @@ class LabConfig:
     draft_max: int = 16  # fixed length, or the ceiling when adaptive
     adaptive: bool = True
     rule: AcceptRule = AcceptRule.REJECTION
-    temperature: float = 0.0
+    temperature: float = SamplerConfig.temperature
     p_min: float = 0.0
     ngram_n: int = 3
     collapse_guard: bool = True

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
 from app.engine.config import (
+    DEFAULT_SEED,
     AcceptRule,
     DraftSource,
     GenerationRequest,
@@ -51,11 +52,11 @@ class Settings:
     # conversation
     system_prompt: str = "You are a helpful assistant."
     # sampler
-    temperature: float = 0.0
-    top_k: int = 40
-    top_p: float = 0.95
-    min_p: float = 0.05
-    seed: int | None = 42
+    temperature: float = SamplerConfig.temperature
+    top_k: int = SamplerConfig.top_k
+    top_p: float = SamplerConfig.top_p
+    min_p: float = SamplerConfig.min_p
+    seed: int | None = DEFAULT_SEED
     max_tokens: int = 256
     ignore_eos: bool = False  # keep generating past end-of-generation tokens (benchmarks)
     # speculation
