@@ -62,6 +62,9 @@ class SamplerConfig:
         return self.temperature <= 0.0
 
 
+MAX_DRAFT_LEN = 64  # the longest draft the chat, the Lab and a saved pair may ask for
+
+
 @dataclass(frozen=True)
 class SpecConfig:
     draft_max: int = 16  # fixed draft length, or the ceiling when adaptive

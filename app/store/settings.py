@@ -19,6 +19,7 @@ from typing import Any, get_args, get_type_hints
 
 from app.engine.config import (
     DEFAULT_SEED,
+    MAX_DRAFT_LEN,
     AcceptRule,
     DraftSource,
     GenerationRequest,
@@ -61,7 +62,7 @@ class Settings:
     ignore_eos: bool = False  # keep generating past end-of-generation tokens (benchmarks)
     # speculation
     draft_adaptive: bool = True
-    draft_max: int = 16
+    draft_max: int = SpecConfig.draft_max
     p_min: float = 0.0
     rule: str = AcceptRule.REJECTION.value
     # models
@@ -249,7 +250,9 @@ FIELDS: dict[str, FieldInfo] = {
     "ignore_eos": FieldInfo(_bool, "Ignore end of generation"),
     "draft_adaptive": FieldInfo(_bool, "Draft length mode"),
     "draft_max": FieldInfo(
-        _int_in(1, 64), "Draft length", "fixed draft length, or the ceiling when adaptive"
+        _int_in(1, MAX_DRAFT_LEN),
+        "Draft length",
+        "fixed draft length, or the ceiling when adaptive",
     ),
     "p_min": FieldInfo(
         _float_in(0.0, 1.0, high_open=True),
