@@ -112,8 +112,8 @@ def pair_record(pair: PairLoaded) -> str:
     if pair.remote is not None:
         base = f", baseline {pair.remote.baseline_url}" if pair.remote.baseline_url else ""
         return f"{pair.remote.url} ({pair.remote.server}{base})"
-    draft = Path(pair.draft_path).name if pair.draft_path else "n-gram drafting"
-    return f"{Path(pair.target_path).name} + {draft}"
+    draft = Path(pair.pair.draft_path).name if pair.pair.draft_path else "n-gram drafting"
+    return f"{Path(pair.pair.target_path).name} + {draft}"
 
 
 def baseline_record(

@@ -250,19 +250,7 @@ class EngineWorker(QObject):
     def _emit_loaded(
         self, request_id: int, info: PairInfo, load_s: float, *, restored: bool = False
     ) -> None:
-        self.loaded.emit(
-            PairLoaded(
-                request_id,
-                info.target_path,
-                info.draft_path,
-                info.draft_source,
-                info.device,
-                info.weights_bytes,
-                info.n_ctx,
-                load_s,
-                restored,
-            )
-        )
+        self.loaded.emit(PairLoaded(request_id, info, load_s, restored))
 
     def _prompt(self, request_id: int, host: EngineHost, job: ChatJob) -> tuple[int, ...]:
         """The rendered, tokenized chat; a broken template falls back to the plain format."""
