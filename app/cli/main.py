@@ -21,7 +21,7 @@ from app.engine.config import (
     SamplerConfig,
     SpecConfig,
 )
-from app.engine.figures import speed_text
+from app.engine.figures import rate, speed_text
 from app.errors import SpecDeckError
 
 if TYPE_CHECKING:
@@ -188,14 +188,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
 
     def show(row: dict) -> None:
-        ref = f" ref {row['reference_tok_s']:.2f}" if "reference_tok_s" in row else ""
+        ref = f" ref {rate(row['reference_tok_s'])}" if "reference_tok_s" in row else ""
         verdict = (
             "identical"
             if row["identical"]
             else (f"diverged@{row['first_divergence']} margin {row['divergence_margin']}")
         )
         print(
-            f"{row['id']}: base {row['baseline_tok_s']:.2f} spec {row['speculative_tok_s']:.2f}"
+            f"{row['id']}: base {rate(row['baseline_tok_s'])} spec {rate(row['speculative_tok_s'])}"
             f"{ref} tok/s ×{row['speedup']:.2f} acc {row['acceptance_rate']:.2f} "
             f"host {row['host_ms_per_token']:.3f}/{row['baseline_host_ms_per_token']:.3f} "
             f"ms/tok pauses {row['guard_pauses']} {verdict}",
