@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from app.engine.config import DEFAULT_SEED
 from app.errors import SpecDeckError
 
 DEFAULT_OUT = "lab-results.jsonl"
@@ -54,7 +55,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--out", default=DEFAULT_OUT, help="result file (JSON lines)")
     run.add_argument("--repeats", type=int, default=1)
     run.add_argument("--max-tokens", type=int, default=64)
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--seed", type=int, default=DEFAULT_SEED)
     run.add_argument("--ignore-eos", action="store_true")
     run.add_argument("--ctx", type=int, default=4096)
     run.add_argument("--threads", type=int, default=0)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from app import __version__
 from app.engine.config import (
+    DEFAULT_SEED,
     KV_TYPES,
     AcceptRule,
     DraftSource,
@@ -20,6 +21,7 @@ from app.engine.config import (
     SamplerConfig,
     SpecConfig,
 )
+from app.engine.figures import rate, speed_text
 from app.errors import SpecDeckError
 
 if TYPE_CHECKING:
@@ -49,11 +51,11 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_sampling_options(parser: argparse.ArgumentParser, *, max_tokens: int) -> None:
-    parser.add_argument("--temperature", type=float, default=0.0)
-    parser.add_argument("--top-k", type=int, default=40)
-    parser.add_argument("--top-p", type=float, default=0.95)
-    parser.add_argument("--min-p", type=float, default=0.05)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--temperature", type=float, default=SamplerConfig.temperature)
+    parser.add_argument("--top-k", type=int, default=SamplerConfig.top_k)
+    parser.add_argument("--top-p", type=float, default=SamplerConfig.top_p)
+    parser.add_argument("--min-p", type=float, default=SamplerConfig.min_p)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--max-tokens", type=int, default=max_tokens)
     length = parser.add_mutually_exclusive_group()
     length.add_argument("--draft-max", type=int, default=None, help="fixed draft length N")
@@ -161,7 +163,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def _print_summary(s: RunSummary) -> None:
     print(
-        f"[{s.mode}] {s.tokens} tokens, {s.tok_s:.2f} tok/s, TTFT {s.ttft_ms:.0f} ms, "
+        f"[{s.mode}] {s.tokens} tokens, {speed_text(s.tok_s)}, TTFT {s.ttft_ms:.0f} ms, "
         f"acceptance {s.acceptance_rate:.1%}, mean accepted {s.mean_accepted_length:.2f}, "
         f"target passes/token {s.target_passes_per_token:.3f}, ITL p50 {s.p50_itl_ms:.1f} ms "
         f"p95 {s.p95_itl_ms:.1f} ms, outside llama_decode {s.overhead_fraction:.1%}, "
@@ -186,14 +188,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
 
     def show(row: dict) -> None:
-        ref = f" ref {row['reference_tok_s']:.2f}" if "reference_tok_s" in row else ""
+        ref = f" ref {rate(row['reference_tok_s'])}" if "reference_tok_s" in row else ""
         verdict = (
             "identical"
             if row["identical"]
             else (f"diverged@{row['first_divergence']} margin {row['divergence_margin']}")
         )
         print(
-            f"{row['id']}: base {row['baseline_tok_s']:.2f} spec {row['speculative_tok_s']:.2f}"
+            f"{row['id']}: base {rate(row['baseline_tok_s'])} spec {rate(row['speculative_tok_s'])}"
             f"{ref} tok/s ×{row['speedup']:.2f} acc {row['acceptance_rate']:.2f} "
             f"host {row['host_ms_per_token']:.3f}/{row['baseline_host_ms_per_token']:.3f} "
             f"ms/tok pauses {row['guard_pauses']} {verdict}",

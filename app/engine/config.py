@@ -38,8 +38,16 @@ class ModelSpec:
         return self.n_threads if self.n_threads > 0 else default_threads()
 
 
+# The seed a person's runs start from (the chat, the command line, the Lab): fixed, so two
+# runs of one configuration can be compared. The engine itself, like a server, draws a fresh
+# one when none is given (``SamplerConfig.seed``).
+DEFAULT_SEED = 42
+
+
 @dataclass(frozen=True)
 class SamplerConfig:
+    """The sampler, and its defaults for everyone who offers the same choices."""
+
     temperature: float = 0.0
     top_k: int = 40
     top_p: float = 0.95
@@ -52,6 +60,9 @@ class SamplerConfig:
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0
+
+
+MAX_DRAFT_LEN = 64  # the longest draft the chat, the Lab and a saved pair may ask for
 
 
 @dataclass(frozen=True)

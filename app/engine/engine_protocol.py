@@ -21,7 +21,7 @@ from app.engine.config import DraftSource, GenerationRequest, ModelSpec
 from app.engine.events import Event
 from app.errors import SpecDeckError
 
-BATCH_SECONDS = 0.015  # events cross the pipe at most ~65 times a second
+BATCH_SECONDS = 0.015  # events cross the pipe, and reach the UI thread, at most ~65 times a second
 TEMPLATE_SECONDS = 5.0  # a chat template that compiles and renders longer is broken
 STOP_GRACE_SECONDS = 10.0  # an engine process that ignores Cancel/Stop this long is ended
 CLOSE_SECONDS = 10.0

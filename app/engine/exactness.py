@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from app.engine.config import AcceptRule
 from app.engine.events import RunSummary, StepEvent
+from app.engine.figures import rate
 
 if TYPE_CHECKING:
     from app.engine.engine import Engine
@@ -134,11 +135,6 @@ class Judgement:
     @property
     def text(self) -> str:
         return " — ".join(part for part in (self.speed, *self.notes, self.exactness) if part)
-
-
-def rate(tok_s: float) -> str:
-    """Tokens/sec with three significant figures, so slow runs are not all "0.8"."""
-    return f"{tok_s:.1f}" if tok_s >= 10 else f"{tok_s:.2f}"
 
 
 def acceptance_text(summary: RunSummary) -> str:

@@ -11,12 +11,11 @@ from dataclasses import asdict, dataclass
 from pathlib import PurePath
 from typing import Any
 
-from app.engine.config import AcceptRule, DraftSource, SamplerConfig, SpecConfig
+from app.engine.config import MAX_DRAFT_LEN, AcceptRule, DraftSource, SamplerConfig, SpecConfig
 from app.lab import checks
 from app.store.settings import Invalid, Settings, parse_field
 
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.+")
-MAX_DRAFT_LEN = 256
 
 
 class ConfigError(ValueError):
@@ -38,10 +37,10 @@ class LabConfig:
     name: str
     source: DraftSource = DraftSource.MODEL
     draft: str | None = None  # draft GGUF path when the source is a model
-    draft_max: int = 16  # fixed length, or the ceiling when adaptive
+    draft_max: int = SpecConfig.draft_max  # fixed length, or the ceiling when adaptive
     adaptive: bool = True
     rule: AcceptRule = AcceptRule.REJECTION
-    temperature: float = 0.0
+    temperature: float = SamplerConfig.temperature
     p_min: float = 0.0
     ngram_n: int = 3
     collapse_guard: bool = True

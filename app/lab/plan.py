@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from app.engine.config import KV_TYPES, ModelSpec
+from app.engine.config import DEFAULT_SEED, KV_TYPES, ModelSpec
 from app.lab import checks
 from app.lab.configs import ConfigError, LabConfig, check_setting
 from app.lab.suites import Prompt, Split, SuiteError, check_prompt, split, suite_hash
@@ -39,7 +39,7 @@ class LabPlan:
     prompts: tuple[Prompt, ...]
     repeats: int = 1
     max_tokens: int = 64
-    seed: int = 0
+    seed: int = DEFAULT_SEED
     ignore_eos: bool = False
     salt: str = "specdeck-lab"
     confirm_fraction: float = 1 / 3

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.engine.events import TextTail
+from app.engine.figures import speed_text
 from app.lab.checks import BadValue, loads, unicode
 from app.lab.checks import kind as kind_of
 from app.lab.remote import (
@@ -120,7 +121,7 @@ class RemoteAnswer:
         if self.timings is not None:
             t = self.timings
             source = "llama-server's timings"
-            speed = f", {t.predicted_n} tokens at {t.tok_s:.1f} tok/s"
+            speed = f", {t.predicted_n} tokens at {speed_text(t.tok_s)}"
             if t.draft_n == 0:
                 return f"no drafting reported ({source}){speed}"
             return (

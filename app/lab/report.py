@@ -17,6 +17,7 @@ from dataclasses import asdict
 from pathlib import PurePath, PurePosixPath, PureWindowsPath
 from typing import Any
 
+from app.lab.colours import DISTURBED, FALSIFIED, series_colour, verdict_colour
 from app.lab.plan import LabPlan
 from app.lab.results import ResultLog
 from app.lab.stats import (
@@ -29,7 +30,6 @@ from app.lab.stats import (
     analyse,
 )
 
-PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442")
 CSV_FIELDS = tuple(Row.__dataclass_fields__)
 # One row of the summary table, as the Lab tab, the command line and the report all show it
 CELL_COLUMNS = (
@@ -302,7 +302,7 @@ def _strip_svg(rows: list[Row], configs: list[str], categories: list[str], thres
             f'font-size="13" text-anchor="middle">{_e(category)}</text>'
         )
         for ki, config in enumerate(configs):
-            colour = PALETTE[ki % len(PALETTE)]
+            colour = series_colour(ki)
             xs = x0 + slot * (ki + 1)
             spread = min(slot * 0.35, 14.0)
             chosen = [r for r in rows if r.category == category and r.config == config]
@@ -333,7 +333,7 @@ def _strip_svg(rows: list[Row], configs: list[str], categories: list[str], thres
     for ki, config in enumerate(configs):
         parts.append(
             f'<rect x="{x:.0f}" y="{height - 24}" width="12" height="12" '
-            f'fill="{PALETTE[ki % len(PALETTE)]}"/><text x="{x + 17:.0f}" '
+            f'fill="{series_colour(ki)}"/><text x="{x + 17:.0f}" '
             f'y="{height - 13}" font-size="13">{_e(config)}</text>'
         )
         x += 17 + 8 * len(config) + 28
@@ -372,11 +372,7 @@ def to_html(log: ResultLog, *, paths: bool = False) -> str:
     header = public_header(log, paths=paths)
     names = {} if paths else model_files(log)
     v = result.verdict
-    colour = (
-        "#9a5b00"
-        if v.disturbed
-        else {"confirmed": "#1b7f3b", "falsified": "#b00020"}.get(v.status, "#555")
-    )
+    colour = verdict_colour(v)
     categories = list(plan.categories)
     recs = "".join(
         f"<tr><td>{_e(r.category)}</td>"
@@ -419,7 +415,7 @@ def to_html(log: ResultLog, *, paths: bool = False) -> str:
 body{{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}}
 table{{border-collapse:collapse;margin:1em 0;font-size:13px}}
 td,th{{border:1px solid #ddd;padding:3px 7px;text-align:left}} th{{background:#f0f0f0}}
-.bad{{color:#b00020;font-weight:bold}} .warn{{color:#b00020}} .load{{color:#9a5b00}}
+.bad{{color:{FALSIFIED};font-weight:bold}} .warn{{color:{FALSIFIED}}} .load{{color:{DISTURBED}}}
 .wide{{overflow-x:auto}} .wide td{{white-space:nowrap}}
 .verdict{{font-size:18px;padding:.6em 1em;border-left:6px solid {colour};background:#f7f7f7}}
 pre{{background:#f7f7f7;padding:1em;overflow:auto;font-size:12px}}

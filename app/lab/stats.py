@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from app.engine.exactness import near_tie_words
+from app.engine.figures import rate, speed_text
 from app.lab import interference
 from app.lab.plan import BASELINE, Claim
 
@@ -269,7 +270,7 @@ def failures(rows: Sequence[Row]) -> list[Failure]:
     found = []
     for r in rows:
         if r.speedup < 1.0:
-            rates = f"{r.tok_s:.1f} vs {r.baseline_tok_s:.1f} tok/s"
+            rates = f"{rate(r.tok_s)} vs {speed_text(r.baseline_tok_s)}"
             found.append(
                 Failure(
                     r.phase,

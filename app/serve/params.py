@@ -61,10 +61,10 @@ class ApiError(Exception):
 class Sampling:
     """What a request may set; the server's command line gives the defaults."""
 
-    temperature: float = 0.0
-    top_p: float = 0.95
-    top_k: int = 40
-    min_p: float = 0.05
+    temperature: float = SamplerConfig.temperature
+    top_p: float = SamplerConfig.top_p
+    top_k: int = SamplerConfig.top_k
+    min_p: float = SamplerConfig.min_p
     max_tokens: int = 512
     seed: int | None = None
     stop: tuple[str, ...] = ()

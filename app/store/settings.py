@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
 from app.engine.config import (
+    DEFAULT_SEED,
+    MAX_DRAFT_LEN,
     AcceptRule,
     DraftSource,
     GenerationRequest,
@@ -51,16 +53,16 @@ class Settings:
     # conversation
     system_prompt: str = "You are a helpful assistant."
     # sampler
-    temperature: float = 0.0
-    top_k: int = 40
-    top_p: float = 0.95
-    min_p: float = 0.05
-    seed: int | None = 42
+    temperature: float = SamplerConfig.temperature
+    top_k: int = SamplerConfig.top_k
+    top_p: float = SamplerConfig.top_p
+    min_p: float = SamplerConfig.min_p
+    seed: int | None = DEFAULT_SEED
     max_tokens: int = 256
     ignore_eos: bool = False  # keep generating past end-of-generation tokens (benchmarks)
     # speculation
     draft_adaptive: bool = True
-    draft_max: int = 16
+    draft_max: int = SpecConfig.draft_max
     p_min: float = 0.0
     rule: str = AcceptRule.REJECTION.value
     # models
@@ -250,7 +252,9 @@ FIELDS: dict[str, FieldInfo] = {
     "ignore_eos": FieldInfo(_bool, "Ignore end of generation"),
     "draft_adaptive": FieldInfo(_bool, "Draft length mode"),
     "draft_max": FieldInfo(
-        _int_in(1, 64), "Draft length", "fixed draft length, or the ceiling when adaptive"
+        _int_in(1, MAX_DRAFT_LEN),
+        "Draft length",
+        "fixed draft length, or the ceiling when adaptive",
     ),
     "p_min": FieldInfo(
         _float_in(0.0, 1.0, high_open=True),

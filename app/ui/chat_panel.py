@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from app.engine.events import GuardEvent, RunSummary, TextTail, TokenEvent
 from app.engine.exactness import Judgement
+from app.engine.figures import speed_text
 from app.lab.remote_chat import RemoteAnswer, describe
 from app.store.conversations import ChatMessage
 from app.ui.answer_verdict import guard_text
@@ -82,7 +83,7 @@ def _figures(tokens: object, tok_s: object) -> str:
     if isinstance(tokens, int) and not isinstance(tokens, bool):
         text += f" · {tokens} tokens"
     if isinstance(tok_s, int | float) and not isinstance(tok_s, bool):
-        text += f" · {tok_s:.1f} tok/s"
+        text += f" · {speed_text(tok_s)}"
     return text
 
 
@@ -328,7 +329,7 @@ class ChatPanel(QWidget):
                 self.guard_banner.show_text(guard_text(event))
             elif isinstance(event, RunSummary):  # final figure: generation time, no prefill
                 header.setText(
-                    f"<b>{name}</b> · {event.tokens} tokens · {event.tok_s:.1f} tok/s"
+                    f"<b>{name}</b> · {event.tokens} tokens · {speed_text(event.tok_s)}"
                     f" · TTFT {event.ttft_ms:.0f} ms"
                 )
                 if speculative:
@@ -338,9 +339,9 @@ class ChatPanel(QWidget):
                 return self._start_flush()
         if batch.tokens and batch.elapsed_s > 0:
             rate = batch.tokens / batch.elapsed_s
-            header.setText(f"<b>{name}</b> · {batch.tokens} tokens · {rate:.1f} tok/s")
+            header.setText(f"<b>{name}</b> · {batch.tokens} tokens · {speed_text(rate)}")
             if speculative:
-                self._live_note = f"answering… {batch.tokens} tokens · {rate:.1f} tok/s"
+                self._live_note = f"answering… {batch.tokens} tokens · {speed_text(rate)}"
         self._start_flush()
 
     def _start_flush(self) -> None:

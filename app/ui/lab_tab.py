@@ -49,6 +49,7 @@ from app.engine.engine_host import CancelFlag
 from app.errors import SpecDeckError
 from app.files.fileio import atomic_write_text
 from app.files.paths import data_dir
+from app.lab.colours import series_colour, verdict_colour
 from app.lab.configs import ConfigError, describe_changes, parse_config, settings_changes
 from app.lab.plan import Claim, LabPlan
 from app.lab.report import CELL_COLUMNS, analysis_of, cell_columns, ordered_cells, to_html
@@ -60,7 +61,6 @@ from app.store.conversations import ConversationStore
 from app.store.settings import Settings
 from app.ui.plain_text import plain_label
 
-COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")
 TABLE_COLUMNS = CELL_COLUMNS  # the command line's and the report's columns
 REFRESH_S = 1.0  # live redraws of the plot; the full analysis (bootstraps) runs at the end
 # In a narrow dock the tab scrolls sideways rather than squeezing (see _keep_readable):
@@ -517,7 +517,7 @@ class LabTab(QWidget):
         )
         width = 0.8 / max(len(configs), 1)
         for k, config in enumerate(configs):
-            colour = COLOURS[k % len(COLOURS)]
+            colour = series_colour(k)
             xs, ys, boxes = [], [], []
             for c, category in enumerate(categories):
                 values = [r.speedup for r in rows if r.config == config and r.category == category]
@@ -567,9 +567,7 @@ class LabTab(QWidget):
 
     def _show_verdict(self, analysis: Analysis) -> None:
         verdict = analysis.verdict
-        colour = {"confirmed": "#1b7f3b", "falsified": "#b00020"}.get(verdict.status, "#555")
-        if verdict.disturbed:  # measured under outside load: neither a pass nor a fail yet
-            colour = "#9a5b00"
+        colour = verdict_colour(verdict)
         self.verdict.setStyleSheet(f"color: {colour}; font-size: 14px; font-weight: bold;")
         self.verdict.setText(verdict.describe())
 

@@ -36,6 +36,7 @@ from superqt.utils import signals_blocked
 from app.engine.config import DraftSource
 from app.engine.events import TextTail, TokenEvent
 from app.engine.exactness import acceptance_text
+from app.engine.figures import speed_text
 from app.errors import SpecDeckError
 from app.lab.remote_chat import RemotePair
 from app.models.fit import gib
@@ -368,7 +369,7 @@ class MainWindow(QMainWindow):
             )
             url = self.server.start(
                 s.serve_port,
-                model=Path(loaded.target_path).name,
+                model=Path(loaded.pair.target_path).name,
                 defaults=defaults,
                 spec=lambda: self.settings.spec(),
             )
@@ -694,8 +695,10 @@ class MainWindow(QMainWindow):
         self.settings_panel.update_settings(**changes)
         source = DraftSource(changes["draft_source"])
         draft = changes.get("draft_path") if source is DraftSource.MODEL else None
-        target = self.loaded.target_path if self.loaded else self.settings.target_path
-        current = (self.loaded.draft_source, self.loaded.draft_path) if self.loaded else None
+        target = self.loaded.pair.target_path if self.loaded else self.settings.target_path
+        current = (
+            (self.loaded.pair.draft_source, self.loaded.pair.draft_path) if self.loaded else None
+        )
         if target and current != (source, draft):
             self.load_pair(target, draft, source)
 
@@ -706,10 +709,10 @@ class MainWindow(QMainWindow):
 
     def reload_pair(self) -> None:
         """Start the engine again with the pair it had before it died."""
-        pair = self.loaded
-        if pair is None:
+        if self.loaded is None:
             self.change_pair()
             return
+        pair = self.loaded.pair
         self.reload_button.hide()
         self.chat.hide_error()
         self.load_pair(pair.target_path, pair.draft_path, pair.draft_source)
@@ -735,7 +738,7 @@ class MainWindow(QMainWindow):
         gc.freeze()
         if message.restored:  # the failed pair's error came first and undid its choice
             self.statusBar().showMessage(
-                f"The pair that was loaded is loaded again ({Path(message.target_path).name})",
+                f"The pair that was loaded is loaded again ({Path(message.pair.target_path).name})",
                 10000,
             )
         self._before_load = None
@@ -750,12 +753,12 @@ class MainWindow(QMainWindow):
             self.pair_loaded.emit(message)
             return
         changes: dict[str, object] = {
-            "target_path": message.target_path,
-            "draft_source": DraftSource(message.draft_source).value,
+            "target_path": message.pair.target_path,
+            "draft_source": DraftSource(message.pair.draft_source).value,
             "pair_name": self.pair_bar.current_name or "",
         }
-        if message.draft_path:
-            changes["draft_path"] = message.draft_path
+        if message.pair.draft_path:
+            changes["draft_path"] = message.pair.draft_path
         self.settings_panel.update_settings(**changes)
         self._update_resources()
         if not message.restored:
@@ -772,7 +775,10 @@ class MainWindow(QMainWindow):
             self.pair_bar.show_remote(loaded.remote)
         else:
             self.pair_bar.show_pair(
-                loaded.target_path, loaded.draft_path, loaded.draft_source, self.pair_name
+                loaded.pair.target_path,
+                loaded.pair.draft_path,
+                loaded.pair.draft_source,
+                self.pair_name,
             )
         if self.client.loading:
             missing = ""
@@ -793,9 +799,9 @@ class MainWindow(QMainWindow):
         engine_rss = process_rss(engine_pid) if engine_pid else None
         if rss is not None and engine_rss is not None:
             rss += engine_rss  # the models live in the engine process
-        self.pair_bar.show_resources(self.loaded.device, self.loaded.weights_bytes, rss)
-        self.status["device"].setText(self.loaded.device)
-        weights = gib(self.loaded.weights_bytes)
+        self.pair_bar.show_resources(self.loaded.pair.device, self.loaded.pair.weights_bytes, rss)
+        self.status["device"].setText(self.loaded.pair.device)
+        weights = gib(self.loaded.pair.weights_bytes)
         self.status["memory"].setText(
             f"memory {gib(rss)} (weights {weights})" if rss else f"weights {weights}"
         )
@@ -825,7 +831,9 @@ class MainWindow(QMainWindow):
             before = self._before({name: getattr(old, name) for name in LOAD_FIELDS})
             self._loaded_key = settings.load_key()
             self.load_pair(
-                self.loaded.target_path, self.loaded.draft_path, self.loaded.draft_source
+                self.loaded.pair.target_path,
+                self.loaded.pair.draft_path,
+                self.loaded.pair.draft_source,
             )
             self._before_load = before
 
@@ -1025,7 +1033,7 @@ class MainWindow(QMainWindow):
         self.charts.ingest(batch)
         if batch.tokens and batch.elapsed_s > 0:
             rate = batch.tokens / batch.elapsed_s
-            self.status["speed"].setText(f"{batch.run} {rate:.1f} tok/s")
+            self.status["speed"].setText(f"{batch.run} {speed_text(rate)}")
 
     def _on_verdict(self, verdict: Verdict) -> None:
         judgement = judge_answer(self.charts.stats, verdict.comparison, self.session, self.settings)
@@ -1044,9 +1052,9 @@ class MainWindow(QMainWindow):
         self.chat.answer_done(judgement is not None and judgement.divergence is not None)
         spec, base = done.speculative, done.baseline
         if spec is not None:
-            speed = f"spec {spec.tok_s:.1f} tok/s"
+            speed = f"spec {speed_text(spec.tok_s)}"
             if base is not None:
-                speed += f" · base {base.tok_s:.1f} tok/s"
+                speed += f" · base {speed_text(base.tok_s)}"
             self.status["speed"].setText(speed)
             self.status["acceptance"].setText(acceptance_text(spec))
         if done.cancelled:

@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.config import KV_TYPES, DraftSource
+from app.engine.config import KV_TYPES, MAX_DRAFT_LEN, DraftSource
 from app.errors import SpecDeckError
 from app.gguf.check import check_local_pair
 from app.gguf.compat import IncompatiblePairError
@@ -80,7 +80,7 @@ def pair_settings(profile: Profile) -> PairSettings:
     """A profile's settings, each checked: a hand-edited library must not break a load."""
     n_ctx = profile.n_ctx if 256 <= profile.n_ctx <= 1 << 20 else 4096
     kv_type = profile.kv_type if profile.kv_type in KV_TYPES else "f16"
-    draft_max = profile.draft_max if 1 <= profile.draft_max <= 64 else 8
+    draft_max = profile.draft_max if 1 <= profile.draft_max <= MAX_DRAFT_LEN else 8
     return PairSettings(profile.name, n_ctx, kv_type, draft_max)
 
 

@@ -1,6 +1,7 @@
 """Token-kind colours (Okabe–Ito, colour-blind safe) and the text formats built from them.
 
-Charts, underlines and background tints use the Okabe–Ito hues as published. Coloured
+Charts, underlines and background tints use the Okabe–Ito hues (``app.lab.colours``) as
+published. Coloured
 *text* uses the same hues darkened (light theme) or lightened (dark theme) until they reach
 the WCAG AA contrast of 4.5:1 on the text background: the published green and vermillion
 reach only 3.4:1 and 3.9:1 on white.
@@ -11,17 +12,7 @@ from __future__ import annotations
 from PySide6.QtGui import QColor, QFont, QTextCharFormat
 
 from app.engine.events import TokenKind
-
-# Okabe & Ito (2008), "Color Universal Design": distinguishable with every common CVD.
-OKABE_ITO = {
-    "orange": "#E69F00",
-    "sky_blue": "#56B4E9",
-    "bluish_green": "#009E73",
-    "yellow": "#F0E442",
-    "blue": "#0072B2",
-    "vermillion": "#D55E00",
-    "reddish_purple": "#CC79A7",
-}
+from app.lab.colours import OKABE_ITO
 
 KIND_COLOURS: dict[TokenKind, str | None] = {
     TokenKind.ACCEPTED: OKABE_ITO["bluish_green"],

@@ -44,6 +44,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QAbstractButton, QMessageBox, QTextBrowser, QToolTip, QWidget
 
 from app.engine.events import TextTail, TokenEvent, TokenKind
+from app.engine.figures import speed_text
 from app.store.conversations import ChatMessage
 from app.ui.palette import KIND_LABELS, kind_format
 from app.ui.theme import CODE_BACKGROUND
@@ -157,8 +158,9 @@ def stats_line(stats: dict[str, object]) -> str:
     bits = []
     if isinstance(stats.get("tokens"), int):
         bits.append(f"{stats['tokens']} tokens")
-    if isinstance(stats.get("spec_tok_s"), int | float):
-        bits.append(f"{stats['spec_tok_s']:.1f} tok/s")
+    spec_tok_s = stats.get("spec_tok_s")
+    if isinstance(spec_tok_s, int | float):
+        bits.append(speed_text(spec_tok_s))
     drafted, accepted = stats.get("drafted"), stats.get("accepted")
     if isinstance(drafted, int) and isinstance(accepted, int):
         bits.append(f"accepted {accepted}/{drafted} drafted" if drafted else "nothing drafted")

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from app.engine.config import AcceptRule
 from app.engine.events import RunSummary, StepEvent, StopReason, TextTail, TokenEvent, TokenKind
-from app.engine.exactness import Comparison, Judgement, judge, pause_note, rate
+from app.engine.exactness import Comparison, Judgement, judge, pause_note
+from app.engine.figures import rate
 from app.store.conversations import (
     BASELINE_TEXT_LIMIT,
     UNEVEN_MACHINE,
@@ -111,8 +112,8 @@ def pair_record(pair: PairLoaded) -> str:
     if pair.remote is not None:
         base = f", baseline {pair.remote.baseline_url}" if pair.remote.baseline_url else ""
         return f"{pair.remote.url} ({pair.remote.server}{base})"
-    draft = Path(pair.draft_path).name if pair.draft_path else "n-gram drafting"
-    return f"{Path(pair.target_path).name} + {draft}"
+    draft = Path(pair.pair.draft_path).name if pair.pair.draft_path else "n-gram drafting"
+    return f"{Path(pair.pair.target_path).name} + {draft}"
 
 
 def baseline_record(

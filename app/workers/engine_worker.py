@@ -60,7 +60,6 @@ from app.workers.messages import (
 from app.workers.remote_runs import remote_loaded, stream_run
 
 CRASH_DRILL_VAR = "SPECDECK_CRASH_DRILL_TOKENS"
-BATCH_SECONDS = 0.015  # events are handed to the UI thread at most ~65 times a second
 
 
 class EngineWorker(QObject):
@@ -269,19 +268,7 @@ class EngineWorker(QObject):
     def _emit_loaded(
         self, request_id: int, info: PairInfo, load_s: float, *, restored: bool = False
     ) -> None:
-        self.loaded.emit(
-            PairLoaded(
-                request_id,
-                info.target_path,
-                info.draft_path,
-                info.draft_source,
-                info.device,
-                info.weights_bytes,
-                info.n_ctx,
-                load_s,
-                restored,
-            )
-        )
+        self.loaded.emit(PairLoaded(request_id, info, load_s, restored))
 
     def _prompt(self, request_id: int, host: EngineHost, job: ChatJob) -> tuple[int, ...]:
         """The rendered, tokenized chat; a broken template falls back to the plain format."""

@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 
 from app.engine.config import DraftSource, ModelSpec
-from app.engine.engine_host import EngineCrashed, EngineUnresponsive
+from app.engine.engine_host import EngineCrashed, EngineUnresponsive, PairInfo
 from app.engine.events import Event, RunSummary
 from app.engine.exactness import Comparison
 from app.errors import (
@@ -62,12 +62,7 @@ class Busy:
 @dataclass(frozen=True)
 class PairLoaded:
     request_id: int
-    target_path: str
-    draft_path: str | None
-    draft_source: DraftSource
-    device: str
-    weights_bytes: int
-    n_ctx: int
+    pair: PairInfo  # what the engine process loaded, as it reported it
     load_s: float
     restored: bool = False  # the pair that was loaded, back after a newer one failed to load
     remote: RemotePair | None = None  # the chat streams from this server

@@ -14,12 +14,12 @@ from collections.abc import Callable
 from typing import Any
 
 from app.engine.config import DraftSource
+from app.engine.engine_protocol import BATCH_SECONDS, PairInfo
 from app.engine.events import Event, RunSummary, StopReason, TextTail
 from app.lab.remote import RemoteCancelled
 from app.lab.remote_chat import RemoteAnswer, RemotePair, check_server, stream_chat
 from app.workers.messages import ChatJob, EventBatch, PairLoaded
 
-BATCH_SECONDS = 0.015
 Emit = Callable[[EventBatch], None]
 
 
@@ -32,17 +32,17 @@ def remote_loaded(
         if url is not None:
             check_server(url, cancel=cancel)
     device = f"remote {pair.server}"
-    return PairLoaded(
-        request_id,
+    info = PairInfo(
         pair.url,
         pair.baseline_url,
         DraftSource.MODEL,
         device,
-        0,
-        0,
-        time.perf_counter() - began,
-        remote=pair,
+        weights_bytes=0,
+        n_ctx=0,
+        repacking="",
+        plain_chat=False,
     )
+    return PairLoaded(request_id, info, time.perf_counter() - began, remote=pair)
 
 
 def summary(run: str, answer: RemoteAnswer) -> RunSummary:

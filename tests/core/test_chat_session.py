@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.engine.config import DraftSource
+from app.engine.engine_protocol import PairInfo
 from app.engine.events import RunSummary, StopReason, TextTail, TokenEvent, TokenKind
 from app.engine.exactness import Judgement
 from app.store.conversations import ChatMessage, Conversation, ConversationStore
@@ -18,7 +19,11 @@ from app.workers.chat_session import ChatSession, kinds_of
 from app.workers.messages import JobDone, PairLoaded
 
 ROOT = Path(__file__).resolve().parents[2]
-PAIR = PairLoaded(1, "/m/target.gguf", "/m/draft.gguf", DraftSource.MODEL, "CPU", 10, 512, 0.1)
+PAIR = PairLoaded(
+    1,
+    PairInfo("/m/target.gguf", "/m/draft.gguf", DraftSource.MODEL, "CPU", 10, 512, "", False),
+    0.1,
+)
 
 
 def summary(mode: str, text: str, tokens: int, **changes: object) -> RunSummary:

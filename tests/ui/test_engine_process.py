@@ -233,6 +233,6 @@ def test_a_load_the_engine_ignores_is_ended_by_cancel_and_another_pair_loads(
     with qtbot.waitSignal(window.pair_loaded, timeout=30_000) as loaded:
         window.load_pair(target, draft, DraftSource.MODEL)  # stuck
         window.load_pair(target, None, DraftSource.NGRAM)  # supersedes it
-    assert loaded.args[0].draft_path is None
+    assert loaded.args[0].pair.draft_path is None
     assert window.client.engine_pid not in (None, stuck)
     assert ask(window, qtbot, "hello").speculative.tokens > 0

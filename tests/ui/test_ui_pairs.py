@@ -88,11 +88,11 @@ def test_saved_pair_loads_with_its_settings(
     window.failed.connect(errors.append)
     window.apply_pair_choice(choice)
     qtbot.waitUntil(
-        lambda: bool(errors) or window.loaded is not None and window.loaded.n_ctx == 1024,
+        lambda: bool(errors) or window.loaded is not None and window.loaded.pair.n_ctx == 1024,
         timeout=60_000,
     )
     assert not errors, errors
-    assert window.loaded.n_ctx == 1024  # the models were loaded with the pair's context
+    assert window.loaded.pair.n_ctx == 1024  # the models were loaded with the pair's context
     assert window.settings.n_ctx == 1024 and window.settings.draft_max == 4
     assert window.pair_kv_type == "f32"
     assert window.pair_bar.pair_name.text() == "Coding pair"
@@ -155,7 +155,7 @@ def test_version_1_files_load_with_the_same_current_pair(
     window = make_window()
     assert window.settings.pair_name == "Coding pair" and window.pair_kv_type == "f32"
     qtbot.waitUntil(lambda: window.loaded is not None, timeout=60_000)
-    assert window.loaded.target_path == target and window.loaded.draft_path == draft
+    assert window.loaded.pair.target_path == target and window.loaded.pair.draft_path == draft
     assert window.pair_bar.pair_name.text() == "Coding pair"
     window.pair_bar.fill_menu()
     assert [a.text() for a in window.pair_bar.menu.actions() if a.isChecked()] == ["Coding pair"]

@@ -35,7 +35,7 @@ def _foreground_at(view, position: int) -> QColor:  # noqa: ANN001
 def test_answer_is_coloured_compared_and_charted(make_window, qtbot, tiny_pair, isolated) -> None:
     window = make_window(FAST)
     loaded = load(window, qtbot, *tiny_pair)
-    assert loaded.draft_path == str(tiny_pair[1])
+    assert loaded.pair.draft_path == str(tiny_pair[1])
     assert "target.gguf" in window.pair_bar.target.text()
     done = ask(window, qtbot, "hello the model")
     assert not done.cancelled and done.speculative.tokens > 0 and done.baseline.tokens > 0

@@ -7,10 +7,12 @@ from dataclasses import replace
 
 from app.engine.config import AcceptRule
 from app.engine.events import GuardEvent, RunSummary, StepEvent, StopReason, percent_pair
-from app.engine.exactness import Comparison, judge, rate
+from app.engine.exactness import Comparison, judge
+from app.engine.figures import rate, speed_text
 from app.store.conversations import ConversationStore
 from app.store.settings import Settings
 from app.ui.answer_verdict import guard_text
+from app.ui.transcript import stats_line
 from app.workers.messages import EventBatch, JobDone, Verdict
 from tests.ui.conftest import ask, load
 
@@ -37,6 +39,16 @@ def test_a_large_margin_is_not_called_a_near_tie() -> None:
         assert verdict.divergence == 12
     small = judge(SPEC, BASE, Comparison(False, 3, 0.2, 96), **GREEDY)
     assert "(near-tie, margin 0.2000)" in small.text
+
+
+def test_the_verdict_and_the_stats_line_write_a_slow_speed_with_the_same_digits() -> None:
+    """The verdict wrote 4.75 tok/s and the stats line under the answer 4.8 (":.1f")."""
+    spec, base = summary("speculative", 96, 4.75, 60, 60), summary("baseline", 96, 3.125)
+    verdict = judge(spec, base, Comparison(True, None, None, 96), **GREEDY).text
+    line = stats_line({"tokens": 96, "spec_tok_s": 4.75})
+    assert "(4.75 vs 3.12 tok/s target-only)" in verdict, verdict
+    assert speed_text(4.75) == "4.75 tok/s" and "4.75 tok/s" in line, line
+    assert speed_text(41.64) == "41.6 tok/s"
 
 
 def test_sampling_verdicts() -> None:
@@ -223,6 +235,6 @@ def test_after_continue_the_verdict_and_the_stats_line_give_one_speed(
     whole = re.search(r"speculative ([\d.]+) tok/s over the whole answer \((\d+) tokens\)", verdict)
     assert whole is not None, verdict
     assert whole.group(1) == rate(stats["spec_tok_s"]) and int(whole.group(2)) == stats["tokens"]
-    assert f"{stats['spec_tok_s']:.1f} tok/s" in window.chat.transcript.toPlainText()
+    assert f"{whole.group(1)} tok/s" in window.chat.transcript.toPlainText()
     assert verdict.endswith(f"before Continue: {first}")
     assert stats["verdict"] == verdict and stats["compared_verdict"] == first

@@ -88,7 +88,7 @@ def test_a_pair_that_fails_to_load_leaves_the_pair_that_was_loaded(
         assert window.pair_bar.draft.text() == draft.name
     assert failed.args[0].title == "Incompatible pair"
     restored = back.args[0]
-    assert restored.restored and restored.draft_path == str(draft)
+    assert restored.restored and restored.pair.draft_path == str(draft)
     assert window.loaded is restored and window.settings.draft_path == str(draft)
     assert window.pair_bar.draft.text() == draft.name and window.chat.send.isEnabled()
     assert "Incompatible pair" in window.chat.error_banner.text()

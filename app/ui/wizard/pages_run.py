@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
+from app.engine.figures import speed_text
 from app.models.downloads import DownloadProgress, free_bytes, human_bytes
 from app.models.fit import assess, estimate_pair, gib
 from app.models.library import LibraryError, Profile
@@ -412,8 +413,8 @@ class VerifyPage(Page):
                 f"×{reply.speedup:.2f} — {percent:.0f} % slower with the draft on this computer."
             )
         lines = [
-            f"<b>Speed:</b> {reply.spec_tok_s:.1f} tok/s with the draft, "
-            f"{reply.base_tok_s:.1f} tok/s target alone: <b>{escape(verdict)}</b>",
+            f"<b>Speed:</b> {speed_text(reply.spec_tok_s)} with the draft, "
+            f"{speed_text(reply.base_tok_s)} target alone: <b>{escape(verdict)}</b>",
             f"<b>Acceptance:</b> {reply.acceptance:.0%} of drafted tokens",
             f"<b>Draft length:</b> {escape(draft_length_text(reply))}",
             f"Both models loaded in {reply.load_s:.1f} s.",
@@ -468,7 +469,7 @@ class VerifyPage(Page):
 def draft_length_text(cal: Calibrated) -> str:
     """What the calibration found about the draft length, and the longest draft the pair is
     saved with (``Calibrated.saved_draft_max``), in the same words as the setting."""
-    trials = ", ".join(f"{n} tokens: {t:.1f} tok/s" for n, t in cal.trials)
+    trials = ", ".join(f"{n} tokens: {speed_text(t)}" for n, t in cal.trials)
     noise = f"two runs of the target alone differed by {cal.noise:.0%}"
     saved = cal.saved_draft_max
     if cal.length_sure:
