@@ -22,6 +22,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from app.engine.config import SpecConfig
+from app.engine.events import GuardEvent
+from app.engine.step_record import StepRecord
 
 
 def judged(confidences: Sequence[float | None], accepted: int) -> Iterator[tuple[float, bool]]:
@@ -417,6 +419,32 @@ class DraftController:
 
     # --- what the draft said and what was accepted -----------------------------------------
 
+    def observe(self, record: StepRecord) -> None:
+        """Learn from one step: its whole cost, the draft's confidences and its agreement."""
+        if not record.drafter:
+            return
+        if record.paid:
+            # a long catch-up (after a pause or a new turn) is a one-off, not a step cost
+            ms = record.step_ms - record.catch_up_ms + self._steady_catch_up_ms(record)
+            self.observe_step_cost(
+                paid_draft=True, tokens=record.verified, ms=ms, host_ms=record.host_ms
+            )
+        else:
+            self.observe_step_cost(
+                paid_draft=False, tokens=record.verified, ms=record.step_ms, host_ms=record.host_ms
+            )
+        if record.declined is not None:
+            self.observe_declined(*record.declined)
+        if record.proposed:
+            self.observe_step(record.proposed, record.accepted)
+            self.observe_confidences(list(record.confidences), record.accepted)
+
+    def _steady_catch_up_ms(self, record: StepRecord) -> float:
+        if record.catch_up <= 2:
+            return record.catch_up_ms
+        steady = self.costs.draft_ms(2)
+        return record.catch_up_ms if steady is None else min(steady, record.catch_up_ms)
+
     def observe_confidences(self, confidences: list[float | None], accepted: int) -> None:
         """Record how the draft's own confidence compared with what was accepted."""
         for confidence, was_accepted in judged(confidences, accepted):
@@ -546,6 +574,30 @@ class DraftController:
             return self._pause(self._reason(disagrees=disagrees), ratio)
         if steps >= max(window, 3):
             self._failed_probes = 0  # drafting pays: the next pause starts from a short probe
+        return None
+
+    def guard(self, record: StepRecord) -> GuardEvent | None:
+        """After one step: pause drafting when it stops paying, or probe again when due."""
+        if record.paid:
+            decision = self.check_pause()
+            if decision is None:
+                return None
+            return GuardEvent(
+                True,
+                decision.acceptance,
+                decision.break_even,
+                record.step,
+                reason=decision.reason,
+                speed_ratio=decision.speed_ratio,
+                draft_cost_fraction=decision.draft_cost_fraction,
+                probe_in=decision.probe_in,
+                window=decision.window,
+                never_pays=decision.never_pays,
+            )
+        if record.drafter and self.paused and self.tick_paused():
+            return GuardEvent(
+                False, self.rolling_acceptance, self.pause_threshold(), record.step, reason="probe"
+            )
         return None
 
     def snapshot(self) -> GuardMemory:

@@ -128,6 +128,7 @@ def bench_prompt(
         "guard": speculative.guard_notes[0] if speculative.guard_notes else None,
         "ttft_ms": round(speculative.ttft_ms, 1),
         "stop_reason": speculative.stop_reason.value,
+        **speculative.acceptance_figures(),
     }
     if settings.reference and engine.draft_spec is not None:
         from app.devtools.reference import run_reference
@@ -183,7 +184,36 @@ def aggregate(rows: list[dict]) -> dict:
         for r in rows
         if not r["identical"]
     ]
+    summary |= _acceptance_totals(rows)
     return {k: v for k, v in summary.items() if v is not None}
+
+
+def _acceptance_totals(rows: list[dict]) -> dict:
+    """Per-position and per-drafter acceptance over all prompts (sums, not medians)."""
+    width = max((len(r.get("drafted_per_position", ())) for r in rows), default=0)
+    drafted, accepted = [0] * width, [0] * width
+    drafters: dict[str, dict[str, int]] = {}
+    for r in rows:
+        for i, (d, a) in enumerate(
+            zip(r.get("drafted_per_position", ()), r.get("accepted_per_position", ()), strict=True)
+        ):
+            drafted[i] += d
+            accepted[i] += a
+        for name, figures in r.get("per_drafter", {}).items():
+            total = drafters.setdefault(name, {"steps": 0, "drafted": 0, "accepted": 0})
+            for key in total:
+                total[key] += figures[key]
+    return {
+        "acceptance_per_position": [_share(a, d) for d, a in zip(drafted, accepted, strict=True)],
+        "per_drafter": {
+            name: total | {"acceptance": _share(total["accepted"], total["drafted"])}
+            for name, total in drafters.items()
+        },
+    }
+
+
+def _share(part: int, whole: int) -> float:
+    return round(part / whole, 4) if whole else 0.0
 
 
 def pair_economics(costs: CostModel, k_max: int) -> dict:

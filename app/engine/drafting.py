@@ -1,7 +1,8 @@
-"""Draft sources behind one small interface, each with its own counters.
+"""Draft sources behind one small interface.
 
 Like llama.cpp's ``common/speculative.cpp``: a drafter proposes up to ``k`` tokens after the
-committed sequence and is told afterwards how many the target accepted. The model drafter
+committed sequence and is told afterwards how many the target accepted (what it proposed
+and what was kept is counted once, in the loop's step record). The model drafter
 stops early on the measured economics (its calibrated confidence against the cost of one
 more draft pass); prompt lookup costs nothing and has no confidence; the combined drafter
 lets a prompt-lookup match go first — free tokens where the answer repeats the conversation
@@ -39,28 +40,6 @@ class DraftBlock:
     source: str = "model"
 
 
-@dataclass
-class DrafterCounters:
-    """What one draft source proposed and what the target kept of it."""
-
-    blocks: int = 0
-    drafted: int = 0
-    accepted: int = 0
-    passes: int = 0
-    ms: float = 0.0
-
-    @property
-    def acceptance(self) -> float:
-        return self.accepted / self.drafted if self.drafted else 0.0
-
-    def count(self, block: DraftBlock, accepted: int) -> None:
-        self.blocks += 1
-        self.drafted += len(block.tokens)
-        self.accepted += accepted
-        self.passes += block.passes
-        self.ms += block.ms
-
-
 @dataclass(frozen=True)
 class DraftLimits:
     """What the controller allows for one block."""
@@ -74,7 +53,6 @@ class DraftLimits:
 
 class Drafter(Protocol):
     name: str
-    counters: DrafterCounters
 
     @property
     def confidence_driven(self) -> bool: ...
@@ -86,15 +64,11 @@ class Drafter(Protocol):
     def prefill(self, prompt: list[int]) -> None: ...
 
 
-class _Counting:
+class _Base:
     name = "drafter"
 
-    def __init__(self) -> None:
-        self.counters = DrafterCounters()
-
     def observe(self, block: DraftBlock, accepted: int) -> None:
-        if block.tokens:
-            self.counters.count(block, accepted)
+        return None
 
     def prefill(self, prompt: list[int]) -> None:
         return None
@@ -108,14 +82,13 @@ def _through_end(tokens: list[int], ends_answer: Callable[[int], bool]) -> list[
     return tokens
 
 
-class NgramDrafter(_Counting):
+class NgramDrafter(_Base):
     """Prompt lookup over the whole conversation: no model, no cost, no confidence."""
 
     name = "n-gram"
     confidence_driven = False
 
     def __init__(self, spec: SpecConfig, *, min_match: int = 1) -> None:
-        super().__init__()
         self.index = ngram.NgramIndex(spec.ngram_n)
         self.min_match = min_match
 
@@ -130,7 +103,7 @@ class NgramDrafter(_Counting):
         return block
 
 
-class ModelDrafter(_Counting):
+class ModelDrafter(_Base):
     """A small model drafts token by token and stops when one more pass would not pay."""
 
     name = "draft model"
@@ -148,7 +121,6 @@ class ModelDrafter(_Counting):
         target_vocab: int,
         want_probs: bool,
     ) -> None:
-        super().__init__()
         self.ctx = ctx
         self.sampler = sampler
         self.spec = spec
@@ -164,7 +136,6 @@ class ModelDrafter(_Counting):
         self.bias = AnswerBias()
 
     def observe(self, block: DraftBlock, accepted: int) -> None:
-        super().observe(block, accepted)
         for confidence, was_accepted in judged(block.confidences, accepted):
             self.bias.observe(self.calibration.acceptance(confidence), was_accepted)
 
@@ -259,7 +230,6 @@ class CombinedDrafter:
     def __init__(self, lookup: NgramDrafter, model: ModelDrafter) -> None:
         self.lookup = lookup
         self.model = model
-        self.counters = DrafterCounters()
         self.lookup_len = self.FIRST_LOOKUP
         self.rates = {lookup.name: _Ema(alpha=0.3), model.name: _Ema(alpha=0.3)}
 
@@ -291,7 +261,6 @@ class CombinedDrafter:
         source.observe(block, accepted)
         if not block.tokens:
             return
-        self.counters.count(block, accepted)
         verify_ms = self.model.costs.verify_ms(len(block.tokens) + 1)
         if verify_ms is not None:
             produced = accepted + 1  # the target's own token comes with every verification

@@ -37,6 +37,7 @@ from app.engine.llama_backend import LlamaContext, LlamaModel
 from app.engine.randomness import Randomness
 from app.engine.run_clock import RunClock
 from app.engine.sampling import top_two_margin
+from app.engine.step_record import StepRecord
 from app.engine.textstream import TextStream
 from app.errors import ContextOverflowError
 from app.gguf.compat import check_compatible
@@ -205,12 +206,14 @@ class Engine:
             request.spec.rule,
             want_probs=request.token_probs,
         )
+        ends_answer = None if request.ignore_eos else self.target.is_eog
         stream = TextStream(request.stop)
         committed = list(prompt)
-        step = 0
+        records: list[StepRecord] = []
+        pauses: list[GuardEvent] = []
         stop = StopReason.MAX_TOKENS
         while True:
-            remaining = request.max_tokens - clock.tokens
+            remaining = request.max_tokens - (len(committed) - len(prompt))
             if remaining <= 0:
                 break
             if cancel():
@@ -221,35 +224,37 @@ class Engine:
             if room < 0:
                 stop = StopReason.CONTEXT_FULL
                 break
+            step, depth = len(records), len(committed)
             step_began = time.perf_counter()
             decode_before = clock.decode_s()
-            block: DraftBlock | None = None
+
+            # draft
             paused = drafter is not None and controller.paused
-            tokens_before = clock.tokens
-            if drafter is not None and not controller.paused:
+            block: DraftBlock | None = None
+            if drafter is not None and not paused:
                 ceiling = controller.next_draft_len(confidence_driven=drafter.confidence_driven)
                 want = min(ceiling, remaining - 1, room)
                 if want > 0:
-                    block = drafter.propose(
-                        committed,
-                        DraftLimits(
-                            want,
-                            keep_drafting=controller.keep_drafting_threshold(),
-                            include=controller.include_threshold(),
-                            ends_answer=None if request.ignore_eos else self.target.is_eog,
-                        ),
+                    limits = DraftLimits(
+                        want,
+                        keep_drafting=controller.keep_drafting_threshold(),
+                        include=controller.include_threshold(),
+                        ends_answer=ends_answer,
                     )
+                    block = drafter.propose(committed, limits)
             drafts = block.tokens if block else []
 
+            # verify
             verify_began = time.perf_counter()
             ctx.decode([committed[-1], *drafts], logits="all" if drafts else "last")
             verify_ms = (time.perf_counter() - verify_began) * 1000.0
             self.costs.observe_verify(len(drafts) + 1, verify_ms)
-            outcome = verifier.judge(ctx, block, len(committed))
+            outcome = verifier.judge(ctx, block, depth)
 
+            # accept
             finished = None
             for produced in outcome.tokens:
-                if self.target.is_eog(produced.token_id) and not request.ignore_eos:
+                if ends_answer is not None and ends_answer(produced.token_id):
                     finished = StopReason.EOG
                     break
                 committed.append(produced.token_id)
@@ -262,75 +267,39 @@ class Engine:
                 if stream.stopped:
                     finished = StopReason.STOP_STRING
                     break
-                if clock.tokens >= request.max_tokens:
+                if len(committed) - len(prompt) >= request.max_tokens:
                     finished = StopReason.MAX_TOKENS
                     break
 
-            if paused:
-                clock.count_paused(clock.tokens - tokens_before)
-            step_ms = (time.perf_counter() - step_began) * 1000.0
-            host_ms = max(step_ms - (clock.decode_s() - decode_before) * 1000.0, 0.0)
-            paid = block is not None and (block.passes > 0 or bool(drafts))
-            if block is not None and drafter is not None:
+            # record: one step, one record, read by everything after it
+            record = StepRecord.of(
+                step,
+                drafter.name if drafter is not None else "",
+                block,
+                outcome,
+                depth=depth,
+                emitted=len(committed) - depth,
+                verify_ms=verify_ms,
+                step_ms=(time.perf_counter() - step_began) * 1000.0,
+                decode_ms=(clock.decode_s() - decode_before) * 1000.0,
+                paused=paused,
+            )
+            records.append(record)
+            if drafter is not None and block is not None:
                 drafter.observe(block, outcome.accepted)
-                clock.count_draft_passes(block.passes)
-            if paid and block is not None:
-                # a long catch-up (after a pause or a new turn) is a one-off, not a step cost
-                step_cost = step_ms - block.catch_up_ms + self._steady_catch_up_ms(block)
-                controller.observe_step_cost(
-                    paid_draft=True, tokens=len(outcome.tokens), ms=step_cost, host_ms=host_ms
-                )
-            elif drafter is not None:
-                controller.observe_step_cost(
-                    paid_draft=False, tokens=len(outcome.tokens), ms=step_ms, host_ms=host_ms
-                )
-            if block is not None and block.declined and outcome.accepted == len(drafts):
-                token, confidence = block.declined
-                controller.observe_declined(confidence, outcome.tokens[-1].token_id == token)
-            if drafts and block is not None:
-                controller.observe_step(len(drafts), outcome.accepted)
-                controller.observe_confidences(block.confidences, outcome.accepted)
-                draft_ms = block.ms
-                other_ms = step_ms - draft_ms - verify_ms
-                yield StepEvent(
-                    step=step,
-                    drafted=len(drafts),
-                    accepted=outcome.accepted,
-                    draft_ms=draft_ms,
-                    verify_ms=verify_ms,
-                    other_ms=max(other_ms, 0.0),
+            controller.observe(record)
+            if record.proposed:
+                yield StepEvent.of(
+                    record,
                     next_draft_len=controller.draft_len,
                     rolling_acceptance=controller.rolling_acceptance,
                     break_even=controller.pause_threshold(),
                 )
-                clock.count_step(len(drafts), outcome.accepted)
-            if paid:
-                decision = controller.check_pause()
-                if decision is not None:
-                    guard = GuardEvent(
-                        True,
-                        decision.acceptance,
-                        decision.break_even,
-                        step,
-                        reason=decision.reason,
-                        speed_ratio=decision.speed_ratio,
-                        draft_cost_fraction=decision.draft_cost_fraction,
-                        probe_in=decision.probe_in,
-                        window=decision.window,
-                        never_pays=decision.never_pays,
-                    )
-                    clock.count_pause(guard.message)
-                    yield guard
-            elif drafter is not None and controller.paused and controller.tick_paused():
-                yield GuardEvent(
-                    False,
-                    controller.rolling_acceptance,
-                    controller.pause_threshold(),
-                    step,
-                    reason="probe",
-                )
-            clock.count_pass()
-            step += 1
+            guard = controller.guard(record)
+            if guard is not None:
+                if guard.paused:
+                    pauses.append(guard)
+                yield guard
             if finished is not None:
                 stop = finished
                 break
@@ -342,16 +311,12 @@ class Engine:
             stop,
             stream.text,
             committed[len(prompt) :],
+            records,
+            pauses,
             position_keyed=sampler.position_keyed and not sampler.greedy,
             temperature=sampler.temperature,
             rule=request.spec.rule.value if request.speculative else "",
         )
-
-    def _steady_catch_up_ms(self, block: DraftBlock) -> float:
-        if block.catch_up <= 2:
-            return block.catch_up_ms
-        steady = self.costs.draft_ms(2)
-        return block.catch_up_ms if steady is None else min(steady, block.catch_up_ms)
 
     # --- exactness ------------------------------------------------------------------------
 

@@ -9,6 +9,10 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.engine.step_record import StepRecord
 
 
 class TokenKind(str, Enum):
@@ -57,6 +61,28 @@ class StepEvent:
     next_draft_len: int
     rolling_acceptance: float
     break_even: float  # acceptance below which drafting costs more than it saves
+
+    @classmethod
+    def of(
+        cls,
+        record: StepRecord,
+        *,
+        next_draft_len: int,
+        rolling_acceptance: float,
+        break_even: float,
+    ) -> StepEvent:
+        """The charts' view of one step record, with the controller's state after it."""
+        return cls(
+            step=record.step,
+            drafted=record.proposed,
+            accepted=record.accepted,
+            draft_ms=record.draft_ms,
+            verify_ms=record.verify_ms,
+            other_ms=record.other_ms,
+            next_draft_len=next_draft_len,
+            rolling_acceptance=rolling_acceptance,
+            break_even=break_even,
+        )
 
 
 MAX_SHOWN_COST = 10.0  # a draft pass dearer than ten target passes is "over 10 times the cost"
@@ -175,6 +201,22 @@ class TextTail:
 
 
 @dataclass(frozen=True)
+class DrafterFigures:
+    """What one draft source proposed in a run and what the target kept of it."""
+
+    name: str
+    steps: int = 0  # drafting steps this source paid for
+    drafted: int = 0
+    accepted: int = 0
+    draft_passes: int = 0
+    draft_ms: float = 0.0
+
+    @property
+    def acceptance(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+
+@dataclass(frozen=True)
 class RunSummary:
     mode: str  # "speculative" or "baseline"
     tokens: int
@@ -205,6 +247,37 @@ class RunSummary:
     # use, and the cores other processes kept busy; None when not measured
     cpu_share: float | None = None
     outside_cores: float | None = None
+    # from the step records: blocks that reached draft position i, and those accepted there
+    drafted_per_position: tuple[int, ...] = ()
+    accepted_per_position: tuple[int, ...] = ()
+    per_drafter: tuple[DrafterFigures, ...] = ()  # by draft source, in order of first use
+
+    @property
+    def acceptance_per_position(self) -> tuple[float, ...]:
+        """Share of the blocks that reached position i whose token there was accepted."""
+        return tuple(
+            a / d if d else 0.0
+            for d, a in zip(self.drafted_per_position, self.accepted_per_position, strict=True)
+        )
+
+    def acceptance_figures(self) -> dict[str, Any]:
+        """Per-position and per-drafter acceptance as plain JSON values (bench rows, Lab)."""
+        return {
+            "drafted_per_position": list(self.drafted_per_position),
+            "accepted_per_position": list(self.accepted_per_position),
+            "acceptance_per_position": [round(a, 4) for a in self.acceptance_per_position],
+            "per_drafter": {
+                d.name: {
+                    "steps": d.steps,
+                    "drafted": d.drafted,
+                    "accepted": d.accepted,
+                    "acceptance": round(d.acceptance, 4),
+                    "draft_passes": d.draft_passes,
+                    "draft_ms": round(d.draft_ms, 3),
+                }
+                for d in self.per_drafter
+            },
+        }
 
     @property
     def tokens_per_pass(self) -> float:

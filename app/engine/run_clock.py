@@ -1,4 +1,4 @@
-"""Per-run bookkeeping: timestamps, counters and the final ``RunSummary``.
+"""Per-run clock and the final ``RunSummary``, its counts read from the step records.
 
 Each run also measures the machine it got, so two runs timed one after the other can be
 told apart when they did not get the same one: the CPU the run's own threads received
@@ -16,8 +16,9 @@ import numpy as np
 import psutil
 
 from app.engine.acceptance import Produced
-from app.engine.events import RunSummary, StopReason, TokenEvent
+from app.engine.events import GuardEvent, RunSummary, StopReason, TokenEvent
 from app.engine.llama_backend import LlamaContext
+from app.engine.step_record import StepRecord, per_drafter, per_position
 
 MIN_METERED_S = 0.3  # shorter runs are too short for the kernel's 10 ms CPU accounting
 
@@ -87,35 +88,20 @@ class MachineMeter:
 
 
 class RunClock:
+    """When things happened in one run; every count comes from its step records."""
+
     def __init__(self, contexts: Sequence[LlamaContext], *, mode: str) -> None:
         self.mode = mode
         self._contexts = list(contexts)
         self._decode_at_start = sum(c.decode_s for c in self._contexts)
         self.machine = MachineMeter(self._contexts)
-        self.paused_tokens = 0
         self.started = time.perf_counter()
         self.generation_started: float | None = None
-        self.stamps: list[float] = []
-        self.tokens = 0
-        self.passes = 0
-        self.steps = 0
-        self.drafted = 0
-        self.accepted = 0
-        self.draft_passes = 0
-        self.pauses = 0
-        self.notes: list[str] = []
+        self.stamps: list[float] = []  # when each generated token was released
 
     def decode_s(self) -> float:
         """Seconds inside llama_decode so far (all contexts of this run)."""
         return sum(c.decode_s for c in self._contexts) - self._decode_at_start
-
-    def count_draft_passes(self, passes: int) -> None:
-        self.draft_passes += passes
-
-    def count_pause(self, message: str) -> None:
-        self.pauses += 1
-        if message not in self.notes:
-            self.notes.append(message)
 
     def prefill_done(self) -> float:
         """Mark the end of prompt processing; returns its duration in ms."""
@@ -127,8 +113,8 @@ class RunClock:
         self, produced: Produced, piece: str, step: int, rejected_piece: str | None
     ) -> TokenEvent:
         self.stamps.append(time.perf_counter())
-        event = TokenEvent(
-            index=self.tokens,
+        return TokenEvent(
+            index=len(self.stamps) - 1,
             token_id=produced.token_id,
             piece=piece,
             kind=produced.kind,
@@ -138,26 +124,14 @@ class RunClock:
             rejected_token=produced.rejected_token,
             rejected_piece=rejected_piece,
         )
-        self.tokens += 1
-        return event
-
-    def count_step(self, drafted: int, accepted: int) -> None:
-        self.steps += 1
-        self.drafted += drafted
-        self.accepted += accepted
-
-    def count_pass(self) -> None:
-        self.passes += 1
-
-    def count_paused(self, tokens: int) -> None:
-        """Tokens the target wrote alone while the guard had drafting paused."""
-        self.paused_tokens += tokens
 
     def summary(
         self,
         stop: StopReason,
         text: str,
         token_ids: Sequence[int],
+        records: Sequence[StepRecord],
+        pauses: Sequence[GuardEvent] = (),
         *,
         position_keyed: bool = False,
         temperature: float = 0.0,
@@ -167,34 +141,42 @@ class RunClock:
         ended = time.perf_counter()
         begin = self.generation_started or self.started
         generation_s = max(ended - begin, 1e-9)
+        tokens = len(self.stamps)
         ttft = (self.stamps[0] - self.started) * 1000.0 if self.stamps else 0.0
         gaps = np.diff(np.array([begin, *self.stamps])) * 1000.0 if self.stamps else np.zeros(1)
+        steps = sum(1 for r in records if r.proposed)
+        drafted = sum(r.proposed for r in records)
+        accepted = sum(r.accepted for r in records)
+        drafted_at, accepted_at = per_position(records)
         return RunSummary(
             mode=self.mode,
-            tokens=self.tokens,
+            tokens=tokens,
             elapsed_s=ended - self.started,
-            tok_s=self.tokens / generation_s,
+            tok_s=tokens / generation_s,
             ttft_ms=ttft,
-            acceptance_rate=self.accepted / self.drafted if self.drafted else 0.0,
-            mean_accepted_length=self.accepted / self.steps if self.steps else 0.0,
-            target_passes_per_token=self.passes / self.tokens if self.tokens else 0.0,
+            acceptance_rate=accepted / drafted if drafted else 0.0,
+            mean_accepted_length=accepted / steps if steps else 0.0,
+            target_passes_per_token=len(records) / tokens if tokens else 0.0,
             p50_itl_ms=float(np.percentile(gaps, 50)),
             p95_itl_ms=float(np.percentile(gaps, 95)),
             p99_itl_ms=float(np.percentile(gaps, 99)),
             stop_reason=stop,
             decode_s=self.decode_s(),
-            steps=self.steps,
-            drafted=self.drafted,
-            accepted=self.accepted,
+            steps=steps,
+            drafted=drafted,
+            accepted=accepted,
             token_ids=tuple(token_ids),
             text=text,
-            draft_passes=self.draft_passes,
-            guard_pauses=self.pauses,
+            draft_passes=sum(r.draft_passes for r in records),
+            guard_pauses=len(pauses),
             position_keyed=position_keyed,
             temperature=temperature,
             rule=rule,
-            guard_notes=tuple(self.notes),
-            paused_tokens=self.paused_tokens,
+            guard_notes=tuple(dict.fromkeys(p.message for p in pauses)),
+            paused_tokens=sum(r.emitted for r in records if r.paused),
             cpu_share=cpu_share,
             outside_cores=outside_cores,
+            drafted_per_position=drafted_at,
+            accepted_per_position=accepted_at,
+            per_drafter=per_drafter(records),
         )

@@ -81,6 +81,7 @@ def measure(host: EngineHost, request: GenerationRequest) -> tuple[dict[str, Any
         "guard_pauses": summary.guard_pauses,
         "stop_reason": summary.stop_reason.value,
         "peak_rss_mb": None if (rss := host.peak_rss_bytes()) is None else round(rss / 2**20, 1),
+        **summary.acceptance_figures(),
     }
     return metrics, summary
 

@@ -103,6 +103,49 @@ def test_token_events_describe_how_each_token_was_made(engine: Engine) -> None:
     assert all(s.verify_ms > 0 and s.draft_ms > 0 for s in steps)
 
 
+def test_step_records_give_acceptance_per_position_and_per_drafter(engine: Engine) -> None:
+    """The run's figures, the charts' step events and the per-drafter and per-position
+    acceptance all come from the same step records, so they agree exactly."""
+    prompt = engine.tokenize(PROMPTS[1])
+    spec = SpecConfig(draft_max=4, adaptive=False, collapse_guard=False, ngram_first=False)
+    events = run(engine, GenerationRequest(prompt, max_tokens=40, spec=spec))
+    steps = [e for e in events if isinstance(e, StepEvent)]
+    summary = summary_of(events)
+    assert steps and summary.drafted > summary.accepted > 0
+    width = max(s.drafted for s in steps)
+    assert summary.drafted_per_position == tuple(
+        sum(1 for s in steps if s.drafted > i) for i in range(width)
+    )
+    assert summary.accepted_per_position == tuple(
+        sum(1 for s in steps if s.accepted > i) for i in range(width)
+    )
+    assert sum(summary.accepted_per_position) == summary.accepted
+    (model,) = summary.per_drafter
+    assert model.name == "draft model"
+    assert (model.drafted, model.accepted) == (summary.drafted, summary.accepted)
+    assert model.draft_passes == summary.draft_passes > 0
+    figures = summary.acceptance_figures()
+    assert figures["per_drafter"]["draft model"]["acceptance"] == pytest.approx(
+        summary.acceptance_rate, abs=1e-4
+    )
+    assert figures["acceptance_per_position"][0] == pytest.approx(
+        summary.accepted_per_position[0] / summary.drafted_per_position[0], abs=1e-4
+    )
+
+
+def test_combined_drafter_reports_each_source(engine: Engine) -> None:
+    """Prompt lookup first, the draft model otherwise: each source's blocks are its own."""
+    prompt = engine.tokenize("the model the model the model the model the model")
+    spec = SpecConfig(draft_max=8, adaptive=False, collapse_guard=False, ngram_first=True)
+    summary = summary_of(run(engine, GenerationRequest(prompt, max_tokens=60, spec=spec)))
+    by_name = {d.name: d for d in summary.per_drafter}
+    assert "n-gram" in by_name
+    assert set(by_name) <= {"n-gram", "draft model"}
+    assert sum(d.drafted for d in by_name.values()) == summary.drafted
+    assert sum(d.accepted for d in by_name.values()) == summary.accepted
+    assert by_name["n-gram"].draft_passes == 0  # a lookup costs no draft pass
+
+
 def test_ngram_drafting_is_exact(tiny_pair: tuple[Path, Path]) -> None:
     target, _ = tiny_pair
     eng = Engine(

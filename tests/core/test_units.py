@@ -16,6 +16,7 @@ from app.engine.sampling import (
     top_probability,
     top_two_margin,
 )
+from app.engine.step_record import StepRecord, per_drafter, per_position
 from app.engine.textstream import TextStream
 from app.gguf.compat import IncompatiblePairError, VocabInfo, check_compatible, first_mismatch
 
@@ -220,6 +221,64 @@ def test_controller_pauses_below_break_even_and_probes_again() -> None:
     assert controller.paused
     assert not controller.tick_paused() and not controller.tick_paused()
     assert controller.tick_paused() and not controller.paused
+
+
+def _record(step: int, proposed: int, accepted: int, **kw: object) -> StepRecord:
+    values: dict = {
+        "drafter": "draft model",
+        "depth": 10 + step,
+        "verified": accepted + 1,
+        "emitted": accepted + 1,
+        "draft_passes": proposed,
+        "draft_ms": 40.0 * proposed,
+        "catch_up": 1,
+        "catch_up_ms": 40.0,
+        "verify_ms": 130.0,
+        "host_ms": 1.0,
+        "step_ms": 131.0 + 40.0 * proposed,
+    }
+    return StepRecord(step, proposed=proposed, accepted=accepted, **(values | kw))
+
+
+def test_controller_and_guard_read_the_step_record() -> None:
+    controller = DraftController(SpecConfig(guard_window=4, probe_every=2, draft_max=4))
+    controller.costs.observe_draft(40.0)
+    controller.costs.observe_verify(1, 100.0)
+    controller.costs.observe_verify(5, 130.0)
+    events = []
+    for step in range(4):
+        record = _record(step, proposed=4, accepted=0)
+        controller.observe(record)
+        events.append(controller.guard(record))
+    pause = next(e for e in events if e is not None)
+    assert pause.paused and pause.step in range(4) and controller.paused
+    # paused steps: no draft, the target alone; the guard counts them and probes again
+    idle = [_record(4 + i, 0, 0, draft_passes=0, catch_up=0, paused=True) for i in range(2)]
+    assert not idle[0].paid
+    first, second = (controller.guard(r) for r in idle)
+    assert first is None
+    assert second is not None and not second.paused and second.reason == "probe"
+    assert second.step == 5 and not controller.paused
+
+
+def test_step_records_aggregate_per_position_and_per_drafter() -> None:
+    records = [
+        _record(0, 4, 4),
+        _record(1, 3, 1),
+        _record(2, 2, 0, drafter="n-gram", draft_passes=0),
+        _record(3, 0, 0, draft_passes=0, paused=True),
+    ]
+    drafted, accepted = per_position(records)
+    assert drafted == (3, 3, 2, 1) and accepted == (2, 1, 1, 1)
+    model, lookup = per_drafter(records)
+    assert (model.name, model.steps, model.drafted, model.accepted) == ("draft model", 2, 7, 5)
+    assert (lookup.name, lookup.drafted, lookup.accepted, lookup.draft_passes) == (
+        "n-gram",
+        2,
+        0,
+        0,
+    )
+    assert model.acceptance == pytest.approx(5 / 7)
 
 
 def test_adaptive_length_grows_with_agreement() -> None:

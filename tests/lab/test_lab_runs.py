@@ -65,6 +65,19 @@ def test_planted_pairs_one_confirmed_one_falsified(looping_models, tmp_path: Pat
     assert choice is not None and set(choice["per_category"].values()) == {"agrees"}
     good = [r for r in rows if r.config == "agrees"]
     assert all(r.identical and r.acceptance == 1.0 for r in good)
+    # per-drafter and per-position acceptance are stored with every run, from the step records
+    stored = [rec["runs"] for rec in log.records if rec.get("kind") == "prompt"]
+    assert {name for runs in stored for name in runs} == {"agrees", "disagrees"}
+    for run in (run for runs in stored for run in runs.values()):
+        drafters = run["per_drafter"]
+        assert sum(d["drafted"] for d in drafters.values()) == run["drafted"]
+        assert sum(run["accepted_per_position"]) == run["accepted"]
+    for agrees in (runs["agrees"] for runs in stored if "agrees" in runs):
+        assert all(d["acceptance"] == 1.0 for d in agrees["per_drafter"].values())
+        assert set(agrees["acceptance_per_position"]) <= {1.0}
+    for disagrees in (runs["disagrees"] for runs in stored if "disagrees" in runs):
+        assert list(disagrees["per_drafter"]) == ["draft model"]
+        assert disagrees["accepted_per_position"] == [0] * len(disagrees["drafted_per_position"])
 
     plan = _plan(looping_models, Claim(1.2))  # about 2× when the machine is quiet
     LabRunner.start(plan, tmp_path / "good.jsonl").run()
