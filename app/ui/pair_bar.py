@@ -31,6 +31,7 @@ PAIR_NAME_WIDTH = 160  # px; the full name is in the tooltip
 PAIR_NAME_MIN_WIDTH = 90  # px a name keeps before it elides
 NAMES_ROOM = 2 * 200  # px the target and draft names keep before device and memory show
 DEMO_NAME = "Demo pair"
+NONE_LOADED = "none loaded"
 DEMO_DETAIL = (
     "Qwen2.5-Coder-0.5B-Instruct: F32 target drafted by its own Q2_K quantization — "
     "works offline once cached"
@@ -202,7 +203,9 @@ class PairBar(QFrame):
         self, target: str | None, draft: str | None, source: DraftSource, saved: str = ""
     ) -> None:
         """Show a pair's files; ``saved`` is the saved pair they came from ("" for none)."""
-        self.target.setText(Path(target).name if target else "none loaded")
+        self.target.setText(Path(target).name if target else NONE_LOADED)
+        # "none loaded" is shown whole ("none…aded" names nothing); file names elide
+        _keep_whole(self.target, short=not target)
         self.target.setToolTip(tooltip(target or ""))
         self.show_pair_name(active_pair_name(saved, target), demo=is_demo_pair(target, draft))
         if source is DraftSource.NGRAM:
@@ -238,6 +241,7 @@ class PairBar(QFrame):
         """Show the busy indicator with ``text``; ``None`` hides it."""
         self.busy.setVisible(text is not None)
         self.status.setText(text or "")
+        _keep_whole(self.status, short=False)  # a load's long text elides
         self._fit_resources()
         self.change.setEnabled(text is None)
         self.demo.setEnabled(text is None)
@@ -259,4 +263,11 @@ class PairBar(QFrame):
         layout.insertWidget(layout.indexOf(self.busy) + 1, widget)
 
     def show_hint(self, text: str) -> None:
+        """A short hint, shown whole ("Choose a pair to star…" reads as a fault)."""
         self.status.setText(text)
+        _keep_whole(self.status, short=True)
+
+
+def _keep_whole(label: ElidedLabel, *, short: bool) -> None:
+    """A short text keeps its whole width; a long one may elide to the room it has."""
+    label.setMinimumWidth(label.sizeHint().width() if short else 0)

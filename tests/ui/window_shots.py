@@ -28,10 +28,10 @@ from PySide6.QtCore import QPoint  # noqa: E402
 from PySide6.QtGui import QPainter  # noqa: E402
 from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
 
+from app.devtools.screenshots import settle, wait  # noqa: E402
 from app.engine.config import DraftSource  # noqa: E402
 from app.models.shipped import qwen_coder_pair, smollm2_pair  # noqa: E402
 from app.store.settings import Settings, SettingsStore  # noqa: E402
-from tests.screenshots import settle, wait  # noqa: E402
 from tests.ui.dialogs import Dialogs, pick, press  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
