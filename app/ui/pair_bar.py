@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QBoxLayout,
@@ -162,6 +162,17 @@ class PairBar(QFrame):
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
         self._fit_resources()
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        # device and memory hide when the bar narrows: their whole width must not hold the
+        # window wide (shrunk from 1920 px, it stayed 1132 px wide on a 1024 px screen)
+        hint = super().minimumSizeHint()
+        layout = self.layout()
+        assert isinstance(layout, QBoxLayout)
+        shown = [w for w in (self.device, self.memory, *self._resource_keys) if w.isVisible()]
+        spare = sum(w.minimumSizeHint().width() for w in shown if w in self._resource_keys)
+        spare += sum(w.minimumWidth() for w in shown if w not in self._resource_keys)
+        return QSize(max(hint.width() - spare - layout.spacing() * len(shown), 0), hint.height())
 
     def _fit_resources(self) -> None:
         """Device and memory are shown whole or not at all (the status bar has them too):

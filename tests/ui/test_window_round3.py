@@ -226,6 +226,21 @@ def test_the_pair_bar_shows_device_and_memory_whole_or_not_at_all(make_window, q
         assert right.x() + right.contentsRect().x() - end >= 12, (left.text(), right.text())
 
 
+def test_device_and_memory_in_the_pair_bar_do_not_hold_a_shrinking_window_wide(
+    make_window, qtbot
+) -> None:
+    window = make_window()
+    bar = window.pair_bar
+    names = "/m/qwen2.5-coder-0.5b-instruct-q4_k_m"
+    bar.show_pair(f"{names}.F32.gguf", f"{names}.Q2_K.gguf", DraftSource.MODEL)
+    bar.show_resources("CPU · 2 threads", int(2.7 * 2**30), int(3.4 * 2**30))
+    window.resize(1920, 1080)
+    qtbot.waitUntil(bar.device.isVisible, timeout=3000)
+    window.resize(1008, 572)  # shrunk later, as the screenshots of a 1024x640 screen do
+    qtbot.wait(100)
+    assert window.width() <= 1008 and bar.device.isHidden(), (window.width(), bar.width())
+
+
 def test_a_padded_label_elides_with_a_mark_instead_of_being_cut(qtbot) -> None:
     from app.ui.elided_label import ElidedLabel
 
