@@ -93,6 +93,7 @@ class PairBar(QFrame):
         self.status = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
         self.status.setObjectName("pairStatus")
         layout.addWidget(self.status)
+        self.status.hide()  # shown with a text: empty, it kept room the file names lack
         self.change = QPushButton("Change pair…")
         self.change.setObjectName("changePair")
         self.change.setToolTip("Pick a pair with the wizard, or open local GGUF files")
@@ -134,6 +135,7 @@ class PairBar(QFrame):
             library = Library()
         except LibraryError as exc:
             self.status.setText(str(exc))
+            self.status.show()
             return
         dialog = SavedPairsDialog(library, self, self.current_name)
         dialog.exec()
@@ -252,6 +254,7 @@ class PairBar(QFrame):
         """Show the busy indicator with ``text``; ``None`` hides it."""
         self.busy.setVisible(text is not None)
         self.status.setText(text or "")
+        self.status.setVisible(bool(text))
         _keep_whole(self.status, short=False)  # a load's long text elides
         self._fit_resources()
         self.change.setEnabled(text is None)
@@ -276,6 +279,7 @@ class PairBar(QFrame):
     def show_hint(self, text: str) -> None:
         """A short hint, shown whole ("Choose a pair to star…" reads as a fault)."""
         self.status.setText(text)
+        self.status.setVisible(bool(text))
         _keep_whole(self.status, short=True)
 
 

@@ -239,6 +239,8 @@ def test_device_and_memory_in_the_pair_bar_do_not_hold_a_shrinking_window_wide(
     window.resize(1008, 572)  # shrunk later, as the screenshots of a 1024x640 screen do
     qtbot.wait(100)
     assert window.width() <= 1008 and bar.device.isHidden(), (window.width(), bar.width())
+    bar.set_busy(None)  # a load ended
+    assert bar.status.isHidden()  # empty, it keeps no room the file names lack
 
 
 def test_a_padded_label_elides_with_a_mark_instead_of_being_cut(qtbot) -> None:
