@@ -8,12 +8,14 @@ hide nor widen the window. Both are plain text: a file name is never markup.
 from __future__ import annotations
 
 from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 from superqt import QElidingLabel
 
 from app.ui.plain_text import tooltip as plain_tip
 
 MIN_CHARS = 6
+ELLIPSIS_ROOM = 2  # px superqt keeps for the "…"
 
 
 class ElidedLabel(QElidingLabel):
@@ -37,11 +39,21 @@ class ElidedLabel(QElidingLabel):
         if self._tooltip:
             self.setToolTip(plain_tip(text))
 
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        # superqt elides to the widget's width; a style sheet's padding and border take
+        # part of it, so elide to the contents (else the text is cut, "threads" → "thread")
+        margins = self.contentsMargins()
+        self.setEllipsesWidth(ELLIPSIS_ROOM + margins.left() + margins.right())
+        super().resizeEvent(event)
+
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
         # the whole text's width, so a layout with room shows it all (not the elided width)
         margins = self.contentsMargins()
         width = self.fontMetrics().horizontalAdvance(self.text())
-        return QSize(width + margins.left() + margins.right(), super().sizeHint().height())
+        # + the room superqt keeps for "…" and a fractional advance: a label given its
+        # hint shows its text whole ("CPU · …hreads" at the hint's width)
+        room = ELLIPSIS_ROOM + 1
+        return QSize(width + margins.left() + margins.right() + room, super().sizeHint().height())
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
         metrics = self.fontMetrics()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QBoxLayout,
@@ -31,6 +31,7 @@ PAIR_NAME_WIDTH = 160  # px; the full name is in the tooltip
 PAIR_NAME_MIN_WIDTH = 90  # px a name keeps before it elides
 NAMES_ROOM = 2 * 200  # px the target and draft names keep before device and memory show
 DEMO_NAME = "Demo pair"
+NONE_LOADED = "none loaded"
 DEMO_DETAIL = (
     "Qwen2.5-Coder-0.5B-Instruct: F32 target drafted by its own Q2_K quantization — "
     "works offline once cached"
@@ -92,6 +93,7 @@ class PairBar(QFrame):
         self.status = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
         self.status.setObjectName("pairStatus")
         layout.addWidget(self.status)
+        self.status.hide()  # shown with a text: empty, it kept room the file names lack
         self.change = QPushButton("Change pair…")
         self.change.setObjectName("changePair")
         self.change.setToolTip("Pick a pair with the wizard, or open local GGUF files")
@@ -133,6 +135,7 @@ class PairBar(QFrame):
             library = Library()
         except LibraryError as exc:
             self.status.setText(str(exc))
+            self.status.show()
             return
         dialog = SavedPairsDialog(library, self, self.current_name)
         dialog.exec()
@@ -161,6 +164,17 @@ class PairBar(QFrame):
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
         self._fit_resources()
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        # device and memory hide when the bar narrows: their whole width must not hold the
+        # window wide (shrunk from 1920 px, it stayed 1132 px wide on a 1024 px screen)
+        hint = super().minimumSizeHint()
+        layout = self.layout()
+        assert isinstance(layout, QBoxLayout)
+        shown = [w for w in (self.device, self.memory, *self._resource_keys) if w.isVisible()]
+        spare = sum(w.minimumSizeHint().width() for w in shown if w in self._resource_keys)
+        spare += sum(w.minimumWidth() for w in shown if w not in self._resource_keys)
+        return QSize(max(hint.width() - spare - layout.spacing() * len(shown), 0), hint.height())
 
     def _fit_resources(self) -> None:
         """Device and memory are shown whole or not at all (the status bar has them too):
@@ -202,7 +216,9 @@ class PairBar(QFrame):
         self, target: str | None, draft: str | None, source: DraftSource, saved: str = ""
     ) -> None:
         """Show a pair's files; ``saved`` is the saved pair they came from ("" for none)."""
-        self.target.setText(Path(target).name if target else "none loaded")
+        self.target.setText(Path(target).name if target else NONE_LOADED)
+        # "none loaded" is shown whole ("none…aded" names nothing); file names elide
+        _keep_whole(self.target, short=not target)
         self.target.setToolTip(tooltip(target or ""))
         self.show_pair_name(active_pair_name(saved, target), demo=is_demo_pair(target, draft))
         if source is DraftSource.NGRAM:
@@ -238,6 +254,8 @@ class PairBar(QFrame):
         """Show the busy indicator with ``text``; ``None`` hides it."""
         self.busy.setVisible(text is not None)
         self.status.setText(text or "")
+        self.status.setVisible(bool(text))
+        _keep_whole(self.status, short=False)  # a load's long text elides
         self._fit_resources()
         self.change.setEnabled(text is None)
         self.demo.setEnabled(text is None)
@@ -259,4 +277,12 @@ class PairBar(QFrame):
         layout.insertWidget(layout.indexOf(self.busy) + 1, widget)
 
     def show_hint(self, text: str) -> None:
+        """A short hint, shown whole ("Choose a pair to star…" reads as a fault)."""
         self.status.setText(text)
+        self.status.setVisible(bool(text))
+        _keep_whole(self.status, short=True)
+
+
+def _keep_whole(label: ElidedLabel, *, short: bool) -> None:
+    """A short text keeps its whole width; a long one may elide to the room it has."""
+    label.setMinimumWidth(label.sizeHint().width() if short else 0)

@@ -226,6 +226,48 @@ def test_the_pair_bar_shows_device_and_memory_whole_or_not_at_all(make_window, q
         assert right.x() + right.contentsRect().x() - end >= 12, (left.text(), right.text())
 
 
+def test_device_and_memory_in_the_pair_bar_do_not_hold_a_shrinking_window_wide(
+    make_window, qtbot
+) -> None:
+    window = make_window()
+    bar = window.pair_bar
+    names = "/m/qwen2.5-coder-0.5b-instruct-q4_k_m"
+    bar.show_pair(f"{names}.F32.gguf", f"{names}.Q2_K.gguf", DraftSource.MODEL)
+    bar.show_resources("CPU · 2 threads", int(2.7 * 2**30), int(3.4 * 2**30))
+    window.resize(1920, 1080)
+    qtbot.waitUntil(bar.device.isVisible, timeout=3000)
+    window.resize(1008, 572)  # shrunk later, as the screenshots of a 1024x640 screen do
+    qtbot.wait(100)
+    assert window.width() <= 1008 and bar.device.isHidden(), (window.width(), bar.width())
+    bar.set_busy(None)  # a load ended
+    assert bar.status.isHidden()  # empty, it keeps no room the file names lack
+
+
+def test_a_padded_label_elides_with_a_mark_instead_of_being_cut(qtbot) -> None:
+    from app.ui.elided_label import ElidedLabel
+
+    label = ElidedLabel("memory 3.4 GiB (weights 2.7 GiB)", mode=Qt.TextElideMode.ElideRight)
+    label.setStyleSheet("QLabel { border-left: 1px solid palette(mid); padding: 0 8px; }")
+    qtbot.addWidget(label)
+    label.show()
+    label.resize(label.sizeHint().width() - 10, 20)  # as a crowded status bar squeezes it
+    qtbot.wait(20)
+    shown = label.shown_text()
+    room = label.contentsRect().width()  # inside the padding: "GiB)" drawn past it is cut
+    assert shown.endswith("…") and label.fontMetrics().horizontalAdvance(shown) <= room, shown
+
+
+def test_no_pair_and_the_start_hint_read_whole_in_a_small_window(make_window, qtbot) -> None:
+    window = make_window()
+    window.resize(1008, 572)  # the first window on a 1024x640 screen
+    qtbot.wait(50)
+    bar = window.pair_bar
+    assert bar.target.text() == "none loaded"
+    assert not bar.target.is_elided(), bar.target.shown_text()  # not "none…aded"
+    assert bar.status.text() == "Choose a pair to start →"
+    assert not bar.status.is_elided(), bar.status.shown_text()  # not "Choose a pair to star…"
+
+
 # --- 8. keys, menus, Continue after Stop, settings -------------------------------------------
 
 

@@ -402,15 +402,15 @@ class VerifyPage(Page):
         self.steps.setText("".join(f"✓ {escape(t)}<br>" for t in self._done_steps))
         percent = abs(reply.speedup - 1) * 100
         if reply.speedup >= 1.05:
-            verdict = f"×{reply.speedup:.2f} — {percent:.0f} % faster with the draft."
+            verdict = f"{reply.speedup:.2f}× — {percent:.0f} % faster with the draft."
         elif reply.speedup >= 1.0:
             verdict = (
-                f"×{reply.speedup:.2f} — about as fast as the target alone "
+                f"{reply.speedup:.2f}× — about as fast as the target alone "
                 f"({percent:.0f} % faster, within run-to-run noise)."
             )
         else:
             verdict = (
-                f"×{reply.speedup:.2f} — {percent:.0f} % slower with the draft on this computer."
+                f"{reply.speedup:.2f}× — {percent:.0f} % slower with the draft on this computer."
             )
         lines = [
             f"<b>Speed:</b> {speed_text(reply.spec_tok_s)} with the draft, "
