@@ -36,15 +36,15 @@ def test_draft_source_model_ngram_model_then_answer(make_window, qtbot, tiny_pai
     load(window, qtbot, *tiny_pair)
 
     ngram = _pick_source(window, qtbot, DraftSource.NGRAM)
-    assert ngram.draft_source is DraftSource.NGRAM and ngram.draft_path is None
+    assert ngram.pair.draft_source is DraftSource.NGRAM and ngram.pair.draft_path is None
     assert window.pair_bar.draft.text().startswith("n-gram")
     assert not window.statusBar().currentMessage().startswith("Loading")
     assert window.settings.draft_source == "ngram"
     assert window.settings.draft_path == str(tiny_pair[1])  # kept for switching back
 
     model = _pick_source(window, qtbot, DraftSource.MODEL)
-    assert model.draft_source is DraftSource.MODEL
-    assert model.draft_path == str(tiny_pair[1])
+    assert model.pair.draft_source is DraftSource.MODEL
+    assert model.pair.draft_path == str(tiny_pair[1])
     assert window.pair_bar.draft.text() == "draft.gguf"
     assert window.pair_bar.source.currentData() == DraftSource.MODEL.value
 
