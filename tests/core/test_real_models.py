@@ -43,11 +43,15 @@ def _summary(engine: Engine, request: GenerationRequest) -> RunSummary:
 )
 def test_real_pair_greedy_exact_or_reported_near_tie(smol: Engine, question: str) -> None:
     prompt = smol.tokenize_chat([Message("user", question)])
-    request = GenerationRequest(prompt, max_tokens=64, spec=SpecConfig(draft_max=8, adaptive=False))
+    # the guard off: this pair's draft costs most of a target pass, so the cost guard may
+    # rightly pause at once, and exactness is only tested where tokens are drafted
+    spec = SpecConfig(draft_max=8, adaptive=False, collapse_guard=False)
+    request = GenerationRequest(prompt, max_tokens=64, spec=spec)
     spec_run = _summary(smol, request)
     base_run = _summary(smol, replace(request, speculative=False))
     check = compare(prompt, spec_run.token_ids, base_run.token_ids, smol)
     assert check.identical or check.margin < NEAR_TIE_LOGIT_MARGIN, check.describe()
+    assert spec_run.drafted > 0
     assert spec_run.acceptance_rate > 0.3  # a Q4_1 draft of the same model agrees often
     assert spec_run.text.strip()
 
