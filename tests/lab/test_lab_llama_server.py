@@ -7,10 +7,6 @@ build), so its ``timings.draft_n`` / ``draft_n_accepted`` are the real thing.
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,79 +18,16 @@ from app.lab.results import ResultLog
 from app.lab.runner import LabRunner, target_spec
 from app.lab.stats import rows_from
 from app.lab.suites import builtin
+from tests.lab.llama_server import llama_server as start_llama_server
 
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def llama_server(looping_models, tmp_path_factory) -> Iterator[str]:  # noqa: ANN001
-    from app.devtools.reference import llama_cpp_tool
-
-    binary = llama_cpp_tool("llama-server")
-    port = _free_port()
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    with log.open("wb") as sink:
-        server = subprocess.Popen(
-            [
-                str(binary),
-                "-m",
-                str(looping_models["target"]),
-                "-md",
-                str(looping_models["agrees"]),
-                "--spec-type",
-                "draft-simple",
-                "--spec-draft-n-max",
-                "8",
-                "--spec-draft-n-min",
-                "0",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "-c",
-                "1024",
-                "-t",
-                "1",
-                "-ngl",
-                "0",
-                "-ngld",
-                "0",
-                "--no-webui",
-                "--parallel",
-                "1",
-            ],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if server.poll() is not None:
-                pytest.fail(f"llama-server exited: {log.read_text(errors='replace')[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                tail = log.read_text(errors="replace")[-2000:]
-                pytest.fail(f"llama-server did not start: {tail}")
-            time.sleep(0.25)
+    with start_llama_server(looping_models["target"], looping_models["agrees"], log) as url:
         yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
 
 
 def test_real_llama_server_reports_its_own_drafting(llama_server: str) -> None:
