@@ -13,8 +13,9 @@ class AcceptRule(str, Enum):
 
 
 class DraftSource(str, Enum):
-    MODEL = "model"
-    NGRAM = "ngram"
+    MODEL = "model"  # a separate small draft model
+    NGRAM = "ngram"  # prompt lookup: no model
+    MTP = "mtp"  # the target's own next-token (MTP) layers: no second file
 
 
 KV_TYPES = ("f16", "q8_0", "q4_0", "f32", "bf16")
