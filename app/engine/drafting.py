@@ -14,7 +14,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
+
+import numpy as np
 
 from app.engine import ngram
 from app.engine.adaptive import AnswerBias, ConfidenceCalibration, CostModel, _Ema, judged
@@ -103,15 +105,18 @@ class NgramDrafter(_Base):
         return block
 
 
-class ModelDrafter(_Base):
-    """A small model drafts token by token and stops when one more pass would not pay."""
+class SampledDrafter(_Base):
+    """Drafts token by token from a model's logits and stops when one more pass would not pay.
 
-    name = "draft model"
+    Subclasses say how the first pass catches up with the committed tokens (``_start``) and
+    how one drafted token is fed back (``_advance``); both return the next position's logits.
+    """
+
+    name = "sampled drafter"
     confidence_driven = True
 
     def __init__(
         self,
-        ctx: LlamaContext,
         *,
         sampler: SamplerConfig,
         spec: SpecConfig,
@@ -121,7 +126,6 @@ class ModelDrafter(_Base):
         target_vocab: int,
         want_probs: bool,
     ) -> None:
-        self.ctx = ctx
         self.sampler = sampler
         self.spec = spec
         self.randomness = randomness
@@ -139,34 +143,24 @@ class ModelDrafter(_Base):
         for confidence, was_accepted in judged(block.confidences, accepted):
             self.bias.observe(self.calibration.acceptance(confidence), was_accepted)
 
-    def prefill(self, prompt: list[int]) -> None:
-        """Bring the draft's cache up to the prompt with the target's prefill, not in step 1."""
-        keep = min(self.ctx.common_prefix(prompt), len(prompt) - 1)
-        self.ctx.truncate(keep)
-        self.ctx.decode(prompt[keep:-1], logits="none")
+    def _start(self, committed: list[int], block: DraftBlock) -> np.ndarray:
+        """The first pass: catch up with ``committed`` and return the next position's logits."""
+        raise NotImplementedError
 
-    def _pass(self, tokens: list[int]) -> float:
-        began = time.perf_counter()
-        self.ctx.decode(tokens, logits="last")
-        ms = (time.perf_counter() - began) * 1000.0
-        self.costs.observe_draft_pass(len(tokens), ms)
-        return ms
+    def _advance(self, token: int) -> np.ndarray:
+        """Feed one drafted token and return the next position's logits."""
+        raise NotImplementedError
 
     def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
         began = time.perf_counter()
         block = DraftBlock(source=self.name)
-        ctx = self.ctx
-        keep = min(ctx.common_prefix(committed), len(committed) - 1)
-        ctx.truncate(keep)
-        block.catch_up = len(committed) - keep
-        block.catch_up_ms = self._pass(committed[keep:])
+        logits = self._start(committed, block)
         block.passes = 1
         adaptive = limits.keep_drafting > 0.0 or limits.include > 0.0
         want_confidence = self.spec.p_min > 0.0 or adaptive or self.want_probs
         position = len(committed)
         all_accepted = 1.0  # calibrated probability that every drafted token is accepted
         while True:
-            logits = ctx.logits(-1)
             q = distribution(logits, self.sampler) if self.stochastic else None
             if q is not None:
                 confidence: float | None = float(q.probs[0])
@@ -199,11 +193,44 @@ class ModelDrafter(_Base):
                 break
             if adaptive and all_accepted * acceptance < limits.keep_drafting:
                 break
-            self._pass([token])
+            logits = self._advance(token)
             block.passes += 1
             position += 1
         block.ms = (time.perf_counter() - began) * 1000.0
         return block
+
+
+class ModelDrafter(SampledDrafter):
+    """A small model drafts token by token and stops when one more pass would not pay."""
+
+    name = "draft model"
+
+    def __init__(self, ctx: LlamaContext, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.ctx = ctx
+
+    def prefill(self, prompt: list[int]) -> None:
+        """Bring the draft's cache up to the prompt with the target's prefill, not in step 1."""
+        self.ctx.truncate(min(self.ctx.common_prefix(prompt), len(prompt) - 1))
+        self.ctx.decode(prompt[self.ctx.n_past : -1], logits="none")
+
+    def _pass(self, tokens: list[int]) -> float:
+        began = time.perf_counter()
+        self.ctx.decode(tokens, logits="last")
+        ms = (time.perf_counter() - began) * 1000.0
+        self.costs.observe_draft_pass(len(tokens), ms)
+        return ms
+
+    def _start(self, committed: list[int], block: DraftBlock) -> np.ndarray:
+        ctx = self.ctx
+        ctx.truncate(min(ctx.common_prefix(committed), len(committed) - 1))
+        block.catch_up = len(committed) - ctx.n_past
+        block.catch_up_ms = self._pass(committed[ctx.n_past :])
+        return ctx.logits(-1)
+
+    def _advance(self, token: int) -> np.ndarray:
+        self._pass([token])
+        return self.ctx.logits(-1)
 
 
 class CombinedDrafter:
@@ -220,16 +247,16 @@ class CombinedDrafter:
     a draft pass, which a lookup token does not cost.)
     """
 
-    name = "n-gram + draft model"
     confidence_driven = True  # the controller gives the ceiling; each source drafts within it
     LOOKUP_SHARE = 0.9
     FIRST_LOOKUP = 8
     SHORT_LOOKUP = 4
     _RECOVERY = 0.05  # per model step, the lookup's rate moves this share toward the model's
 
-    def __init__(self, lookup: NgramDrafter, model: ModelDrafter) -> None:
+    def __init__(self, lookup: NgramDrafter, model: SampledDrafter) -> None:
         self.lookup = lookup
         self.model = model
+        self.name = f"{lookup.name} + {model.name}"
         self.lookup_len = self.FIRST_LOOKUP
         self.rates = {lookup.name: _Ema(alpha=0.3), model.name: _Ema(alpha=0.3)}
 

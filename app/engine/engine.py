@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from app.engine.acceptance import Verifier
 from app.engine.adaptive import ConfidenceCalibration, CostModel, DraftController, GuardMemory
 from app.engine.chat_template import ChatFormatter, Message
@@ -33,13 +35,14 @@ from app.engine.events import (
     StopReason,
     TextTail,
 )
-from app.engine.llama_backend import LlamaContext, LlamaModel
+from app.engine.llama_backend import RECURRENT_ROLLBACK, LlamaContext, LlamaModel
+from app.engine.mtp import MtpDrafter, NextTokenHeads
 from app.engine.randomness import Randomness
 from app.engine.run_clock import RunClock
 from app.engine.sampling import top_two_margin
 from app.engine.step_record import StepRecord
 from app.engine.textstream import TextStream
-from app.errors import ContextOverflowError
+from app.errors import ContextOverflowError, ModelLoadError
 from app.gguf.compat import check_compatible
 
 CancelCheck = Callable[[], bool]
@@ -63,11 +66,22 @@ class Engine:
         self.target_spec = target
         self.draft_spec = draft
         self.draft_source = draft_source or (DraftSource.MODEL if draft else DraftSource.NGRAM)
-        self.target = LlamaModel(target)
+        self_drafting = self.draft_source is DraftSource.MTP
+        self.target = LlamaModel(target, load_next_token_layers=self_drafting)
         self.draft: LlamaModel | None = None
         self.draft_ctx: LlamaContext | None = None
+        self.heads: NextTokenHeads | None = None
         try:
-            self.spec_ctx = LlamaContext(self.target, target)
+            if self_drafting and self.target.n_layer_nextn <= 0:
+                raise ModelLoadError(
+                    f"{self.target.path.name} has no next-token (MTP) layers, so it cannot "
+                    "draft for itself: choose a draft model or n-gram drafting"
+                )
+            self.spec_ctx = LlamaContext(
+                self.target, target, n_rs_seq=RECURRENT_ROLLBACK, next_token_rows=self_drafting
+            )
+            if self_drafting:
+                self.heads = NextTokenHeads(self.target, self.spec_ctx, target)
             if draft is not None and self.draft_source is DraftSource.MODEL:
                 self.draft = LlamaModel(replace(draft, n_ctx=target.n_ctx))
                 check_compatible(self.target.vocab_info(), self.draft.vocab_info())
@@ -97,13 +111,15 @@ class Engine:
         so and extrapolated a single target pass from them, once to a microsecond, and the
         guard paused a draft that pays.
         """
-        for ctx in (self.spec_ctx, self.draft_ctx):
+        heads = self.heads.ctx if self.heads is not None else None
+        for ctx in (self.spec_ctx, self.draft_ctx, heads):
             if ctx is None:
                 continue
             token = ctx.model.bos if ctx.model.bos >= 0 else 0
+            row = np.zeros((1, ctx.model.n_embd_out), np.float32) if ctx is heads else None
             for timed in range(WARM_UP_TIMED + 1):
                 began = time.perf_counter()
-                ctx.decode([token], logits="last")
+                ctx.decode([token], logits="last", rows=row)
                 ms = (time.perf_counter() - began) * 1000.0
                 ctx.truncate(0)
                 if not timed:
@@ -114,6 +130,9 @@ class Engine:
                     self.costs.observe_draft_pass(1, ms)
 
     def close(self) -> None:
+        heads = getattr(self, "heads", None)
+        if heads is not None:
+            heads.close()
         for ctx in (
             getattr(self, "_base_ctx", None),
             getattr(self, "draft_ctx", None),
@@ -159,18 +178,22 @@ class Engine:
 
     def _drafter(self, request: GenerationRequest, randomness: Randomness) -> Drafter:
         lookup = NgramDrafter(request.spec)
-        if self.draft_ctx is None or self.draft_source is not DraftSource.MODEL:
+        common = {
+            "sampler": request.sampler,
+            "spec": request.spec,
+            "randomness": randomness,
+            "costs": self.costs,
+            "calibration": self.calibration,
+            "target_vocab": self.target.n_vocab,
+            "want_probs": request.token_probs,
+        }
+        model: ModelDrafter | MtpDrafter
+        if self.heads is not None:
+            model = MtpDrafter(self.heads, **common)  # type: ignore[arg-type]
+        elif self.draft_ctx is not None and self.draft_source is DraftSource.MODEL:
+            model = ModelDrafter(self.draft_ctx, **common)
+        else:
             return lookup
-        model = ModelDrafter(
-            self.draft_ctx,
-            sampler=request.sampler,
-            spec=request.spec,
-            randomness=randomness,
-            costs=self.costs,
-            calibration=self.calibration,
-            target_vocab=self.target.n_vocab,
-            want_probs=request.token_probs,
-        )
         if not request.spec.ngram_first:
             return model
         return CombinedDrafter(NgramDrafter(request.spec, min_match=2), model)
@@ -183,13 +206,14 @@ class Engine:
         ctx = self.spec_ctx if request.speculative else self.base_ctx
         if len(prompt) + 1 > ctx.n_ctx:
             raise ContextOverflowError(len(prompt) + 1, ctx.n_ctx)
-        contexts = [ctx] + ([self.draft_ctx] if request.speculative and self.draft_ctx else [])
+        helpers = [self.draft_ctx, self.heads.ctx if self.heads is not None else None]
+        contexts = [ctx] + [c for c in helpers if request.speculative and c is not None]
         clock = RunClock(contexts, mode="speculative" if request.speculative else "baseline")
         sampler = request.sampler
         randomness = Randomness(sampler.seed, position_keyed=sampler.position_keyed)
 
-        reused = min(ctx.common_prefix(prompt), len(prompt) - 1)
-        ctx.truncate(reused)
+        ctx.truncate(min(ctx.common_prefix(prompt), len(prompt) - 1))
+        reused = ctx.n_past
         ctx.decode(prompt[reused:-1], logits="none")
         drafter = self._drafter(request, randomness) if request.speculative else None
         if drafter is not None:
@@ -220,6 +244,8 @@ class Engine:
                 stop = StopReason.CANCELLED
                 break
             ctx.truncate(len(committed) - 1)
+            if ctx.n_past < len(committed) - 1:  # a recurrent state that could not roll back
+                ctx.decode(committed[ctx.n_past : -1], logits="none")
             room = ctx.n_ctx - ctx.n_past - 1
             if room < 0:
                 stop = StopReason.CONTEXT_FULL
@@ -234,6 +260,8 @@ class Engine:
             if drafter is not None and not paused:
                 ceiling = controller.next_draft_len(confidence_driven=drafter.confidence_driven)
                 want = min(ceiling, remaining - 1, room)
+                if ctx.n_rs_seq > 0:  # a hybrid target rolls back at most this far
+                    want = min(want, ctx.n_rs_seq)
                 if want > 0:
                     limits = DraftLimits(
                         want,
@@ -328,7 +356,6 @@ class Engine:
         ctx = self.base_ctx
         if len(tokens) + 1 > ctx.n_ctx:
             raise ContextOverflowError(len(tokens) + 1, ctx.n_ctx)
-        keep = min(ctx.common_prefix(tokens), len(tokens) - 1)
-        ctx.truncate(keep)
-        ctx.decode(list(tokens[keep:]), logits="last")
+        ctx.truncate(min(ctx.common_prefix(tokens), len(tokens) - 1))
+        ctx.decode(list(tokens[ctx.n_past :]), logits="last")
         return top_two_margin(ctx.logits(-1))

@@ -12,6 +12,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import gguf
 import llama_cpp
@@ -39,6 +41,12 @@ _FLASH_ATTN = {
     "off": llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED,
 }
 
+# How many positions a hybrid recurrent model's state can be rolled back in one step (the
+# snapshots llama.cpp keeps per sequence, ``n_rs_seq``): it bounds the draft length on such a
+# target. llama.cpp clamps it to 0 for architectures without partial rollback, so it costs
+# nothing there; on a hybrid model each snapshot costs one copy of the recurrent state.
+RECURRENT_ROLLBACK = 16
+
 _backend_lock = threading.Lock()
 _backend_ready = False
 
@@ -47,6 +55,22 @@ _backend_ready = False
 def _quiet_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
     # llama.cpp logs every tensor at load time; errors reach the user through return codes.
     return None
+
+
+def next_token_functions() -> ModuleType:
+    """llama.cpp's staging functions for next-token (MTP) heads, looked up by mangled name.
+
+    They come from ``src/llama-ext.h`` and may be missing from a build: the error says so
+    instead of an AttributeError from deep inside a load.
+    """
+    try:
+        from llama_cpp import llama_cpp_ext
+    except (ImportError, AttributeError) as exc:
+        raise ModelLoadError(
+            "this llama.cpp build does not export the next-token (MTP) functions "
+            f"({exc}); choose a draft model or n-gram drafting instead"
+        ) from exc
+    return llama_cpp_ext
 
 
 def ensure_backend() -> None:
@@ -61,11 +85,12 @@ def ensure_backend() -> None:
 class LlamaModel:
     """A loaded GGUF model and its vocabulary."""
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, *, load_next_token_layers: bool = False) -> None:
         ensure_backend()
         path = Path(spec.path)
         validate_gguf_file(path)
         params = llama_cpp.llama_model_default_params()
+        params.load_mtp = load_next_token_layers
         params.n_gpu_layers = spec.n_gpu_layers if spec.n_gpu_layers >= 0 else 999
         params.use_mmap = True
         self.repacking = repacking_enabled(spec.repack)
@@ -104,6 +129,11 @@ class LlamaModel:
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
         self.n_ctx_train = int(llama_cpp.llama_model_n_ctx_train(ptr))
         self.size_bytes = int(llama_cpp.llama_model_size(ptr))
+        self.n_embd_out = int(llama_cpp.llama_model_n_embd_out(ptr))
+        # next-token (MTP) layers llama.cpp loaded: 0 unless asked for and present
+        self.n_layer_nextn = (
+            int(llama_cpp.llama_model_n_layer_nextn(ptr)) if load_next_token_layers else 0
+        )
         self._piece_cache: dict[int, bytes] = {}
         self._piece_buf = ctypes.create_string_buffer(256)
 
@@ -186,10 +216,27 @@ class LlamaContext:
     """One inference context (own KV cache) over a shared model, sequence 0 only.
 
     ``tokens`` mirrors exactly what the KV cache holds, so callers can reuse common
-    prefixes and roll back rejected draft tokens.
+    prefixes and roll back rejected draft tokens. ``truncate`` may drop more than asked
+    (a recurrent state rolls back only as far as its snapshots reach): callers decode from
+    ``n_past``, never from the position they asked for.
+
+    With ``next_token_rows`` the context also returns, for every decoded position, the hidden
+    row a next-token (MTP) head drafts from, and calls ``after_decode(first_pos, n)`` after each
+    ``llama_decode`` while those rows are readable. With ``heads_of`` it is the MTP context of
+    that target: it runs the model's next-token layers, and every decoded token comes with
+    the hidden row it is paired with (``decode(..., rows=...)``).
     """
 
-    def __init__(self, model: LlamaModel, spec: ModelSpec, *, n_batch: int = 512) -> None:
+    def __init__(
+        self,
+        model: LlamaModel,
+        spec: ModelSpec,
+        *,
+        n_batch: int = 512,
+        n_rs_seq: int = 0,
+        next_token_rows: bool = False,
+        heads_of: LlamaContext | None = None,
+    ) -> None:
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = spec.n_ctx
         params.n_batch = n_batch
@@ -201,20 +248,46 @@ class LlamaContext:
         params.type_v = _KV_TYPES[spec.kv_type]
         params.flash_attn_type = _FLASH_ATTN[spec.flash_attn]
         params.no_perf = True
+        params.n_rs_seq = n_rs_seq
+        if heads_of is not None:
+            params.ctx_type = llama_cpp.LLAMA_CONTEXT_TYPE_MTP
+            params.ctx_other = heads_of.ptr
         ptr = llama_cpp.llama_init_from_model(model.ptr, params)
         if not ptr:
             raise ModelLoadError(
                 f"llama.cpp could not create a {spec.n_ctx}-token context for {model.path.name}: "
                 "probably out of memory. Lower the context size or the GPU layers."
             )
-        self.ptr = ptr
+        self.ptr: Any = ptr
         self.model = model
         self.n_ctx = int(llama_cpp.llama_n_ctx(ptr))
         self.n_batch = n_batch
         self.memory = llama_cpp.llama_get_memory(ptr)
         self.tokens: list[int] = []
         self.decode_s = 0.0  # wall time spent inside llama_decode, for overhead accounting
-        self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        self.n_rs_seq = int(llama_cpp.llama_n_rs_seq(ptr))
+        self.after_decode: Callable[[int, int], None] | None = None
+        self._ext: ModuleType | None = None
+        self._rows_view: np.ndarray | None = None  # the embedding rows of an MTP batch
+        self._n_embd = model.n_embd_out
+        if next_token_rows or heads_of is not None:
+            try:
+                self._ext = next_token_functions()
+            except ModelLoadError:
+                llama_cpp.llama_free(ptr)
+                raise
+            # the target returns every position's row (unmasked); the heads only their outputs
+            self._ext.llama_set_embeddings_nextn(ptr, True, heads_of is not None)
+        self._batch = llama_cpp.llama_batch_init(n_batch, self._n_embd if heads_of else 0, 1)
+        self._token_array: ctypes.Array[ctypes.c_int32] | None = None
+        if heads_of is not None:
+            # llama_batch_init gives an embedding batch no token array, but the next-token
+            # block embeds the token too; this array is ours, not llama_batch_free's
+            self._token_array = (llama_cpp.llama_token * n_batch)()
+            self._batch.token = ctypes.cast(
+                self._token_array, ctypes.POINTER(llama_cpp.llama_token)
+            )
+            self._rows_view = np.ctypeslib.as_array(self._batch.embd, shape=(n_batch, self._n_embd))
         # numpy views on the batch's arrays: a decode fills them with three vector writes
         # instead of five ctypes writes per token; sequence ids never change (sequence 0)
         self._batch_tokens = np.ctypeslib.as_array(self._batch.token, shape=(n_batch,))
@@ -230,6 +303,8 @@ class LlamaContext:
 
     def close(self) -> None:
         if self.ptr:
+            if self._token_array is not None:
+                self._batch.token = ctypes.POINTER(llama_cpp.llama_token)()
             llama_cpp.llama_batch_free(self._batch)
             llama_cpp.llama_free(self.ptr)
             self.ptr = None
@@ -241,7 +316,10 @@ class LlamaContext:
     def truncate(self, n_keep: int) -> None:
         """Drop every cached position from ``n_keep`` on."""
         if n_keep < len(self.tokens):
-            llama_cpp.llama_memory_seq_rm(self.memory, 0, n_keep, -1)
+            if not llama_cpp.llama_memory_seq_rm(self.memory, 0, n_keep, -1):
+                # a recurrent state rolls back at most n_rs_seq positions, once per decode
+                llama_cpp.llama_memory_clear(self.memory, True)
+                n_keep = 0
             del self.tokens[n_keep:]
 
     def common_prefix(self, tokens: Sequence[int]) -> int:
@@ -252,10 +330,17 @@ class LlamaContext:
             n += 1
         return n
 
-    def decode(self, tokens: Sequence[int], *, logits: str = "last") -> None:
-        """Append ``tokens`` to the cache. ``logits``: "last", "all" or "none"."""
+    def decode(
+        self, tokens: Sequence[int], *, logits: str = "last", rows: np.ndarray | None = None
+    ) -> None:
+        """Append ``tokens`` to the cache. ``logits``: "last", "all" or "none".
+
+        An MTP context needs ``rows``: the hidden row each token is paired with.
+        """
         if not tokens:
             return
+        if (rows is None) != (self._rows_view is None):
+            raise ValueError("an MTP context decodes tokens with their hidden rows, others without")
         if self.n_past + len(tokens) > self.n_ctx:
             raise ContextOverflowError(self.n_past + len(tokens), self.n_ctx)
         self._rows = None
@@ -264,6 +349,8 @@ class LlamaContext:
             chunk = tokens[start : start + self.n_batch]
             final_chunk = start + self.n_batch >= len(tokens)
             self._fill_batch(chunk, logits if final_chunk else "none")
+            if rows is not None and self._rows_view is not None:
+                self._rows_view[: len(chunk)] = rows[start : start + len(chunk)]
             began = time.perf_counter()
             rc = llama_cpp.llama_decode(self.ptr, self._batch)
             self.decode_s += time.perf_counter() - began
@@ -272,8 +359,11 @@ class LlamaContext:
                     f"llama_decode failed with code {rc} at position {self.n_past}"
                     + (" (no free KV slot)" if rc == 1 else "")
                 )
+            first_pos = len(self.tokens)
             self.tokens.extend(chunk)
             self._n_outputs = {"all": len(chunk), "last": 1}.get(logits, 0) if final_chunk else 0
+            if self.after_decode is not None:
+                self.after_decode(first_pos, len(chunk))
 
     def _fill_batch(self, chunk: Sequence[int], logits: str) -> None:
         n = len(chunk)
@@ -327,3 +417,28 @@ class LlamaContext:
             rows = np.ctypeslib.as_array(ptr, shape=(self._n_outputs, self._n_vocab))
             self._rows = rows
         return rows[i]
+
+    def next_token_rows(self, n: int) -> np.ndarray:
+        """The hidden rows of the last ``llama_decode``'s ``n`` positions (a view, valid until
+        the next decode): what a next-token head drafts from."""
+        if self._ext is None:
+            raise RuntimeError("this context does not return next-token rows")
+        ptr = self._ext.llama_get_embeddings_nextn(self.ptr)
+        if not ptr:
+            raise RuntimeError("llama.cpp returned no next-token rows")
+        return np.ctypeslib.as_array(ptr, shape=(n, self._n_embd))
+
+    def head_row(self) -> np.ndarray:
+        """An MTP context's hidden row for its last output: the next head step's input."""
+        if self._ext is None:
+            raise RuntimeError("this context does not return next-token rows")
+        ptr = self._ext.llama_get_embeddings_nextn_ith(self.ptr, -1)
+        if not ptr:
+            raise RuntimeError("llama.cpp returned no next-token row")
+        return np.ctypeslib.as_array(ptr, shape=(self._n_embd,))
+
+    def select_head(self, index: int) -> None:
+        """Which of the model's next-token layers an MTP context runs (chained heads)."""
+        if self._ext is None:
+            raise RuntimeError("this context has no next-token layers")
+        self._ext.llama_set_nextn_layer_offset(self.ptr, index)

@@ -1,0 +1,250 @@
+"""Drafting with the target's own next-token (MTP) layers: no second model.
+
+A model trained with multi-token prediction carries extra decoder blocks after its trunk
+(``<arch>.nextn_predict_layers``). Each reads the target's hidden state at position ``p - 1``
+beside the token at ``p`` and predicts the token at ``p + 1``. llama.cpp runs them in an MTP
+context (``LLAMA_CONTEXT_TYPE_MTP`` with ``ctx_other`` = the target), fed by the hidden rows
+the target returns for every position it decodes (``llama_set_embeddings_nextn``). This
+follows llama.cpp's ``common_speculative_impl_draft_mtp`` (common/speculative.cpp):
+
+- the head's cache pairs every committed token ``x_p`` with the target's row ``h_{p-1}`` (a
+  zero row before the first), caught up lazily at the next draft so rejected drafts never
+  enter it;
+- one head drafts several tokens by feeding its own output row back (positions advance);
+- a model with several heads chains them, head ``i`` drafting the ``i``-th token over the
+  whole drafted prefix, each head's cache filled for the committed positions first.
+
+The target's hidden rows are kept in a ring keyed by position: the heads read only the rows
+of positions the target decoded since the heads last caught up, so memory and per-step work
+do not grow with the conversation.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from app.engine.adaptive import ConfidenceCalibration, CostModel
+from app.engine.config import ModelSpec, SamplerConfig, SpecConfig
+from app.engine.drafting import DraftBlock, DraftLimits, SampledDrafter
+from app.engine.llama_backend import LlamaContext, LlamaModel
+from app.engine.randomness import Randomness
+
+RING_ROWS = 2048  # target rows kept for the heads; older ones are fed eagerly (prefill)
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the common prefix of two token lists (vectorised: run once per request)."""
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    differs = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(differs[0]) if differs.size else n
+
+
+class NextTokenHeads:
+    """The MTP context of one target context and the target rows it still has to read.
+
+    Lives as long as the loaded pair, so the heads' cache is reused across answers like the
+    target's own.
+    """
+
+    def __init__(self, model: LlamaModel, target: LlamaContext, spec: ModelSpec) -> None:
+        if model.n_layer_nextn <= 0:
+            raise ValueError(f"{model.path.name} has no next-token layers")
+        self.model = model
+        self.target = target
+        self.n_heads = model.n_layer_nextn
+        self.ctx = LlamaContext(model, spec, n_batch=target.n_batch, heads_of=target)
+        n_embd = model.n_embd_out
+        self._rows = np.zeros((RING_ROWS, n_embd), dtype=np.float32)
+        self._row_pos = np.full(RING_ROWS, -1, dtype=np.int64)
+        self._zero = np.zeros(n_embd, dtype=np.float32)
+        self._trusted = 0  # leading positions of the heads' cache known to be committed
+        self._pos0 = 0  # chained heads: the position of the last committed token
+        self._chain: list[int] = []
+        self._chain_rows: list[np.ndarray] = []
+        target.after_decode = self._target_decoded
+
+    def close(self) -> None:
+        if self.target.after_decode == self._target_decoded:
+            self.target.after_decode = None
+        self.ctx.close()
+
+    @property
+    def chained(self) -> bool:
+        return self.n_heads > 1
+
+    # --- the target's rows ------------------------------------------------------------------
+
+    def _target_decoded(self, first_pos: int, n: int) -> None:
+        rows = self.target.next_token_rows(n)
+        keep = min(n, RING_ROWS)
+        positions = np.arange(first_pos + n - keep, first_pos + n, dtype=np.int64)
+        slots = positions % RING_ROWS
+        self._rows[slots] = rows[n - keep :]
+        self._row_pos[slots] = positions
+        if self.target.n_past - 1 - self.ctx.n_past > RING_ROWS // 2:
+            # a long prefill: feed the heads the prompt now, before the ring overwrites rows
+            # they still need (a verification batch is far shorter than this)
+            n_keep = common_prefix(self.ctx.tokens, self.target.tokens)
+            if self.chained:
+                n_keep = min(n_keep, self._trusted)
+            self.ctx.truncate(n_keep)
+            self._trusted = self.ctx.n_past
+            self._feed(self.target.tokens, self.target.n_past - 1)
+
+    def _row(self, position: int) -> np.ndarray:
+        """The target's row at ``position`` (zeros before the first token, or when the ring
+        no longer holds it: a weaker draft for one position, never a wrong answer)."""
+        if position < 0:
+            return self._zero
+        slot = position % RING_ROWS
+        if self._row_pos[slot] != position:
+            return self._zero
+        return self._rows[slot]
+
+    def _rows_for(self, first: int, last: int) -> np.ndarray:
+        """Rows paired with the tokens at positions ``first .. last - 1`` (each ``h_{p-1}``)."""
+        return np.stack([self._row(p - 1) for p in range(first, last)])
+
+    # --- the heads' cache -------------------------------------------------------------------
+
+    def prepare(self, prompt: list[int]) -> None:
+        """A new request: compare the heads' whole cache with ``prompt`` once, keep the
+        common part and feed the rest but the last token (the first draft pass takes it)."""
+        n = common_prefix(self.ctx.tokens, prompt[:-1])
+        if self.chained:
+            n = min(n, self._trusted)
+        self.ctx.truncate(n)
+        self._trusted = self.ctx.n_past
+        self._feed(prompt, len(prompt) - 1)
+
+    def _synced(self, committed: list[int]) -> int:
+        """How many leading positions of the heads' cache hold ``committed``'s tokens.
+
+        The cache holds what was committed when it last caught up (``_trusted`` positions)
+        plus drafted tokens, so only the drafted part is compared. Chained heads wrote each
+        drafted position with one head only: nothing past the committed part is kept.
+        """
+        cached = self.ctx.tokens
+        n = min(len(cached), len(committed), self._trusted)
+        if self.chained:
+            return n
+        end = min(len(cached), len(committed))
+        while n < end and cached[n] == committed[n]:
+            n += 1
+        return n
+
+    def _feed(self, committed: list[int], upto: int, *, logits: str = "none") -> int:
+        """Decode ``committed[n_past:upto]`` through every head; how many tokens it decoded."""
+        first = self.ctx.n_past
+        if first >= upto:
+            return 0
+        tokens = committed[first:upto]
+        rows = self._rows_for(first, upto)
+        for head in range(self.n_heads if self.chained else 1):
+            if head:
+                self.ctx.truncate(first)
+            if self.chained:
+                self.ctx.select_head(head)
+            self.ctx.decode(tokens, logits=logits, rows=rows)
+        if self.chained:
+            self.ctx.select_head(0)
+        self._trusted = self.ctx.n_past
+        return len(tokens)
+
+    # --- drafting ---------------------------------------------------------------------------
+
+    def first(self, committed: list[int]) -> tuple[np.ndarray, int]:
+        """Catch up and run the first head on the last committed token: its logits for the
+        next position, and how many tokens that pass decoded."""
+        n = len(committed)
+        self.ctx.truncate(min(self._synced(committed), n - 1))
+        if not self.chained:
+            decoded = self._feed(committed, n, logits="last")
+            return self.ctx.logits(-1), decoded
+        decoded = self._feed(committed, n - 1)
+        self._pos0 = n - 1
+        self._chain = [committed[-1]]
+        self._chain_rows = [self._row(n - 2).copy()]
+        return self._chain_pass(0), decoded + 1
+
+    def advance(self, token: int, step: int) -> np.ndarray:
+        """Feed drafted ``token`` with the row the previous head step returned; ``step`` is
+        the index of the head step that drafts the following token."""
+        row = self.ctx.head_row().copy()
+        if not self.chained:
+            self.ctx.decode([token], logits="last", rows=row[None, :])
+            return self.ctx.logits(-1)
+        self._chain.append(token)
+        self._chain_rows.append(row)
+        return self._chain_pass(step)
+
+    def _chain_pass(self, head: int) -> np.ndarray:
+        """Head ``head`` over the whole drafted prefix from the last committed position: each
+        head keeps its own layer's cache, so a head never reads cells another head wrote."""
+        self.ctx.truncate(self._pos0)
+        self.ctx.select_head(head)
+        try:
+            self.ctx.decode(self._chain, logits="last", rows=np.stack(self._chain_rows))
+        finally:
+            self.ctx.select_head(0)
+        return self.ctx.logits(-1)
+
+
+class MtpDrafter(SampledDrafter):
+    """Drafts with the target's next-token heads, by the same rules as a draft model."""
+
+    name = "MTP"
+
+    def __init__(
+        self,
+        heads: NextTokenHeads,
+        *,
+        sampler: SamplerConfig,
+        spec: SpecConfig,
+        randomness: Randomness,
+        costs: CostModel,
+        calibration: ConfidenceCalibration,
+        target_vocab: int,
+        want_probs: bool,
+    ) -> None:
+        super().__init__(
+            sampler=sampler,
+            spec=spec,
+            randomness=randomness,
+            costs=costs,
+            calibration=calibration,
+            target_vocab=target_vocab,
+            want_probs=want_probs,
+        )
+        self.heads = heads
+        self._step = 0
+
+    def prefill(self, prompt: list[int]) -> None:
+        self.heads.prepare(prompt)
+
+    def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
+        if self.heads.chained and limits.k > self.heads.n_heads:
+            # chained heads draft one token each, as llama.cpp does
+            limits = replace(limits, k=self.heads.n_heads)
+        return super().propose(committed, limits)
+
+    def _start(self, committed: list[int], block: DraftBlock) -> np.ndarray:
+        began = time.perf_counter()
+        logits, decoded = self.heads.first(committed)
+        block.catch_up = decoded
+        block.catch_up_ms = (time.perf_counter() - began) * 1000.0
+        self.costs.observe_draft_pass(decoded, block.catch_up_ms)
+        self._step = 0
+        return logits
+
+    def _advance(self, token: int) -> np.ndarray:
+        self._step += 1
+        began = time.perf_counter()
+        logits = self.heads.advance(token, self._step)
+        self.costs.observe_draft_pass(1, (time.perf_counter() - began) * 1000.0)
+        return logits

@@ -1,0 +1,143 @@
+"""The engine drafting with a target's own next-token (MTP) layer, through the real llama.cpp
+in the engine process: a tiny synthetic ``qwen35`` (hybrid recurrent + attention, so every
+rejected draft rolls the recurrent state back) whose MTP block agrees with it only partly."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from app.engine.config import (
+    AcceptRule,
+    DraftSource,
+    GenerationRequest,
+    ModelSpec,
+    SamplerConfig,
+    SpecConfig,
+)
+from app.engine.engine_host import EngineCrashed, EngineHost, LoadRequest
+from app.engine.events import RunSummary
+from app.engine.synthetic import write_tiny_llama, write_tiny_qwen35
+from app.errors import ModelLoadError
+
+PROMPTS = (
+    (1, 300, 310, 320, 330, 301),
+    (1, 305, 306, 307),
+    (1, 320, 321, 300, 310, 320, 2, 3, 311, 312, 313, 314),
+)
+FORCED = SpecConfig(draft_max=4, adaptive=False, collapse_guard=False, ngram_first=False)
+
+
+@pytest.fixture(scope="module")
+def qwen35_mtp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("mtp") / "qwen35-mtp.gguf"
+    return write_tiny_qwen35(path, branch_scale=0.3)
+
+
+@pytest.fixture
+def host():
+    engine_host = EngineHost()
+    yield engine_host
+    engine_host.close()
+
+
+def _spec(path: Path) -> ModelSpec:
+    return ModelSpec(str(path), n_ctx=1024, n_threads=1)
+
+
+def _run(host: EngineHost, request: GenerationRequest) -> RunSummary:
+    summary = None
+    for batch in host.generate(request):
+        for event in batch:
+            if isinstance(event, RunSummary):
+                summary = event
+    assert summary is not None
+    return summary
+
+
+def _pair(host: EngineHost, request: GenerationRequest) -> tuple[RunSummary, RunSummary]:
+    baseline = _run(host, replace(request, speculative=False))
+    return baseline, _run(host, request)
+
+
+def test_greedy_mtp_output_is_the_targets_token_for_token(host, qwen35_mtp) -> None:
+    info = host.load(LoadRequest(_spec(qwen35_mtp), None, DraftSource.MTP))
+    assert info.draft_source is DraftSource.MTP and info.draft_path is None
+    drafted = accepted = 0
+    for prompt in PROMPTS:
+        request = GenerationRequest(prompt, max_tokens=220, spec=FORCED, ignore_eos=True)
+        baseline, speculative = _pair(host, request)
+        assert speculative.token_ids == baseline.token_ids
+        assert len(speculative.token_ids) == 220
+        # rejections on the way: the recurrent state was rolled back many times
+        assert 0 < speculative.accepted < speculative.drafted
+        names = [d.name for d in speculative.per_drafter]
+        assert names == ["MTP"]
+        # per-position acceptance, position 1 reached by every block
+        assert speculative.drafted_per_position[0] == speculative.steps
+        assert len(speculative.acceptance_per_position) == 4
+        drafted += speculative.drafted
+        accepted += speculative.accepted
+    assert drafted > 600 and accepted > 60
+
+
+def test_default_settings_and_ngram_first_stay_exact(host, qwen35_mtp) -> None:
+    host.load(LoadRequest(_spec(qwen35_mtp), None, DraftSource.MTP))
+    for spec in (SpecConfig(), SpecConfig(draft_max=8, collapse_guard=False)):
+        request = GenerationRequest(PROMPTS[0] * 3, max_tokens=200, spec=spec, ignore_eos=True)
+        baseline, speculative = _pair(host, request)
+        assert speculative.token_ids == baseline.token_ids
+
+
+def test_the_second_answer_reuses_the_heads_cache_and_stays_exact(host, qwen35_mtp) -> None:
+    host.load(LoadRequest(_spec(qwen35_mtp), None, DraftSource.MTP))
+    first = GenerationRequest(PROMPTS[2], max_tokens=60, spec=FORCED, ignore_eos=True)
+    answer = _run(host, first)
+    # a follow-up that extends the conversation, then one that diverges early
+    for prompt in (PROMPTS[2] + answer.token_ids + (2, 300, 301), PROMPTS[2][:3] + (330, 331)):
+        request = GenerationRequest(prompt, max_tokens=80, spec=FORCED, ignore_eos=True)
+        speculative = _run(host, request)
+        baseline = _run(host, GenerationRequest(prompt, 80, ignore_eos=True, speculative=False))
+        assert speculative.token_ids == baseline.token_ids
+
+
+def test_seeded_sampling_under_match_reproduces_target_only(host, qwen35_mtp) -> None:
+    """T > 0: with position-keyed randomness, sample-and-match speculation draws the same
+    token as target-only sampling at every position (the exactness rule in place)."""
+    host.load(LoadRequest(_spec(qwen35_mtp), None, DraftSource.MTP))
+    sampler = SamplerConfig(temperature=0.9, top_k=20, top_p=0.95, min_p=0.0, seed=7)
+    spec = SpecConfig(
+        draft_max=4, adaptive=False, collapse_guard=False, ngram_first=False, rule=AcceptRule.MATCH
+    )
+    request = GenerationRequest(PROMPTS[1], 150, sampler=sampler, spec=spec, ignore_eos=True)
+    baseline, speculative = _pair(host, request)
+    assert speculative.token_ids == baseline.token_ids
+    assert speculative.drafted > 0
+
+
+def test_a_model_without_next_token_layers_is_refused_in_words(host, tmp_path) -> None:
+    plain = write_tiny_llama(tmp_path / "plain.gguf")
+    with pytest.raises(ModelLoadError, match="no next-token"):
+        host.load(LoadRequest(_spec(plain), None, DraftSource.MTP))
+
+
+def test_killing_the_engine_mid_mtp_answer_is_a_message(host, qwen35_mtp) -> None:
+    big = ModelSpec(str(qwen35_mtp), n_ctx=8192, n_threads=1)
+    host.load(LoadRequest(big, None, DraftSource.MTP))
+    request = GenerationRequest(PROMPTS[0], 8000, spec=FORCED, ignore_eos=True)
+    stream = host.generate(request)
+    next(stream)
+    host.kill()
+    with pytest.raises(EngineCrashed) as crash:
+        for _ in stream:
+            pass
+    assert crash.value.stage == "generating"
+    deadline = time.monotonic() + 10
+    while host.alive and time.monotonic() < deadline:
+        time.sleep(0.01)
+    host.load(LoadRequest(_spec(qwen35_mtp), None, DraftSource.MTP))  # a fresh engine
+    again = _run(host, GenerationRequest(PROMPTS[0], 20, spec=FORCED, ignore_eos=True))
+    assert len(again.token_ids) == 20
