@@ -54,6 +54,22 @@ NEXTN_KEY = Keys.LLM.NEXTN_PREDICT_LAYERS
 TARGET_LAYERS_KEY = "{arch}.target_layers"
 ASSISTANT_ARCHITECTURES = frozenset({"gemma4-assistant"})
 HEAD_ARCHITECTURES = frozenset({"eagle3", "dflash"})
+# Architectures whose next-token graph in the vendored llama.cpp asserts a single head (it
+# aborts the process on more): src/models/<arch>.cpp, "only supports a single MTP block".
+SINGLE_HEAD_MTP = frozenset(
+    {
+        "qwen35",
+        "qwen35moe",
+        "glm4moe",
+        "deepseek2",
+        "deepseek32",
+        "deepseek4",
+        "glm-dsa",
+        "cohere2moe",
+        "nemotron_h_moe",
+        "bailingmoe3",
+    }
+)
 EAGLE3_TARGET_LAYERS = 3  # models/eagle3.cpp: exactly three extracted target layers
 _HEAD_LABELS = {"eagle3": "EAGLE-3 head", "dflash": "DFlash head"}
 
@@ -562,6 +578,11 @@ def self_drafting(header: GGUFHeader) -> SelfDrafting:
         return SelfDrafting("assistant", n_nextn)
     if arch in HEAD_ARCHITECTURES:
         return SelfDrafting(arch, 0, _target_layers(header, arch))
+    if n_nextn > 1 and arch in SINGLE_HEAD_MTP:
+        raise GGUFFormatError(
+            f"{header.source}: {NEXTN_KEY.format(arch=arch)} = {n_nextn}, but llama.cpp runs "
+            f"{arch} with exactly one next-token layer; the file is not one it can load"
+        )
     if n_nextn:
         return SelfDrafting("mtp", n_nextn)
     return SelfDrafting("")
