@@ -4,6 +4,10 @@ rejected draft rolls the recurrent state back) whose MTP block agrees with it on
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -28,6 +32,7 @@ PROMPTS = (
     (1, 305, 306, 307),
     (1, 320, 321, 300, 310, 320, 2, 3, 311, 312, 313, 314),
 )
+ROOT = Path(__file__).resolve().parents[2]
 FORCED = SpecConfig(draft_max=4, adaptive=False, collapse_guard=False, ngram_first=False)
 
 
@@ -141,3 +146,25 @@ def test_killing_the_engine_mid_mtp_answer_is_a_message(host, qwen35_mtp) -> Non
     host.load(LoadRequest(_spec(qwen35_mtp), None, DraftSource.MTP))  # a fresh engine
     again = _run(host, GenerationRequest(PROMPTS[0], 20, spec=FORCED, ignore_eos=True))
     assert len(again.token_ids) == 20
+
+
+def test_llama_servers_own_mtp_gives_the_same_tokens(qwen35_mtp) -> None:
+    """llama.cpp's ``llama-server --spec-type draft-mtp`` (built from the vendored sources) and
+    SpecDeck's engine answer with the same greedy tokens. Speed is the bench's business
+    (``python -m app.devtools.mtp_reference``), not a timed test's."""
+    done = subprocess.run(
+        [sys.executable, "-m", "app.devtools.mtp_reference", str(qwen35_mtp)]
+        + ["--tokens", "128", "--rounds", "1", "--draft-max", "3"],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["identical_to_server"] is True
+    assert report["identical_to_target_only"] is True
+    assert 0.0 < report["server_acceptance"] < 1.0
+    assert 0.0 < report["specdeck_acceptance"] < 1.0

@@ -1,0 +1,207 @@
+"""SpecDeck's MTP drafting against llama.cpp's own (``llama-server --spec-type draft-mtp``).
+
+``python -m app.devtools.mtp_reference MODEL [--tokens N] [--draft-max K] [--rounds R]
+[--prompt 1,300,310]`` starts llama-server (built from the llama.cpp vendored in the installed
+llama-cpp-python, so the same llama.cpp) with the model drafting for itself, asks it for N
+greedy tokens after a token-id prompt, then has SpecDeck's engine process answer the same
+prompt with the same drafting policy (fixed K tokens a step, no p-min, no guard: what the
+server does), and target-only. It prints one JSON object: whether the three token sequences
+are identical, each one's tokens/sec (best of R rounds, prompt processing excluded on both
+sides), acceptance, and SpecDeck's speed as a share of the server's.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from app.devtools.reference import llama_cpp_tool
+from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SpecConfig
+from app.engine.engine_host import EngineHost, LoadRequest
+from app.engine.events import RunSummary
+
+PROMPT = (1, 300, 310, 320, 330, 301)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _post(url: str, body: dict[str, Any], timeout_s: float = 120) -> dict[str, Any]:
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+        reply: dict[str, Any] = json.loads(answer.read(8 << 20))
+    return reply
+
+
+def server_run(
+    model: Path, prompt: list[int], n_tokens: int, draft_max: int, rounds: int, threads: int
+) -> dict[str, Any]:
+    port = _free_port()
+    command = [
+        str(llama_cpp_tool("llama-server")),
+        "-m",
+        str(model),
+        "--spec-type",
+        "draft-mtp",
+        "--spec-draft-n-max",
+        str(draft_max),
+        "--spec-draft-n-min",
+        "0",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "-c",
+        "2048",
+        "-t",
+        str(threads),
+        "-ngl",
+        "0",
+        "--no-webui",
+        "--parallel",
+        "1",
+    ]
+    with tempfile.TemporaryFile() as log:
+        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                if server.poll() is not None:
+                    log.seek(0)
+                    raise RuntimeError(f"llama-server exited: {log.read()[-2000:]!r}")
+                try:
+                    with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+                        if answer.status == 200:
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError("llama-server did not start within 120 s")
+                time.sleep(0.25)
+            replies = [
+                _post(
+                    f"{url}/completion",
+                    {
+                        "prompt": prompt,
+                        "n_predict": n_tokens,
+                        "temperature": 0,
+                        "return_tokens": True,
+                        "cache_prompt": False,
+                        "ignore_eos": True,
+                    },
+                )
+                for _ in range(rounds)
+            ]
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+    timings = [r["timings"] for r in replies]
+    best = max(timings, key=lambda t: float(t["predicted_per_second"]))
+    return {
+        "tokens": [int(t) for t in replies[0]["tokens"]],
+        "tok_s": round(float(best["predicted_per_second"]), 2),
+        "drafted": int(best.get("draft_n", 0)),
+        "accepted": int(best.get("draft_n_accepted", 0)),
+    }
+
+
+def specdeck_run(
+    model: Path, prompt: list[int], n_tokens: int, draft_max: int, rounds: int, threads: int
+) -> dict[str, Any]:
+    spec = SpecConfig(draft_max=draft_max, adaptive=False, collapse_guard=False, ngram_first=False)
+    host = EngineHost()
+    try:
+        host.load(
+            LoadRequest(ModelSpec(str(model), n_ctx=2048, n_threads=threads), None, DraftSource.MTP)
+        )
+        out: dict[str, Any] = {}
+        for speculative in (False, True):
+            request = GenerationRequest(
+                tuple(prompt),
+                n_tokens,
+                spec=spec,
+                ignore_eos=True,
+                speculative=speculative,
+                token_probs=False,
+            )
+            runs = [_summary(host, request) for _ in range(rounds)]
+            best = max(runs, key=lambda r: r.tok_s)
+            out["specdeck" if speculative else "target_only"] = {
+                "tokens": list(best.token_ids),
+                "tok_s": round(best.tok_s, 2),
+                "drafted": best.drafted,
+                "accepted": best.accepted,
+                "host_ms_per_token": round(best.host_ms_per_token, 4),
+            }
+        return out
+    finally:
+        host.close()
+
+
+def _summary(host: EngineHost, request: GenerationRequest) -> RunSummary:
+    for batch in host.generate(request):
+        for event in batch:
+            if isinstance(event, RunSummary):
+                return event
+    raise RuntimeError("the engine gave no summary")
+
+
+def compare(
+    model: Path, prompt: list[int], n_tokens: int, draft_max: int, rounds: int, threads: int = 1
+) -> dict[str, Any]:
+    server = server_run(model, prompt, n_tokens, draft_max, rounds, threads)
+    ours = specdeck_run(model, prompt, n_tokens, draft_max, rounds, threads)
+    specdeck, target_only = ours["specdeck"], ours["target_only"]
+    return {
+        "model": model.name,
+        "tokens": n_tokens,
+        "draft_max": draft_max,
+        "identical_to_server": specdeck["tokens"] == server["tokens"],
+        "identical_to_target_only": specdeck["tokens"] == target_only["tokens"],
+        "server_tok_s": server["tok_s"],
+        "specdeck_tok_s": specdeck["tok_s"],
+        "target_only_tok_s": target_only["tok_s"],
+        "specdeck_vs_server": round(specdeck["tok_s"] / server["tok_s"], 3),
+        "server_acceptance": round(server["accepted"] / max(server["drafted"], 1), 4),
+        "specdeck_acceptance": round(specdeck["accepted"] / max(specdeck["drafted"], 1), 4),
+        "specdeck_host_ms_per_token": specdeck["host_ms_per_token"],
+    }
+
+
+def main(argv: list[str]) -> int:
+    options = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--")}
+    paths = [a for a in argv if not a.startswith("--") and a not in options.values()]
+    if len(paths) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    prompt = [int(t) for t in options.get("--prompt", "").split(",") if t] or list(PROMPT)
+    report = compare(
+        Path(paths[0]),
+        prompt,
+        int(options.get("--tokens", "256")),
+        int(options.get("--draft-max", "3")),
+        int(options.get("--rounds", "3")),
+    )
+    print(json.dumps(report), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
