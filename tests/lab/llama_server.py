@@ -20,15 +20,18 @@ def free_port() -> int:
 
 
 @contextmanager
-def llama_server(target: Path, draft: Path | None, log: Path) -> Iterator[str]:
-    """A running server's base URL; with ``draft`` it speculates (draft-simple, up to 8)."""
+def llama_server(
+    target: Path, draft: Path | None, log: Path, *, spec_type: str = "draft-simple"
+) -> Iterator[str]:
+    """A running server's base URL; with ``draft`` it speculates (``spec_type``, up to 8;
+    ``draft-mtp`` with a Gemma 4 assistant as the draft)."""
     from app.devtools.reference import llama_cpp_tool
 
     binary = llama_cpp_tool("llama-server")
     port = free_port()
     spec = []
     if draft is not None:
-        spec = ["-md", str(draft), "--spec-type", "draft-simple", "--spec-draft-n-max", "8"]
+        spec = ["-md", str(draft), "--spec-type", spec_type, "--spec-draft-n-max", "8"]
         spec += ["--spec-draft-n-min", "0", "-ngld", "0"]
     command = [str(binary), "-m", str(target), *spec, "--host", "127.0.0.1", "--port", str(port)]
     command += ["-c", "1024", "-t", "1", "-ngl", "0", "--no-webui", "--parallel", "1"]
