@@ -1,13 +1,16 @@
 """SpecDeck's MTP drafting against llama.cpp's own (``llama-server --spec-type draft-mtp``).
 
-``python -m app.devtools.mtp_reference MODEL [--tokens N] [--draft-max K] [--rounds R]
-[--prompt 1,300,310]`` starts llama-server (built from the llama.cpp vendored in the installed
-llama-cpp-python, so the same llama.cpp) with the model drafting for itself, asks it for N
+``python -m app.devtools.mtp_reference MODEL [--assistant FILE] [--tokens N] [--draft-max K]
+[--rounds R] [--prompt 1,300,310]`` starts llama-server (built from the llama.cpp vendored in
+the installed llama-cpp-python, so the same llama.cpp) with the model drafting for itself (or
+through its Gemma 4 style assistant, ``-md FILE``), asks it for N
 greedy tokens after a token-id prompt, then has SpecDeck's engine process answer the same
 prompt with the same drafting policy (fixed K tokens a step, no p-min, no guard: what the
 server does), and target-only. It prints one JSON object: whether the three token sequences
 are identical, each one's tokens/sec (best of R rounds, prompt processing excluded on both
-sides), acceptance, and SpecDeck's speed as a share of the server's.
+sides), acceptance, and SpecDeck's speed as a share of the server's. End-of-generation stops
+both (the server's ``ignore_eos`` bans the token instead of passing it, so the runs would
+differ there); the server returns that last token, SpecDeck does not.
 """
 
 from __future__ import annotations
@@ -47,13 +50,20 @@ def _post(url: str, body: dict[str, Any], timeout_s: float = 120) -> dict[str, A
 
 
 def server_run(
-    model: Path, prompt: list[int], n_tokens: int, draft_max: int, rounds: int, threads: int
+    model: Path,
+    assistant: Path | None,
+    prompt: list[int],
+    n_tokens: int,
+    draft_max: int,
+    rounds: int,
+    threads: int,
 ) -> dict[str, Any]:
     port = _free_port()
     command = [
         str(llama_cpp_tool("llama-server")),
         "-m",
         str(model),
+        *(["-md", str(assistant), "-ngld", "0"] if assistant else []),
         "--spec-type",
         "draft-mtp",
         "--spec-draft-n-max",
@@ -101,7 +111,6 @@ def server_run(
                         "temperature": 0,
                         "return_tokens": True,
                         "cache_prompt": False,
-                        "ignore_eos": True,
                     },
                 )
                 for _ in range(rounds)
@@ -123,21 +132,29 @@ def server_run(
 
 
 def specdeck_run(
-    model: Path, prompt: list[int], n_tokens: int, draft_max: int, rounds: int, threads: int
+    model: Path,
+    assistant: Path | None,
+    prompt: list[int],
+    n_tokens: int,
+    draft_max: int,
+    rounds: int,
+    threads: int,
 ) -> dict[str, Any]:
     spec = SpecConfig(draft_max=draft_max, adaptive=False, collapse_guard=False, ngram_first=False)
     host = EngineHost()
+    target = ModelSpec(str(model), n_ctx=2048, n_threads=threads)
+    if assistant is None:
+        load = LoadRequest(target, None, DraftSource.MTP)
+    else:
+        load = LoadRequest(target, ModelSpec(str(assistant), n_ctx=2048, n_threads=threads))
     try:
-        host.load(
-            LoadRequest(ModelSpec(str(model), n_ctx=2048, n_threads=threads), None, DraftSource.MTP)
-        )
+        host.load(load)
         out: dict[str, Any] = {}
         for speculative in (False, True):
             request = GenerationRequest(
                 tuple(prompt),
                 n_tokens,
                 spec=spec,
-                ignore_eos=True,
                 speculative=speculative,
                 token_probs=False,
             )
@@ -164,16 +181,27 @@ def _summary(host: EngineHost, request: GenerationRequest) -> RunSummary:
 
 
 def compare(
-    model: Path, prompt: list[int], n_tokens: int, draft_max: int, rounds: int, threads: int = 1
+    model: Path,
+    prompt: list[int],
+    n_tokens: int,
+    draft_max: int,
+    rounds: int,
+    threads: int = 1,
+    assistant: Path | None = None,
 ) -> dict[str, Any]:
-    server = server_run(model, prompt, n_tokens, draft_max, rounds, threads)
-    ours = specdeck_run(model, prompt, n_tokens, draft_max, rounds, threads)
+    args = (prompt, n_tokens, draft_max, rounds, threads)
+    server = server_run(model, assistant, *args)
+    ours = specdeck_run(model, assistant, *args)
     specdeck, target_only = ours["specdeck"], ours["target_only"]
+    # the server's answer ends with the end-of-generation token when one stopped it
+    served = server["tokens"]
+    same = served[: len(specdeck["tokens"])] == specdeck["tokens"]
     return {
         "model": model.name,
-        "tokens": n_tokens,
+        "assistant": assistant.name if assistant else None,
+        "tokens": len(specdeck["tokens"]),
         "draft_max": draft_max,
-        "identical_to_server": specdeck["tokens"] == server["tokens"],
+        "identical_to_server": same and len(served) - len(specdeck["tokens"]) in (0, 1),
         "identical_to_target_only": specdeck["tokens"] == target_only["tokens"],
         "server_tok_s": server["tok_s"],
         "specdeck_tok_s": specdeck["tok_s"],
@@ -198,6 +226,7 @@ def main(argv: list[str]) -> int:
         int(options.get("--tokens", "256")),
         int(options.get("--draft-max", "3")),
         int(options.get("--rounds", "3")),
+        assistant=Path(options["--assistant"]) if "--assistant" in options else None,
     )
     print(json.dumps(report), flush=True)
     return 0

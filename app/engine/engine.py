@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -43,10 +44,17 @@ from app.engine.sampling import top_two_margin
 from app.engine.step_record import StepRecord
 from app.engine.textstream import TextStream
 from app.errors import ContextOverflowError, ModelLoadError
+from app.gguf.check import validate_gguf_file
 from app.gguf.compat import check_compatible
+from app.gguf.header import model_facts
 
 CancelCheck = Callable[[], bool]
 WARM_UP_TIMED = 3  # timed single passes per model after loading: the cost lines' first prices
+
+
+def self_drafting_method(path: Path) -> str:
+    """The drafting method a GGUF's header declares ("mtp", "assistant", …, "" for none)."""
+    return model_facts(validate_gguf_file(path)).drafting.method
 
 
 def _never() -> bool:
@@ -67,6 +75,12 @@ class Engine:
         self.draft_spec = draft
         self.draft_source = draft_source or (DraftSource.MODEL if draft else DraftSource.NGRAM)
         self_drafting = self.draft_source is DraftSource.MTP
+        # a Gemma 4 style assistant is a second file that drafts from the target's hidden rows
+        assistant = (
+            draft is not None
+            and self.draft_source is DraftSource.MODEL
+            and self_drafting_method(Path(draft.path)) == "assistant"
+        )
         self.target = LlamaModel(target, load_next_token_layers=self_drafting)
         self.draft: LlamaModel | None = None
         self.draft_ctx: LlamaContext | None = None
@@ -78,11 +92,18 @@ class Engine:
                     "draft for itself: choose a draft model or n-gram drafting"
                 )
             self.spec_ctx = LlamaContext(
-                self.target, target, n_rs_seq=RECURRENT_ROLLBACK, next_token_rows=self_drafting
+                self.target,
+                target,
+                n_rs_seq=RECURRENT_ROLLBACK,
+                next_token_rows=self_drafting or assistant,
             )
             if self_drafting:
                 self.heads = NextTokenHeads(self.target, self.spec_ctx, target)
-            if draft is not None and self.draft_source is DraftSource.MODEL:
+            elif assistant and draft is not None:
+                self.draft = LlamaModel(replace(draft, n_ctx=target.n_ctx))
+                check_compatible(self.target.vocab_info(), self.draft.vocab_info())
+                self.heads = NextTokenHeads(self.draft, self.spec_ctx, draft, assistant=True)
+            if draft is not None and self.draft_source is DraftSource.MODEL and not assistant:
                 self.draft = LlamaModel(replace(draft, n_ctx=target.n_ctx))
                 check_compatible(self.target.vocab_info(), self.draft.vocab_info())
                 self.draft_ctx = LlamaContext(self.draft, replace(draft, n_ctx=target.n_ctx))
@@ -117,9 +138,11 @@ class Engine:
                 continue
             token = ctx.model.bos if ctx.model.bos >= 0 else 0
             row = np.zeros((1, ctx.model.n_embd_out), np.float32) if ctx is heads else None
+            # an assistant keeps no cache of its own: it decodes at a position, records none
+            at = 0 if self.heads is not None and self.heads.shared and ctx is heads else None
             for timed in range(WARM_UP_TIMED + 1):
                 began = time.perf_counter()
-                ctx.decode([token], logits="last", rows=row)
+                ctx.decode([token], logits="last", rows=row, at=at)
                 ms = (time.perf_counter() - began) * 1000.0
                 ctx.truncate(0)
                 if not timed:

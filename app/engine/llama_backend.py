@@ -270,6 +270,7 @@ class LlamaContext:
         self._ext: ModuleType | None = None
         self._rows_view: np.ndarray | None = None  # the embedding rows of an MTP batch
         self._n_embd = model.n_embd_out
+        self._other_ptr = heads_of.ptr if heads_of is not None else None
         if next_token_rows or heads_of is not None:
             try:
                 self._ext = next_token_functions()
@@ -331,11 +332,18 @@ class LlamaContext:
         return n
 
     def decode(
-        self, tokens: Sequence[int], *, logits: str = "last", rows: np.ndarray | None = None
+        self,
+        tokens: Sequence[int],
+        *,
+        logits: str = "last",
+        rows: np.ndarray | None = None,
+        at: int | None = None,
     ) -> None:
         """Append ``tokens`` to the cache. ``logits``: "last", "all" or "none".
 
-        An MTP context needs ``rows``: the hidden row each token is paired with.
+        An MTP context needs ``rows``: the hidden row each token is paired with. A context
+        that keeps no memory of its own (an assistant attending through its target's cache)
+        decodes at position ``at`` and records nothing.
         """
         if not tokens:
             return
@@ -348,7 +356,7 @@ class LlamaContext:
         for start in range(0, len(tokens), self.n_batch):
             chunk = tokens[start : start + self.n_batch]
             final_chunk = start + self.n_batch >= len(tokens)
-            self._fill_batch(chunk, logits if final_chunk else "none")
+            self._fill_batch(chunk, logits if final_chunk else "none", at)
             if rows is not None and self._rows_view is not None:
                 self._rows_view[: len(chunk)] = rows[start : start + len(chunk)]
             began = time.perf_counter()
@@ -360,14 +368,15 @@ class LlamaContext:
                     + (" (no free KV slot)" if rc == 1 else "")
                 )
             first_pos = len(self.tokens)
-            self.tokens.extend(chunk)
+            if at is None:
+                self.tokens.extend(chunk)
             self._n_outputs = {"all": len(chunk), "last": 1}.get(logits, 0) if final_chunk else 0
             if self.after_decode is not None:
                 self.after_decode(first_pos, len(chunk))
 
-    def _fill_batch(self, chunk: Sequence[int], logits: str) -> None:
+    def _fill_batch(self, chunk: Sequence[int], logits: str, at: int | None = None) -> None:
         n = len(chunk)
-        n_past = self.n_past
+        n_past = self.n_past if at is None else at
         self._batch_tokens[:n] = chunk
         self._batch_pos[:n] = np.arange(n_past, n_past + n)
         flags = self._batch_logits[:n]
@@ -436,6 +445,14 @@ class LlamaContext:
         if not ptr:
             raise RuntimeError("llama.cpp returned no next-token row")
         return np.ctypeslib.as_array(ptr, shape=(self._n_embd,))
+
+    @property
+    def shares_memory_with_target(self) -> bool:
+        """An MTP context that attends through its target's cache (Gemma 4 assistants)."""
+        if self._ext is None:
+            return False
+        other = self._ext.llama_get_ctx_other(self.ptr)
+        return bool(other) and other == self._other_ptr
 
     def select_head(self, index: int) -> None:
         """Which of the model's next-token layers an MTP context runs (chained heads)."""

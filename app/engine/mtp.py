@@ -31,6 +31,7 @@ from app.engine.config import ModelSpec, SamplerConfig, SpecConfig
 from app.engine.drafting import DraftBlock, DraftLimits, SampledDrafter
 from app.engine.llama_backend import LlamaContext, LlamaModel
 from app.engine.randomness import Randomness
+from app.errors import ModelLoadError
 
 RING_ROWS = 2048  # target rows kept for the heads; older ones are fed eagerly (prefill)
 
@@ -51,13 +52,28 @@ class NextTokenHeads:
     target's own.
     """
 
-    def __init__(self, model: LlamaModel, target: LlamaContext, spec: ModelSpec) -> None:
-        if model.n_layer_nextn <= 0:
+    def __init__(
+        self, model: LlamaModel, target: LlamaContext, spec: ModelSpec, *, assistant: bool = False
+    ) -> None:
+        if not assistant and model.n_layer_nextn <= 0:
             raise ValueError(f"{model.path.name} has no next-token layers")
+        if model.n_embd_out != target.model.n_embd_out:
+            raise ModelLoadError(
+                f"{model.path.name} drafts from {model.n_embd_out}-wide hidden rows but "
+                f"{target.model.path.name} gives {target.model.n_embd_out}-wide ones: "
+                "it is not this target's assistant"
+            )
         self.model = model
         self.target = target
-        self.n_heads = model.n_layer_nextn
-        self.ctx = LlamaContext(model, spec, n_batch=target.n_batch, heads_of=target)
+        # an assistant is one head run again for each drafted token
+        self.assistant = assistant
+        self.n_heads = 1 if assistant else model.n_layer_nextn
+        self.ctx = LlamaContext(
+            model, replace(spec, n_ctx=target.n_ctx), n_batch=target.n_batch, heads_of=target
+        )
+        # Gemma 4 assistants keep no cache: they attend through the target's, so there is
+        # nothing to catch up or roll back, and every drafted token sits at one position
+        self.shared = self.ctx.shares_memory_with_target
         n_embd = model.n_embd_out
         self._rows = np.zeros((RING_ROWS, n_embd), dtype=np.float32)
         self._row_pos = np.full(RING_ROWS, -1, dtype=np.int64)
@@ -75,7 +91,7 @@ class NextTokenHeads:
 
     @property
     def chained(self) -> bool:
-        return self.n_heads > 1
+        return self.n_heads > 1 and not self.shared
 
     # --- the target's rows ------------------------------------------------------------------
 
@@ -86,7 +102,7 @@ class NextTokenHeads:
         slots = positions % RING_ROWS
         self._rows[slots] = rows[n - keep :]
         self._row_pos[slots] = positions
-        if self.target.n_past - 1 - self.ctx.n_past > RING_ROWS // 2:
+        if not self.shared and self.target.n_past - 1 - self.ctx.n_past > RING_ROWS // 2:
             # a long prefill: feed the heads the prompt now, before the ring overwrites rows
             # they still need (a verification batch is far shorter than this)
             n_keep = common_prefix(self.ctx.tokens, self.target.tokens)
@@ -115,6 +131,8 @@ class NextTokenHeads:
     def prepare(self, prompt: list[int]) -> None:
         """A new request: compare the heads' whole cache with ``prompt`` once, keep the
         common part and feed the rest but the last token (the first draft pass takes it)."""
+        if self.shared:
+            return
         n = common_prefix(self.ctx.tokens, prompt[:-1])
         if self.chained:
             n = min(n, self._trusted)
@@ -162,6 +180,11 @@ class NextTokenHeads:
         """Catch up and run the first head on the last committed token: its logits for the
         next position, and how many tokens that pass decoded."""
         n = len(committed)
+        if self.shared:
+            self._pos0 = n - 1
+            row = self._row(n - 2)[None, :]
+            self.ctx.decode(committed[-1:], logits="last", rows=row, at=self._pos0)
+            return self.ctx.logits(-1), 1
         self.ctx.truncate(min(self._synced(committed), n - 1))
         if not self.chained:
             decoded = self._feed(committed, n, logits="last")
@@ -176,6 +199,9 @@ class NextTokenHeads:
         """Feed drafted ``token`` with the row the previous head step returned; ``step`` is
         the index of the head step that drafts the following token."""
         row = self.ctx.head_row().copy()
+        if self.shared:  # the assistant's drafts all sit at the last committed position
+            self.ctx.decode([token], logits="last", rows=row[None, :], at=self._pos0)
+            return self.ctx.logits(-1)
         if not self.chained:
             self.ctx.decode([token], logits="last", rows=row[None, :])
             return self.ctx.logits(-1)
@@ -197,8 +223,6 @@ class NextTokenHeads:
 
 class MtpDrafter(SampledDrafter):
     """Drafts with the target's next-token heads, by the same rules as a draft model."""
-
-    name = "MTP"
 
     def __init__(
         self,
@@ -222,6 +246,7 @@ class MtpDrafter(SampledDrafter):
             want_probs=want_probs,
         )
         self.heads = heads
+        self.name = "assistant" if heads.assistant else "MTP"
         self._step = 0
 
     def prefill(self, prompt: list[int]) -> None:

@@ -416,3 +416,98 @@ def write_tiny_qwen35(
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+@dataclass(frozen=True)
+class TinyStep35Shape:
+    """A tiny dense ``step35`` (Step-3.5) with several chained next-token blocks: llama.cpp's
+    models/step35.cpp runs head ``k`` at ``nextn_layer_offset`` k, one head per draft step."""
+
+    n_embd: int = 64
+    n_trunk: int = 3
+    n_nextn: int = 3
+    n_head: int = 4
+    n_head_kv: int = 2
+    head_dim: int = 16
+    n_ff: int = 128
+    n_ctx: int = 512
+
+
+def write_tiny_step35(
+    path: Path, *, seed: int = 0, shape: TinyStep35Shape | None = None, branch_scale: float = 0.3
+) -> Path:
+    """Write a loadable tiny ``step35`` with ``shape.n_nextn`` chained next-token blocks.
+
+    As with ``write_tiny_qwen35(branch_scale=...)``, every layer adds a small branch to the
+    token embedding and each head reads the token embedding, so a head agrees with the
+    target often but not always."""
+    shape = shape or TinyStep35Shape()
+    tokens, scores, types = vocabulary()
+    rng = np.random.default_rng(seed)
+    e, f, hd, n_vocab = shape.n_embd, shape.n_ff, shape.head_dim, len(tokens)
+
+    def mat(rows: int, cols: int, scale: float) -> np.ndarray:
+        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+
+    def ones(n: int) -> np.ndarray:
+        return np.ones(n, dtype=np.float32)
+
+    def block(i: int) -> dict[str, np.ndarray]:
+        return {
+            f"blk.{i}.attn_norm.weight": ones(e),
+            f"blk.{i}.attn_q.weight": mat(hd * shape.n_head, e, e**-0.5),
+            f"blk.{i}.attn_k.weight": mat(hd * shape.n_head_kv, e, e**-0.5),
+            f"blk.{i}.attn_v.weight": mat(hd * shape.n_head_kv, e, e**-0.5),
+            f"blk.{i}.attn_output.weight": mat(e, hd * shape.n_head, branch_scale * hd**-0.5),
+            f"blk.{i}.ffn_norm.weight": ones(e),
+            f"blk.{i}.ffn_gate.weight": mat(f, e, e**-0.5),
+            f"blk.{i}.ffn_up.weight": mat(f, e, e**-0.5),
+            f"blk.{i}.ffn_down.weight": mat(e, f, branch_scale * f**-0.5),
+        }
+
+    tensors = {
+        "token_embd.weight": mat(n_vocab, e, 1.0),
+        "output_norm.weight": ones(e),
+        "output.weight": mat(n_vocab, e, 0.35),
+    }
+    for i in range(shape.n_trunk):
+        tensors |= block(i)
+    # the head reads [token embedding, hidden state]: an identity on the first half keeps
+    # its prediction close to the target's bigram-like one
+    eh_proj = np.hstack([np.eye(e, dtype=np.float32), np.zeros((e, e), np.float32)])
+    for i in range(shape.n_trunk, shape.n_trunk + shape.n_nextn):
+        tensors |= block(i) | {
+            f"blk.{i}.nextn.eh_proj.weight": eh_proj + mat(e, 2 * e, 0.02),
+            f"blk.{i}.nextn.enorm.weight": ones(e),
+            f"blk.{i}.nextn.hnorm.weight": ones(e),
+            f"blk.{i}.nextn.shared_head_norm.weight": ones(e),
+        }
+    n_all = shape.n_trunk + shape.n_nextn
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = gguf.GGUFWriter(str(path), "step35")
+    writer.add_name(path.stem)
+    writer.add_context_length(shape.n_ctx)
+    writer.add_embedding_length(e)
+    writer.add_block_count(n_all)
+    writer.add_nextn_predict_layers(shape.n_nextn)
+    writer.add_feed_forward_length(f)
+    writer.add_expert_feed_forward_length(f)
+    writer.add_head_count(shape.n_head)
+    writer.add_head_count_kv(shape.n_head_kv)
+    writer.add_key_length(hd)
+    writer.add_value_length(hd)
+    writer.add_rope_dimension_count(hd)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_sliding_window(shape.n_ctx)
+    # llama.cpp needs one sliding-window layer; a window as long as the context changes nothing
+    writer.add_array("step35.attention.sliding_window_pattern", [1] + [0] * (n_all - 1))
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    for key, value, kind, item in spm_tokenizer((tokens, scores, types)):
+        writer.add_key_value(key, value, kind, sub_type=item)  # type: ignore[arg-type]
+    for name, value in tensors.items():
+        writer.add_tensor(name, value)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

@@ -24,7 +24,8 @@ from app.engine.config import (
 )
 from app.engine.engine_host import EngineCrashed, EngineHost, LoadRequest
 from app.engine.events import RunSummary
-from app.engine.synthetic import write_tiny_llama, write_tiny_qwen35
+from app.engine.synthetic import write_tiny_llama, write_tiny_qwen35, write_tiny_step35
+from app.engine.synthetic_gemma4 import write_tiny_gemma4, write_tiny_gemma4_assistant
 from app.errors import ModelLoadError
 
 PROMPTS = (
@@ -40,6 +41,18 @@ FORCED = SpecConfig(draft_max=4, adaptive=False, collapse_guard=False, ngram_fir
 def qwen35_mtp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("mtp") / "qwen35-mtp.gguf"
     return write_tiny_qwen35(path, branch_scale=0.3)
+
+
+@pytest.fixture(scope="module")
+def step35_chained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tiny_step35(tmp_path_factory.mktemp("mtp") / "step35-3heads.gguf")
+
+
+@pytest.fixture(scope="module")
+def gemma4_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("assistant")
+    target = write_tiny_gemma4(folder / "gemma4.gguf")
+    return target, write_tiny_gemma4_assistant(folder / "gemma4-assistant.gguf", target)
 
 
 @pytest.fixture
@@ -148,12 +161,51 @@ def test_killing_the_engine_mid_mtp_answer_is_a_message(host, qwen35_mtp) -> Non
     assert len(again.token_ids) == 20
 
 
-def test_llama_servers_own_mtp_gives_the_same_tokens(qwen35_mtp) -> None:
+def test_chained_heads_draft_one_token_each_and_stay_exact(host, step35_chained) -> None:
+    """A model with three next-token blocks (step35): head k drafts the k-th token over the
+    drafted prefix; a block never exceeds the number of heads, even when more is allowed."""
+    info = host.load(LoadRequest(_spec(step35_chained), None, DraftSource.MTP))
+    assert info.draft_source is DraftSource.MTP
+    spec = SpecConfig(draft_max=8, adaptive=False, collapse_guard=False, ngram_first=False)
+    for prompt in PROMPTS:
+        request = GenerationRequest(prompt, max_tokens=220, spec=spec, ignore_eos=True)
+        baseline, speculative = _pair(host, request)
+        assert speculative.token_ids == baseline.token_ids
+        assert 0 < speculative.accepted < speculative.drafted
+        assert len(speculative.drafted_per_position) == 3  # three heads, three positions
+        assert speculative.drafted_per_position[2] > 0
+
+
+def test_a_gemma4_assistant_drafts_from_the_targets_hidden_rows(host, gemma4_pair) -> None:
+    """A second file, picked as the draft, that is a Gemma 4 assistant: it keeps no cache of
+    its own (it attends through the target's) and drafts every token at one position."""
+    target, assistant = gemma4_pair
+    info = host.load(LoadRequest(_spec(target), _spec(assistant)))
+    assert info.draft_path == str(assistant)
+    for prompt in PROMPTS:
+        request = GenerationRequest(prompt, max_tokens=220, spec=FORCED, ignore_eos=True)
+        baseline, speculative = _pair(host, request)
+        assert speculative.token_ids == baseline.token_ids
+        assert 0 < speculative.accepted < speculative.drafted
+        assert [d.name for d in speculative.per_drafter] == ["assistant"]
+        first, *_rest, last = speculative.acceptance_per_position
+        assert first > last  # a later position is reached less and accepted less
+
+
+@pytest.mark.parametrize("model", ["qwen35_mtp", "step35_chained", "gemma4_pair"])
+def test_llama_servers_own_mtp_gives_the_same_tokens(model, request) -> None:
     """llama.cpp's ``llama-server --spec-type draft-mtp`` (built from the vendored sources) and
-    SpecDeck's engine answer with the same greedy tokens. Speed is the bench's business
-    (``python -m app.devtools.mtp_reference``), not a timed test's."""
+    SpecDeck's engine answer with the same greedy tokens: one head, three chained, or an
+    assistant. Speed is the bench's business (``python -m app.devtools.mtp_reference``), not a
+    timed test's."""
+    fixture = request.getfixturevalue(model)
+    path, extra = (
+        (fixture, [])
+        if isinstance(fixture, Path)
+        else (fixture[0], ["--assistant", str(fixture[1])])
+    )
     done = subprocess.run(
-        [sys.executable, "-m", "app.devtools.mtp_reference", str(qwen35_mtp)]
+        [sys.executable, "-m", "app.devtools.mtp_reference", str(path), *extra]
         + ["--tokens", "128", "--rounds", "1", "--draft-max", "3"],
         cwd=ROOT,
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
