@@ -319,9 +319,12 @@ def test_the_engine_process_dies_with_its_parent(command, tiny_pair, tmp_path) -
         assert parent.stdout is not None
         deadline = time.monotonic() + 180
         seen = ""
+        # read the pipe itself: a buffered readline() may hold the awaited line back in its
+        # buffer while select() waits for more bytes (seconds later, the engine long done)
+        fd = parent.stdout.fileno()
         while busy not in seen and time.monotonic() < deadline and parent.poll() is None:
-            if select.select([parent.stdout], [], [], 1.0)[0]:
-                seen += parent.stdout.readline()
+            if select.select([fd], [], [], 1.0)[0]:
+                seen += os.read(fd, 1 << 16).decode("utf-8", errors="replace")
         assert busy in seen and parent.poll() is None, seen[-2000:]
         # the engine is into the next stretch: on a quiet machine the tiny pair's 4,000-token
         # baseline takes about 3.5 s, so look now, not a second later
