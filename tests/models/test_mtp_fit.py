@@ -83,3 +83,25 @@ def test_the_tiny_synthetic_mtp_model(tmp_path: Path) -> None:
     memory = model_memory(facts, path.stat().st_size, 256, mtp=True)
     assert memory.mtp_kv == facts.kv_bytes(256, 2)  # one next-token layer, same heads
     assert 0 < memory.mtp_weights < memory.weights
+
+
+def test_fit_command_with_mtp(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import argparse
+
+    from app.cli.hub import cmd_fit
+
+    path = write_tiny_qwen35(tmp_path / "tiny.gguf")
+
+    def fit(draft: str | None, mtp: bool) -> int:
+        args = argparse.Namespace(target=str(path), draft=draft, ctx=512, kv_type="f16", mtp=mtp)
+        return cmd_fit(args)
+
+    assert fit(None, True) in (0, 1)
+    out = capsys.readouterr().out
+    assert "MTP, 1 head" in out and "MTP context: KV" in out
+    assert fit(str(path), True) == 2
+    assert "leave the draft out" in capsys.readouterr().err
+    plain = qwen36_27b_header(tmp_path / "plain.gguf", nextn=0)
+    args = argparse.Namespace(target=str(plain), draft=None, ctx=512, kv_type="f16", mtp=True)
+    assert cmd_fit(args) == 2
+    assert "has no next-token (MTP) layers (plain model)" in capsys.readouterr().err
