@@ -178,3 +178,21 @@ def qwen36_27b_header(path: Path, *, nextn: int = 1, block_count: int = 65) -> P
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(raw_gguf(kvs, tensors))
     return path
+
+
+def head_header(path: Path, arch: str = "gemma4-assistant", *extra: bytes) -> Path:
+    """A header (no tensor data) of a drafting head: a Gemma 4 assistant by default."""
+    kvs = [
+        kv_string("general.architecture", arch),
+        kv_string("general.name", f"{arch} head"),
+        kv_u32(f"{arch}.block_count", 4),
+        kv_u32(f"{arch}.nextn_predict_layers", 4),
+        kv_u32(f"{arch}.embedding_length", 64),
+        kv_u32(f"{arch}.attention.head_count", 4),
+        kv_string("tokenizer.ggml.model", "llama"),
+        kv_tokens(spm_tokens(8)),
+        *extra,
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(raw_gguf(kvs))
+    return path
