@@ -190,3 +190,61 @@ def test_a_head_offered_as_the_target_is_explained(
         shoot(page, "head_on_this_computer")
     finally:
         wizard.reject()
+
+
+def test_an_assistant_in_its_target_s_repository_is_the_catalog_draft(
+    qtbot,  # type: ignore[no-untyped-def]
+    fake_hub: FakeHub,
+    tmp_path: Path,
+) -> None:
+    """Gemma 4 repositories keep the assistant beside the target (``mtp-NAME.gguf``): the
+    catalog names that file as the pair's draft, and the target's files stay the target's."""
+    from app.models.catalog import CatalogPair
+    from tests.ggufs import spm_tokens, write_gguf
+
+    target = write_gguf(tmp_path / "t.gguf", arch="gemma4", tokens=spm_tokens(8)).read_bytes()
+    assistant = head_header(tmp_path / "a.gguf").read_bytes()
+    repo = "acme/Gem4-12B-GGUF"
+    files = {"gem4-12B-Q4_0.gguf": target, "mtp-gem4-12B.gguf": assistant}
+    fake_hub.add(FakeRepo(repo, files, downloads=3))
+    pair_catalog = Catalog(
+        (
+            CatalogModel("gem4", repo, "gemma4", 12.0, "Q4_0", "Target."),
+            CatalogModel(
+                "gem4-assistant",
+                repo,
+                "gemma4",
+                0.4,
+                "Q8_0",
+                "Its assistant.",
+                draft_only=True,
+                drafting="assistant",
+                files=(CatalogFile("mtp-gem4-12B.gguf"),),
+            ),
+        ),
+        (CatalogPair("gem4", "gem4-assistant"),),
+    )
+    wizard = PairWizard(Library(), pair_catalog, hardware=HARDWARE, models_root=tmp_path / "models")
+    qtbot.addWidget(wizard)
+    wizard.show()
+    try:
+        wizard.next()
+        wizard.page_target.catalog_list.setCurrentRow(0)
+        wizard.next()
+        page = wizard.page_quant
+        qtbot.waitUntil(page.isComplete, timeout=10_000)
+        assert page.table.rowCount() == 1 and page.table.item(0, 1).text() == "gem4-12B-Q4_0.gguf"
+        wizard.next()
+        page = wizard.page_draft
+        assert not page.mtp.isVisible()  # a plain target: its assistant is a draft file
+        qtbot.waitUntil(lambda: not page.busy and bool(page.options), timeout=10_000)
+        first = page.options[0]
+        assert (first.candidate.source, first.candidate.file) == (
+            "catalog pair",
+            "mtp-gem4-12B.gguf",
+        )
+        assert first.group is not None and first.group.first.path == "mtp-gem4-12B.gguf"
+        assert first.facts is not None and first.facts.drafting.name == "assistant draft for gemma4"
+        assert first.compatible and [g.first.path for g in first.groups] == ["mtp-gem4-12B.gguf"]
+    finally:
+        wizard.reject()
