@@ -248,3 +248,37 @@ def test_an_assistant_in_its_target_s_repository_is_the_catalog_draft(
         assert first.compatible and [g.first.path for g in first.groups] == ["mtp-gem4-12B.gguf"]
     finally:
         wizard.reject()
+
+
+def test_the_shipped_catalog_shows_self_drafting_targets_as_unchecked(
+    qtbot,  # type: ignore[no-untyped-def]
+    fake_hub: FakeHub,
+    tmp_path: Path,
+) -> None:
+    from app.engine.hardware import Device, Hardware
+
+    gib = 1 << 30
+    gpu = Device("CUDA0", "GPU 0", "GPU", 22 * gib, 24 * gib)
+    wizard = PairWizard(
+        Library(),
+        Catalog.load(),
+        hardware=Hardware("CUDA", (gpu,), 64 * gib, 48 * gib, 16),
+        models_root=tmp_path / "models",
+    )
+    qtbot.addWidget(wizard)
+    wizard.show()
+    try:
+        wizard.next()
+        page = wizard.page_target
+        texts = [page.catalog_list.item(i).text() for i in range(page.catalog_list.count())]
+        own = [t for t in texts if "drafts for itself (MTP)" in t]
+        assert any(t.startswith("unsloth/Qwen3.6-27B-MTP-GGUF") for t in own)
+        assert any(t.startswith("unsloth/Qwen3.6-35B-A3B-MTP-GGUF") for t in own)
+        assert any(t.startswith("unsloth/gemma-4-12B-it-qat-GGUF") for t in texts)
+        assert all(
+            "unchecked: not yet confirmed against the Hub with check-pair" in t for t in texts
+        )
+        page.catalog_list.scrollToItem(page.catalog_list.item(len(texts) // 2))
+        shoot(page, "catalog_targets")
+    finally:
+        wizard.reject()

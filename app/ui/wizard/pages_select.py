@@ -276,6 +276,8 @@ class TargetPage(LocalFiles, Page):
         self.offline = OfflineNote(wizard)
         self.tabs = QTabWidget()
         self.catalog_list = QListWidget()
+        self.catalog_list.setAlternatingRowColors(True)  # entries of three lines stay apart
+        self.catalog_list.setSpacing(2)
         self.query = QLineEdit()
         self.query.setPlaceholderText("e.g. qwen3 gguf")
         self.query.returnPressed.connect(self._search)
