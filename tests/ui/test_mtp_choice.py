@@ -111,3 +111,36 @@ def test_a_stored_mtp_for_a_target_without_heads_falls_back_to_ngram(
     assert box.currentData() == DraftSource.NGRAM.value
     assert window.loaded.pair.draft_source is DraftSource.NGRAM
     shoot(window, "window_mtp_fallback")
+
+
+def test_local_files_offer_the_target_s_own_heads_when_no_draft_is_picked(
+    qtbot,  # type: ignore[no-untyped-def]
+    isolated: Path,
+    tiny_pair: tuple[Path, Path],
+) -> None:
+    from PySide6.QtWidgets import QWidget
+
+    from app.ui.pair_chooser import choose_pair
+    from tests.ui.dialogs import Dialogs, pick, press
+
+    mtp = write_tiny_qwen35(isolated / "self-drafting.gguf")
+    parent = QWidget()
+    qtbot.addWidget(parent)
+
+    def no_draft(dialog: QWidget) -> None:
+        dialog.reject()  # type: ignore[attr-defined]
+
+    with Dialogs(pick(mtp), no_draft, press("Yes")) as dialogs:
+        choice = choose_pair(parent, str(isolated), files=True)
+    assert choice is not None
+    assert (choice.target_path, choice.draft_path, choice.draft_source) == (
+        str(mtp),
+        None,
+        DraftSource.MTP,
+    )
+    assert "draft for itself with its next-token layers (MTP, 1 head)" in dialogs.seen[-1]
+    # a target without heads is asked only about n-gram drafting, as before
+    with Dialogs(pick(tiny_pair[0]), no_draft, press("Yes")) as dialogs:
+        choice = choose_pair(parent, str(isolated), files=True)
+    assert choice is not None and choice.draft_source is DraftSource.NGRAM
+    assert "n-gram" in dialogs.seen[-1] and "MTP" not in dialogs.seen[-1]
