@@ -142,3 +142,57 @@ def raw_gguf(
     )
     body = head + b"".join(kvs) + b"".join(tensors)
     return body + bytes(-len(body) % 32) + (data or bytes(256))
+
+
+def qwen36_27b_header(path: Path, *, nextn: int = 1, block_count: int = 65) -> Path:
+    """A header (no tensor data) shaped like Qwen3.6-27B with its next-token layer, from the
+    model's published config: 64 trunk layers, every 4th full attention (4 KV heads of 256),
+    gated delta-net layers (conv 4, inner 6144, state 128, 16 groups), 1 MTP block."""
+    arch = "qwen35"
+    kvs = [
+        kv_string("general.architecture", arch),
+        kv_string("general.name", "Qwen3.6-27B-shaped"),
+        kv_u32(f"{arch}.block_count", block_count),
+        kv_u32(f"{arch}.nextn_predict_layers", nextn),
+        kv_u32(f"{arch}.context_length", 262_144),
+        kv_u32(f"{arch}.embedding_length", 5120),
+        kv_u32(f"{arch}.attention.head_count", 24),
+        kv_u32(f"{arch}.attention.head_count_kv", 4),
+        kv_u32(f"{arch}.attention.key_length", 256),
+        kv_u32(f"{arch}.attention.value_length", 256),
+        kv_u32(f"{arch}.full_attention_interval", 4),
+        kv_u32(f"{arch}.ssm.conv_kernel", 4),
+        kv_u32(f"{arch}.ssm.inner_size", 6144),
+        kv_u32(f"{arch}.ssm.state_size", 128),
+        kv_u32(f"{arch}.ssm.group_count", 16),
+        kv_u32(f"{arch}.ssm.time_step_rank", 48),
+        kv_string("tokenizer.ggml.model", "llama"),
+        kv_tokens(spm_tokens(8)),
+    ]
+    q8_0 = 8
+    mtp_block = block_count - nextn
+    tensors = [
+        tensor_entry("blk.0.attn_norm.weight", (5120,), 0, 0),
+        tensor_entry(f"blk.{mtp_block}.nextn.eh_proj.weight", (10240, 5120), q8_0, 20480),
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(raw_gguf(kvs, tensors))
+    return path
+
+
+def head_header(path: Path, arch: str = "gemma4-assistant", *extra: bytes) -> Path:
+    """A header (no tensor data) of a drafting head: a Gemma 4 assistant by default."""
+    kvs = [
+        kv_string("general.architecture", arch),
+        kv_string("general.name", f"{arch} head"),
+        kv_u32(f"{arch}.block_count", 4),
+        kv_u32(f"{arch}.nextn_predict_layers", 4),
+        kv_u32(f"{arch}.embedding_length", 64),
+        kv_u32(f"{arch}.attention.head_count", 4),
+        kv_string("tokenizer.ggml.model", "llama"),
+        kv_tokens(spm_tokens(8)),
+        *extra,
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(raw_gguf(kvs))
+    return path

@@ -38,17 +38,28 @@ def register(subparsers: Any) -> None:
     pull.set_defaults(func=cmd_pull)
 
     check = subparsers.add_parser(
-        "check-pair", help="can DRAFT speculate for TARGET? (reads headers only)"
+        "check-pair",
+        help="how does TARGET draft, and can DRAFT speculate for it? (reads headers only)",
     )
     check.add_argument("target", help="local .gguf or owner/repo:file.gguf")
-    check.add_argument("draft", help="local .gguf or owner/repo:file.gguf")
+    check.add_argument(
+        "draft",
+        nargs="?",
+        help="local .gguf or owner/repo:file.gguf (leave out for a target that drafts for "
+        "itself with next-token layers)",
+    )
     check.set_defaults(func=cmd_check_pair)
 
     fit = subparsers.add_parser("fit", help="memory estimate of a pair on this machine")
     fit.add_argument("target", help="local .gguf or owner/repo:file.gguf")
-    fit.add_argument("draft", help="local .gguf or owner/repo:file.gguf")
+    fit.add_argument("draft", nargs="?", help="local .gguf or owner/repo:file.gguf")
     fit.add_argument("--ctx", type=int, default=4096, help="context size (tokens)")
     fit.add_argument("--kv-type", default="f16", choices=list(KV_BYTES_PER_ELEMENT))
+    fit.add_argument(
+        "--mtp",
+        action="store_true",
+        help="the target drafts for itself with its next-token (MTP) layers",
+    )
     fit.set_defaults(func=cmd_fit)
 
 
@@ -117,17 +128,34 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 
 def cmd_check_pair(args: argparse.Namespace) -> int:
+    """Each model's drafting method ("MTP, 1 head", "assistant draft for gemma4", "EAGLE-3
+    head", "plain model"), then whether the draft's vocabulary fits the target's. 0: the pair
+    (or a target drafting for itself) can speculate; 1: it cannot; 2: a file is unreadable."""
     try:
-        target_ref, draft_ref = ModelRef.parse(args.target), ModelRef.parse(args.draft)
-        headers = {"target": target_ref.read_header(), "draft": draft_ref.read_header()}
-        target, draft = vocab_info(headers["target"]), vocab_info(headers["draft"])
-        methods = {role: self_drafting(header).label for role, header in headers.items()}
+        refs = {"target": ModelRef.parse(args.target)}
+        if args.draft:
+            refs["draft"] = ModelRef.parse(args.draft)
+        headers = {role: ref.read_header() for role, ref in refs.items()}
+        methods = {role: self_drafting(header) for role, header in headers.items()}
+        vocabs = {role: vocab_info(header) for role, header in headers.items()}
     except (HubError, GGUFFormatError, ValueError, OSError) as exc:
         return _fail(str(exc))
-    for role, label in methods.items():
-        if label:  # a model with its own drafting method: MTP layers, an assistant, a head
-            print(f"{role}: {label}")
-    mismatch = first_mismatch(target, draft)
+    for role, method in methods.items():
+        print(f"{role}: {method.name}")
+    target = methods["target"]
+    if target.is_head:
+        print(
+            f"not a target: an {target.name} drafts for another model and cannot answer "
+            "by itself; check it as the draft of its target"
+        )
+        return 1
+    if "draft" not in vocabs:
+        if target.method == "mtp":
+            print("drafts for itself: no draft model needed")
+        else:
+            print("no draft given: n-gram drafting (prompt lookup) needs none")
+        return 0
+    mismatch = first_mismatch(vocabs["target"], vocabs["draft"])
     if mismatch is None:
         print("compatible")
         return 0
@@ -136,25 +164,39 @@ def cmd_check_pair(args: argparse.Namespace) -> int:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
+    if args.mtp and args.draft:
+        return _fail("--mtp drafts with the target's own layers: leave the draft out")
     try:
-        refs = ModelRef.parse(args.target), ModelRef.parse(args.draft)
+        refs = [ModelRef.parse(args.target)] + ([ModelRef.parse(args.draft)] if args.draft else [])
         facts = [model_facts(ref.read_header()) for ref in refs]
         sizes = [ref.size() for ref in refs]
-        estimate = estimate_pair(facts[0], sizes[0], facts[1], sizes[1], args.ctx, args.kv_type)
+        if args.mtp and facts[0].drafting.method != "mtp":
+            return _fail(f"{refs[0]} has no next-token (MTP) layers ({facts[0].drafting.name})")
+        draft, draft_size = (facts[1], sizes[1]) if args.draft else (None, 0)
+        estimate = estimate_pair(
+            facts[0], sizes[0], draft, draft_size, args.ctx, args.kv_type, mtp=args.mtp
+        )
     except (HubError, GGUFFormatError, ValueError, OSError) as exc:
         return _fail(str(exc))
     hardware = detect_hardware()
     result = assess(estimate, hardware)
     devices = ", ".join(f"{g.label} {gib(g.free_bytes)} free" for g in hardware.gpus) or "none"
     print(f"backend: {hardware.backend}; GPUs: {devices}; RAM {gib(hardware.ram_free)} free")
-    for role, ref, mem, f in (
-        ("target", refs[0], estimate.target, facts[0]),
-        ("draft", refs[1], estimate.draft, facts[1]),
+    for role, ref, mem, f in zip(
+        ("target", "draft"), refs, (estimate.target, estimate.draft), facts, strict=False
     ):
         assert mem is not None
+        recurrent = f", recurrent state {gib(mem.recurrent)}" if mem.recurrent else ""
         print(
-            f"{role}: {ref} ({f.architecture}, {f.quantization}, {f.n_layer} layers) "
-            f"weights {gib(mem.weights)}, KV {gib(mem.kv)}, compute {gib(mem.compute)}"
+            f"{role}: {ref} ({f.architecture}, {f.quantization}, {f.n_layer} layers, "
+            f"{f.drafting.name}) weights {gib(mem.weights)}, KV {gib(mem.kv)}{recurrent}, "
+            f"compute {gib(mem.compute)}"
+        )
+    if estimate.mtp:
+        t = estimate.target
+        print(
+            f"MTP context: KV {gib(t.mtp_kv)}, compute {gib(t.mtp_compute)} (the next-token "
+            f"layers' weights, {gib(t.mtp_weights)}, are in the target's file)"
         )
     print(f"context {args.ctx} tokens, KV cache {args.kv_type}: {result.message}")
     print(result.label.value)

@@ -33,8 +33,8 @@ def register(subparsers: Any) -> None:
         action="append",
         default=[],
         metavar="NAME:key=value,...",
-        help="a configuration, e.g. fixed8:draft=d.gguf,n=8 or ng:ngram,n=4 "
-        "(keys: draft, ngram[=N], n, adaptive[=MAX], rule, temp, p_min, guard; "
+        help="a configuration, e.g. fixed8:draft=d.gguf,n=8, ng:ngram,n=4 or heads:mtp "
+        "(keys: draft, ngram[=N], mtp, n, adaptive[=MAX], rule, temp, p_min, guard; "
         "remote: server=URL, kind=llama-server|vllm, baseline=URL)",
     )
     run.add_argument(
@@ -135,12 +135,14 @@ def _ngram() -> Any:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from app.lab.configs import check_drafting
     from app.lab.plan import Claim, LabPlan
     from app.lab.runner import LabRunner, target_spec
 
     for path in [args.target, *(c.draft for c in _configs(args) if c.draft)]:
         if not Path(path).is_file():
             raise SpecDeckError(f"model file not found: {path}")
+    check_drafting(_configs(args), args.target)
     plan = LabPlan(
         target=target_spec(
             args.target,

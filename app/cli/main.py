@@ -36,6 +36,13 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--draft", help="draft GGUF file (same vocabulary as the target)")
     source.add_argument("--ngram", action="store_true", help="prompt-lookup drafting, no model")
+    parser.add_argument(
+        "--draft-source",
+        choices=[s.value for s in DraftSource],
+        help="where drafts come from: model (--draft), ngram (prompt lookup) or mtp (the "
+        "target's own next-token layers, no second file); default: model with --draft, "
+        "else ngram",
+    )
     parser.add_argument("--ctx", type=int, default=4096, help="context size (tokens)")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
     parser.add_argument("--gpu-layers", type=int, default=-1, help="target layers on GPU (-1 all)")
@@ -79,7 +86,30 @@ def _add_sampling_options(parser: argparse.ArgumentParser, *, max_tokens: int) -
     )
 
 
+def draft_source(args: argparse.Namespace) -> DraftSource:
+    """The draft source the options ask for, refused with a reason when they disagree."""
+    if args.draft_source is None:
+        return DraftSource.MODEL if args.draft else DraftSource.NGRAM
+    source = DraftSource(args.draft_source)
+    if source is DraftSource.MODEL and not args.draft:
+        raise SpecDeckError("--draft-source model needs --draft FILE")
+    if source is not DraftSource.MODEL and args.draft:
+        raise SpecDeckError(
+            f"--draft-source {source.value} drafts without a draft model: leave --draft out"
+        )
+    if source is DraftSource.MTP and args.ngram:
+        raise SpecDeckError("--ngram and --draft-source mtp name different draft sources")
+    if source is DraftSource.MTP:
+        from app.models.drafting import self_drafting_problem
+
+        problem = self_drafting_problem(args.target)
+        if problem is not None:
+            raise SpecDeckError(problem)
+    return source
+
+
 def _specs(args: argparse.Namespace) -> tuple[ModelSpec, ModelSpec | None, DraftSource]:
+    source = draft_source(args)
     common = dict(
         n_ctx=args.ctx,
         n_threads=args.threads,
@@ -88,10 +118,10 @@ def _specs(args: argparse.Namespace) -> tuple[ModelSpec, ModelSpec | None, Draft
         repack=args.repack,
     )
     target = ModelSpec(args.target, n_gpu_layers=args.gpu_layers, **common)
-    if args.draft:
+    if source is DraftSource.MODEL:
         draft = ModelSpec(args.draft, n_gpu_layers=args.draft_gpu_layers, **common)
-        return target, draft, DraftSource.MODEL
-    return target, None, DraftSource.NGRAM
+        return target, draft, source
+    return target, None, source
 
 
 def _sampler(args: argparse.Namespace) -> SamplerConfig:
@@ -175,8 +205,8 @@ def _print_summary(s: RunSummary) -> None:
 def cmd_bench(args: argparse.Namespace) -> int:
     from app.engine.bench import BenchSettings, load_prompts, run_bench
 
-    if not args.draft and not args.ngram:
-        raise SpecDeckError("bench needs --draft FILE or --ngram")
+    if not args.draft and not args.ngram and args.draft_source is None:
+        raise SpecDeckError("bench needs --draft FILE, --ngram or --draft-source mtp")
     target, draft, source = _specs(args)
     settings = BenchSettings(
         max_tokens=args.max_tokens,

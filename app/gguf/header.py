@@ -72,6 +72,15 @@ SINGLE_HEAD_MTP = frozenset(
 )
 EAGLE3_TARGET_LAYERS = 3  # models/eagle3.cpp: exactly three extracted target layers
 _HEAD_LABELS = {"eagle3": "EAGLE-3 head", "dflash": "DFlash head"}
+HEAD_METHODS = frozenset({"assistant", "eagle3", "dflash"})  # drafts for a target, is none
+# Hybrid recurrent models (Qwen3-Next, Qwen3.5/3.6): every ``full_attention_interval``-th trunk
+# layer is attention, the others a recurrent (gated delta net) layer with a fixed-size state
+# (models/qwen35.cpp; llama_hparams::n_embd_r / n_embd_s).
+FULL_ATTENTION_INTERVAL_KEY = "{arch}.full_attention_interval"
+RECURRENT_LAYERS_KEY = "{arch}.attention.recurrent_layers"
+SSM_KEYS = ("conv_kernel", "inner_size", "state_size", "group_count")
+DEFAULT_FULL_ATTENTION_INTERVAL = 4  # models/qwen35.cpp, when the key is absent
+RECURRENT_STATE_BYTES = 4  # the r and s rows are F32
 
 # Default special tokens per vocab type when the GGUF does not name them (llama-vocab.cpp)
 _DEFAULT_BOS = {"spm": 1, "bpe": 11, "wpm": 101}
@@ -551,6 +560,22 @@ class SelfDrafting:
     method: str  # "mtp", "assistant", "eagle3", "dflash", or "" for a plain model
     n_heads: int = 0  # next-token layers (MTP only)
     target_layers: tuple[int, ...] = ()  # target layers a head reads (EAGLE-3 / DFlash)
+    target_arch: str = ""  # an assistant's target architecture ("gemma4" for gemma4-assistant)
+
+    @property
+    def is_head(self) -> bool:
+        """An assistant or a head: it drafts for another model and cannot answer alone."""
+        return self.method in HEAD_METHODS
+
+    @property
+    def name(self) -> str:
+        """The drafting method in a few words: "MTP, 1 head", "assistant draft for gemma4",
+        "EAGLE-3 head", "DFlash head" or "plain model"."""
+        if self.method == "mtp":
+            return f"MTP, {self.n_heads} head{'s' * (self.n_heads != 1)}"
+        if self.method == "assistant":
+            return f"assistant draft for {self.target_arch or 'its target'}"
+        return _HEAD_LABELS.get(self.method, "plain model")
 
     @property
     def label(self) -> str:
@@ -575,7 +600,7 @@ def self_drafting(header: GGUFHeader) -> SelfDrafting:
             f"{n_layer_all} blocks the model has; the file is malformed"
         )
     if arch in ASSISTANT_ARCHITECTURES:
-        return SelfDrafting("assistant", n_nextn)
+        return SelfDrafting("assistant", n_nextn, target_arch=arch.removesuffix("-assistant"))
     if arch in HEAD_ARCHITECTURES:
         return SelfDrafting(arch, 0, _target_layers(header, arch))
     if n_nextn > 1 and arch in SINGLE_HEAD_MTP:
@@ -628,10 +653,26 @@ class ModelFacts:
     split_count: int = 1
     drafting: SelfDrafting = field(default_factory=lambda: SelfDrafting(""))
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    # Layers the main context keeps K and V for: the trunk's attention layers (None: every
+    # block, the rule for files whose layout is not known here). Next-token layers are not
+    # among them: llama.cpp caches those in the MTP context only.
+    attention_layers: int | None = None
+    recurrent_state_bytes: int = 0  # one sequence's recurrent state, one snapshot (hybrids)
+    mtp_weight_bytes: int = 0  # of the tensor data: the next-token layers' weights
 
     def kv_bytes(self, n_ctx: int, bytes_per_element: float) -> int:
         """K and V cache for ``n_ctx`` positions at the given cache element size."""
-        per_position = self.n_layer * self.n_head_kv * (self.head_dim_k + self.head_dim_v)
+        layers = self.n_layer if self.attention_layers is None else self.attention_layers
+        return self._kv(layers, n_ctx, bytes_per_element)
+
+    def mtp_kv_bytes(self, n_ctx: int, bytes_per_element: float) -> int:
+        """The MTP context's cache: one attention layer's K and V per next-token layer
+        (llama-model.cpp keeps only ``il >= n_layer()`` there)."""
+        heads = self.drafting.n_heads if self.drafting.method == "mtp" else 0
+        return self._kv(heads, n_ctx, bytes_per_element)
+
+    def _kv(self, layers: int, n_ctx: int, bytes_per_element: float) -> int:
+        per_position = layers * self.n_head_kv * (self.head_dim_k + self.head_dim_v)
         return int(per_position * n_ctx * bytes_per_element)
 
 
@@ -647,10 +688,14 @@ def model_facts(header: GGUFHeader) -> ModelFacts:
     default_head_dim = n_embd // n_head if n_head else 0
     file_type = header_int(header, "general.file_type", -1, high=1 << 16)
     tokens = header.get(TOKENS_KEY, ())
+    drafting = self_drafting(header)
+    n_layer = arch_int("block_count", 0, LLAMA_MAX_LAYERS)
+    n_trunk = n_layer - drafting.n_heads if drafting.method == "mtp" else n_layer
+    recurrent = _recurrent_layers(header, arch, n_trunk)
     return ModelFacts(
         architecture=arch,
         name=header_str(header, "general.name", Path(header.source).name),
-        n_layer=arch_int("block_count", 0, LLAMA_MAX_LAYERS),
+        n_layer=n_layer,
         n_head=n_head,
         n_head_kv=n_head_kv,
         n_embd=n_embd,
@@ -663,5 +708,45 @@ def model_facts(header: GGUFHeader) -> ModelFacts:
         n_params=header.n_params,
         vocab_size=len(tokens) if isinstance(tokens, tuple) else 0,
         split_count=header_int(header, "split.count", 1, low=1, high=99_999),
-        drafting=self_drafting(header),
+        drafting=drafting,
+        attention_layers=(n_trunk - recurrent if recurrent or drafting.method == "mtp" else None),
+        recurrent_state_bytes=recurrent * _recurrent_row_bytes(header, arch) if recurrent else 0,
+        mtp_weight_bytes=_layer_bytes(header, range(n_trunk, n_layer)),
     )
+
+
+def _recurrent_layers(header: GGUFHeader, arch: str, n_trunk: int) -> int:
+    """How many trunk layers are recurrent in a hybrid model with a gated-delta-net state
+    (the ``ssm`` keys); 0 for every other model."""
+    if header.get(f"{arch}.ssm.inner_size") is None:
+        return 0
+    flags = header.get(RECURRENT_LAYERS_KEY.format(arch=arch))
+    if isinstance(flags, tuple) and all(type(f) in (bool, int) for f in flags):
+        return sum(1 for il, flag in enumerate(flags) if il < n_trunk and flag)
+    if header.get(FULL_ATTENTION_INTERVAL_KEY.format(arch=arch)) is None:
+        return 0  # a pure state-space model: its state is not estimated here
+    interval = header_int(
+        header,
+        FULL_ATTENTION_INTERVAL_KEY.format(arch=arch),
+        DEFAULT_FULL_ATTENTION_INTERVAL,
+        low=1,
+        high=LLAMA_MAX_LAYERS,
+    )
+    return sum(1 for il in range(n_trunk) if (il + 1) % interval)
+
+
+def _recurrent_row_bytes(header: GGUFHeader, arch: str) -> int:
+    """One recurrent layer's state for one sequence: the convolution rows
+    ``(d_conv - 1) * (d_inner + 2 * n_group * d_state)`` and the state ``d_state * d_inner``."""
+    conv, inner, state, groups = (
+        header_int(header, f"{arch}.ssm.{key}", 0, high=1 << 24) for key in SSM_KEYS
+    )
+    conv_rows = max(conv - 1, 0) * (inner + 2 * groups * state)
+    return (conv_rows + state * inner) * RECURRENT_STATE_BYTES
+
+
+def _layer_bytes(header: GGUFHeader, layers: range) -> int:
+    if not layers:
+        return 0
+    prefixes = tuple(f"blk.{il}." for il in layers)
+    return sum(t.n_bytes for t in header.tensors if t.name.startswith(prefixes))

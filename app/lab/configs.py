@@ -2,7 +2,8 @@
 
 Each maps onto the engine's own ``SpecConfig``/``SamplerConfig``/``DraftSource``; the lab adds
 no knobs of its own. On the command line one configuration is written ``NAME:key=value,...``,
-for example ``adaptive:draft=small.gguf`` or ``ngram8:ngram,n=8,rule=match``.
+for example ``adaptive:draft=small.gguf``, ``ngram8:ngram,n=8,rule=match`` or ``heads:mtp,n=3``
+(the target drafts for itself with its next-token layers).
 """
 
 from __future__ import annotations
@@ -104,10 +105,13 @@ class LabConfig:
         if self.server is not None:
             against = f", baseline {self.baseline_server}" if self.baseline_server else ""
             return f"remote {self.server_kind} {self.server}{against}, T={self.temperature:g}"
+        first = " + n-gram first" if self.ngram_first else ""
         drafting = (
             f"n-gram (n={self.ngram_n})"
             if self.source is DraftSource.NGRAM
-            else f"draft {self.draft}" + (" + n-gram first" if self.ngram_first else "")
+            else f"MTP (the target's own heads){first}"
+            if self.source is DraftSource.MTP
+            else f"draft {self.draft}{first}"
         )
         length = f"adaptive ≤{self.draft_max}" if self.adaptive else f"fixed {self.draft_max}"
         return f"{drafting}, {length}, {self.rule.value}, T={self.temperature:g}"
@@ -171,9 +175,9 @@ def _number(kind: type, key: str, value: str, name: str) -> Any:
 
 
 def parse_config(text: str) -> LabConfig:
-    """``NAME:key=value,...`` with keys draft, ngram[=N], n, adaptive[=MAX], rule, temp,
-    p_min, guard=on|off, lookup=on|off (n-gram drafts first with a model), server=URL,
-    kind=llama-server|vllm, baseline=URL."""
+    """``NAME:key=value,...`` with keys draft, ngram[=N], mtp (the target's own next-token
+    layers), n, adaptive[=MAX], rule, temp, p_min, guard=on|off, lookup=on|off (n-gram drafts
+    first with a model or MTP), server=URL, kind=llama-server|vllm, baseline=URL."""
     name, sep, rest = text.partition(":")
     name = name.strip()
     fields: dict[str, Any] = {"name": name}
@@ -190,6 +194,8 @@ def parse_config(text: str) -> LabConfig:
             fields["source"] = DraftSource.NGRAM
             if has_value:
                 fields["ngram_n"] = _number(int, key, value, name)
+        elif key == "mtp" and not has_value:
+            fields["source"] = DraftSource.MTP
         elif key == "n" and has_value:
             fields["draft_max"] = _number(int, key, value, name)
             fields["adaptive"] = False
@@ -215,12 +221,23 @@ def parse_config(text: str) -> LabConfig:
             fields["baseline_server"] = value
         else:
             raise ConfigError(
-                f"configuration {name}: cannot use {item!r} (keys: draft=FILE, ngram[=N], n=N, "
-                "adaptive[=MAX], rule=rejection|match, temp=T, p_min=P, guard=on|off, "
+                f"configuration {name}: cannot use {item!r} (keys: draft=FILE, ngram[=N], mtp, "
+                "n=N, adaptive[=MAX], rule=rejection|match, temp=T, p_min=P, guard=on|off, "
                 "lookup=on|off, "
                 "server=URL, kind=llama-server|vllm, baseline=URL)"
             )
     return LabConfig(**fields)
+
+
+def check_drafting(configs: tuple[LabConfig, ...], target: str) -> None:
+    """Refuse, before any run, an MTP configuration for a target without next-token layers."""
+    from app.models.drafting import self_drafting_problem
+
+    for config in configs:
+        if config.source is DraftSource.MTP and not config.remote:
+            problem = self_drafting_problem(target)
+            if problem is not None:
+                raise ConfigError(f"configuration {config.name}: {problem}")
 
 
 def settings_changes(config: LabConfig) -> dict[str, Any]:
@@ -252,7 +269,11 @@ SETTING_NAMES = {
 
 def _shown(name: str, value: Any) -> str:
     if name == "draft_source":
-        return {"ngram": "n-gram (prompt lookup)", "model": "draft model"}.get(value, str(value))
+        return {
+            "ngram": "n-gram (prompt lookup)",
+            "model": "draft model",
+            "mtp": "MTP (the target's own heads)",
+        }.get(value, str(value))
     if name == "draft_path":
         return PurePath(str(value)).name or "none"
     if name == "draft_adaptive":

@@ -101,8 +101,10 @@ class EnginePool:
             if self.cancel.is_set():  # no new engine process once the run is cancelled
                 raise GenerationCancelled("the lab run was cancelled")
             draft = replace(self.plan.target, path=config.draft) if config.draft else None
-            model = config.source is DraftSource.MODEL and draft is not None
-            source = DraftSource.MODEL if model else DraftSource.NGRAM
+            source = config.source
+            if source is not DraftSource.MODEL or draft is None:
+                draft = None  # n-gram and MTP drafting load the target alone
+                source = source if source is DraftSource.MTP else DraftSource.NGRAM
             host = self.hosts[key] = EngineHost(self.cancel)  # reachable by kill() at once
             host.load(LoadRequest(self.plan.target, draft, source))
             first = host.tokenize_chat(_user(self.plan.prompts[0].text))

@@ -26,6 +26,14 @@ class CatalogError(ValueError):
 
 
 @dataclass(frozen=True)
+class CatalogFile:
+    """A file of a catalog entry's repository, as read from a public page."""
+
+    name: str  # the path inside the repository
+    size: int | None = None  # bytes; None where the page gave none exactly
+
+
+@dataclass(frozen=True)
 class CatalogModel:
     id: str
     repo: str
@@ -36,6 +44,17 @@ class CatalogModel:
     draft_only: bool = False
     # Where the repo and its file names were confirmed (a URL or a search reference) and when.
     confirmed: str | None = None
+    # How it drafts: "mtp" (for itself, with its next-token layers), "assistant" (a head that
+    # drafts for its pair's target) or "" (a plain model).
+    drafting: str = ""
+    files: tuple[CatalogFile, ...] = ()  # the curated file first; () where none were read
+    # When ``check-pair`` last confirmed a self-drafting entry against the real Hub; None:
+    # unchecked (a pair's own check is ``CatalogPair.checked``).
+    checked: str | None = None
+
+    @property
+    def file(self) -> str | None:
+        return self.files[0].name if self.files else None
 
 
 @dataclass(frozen=True)
@@ -52,6 +71,7 @@ class DraftCandidate:
     params_b: float | None
     source: str  # "catalog pair" or "same family"
     notes: str = ""
+    file: str | None = None  # the file to use, when the catalog names one
 
 
 def default_catalog_path() -> Path:
@@ -79,7 +99,7 @@ class Catalog:
         path = path or default_catalog_path()
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            models = tuple(CatalogModel(**m) for m in data["models"])
+            models = tuple(_model(m) for m in data["models"])
             pairs = tuple(CatalogPair(**p) for p in data["pairs"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CatalogError(f"cannot read the model catalog {path}: {exc}") from exc
@@ -88,13 +108,25 @@ class Catalog:
     def model(self, model_id: str) -> CatalogModel:
         return self._by_id[model_id]
 
+    def checked(self, target: CatalogModel) -> str | None:
+        """When ``target`` was last confirmed against the real Hub with ``check-pair``: as a
+        self-drafting model, or in its pairs (the latest of them); None: unchecked."""
+        dates = [p.checked for p in self.pairs if p.target == target.id and p.checked]
+        if target.drafting == "mtp" and target.checked:
+            dates.append(target.checked)
+        return max(dates, default=None)
+
     def by_repo(self, repo: str) -> CatalogModel | None:
         return next((m for m in self.models if m.repo.lower() == repo.lower()), None)
 
     def targets(self) -> list[CatalogModel]:
-        """Targets of the curated pairs, smallest first: the pair most likely to run well."""
+        """Targets of the curated pairs and models that draft for themselves, smallest first:
+        the pair most likely to run well."""
         paired = {p.target for p in self.pairs}
-        return sorted((m for m in self.models if m.id in paired), key=lambda m: m.params_b)
+        return sorted(
+            (m for m in self.models if m.id in paired or m.drafting == "mtp"),
+            key=lambda m: m.params_b,
+        )
 
     def targets_for(self, hardware: Hardware | None) -> list[tuple[CatalogModel, FitGuess | None]]:
         """Targets with a rough memory fit on ``hardware`` (from parameters and bits per
@@ -119,11 +151,14 @@ class Catalog:
                 if pair.target == target.id:
                     d = self.model(pair.draft)
                     found.append(
-                        DraftCandidate(d.repo, d.quant, d.params_b, "catalog pair", d.notes)
+                        DraftCandidate(
+                            d.repo, d.quant, d.params_b, "catalog pair", d.notes, file=d.file
+                        )
                     )
         same_family: list[DraftCandidate] = []
         for m in self.models:
-            if m.family == family and m.repo != target_repo:
+            # an assistant drafts only for the target it is paired with
+            if m.family == family and m.repo != target_repo and m.drafting != "assistant":
                 same_family.append(
                     DraftCandidate(m.repo, m.quant, m.params_b, "same family", m.notes)
                 )
@@ -141,8 +176,16 @@ class Catalog:
         return found
 
 
+def _model(raw: dict) -> CatalogModel:
+    fields = dict(raw)
+    fields["files"] = tuple(CatalogFile(**f) for f in fields.get("files", ()))
+    return CatalogModel(**fields)
+
+
 # Bits per weight of common quantizations, for a size guess before any file is listed.
 BITS_PER_WEIGHT = {
+    "IQ4_XS": 4.25,
+    "Q4_K_XL": 4.9,  # unsloth's dynamic Q4_K_XL: about a Q4_K_M (the quantization page measures)
     "Q8_0": 8.5,
     "Q6_K": 6.6,
     "Q5_K_M": 5.7,

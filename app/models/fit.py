@@ -1,16 +1,21 @@
 """Will a draft/target pair fit in memory? Hardware detection and a memory estimate.
 
 The estimate adds, for both models: the weights (the GGUF tensor data), the KV cache
-(n_layer × n_head_kv × (head_dim_k + head_dim_v) × n_ctx × bytes per cache element) and a
-compute buffer, then a margin for the backend's own allocations. It is compared with the
-free memory of the GPU devices (layers are split across them by free memory, as llama.cpp
-does by default) or, on a CPU build, with the available system RAM.
+(attention layers × n_head_kv × (head_dim_k + head_dim_v) × n_ctx × bytes per cache element),
+a hybrid model's recurrent state with its rollback snapshots, and a compute buffer, then a
+margin for the backend's own allocations. A target that drafts for itself with its next-token
+(MTP) layers adds the MTP context: one attention layer's K and V per next-token layer at the
+same context size, and a second compute buffer (llama.cpp reserves one per context; users ran
+out of memory with MTP for exactly these, llama.cpp #27282). Its layers' weights are already
+in the file's size. It is compared with the free memory of the GPU devices (layers are split
+across them by free memory, as llama.cpp does by default) or, on a CPU build, with the
+available system RAM.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
@@ -27,6 +32,10 @@ KV_BYTES_PER_ELEMENT = {
     for name in KV_TYPES
 }
 N_UBATCH = 512
+# Recurrent-state snapshots the engine keeps per sequence on a hybrid target, so a rejected
+# draft can be rolled back (llama.cpp's ``n_rs_seq``: 1 + n_rs_seq rows of state per layer;
+# app.engine keeps as many as the default longest draft).
+ROLLBACK_SNAPSHOTS = 16
 MARGIN_FRACTION = 0.05
 MARGIN_FIXED = 300 * MIB  # backend context, scratch and fragmentation per process
 # Order used to pick "the best quantization that fits": better quality first. F32/F16/BF16
@@ -100,13 +109,33 @@ class ModelMemory:
     weights: int
     kv: int
     compute: int
+    recurrent: int = 0  # a hybrid model's recurrent state, rollback snapshots included
+    mtp_kv: int = 0  # the MTP context's K and V (one attention layer per next-token layer)
+    mtp_compute: int = 0  # the MTP context's own compute buffer
+    mtp_weights: int = 0  # of ``weights``: the next-token layers, loaded to draft with them
+
+    @property
+    def mtp(self) -> int:
+        """What drafting with the next-token layers adds beyond the file's weights."""
+        return self.mtp_kv + self.mtp_compute
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv + self.compute
+        return self.weights + self.kv + self.compute + self.recurrent + self.mtp
 
 
-def model_memory(facts: ModelFacts, weights: int, n_ctx: int, kv_type: str = "f16") -> ModelMemory:
+def model_memory(
+    facts: ModelFacts,
+    weights: int,
+    n_ctx: int,
+    kv_type: str = "f16",
+    *,
+    mtp: bool = False,
+    snapshots: int = ROLLBACK_SNAPSHOTS,
+) -> ModelMemory:
+    """``facts``'s memory at ``n_ctx`` tokens; ``mtp``: drafting with its next-token layers
+    (ignored for a model without them); ``snapshots``: recurrent-state snapshots kept for
+    rollback (a hybrid model only)."""
     try:
         per_element = KV_BYTES_PER_ELEMENT[kv_type]
     except KeyError:
@@ -117,7 +146,20 @@ def model_memory(facts: ModelFacts, weights: int, n_ctx: int, kv_type: str = "f1
     # (the latter disappear with flash attention, so this errs on the safe side).
     widest = max(facts.vocab_size, facts.n_head * n_ctx)
     compute = 4 * N_UBATCH * (widest + 8 * facts.n_embd)
-    return ModelMemory(weights, facts.kv_bytes(n_ctx, per_element), compute)
+    memory = ModelMemory(
+        weights,
+        facts.kv_bytes(n_ctx, per_element),
+        compute,
+        recurrent=facts.recurrent_state_bytes * (1 + max(snapshots, 0)),
+    )
+    if not mtp or facts.drafting.method != "mtp":
+        return memory
+    return replace(
+        memory,
+        mtp_kv=facts.mtp_kv_bytes(n_ctx, per_element),
+        mtp_compute=compute,  # the MTP context reserves a buffer of the same batch size
+        mtp_weights=facts.mtp_weight_bytes,
+    )
 
 
 @dataclass(frozen=True)
@@ -126,6 +168,11 @@ class PairEstimate:
     draft: ModelMemory | None
     n_ctx: int = 0
     trained_ctx: int = 0  # the shorter trained context of the two models (0: unknown)
+
+    @property
+    def mtp(self) -> bool:
+        """The target drafts for itself with its next-token layers."""
+        return self.target.mtp > 0
 
     @property
     def needed(self) -> int:
@@ -147,14 +194,39 @@ def estimate_pair(
     draft_bytes: int,
     n_ctx: int,
     kv_type: str = "f16",
+    *,
+    mtp: bool = False,
 ) -> PairEstimate:
+    """A pair's memory; ``mtp``: the target drafts for itself (``draft`` is then None)."""
     trained = [f.context_length for f in (target, draft) if f is not None and f.context_length > 0]
     return PairEstimate(
-        model_memory(target, target_bytes, n_ctx, kv_type),
-        model_memory(draft, draft_bytes, n_ctx, kv_type) if draft is not None else None,
+        model_memory(target, target_bytes, n_ctx, kv_type, mtp=mtp),
+        model_memory(draft, draft_bytes, n_ctx, kv_type, snapshots=0)
+        if draft is not None
+        else None,
         n_ctx,
         min(trained, default=0),
     )
+
+
+def memory_text(estimate: PairEstimate) -> str:
+    """The estimate in words: weights, caches, compute and, when the target drafts for itself,
+    what its MTP context adds."""
+    target, draft = estimate.target, estimate.draft
+    weights = f"weights {gib(target.weights)}" + (f" + {gib(draft.weights)}" if draft else "")
+    kv = target.kv + (draft.kv if draft else 0)
+    parts = [weights, f"KV cache {gib(kv)}"]
+    recurrent = target.recurrent + (draft.recurrent if draft else 0)
+    if recurrent:
+        parts.append(f"recurrent state {gib(recurrent)}")
+    parts.append(f"compute {gib(target.compute + (draft.compute if draft else 0))}")
+    if estimate.mtp:
+        parts.append(
+            f"MTP context {gib(target.mtp)} (its cache {gib(target.mtp_kv)} and compute "
+            f"{gib(target.mtp_compute)}; the next-token layers' {gib(target.mtp_weights)} of "
+            "weights are in the file)"
+        )
+    return ", ".join(parts)
 
 
 @dataclass(frozen=True)

@@ -305,6 +305,24 @@ def group_gguf_files(files: list[GGUFFile]) -> list[QuantGroup]:
     return result
 
 
+def is_head_file(path: str) -> bool:
+    """Whether a file's name marks it as a drafting head that rides beside a target in the
+    same repository: llama.cpp's converter writes a separate next-token head as
+    ``mtp-NAME.gguf``, and repositories keep Gemma 4 assistants as ``mtp-…`` files, under an
+    ``MTP/`` folder or named ``…-assistant…``. Its header has the last word; the name only
+    keeps such a file from being offered as one of the target's quantizations."""
+    parts = path.lower().split("/")
+    return parts[-1].startswith("mtp-") or "mtp" in parts[:-1] or "-assistant" in parts[-1]
+
+
+def split_heads(groups: list[QuantGroup]) -> tuple[list[QuantGroup], list[QuantGroup]]:
+    """(models, heads) of a repository's groups; all of them models when every file looks
+    like a head (a repository of heads alone is read as it is, and its header explains)."""
+    heads = [g for g in groups if is_head_file(g.first.path)]
+    models = [g for g in groups if not is_head_file(g.first.path)]
+    return (models, heads) if models else (groups, [])
+
+
 def group_for_file(repo_id: str, files: list[GGUFFile], filename: str) -> QuantGroup:
     """The downloadable model ``filename`` belongs to; the error names what is wrong."""
     check_repo_file(repo_id, filename)

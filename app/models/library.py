@@ -17,7 +17,7 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from app.engine.config import ModelSpec
+from app.engine.config import DraftSource, ModelSpec
 from app.files.fileio import (
     StoredFileError,
     atomic_write_text,
@@ -42,9 +42,20 @@ def _forget_the_active_pair(document: Document) -> Document:
     return document
 
 
+def _name_the_draft_source(document: Document) -> Document:
+    """Version 2 -> 3: a saved pair names its draft source (a pair without a draft model is
+    no longer always n-gram drafting: a target may draft for itself with its MTP layers)."""
+    for profile in document.get("profiles", []):
+        if isinstance(profile, dict) and not profile.get("draft_source"):
+            profile["draft_source"] = "model" if profile.get("draft") else "ngram"
+    return document
+
+
 # Format versions of library.json ("version"; a file without it is version 1). A change of
 # format bumps ``current`` and appends the step from the previous version.
-LIBRARY_SCHEMA = Schema("model library", current=2, steps=(_forget_the_active_pair,))
+LIBRARY_SCHEMA = Schema(
+    "model library", current=3, steps=(_forget_the_active_pair, _name_the_draft_source)
+)
 LIBRARY_VERSION = LIBRARY_SCHEMA.current
 
 
@@ -76,6 +87,9 @@ class LibraryModel:
     sha256: str | None = None
     added: float = 0.0
     repo_path: str | None = None  # the file's path inside its Hub repository
+    # how it drafts, in a few words ("MTP, 1 head", "plain model"…); None: added before this
+    # was recorded (the header says, see app.models.drafting)
+    drafting: str | None = None
 
     @property
     def available(self) -> bool:
@@ -96,6 +110,14 @@ class Profile:
     kv_type: str = "f16"
     draft_max: int = 8
     calibration: dict[str, float] = field(default_factory=dict)
+    # "model", "ngram" or "mtp" (the target's own next-token layers); "": from ``draft``
+    draft_source: Literal["", "model", "ngram", "mtp"] = ""
+
+    @property
+    def source(self) -> DraftSource:
+        if self.draft_source:
+            return DraftSource(self.draft_source)
+        return DraftSource.MODEL if self.draft else DraftSource.NGRAM
 
 
 def describe_gguf(
@@ -149,6 +171,7 @@ def describe_gguf(
         sha256=sha256,
         added=time.time(),
         repo_path=repo_path,
+        drafting=facts.drafting.name,
     )
 
 
@@ -373,6 +396,12 @@ class Library:
     # --- profiles -----------------------------------------------------------------------
 
     def save_profile(self, profile: Profile) -> Profile:
+        if profile.source is DraftSource.MODEL and profile.draft is None:
+            raise LibraryError(f"pair {profile.name!r} drafts with a model but names none")
+        if profile.source is not DraftSource.MODEL and profile.draft is not None:
+            raise LibraryError(
+                f"pair {profile.name!r} drafts with {profile.source.value}: it takes no draft model"
+            )
         for model_id in (profile.target, profile.draft):
             if model_id is not None and model_id not in self.models:
                 raise LibraryError(
@@ -380,6 +409,7 @@ class Library:
                 )
         if not profile.name.strip():
             raise LibraryError("a pair needs a name")
+        profile = replace(profile, draft_source=profile.source.value)  # stored by name
         self.profiles[profile.name] = profile
         self.save()
         return profile

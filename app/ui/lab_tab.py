@@ -50,13 +50,20 @@ from app.errors import SpecDeckError
 from app.files.fileio import atomic_write_text
 from app.files.paths import data_dir
 from app.lab.colours import series_colour, verdict_colour
-from app.lab.configs import ConfigError, describe_changes, parse_config, settings_changes
+from app.lab.configs import (
+    ConfigError,
+    check_drafting,
+    describe_changes,
+    parse_config,
+    settings_changes,
+)
 from app.lab.plan import Claim, LabPlan
 from app.lab.report import CELL_COLUMNS, analysis_of, cell_columns, ordered_cells, to_html
 from app.lab.results import ResultFileError, ResultLog
 from app.lab.runner import LabRunner, Progress, target_spec
 from app.lab.stats import ALL, MIN_HELD_OUT_RUNS, USE, Analysis, Row, rows_from
 from app.lab.suites import BUILTIN_CATEGORIES, SuiteError, builtin, from_conversations, load_jsonl
+from app.models.drafting import self_drafting_problem
 from app.store.conversations import ConversationStore
 from app.store.settings import Settings
 from app.ui.plain_text import plain_label
@@ -120,6 +127,8 @@ def default_configs(settings: Settings) -> str:
     if settings.draft_path:
         lines.append(f"adaptive:draft={settings.draft_path}")
         lines.append(f"fixed8:draft={settings.draft_path},n=8")
+    if settings.target_path and self_drafting_problem(settings.target_path) is None:
+        lines.append("mtp:mtp")
     lines.append("ngram:ngram")
     return "\n".join(lines)
 
@@ -166,7 +175,8 @@ class LabTab(QWidget):
         self.configs = QPlainTextEdit(default_configs(settings))
         self.configs.setMaximumHeight(80)
         self.configs.setToolTip(
-            "one per line: NAME:key=value,… with keys draft=FILE, ngram[=N], "
+            "one per line: NAME:key=value,… with keys draft=FILE, ngram[=N], mtp (the "
+            "target's own next-token layers), "
             "n=N (fixed), adaptive[=MAX], rule=rejection|match, temp=T, "
             "p_min=P, guard=on|off"
         )
@@ -345,6 +355,7 @@ class LabTab(QWidget):
                 and not Path(config.draft or "").is_file()
             ):
                 raise ConfigError(f"configuration {config.name}: draft {config.draft} not found")
+        check_drafting(configs, target)
         category = self.claim_category.currentText()
         categories = {p.category for p in prompts}
         return LabPlan(

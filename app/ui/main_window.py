@@ -39,6 +39,7 @@ from app.engine.exactness import acceptance_text
 from app.engine.figures import speed_text
 from app.errors import SpecDeckError
 from app.lab.remote_chat import RemotePair
+from app.models.drafting import self_drafting_problem
 from app.models.fit import gib
 from app.serve.params import Sampling
 from app.store.conversations import Conversation, ConversationInfo, ConversationStore
@@ -590,6 +591,11 @@ class MainWindow(QMainWindow):
         """Load a pair. Until it has loaded, the pair bar, Send and the answers stay with the
         pair loaded now; a pair that fails to load leaves that one loaded."""
         source = DraftSource(source)
+        if source is DraftSource.MTP:
+            problem = self_drafting_problem(target)
+            if problem is not None:  # a saved "mtp" for a file without heads: n-gram instead
+                self.chat.show_notes(markup("Drafting with n-gram lookup instead:", problem))
+                source, draft = DraftSource.NGRAM, None
         s = self.settings
         kv = self.pair_kv_type
         draft_spec = replace(s.draft_spec(draft), kv_type=kv) if draft else None
@@ -682,6 +688,12 @@ class MainWindow(QMainWindow):
         if not self.settings.target_path:
             return
         draft = self.settings.draft_path or None
+        if source is DraftSource.MTP:
+            problem = self_drafting_problem(self.settings.target_path)
+            if problem is not None:
+                self.chat.show_error("The target cannot draft for itself:", problem)
+                self._show_pair_state()
+                return
         if source is DraftSource.MODEL and not draft:
             self.chat.show_error("No draft model chosen yet:", "use Change pair….")
             self.pair_bar.show_pair(

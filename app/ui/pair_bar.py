@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtGui import QResizeEvent
+from PySide6.QtGui import QResizeEvent, QStandardItemModel
 from PySide6.QtWidgets import (
     QBoxLayout,
     QComboBox,
@@ -19,7 +19,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.config import DraftSource
+from app.gguf.header import SelfDrafting
 from app.lab.remote_chat import RemotePair
+from app.models.drafting import local_drafting
 from app.models.fit import gib
 from app.models.library import Library, LibraryError
 from app.models.shipped import is_demo_pair
@@ -32,6 +34,12 @@ PAIR_NAME_MIN_WIDTH = 90  # px a name keeps before it elides
 NAMES_ROOM = 2 * 200  # px the target and draft names keep before device and memory show
 DEMO_NAME = "Demo pair"
 NONE_LOADED = "none loaded"
+MTP_CHOICE = "MTP (the target's own heads)"
+SOURCE_TIP = (
+    "Where draft tokens come from: the draft model, prompt lookup (n-grams of the "
+    "conversation so far; no second model needed), or the target's own next-token (MTP) "
+    "layers when it has them (no second model either)"
+)
 DEMO_DETAIL = (
     "Qwen2.5-Coder-0.5B-Instruct: F32 target drafted by its own Q2_K quantization — "
     "works offline once cached"
@@ -67,10 +75,14 @@ class PairBar(QFrame):
         self.source.setObjectName("draftSource")
         self.source.addItem("draft model", DraftSource.MODEL)
         self.source.addItem("n-gram lookup", DraftSource.NGRAM)
-        self.source.setToolTip(
-            "Where draft tokens come from: the draft model, or prompt lookup (n-grams of the "
-            "conversation so far; no second model needed)"
-        )
+        self.source.addItem(MTP_CHOICE, DraftSource.MTP)
+        self.source.setToolTip(SOURCE_TIP)
+        # whole where the bar has room; in a narrow window it may shrink to the width the
+        # box had before the MTP choice (the window must still fit 1024 px)
+        metrics = self.source.fontMetrics()
+        longest = max(metrics.horizontalAdvance(self.source.itemText(i)) for i in range(3))
+        frame = self.source.sizeHint().width() - longest
+        self.source.setMinimumWidth(frame + metrics.horizontalAdvance("n-gram lookup"))
         self.source.currentIndexChanged.connect(
             # item data comes back as a plain str: make it a DraftSource again
             lambda _i: self.source_changed.emit(DraftSource(self.source.currentData()))
@@ -221,15 +233,45 @@ class PairBar(QFrame):
         _keep_whole(self.target, short=not target)
         self.target.setToolTip(tooltip(target or ""))
         self.show_pair_name(active_pair_name(saved, target), demo=is_demo_pair(target, draft))
+        own = local_drafting(target) if target else None
         if source is DraftSource.NGRAM:
             self.draft.setText("n-gram (prompt lookup)")
             self.draft.setToolTip("")
+        elif source is DraftSource.MTP:
+            self.draft.setText(own.name if own is not None and own.method == "mtp" else "MTP")
+            self.draft.setToolTip(
+                tooltip("The target drafts for itself with its next-token layers: no draft model")
+            )
         else:
             self.draft.setText(Path(draft).name if draft else "—")
             self.draft.setToolTip(tooltip(draft or ""))
+        self._offer_mtp(target, own)
         self.source.blockSignals(True)
-        self.source.setCurrentIndex(0 if source is DraftSource.MODEL else 1)
+        self.source.setCurrentIndex(max(self.source.findData(DraftSource(source).value), 0))
         self.source.blockSignals(False)
+
+    def _offer_mtp(self, target: str | None, own: SelfDrafting | None) -> None:
+        """The MTP choice is on only for a target with next-token layers; its tooltip (and the
+        box's) says why it is off."""
+        model = self.source.model()
+        assert isinstance(model, QStandardItemModel)
+        item = model.item(self.source.findData(DraftSource.MTP.value))
+        can = own is not None and own.method == "mtp"
+        if can:
+            assert own is not None
+            why = f"The target drafts for itself with its next-token layers ({own.name})"
+        elif not target:
+            why = "No target is loaded"
+        elif own is None:
+            why = f"{Path(target).name} cannot be read as a GGUF model"
+        else:
+            why = (
+                f"{Path(target).name} has no next-token (MTP) layers ({own.name}), so it "
+                "cannot draft for itself"
+            )
+        item.setEnabled(can)
+        item.setToolTip(tooltip(why))
+        self.source.setToolTip(tooltip(f"{SOURCE_TIP}.\n\nMTP: {why}."))
 
     def show_remote(self, pair: RemotePair) -> None:
         """A remote pair: the server's address and kind; its drafting is the server's own."""

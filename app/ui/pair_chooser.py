@@ -40,6 +40,7 @@ from app.gguf.check import check_local_pair
 from app.gguf.compat import IncompatiblePairError
 from app.lab.remote import RemoteError
 from app.lab.remote_chat import RemotePair
+from app.models.drafting import local_drafting
 from app.models.library import Library, LibraryError, Profile
 from app.ui.plain_text import ask, plain_label
 from app.workers.messages import describe_error
@@ -71,7 +72,7 @@ class PairSettings:
 @dataclass(frozen=True)
 class PairChoice:
     target_path: str
-    draft_path: str | None  # None: n-gram drafting
+    draft_path: str | None  # None: no draft model (n-gram or MTP drafting)
     draft_source: DraftSource
     settings: PairSettings | None = None  # None: keep the window's own settings
 
@@ -90,10 +91,27 @@ def choice_for_profile(library: Library, name: str) -> PairChoice:
     if profile is None:
         raise LibraryError(f"there is no saved pair named {name!r}")
     target, draft = library.model_specs(profile)
-    source = DraftSource.MODEL if draft is not None else DraftSource.NGRAM
     return PairChoice(
-        target.path, draft.path if draft is not None else None, source, pair_settings(profile)
+        target.path,
+        draft.path if draft is not None else None,
+        profile.source,
+        pair_settings(profile),
     )
+
+
+def drafting_words(library: Library, profile: Profile) -> str:
+    """How a saved pair drafts, in a few words: "draft model", "n-gram (prompt lookup)" or
+    "its own heads (MTP, 1 head)"."""
+    if profile.source is DraftSource.MODEL:
+        return "draft model"
+    if profile.source is DraftSource.NGRAM:
+        return "n-gram (prompt lookup)"
+    target = library.models.get(profile.target)
+    drafting = target.drafting if target is not None else None
+    if drafting is None and target is not None:
+        found = local_drafting(target.path)
+        drafting = found.name if found is not None else None
+    return f"its own heads ({drafting})" if drafting else "its own heads (MTP)"
 
 
 def active_pair_name(name: str, target_path: str | None) -> str | None:
@@ -191,6 +209,14 @@ def _from_files(parent: QWidget, start: str) -> PairChoice | None:
             parent, "Draft model (GGUF) — cancel to draft with n-grams instead", folder, GGUF_FILTER
         )
         if not draft:
+            own = local_drafting(target)
+            if own is not None and own.method == "mtp":
+                question = (
+                    f"Let {Path(target).name} draft for itself with its next-token layers "
+                    f"({own.name})? No draft download is needed. No: n-gram drafting."
+                )
+                if ask(parent, "No draft model", question):
+                    return PairChoice(target, None, DraftSource.MTP)
             question = "Use n-gram (prompt lookup) drafting with this target?"
             if not ask(parent, "No draft model", question):
                 return None
@@ -306,7 +332,8 @@ class SavedPairsDialog(QDialog):
         self.list.clear()
         for name in sorted(self.library.profiles, key=str.lower):
             active = " (active)" if name == self.current else ""
-            item = QListWidgetItem(f"{name}{active}")
+            drafting = drafting_words(self.library, self.library.profiles[name])
+            item = QListWidgetItem(f"{name}{active} · drafts with {drafting}")
             item.setData(256, name)
             self.list.addItem(item)
             if name == select:

@@ -45,9 +45,11 @@ from app.models.hub import (
     ModelHit,
     QuantGroup,
     Token,
+    is_head_file,
     list_gguf_files,
     read_remote_header,
     search_models,
+    split_heads,
 )
 from app.models.hub_http import (
     DEFAULT_HEADER_DEADLINE_S,
@@ -222,6 +224,7 @@ class RepoInspected:
     groups: tuple[QuantGroup, ...]
     facts: ModelFacts
     vocab: VocabInfo
+    heads: tuple[QuantGroup, ...] = ()  # head files beside the model (``hub.is_head_file``)
 
 
 @dataclass(frozen=True)
@@ -562,13 +565,16 @@ class HubWorker(QObject):
         return DraftChecked(rid, option)
 
     def _inspect(self, rid: int, repo_id: str, limits: TransferLimits) -> RepoInspected:
-        groups = list_gguf_files(repo_id, endpoint=self.endpoint, token=self.token, limits=limits)
-        if not groups:
+        listed = list_gguf_files(repo_id, endpoint=self.endpoint, token=self.token, limits=limits)
+        if not listed:
             raise HubError(f"{repo_id} has no GGUF model files; choose a GGUF repository")
+        groups, heads = split_heads(listed)  # a head file beside the model is no target quant
         header = read_remote_header(
             repo_id, groups[0].first.path, endpoint=self.endpoint, token=self.token, limits=limits
         )
-        return RepoInspected(rid, repo_id, tuple(groups), model_facts(header), vocab_info(header))
+        return RepoInspected(
+            rid, repo_id, tuple(groups), model_facts(header), vocab_info(header), tuple(heads)
+        )
 
     def _find_drafts(self, rid: int, request: FindDrafts) -> DraftsDone:
         def limits() -> TransferLimits:  # one deadline per header, one cancel for all
@@ -613,7 +619,11 @@ class HubWorker(QObject):
         target = next((g for g in groups if g.first.path == request.target_file), None)
         if target is None:
             return None
-        smaller = tuple(g for g in groups if g.size <= target.size * SAME_MODEL_DRAFT_RATIO)
+        smaller = tuple(
+            g
+            for g in split_heads(groups)[0]
+            if g.size <= target.size * SAME_MODEL_DRAFT_RATIO and g != target
+        )
         group = choose_draft_group(smaller)
         if group is None:
             return None
@@ -643,7 +653,11 @@ class HubWorker(QObject):
             groups = list_gguf_files(
                 candidate.repo, endpoint=self.endpoint, token=self.token, limits=limits
             )
-            group = choose_draft_group(groups, candidate.quant)
+            named = [g for g in groups if any(f.path == candidate.file for f in g.files)]
+            if candidate.file is not None and not named:
+                return DraftOption(candidate, None, None, None, f"no file {candidate.file}")
+            # the catalog's file when it names one (a repository may hold a target too)
+            group = named[0] if named else choose_draft_group(groups, candidate.quant)
             if group is None:
                 return DraftOption(candidate, None, None, None, "no GGUF files")
             header = read_remote_header(
@@ -653,6 +667,8 @@ class HubWorker(QObject):
                 token=self.token,
                 limits=limits,
             )
+            if named and is_head_file(named[0].first.path):  # offer its sibling heads only
+                groups = [g for g in groups if is_head_file(g.first.path)]
             return DraftOption(
                 candidate,
                 group,

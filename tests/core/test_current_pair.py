@@ -72,7 +72,10 @@ def test_settings_naming_the_active_pairs_files_get_its_name(
     assert sorted(library.profiles) == ["Long context", "N-gram", "Short context"]
     library.save()
     written = json.loads(library.file.read_text())
-    assert written["version"] == LIBRARY_SCHEMA.current == 2 and "active" not in written
+    assert written["version"] == LIBRARY_SCHEMA.current == 3 and "active" not in written
+    # version 3 names each saved pair's draft source (a pair without a draft is n-gram here)
+    sources = {p["name"]: p["draft_source"] for p in written["profiles"]}
+    assert sources == {"Long context": "model", "N-gram": "ngram", "Short context": "model"}
     assert library.current_profile("Short context", paths["target"]) is not None
     assert library.current_profile("Short context", paths["draft"]) is None  # another file
 

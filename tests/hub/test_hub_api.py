@@ -192,7 +192,11 @@ def test_cli_check_pair(
 ) -> None:
     local = write_gguf(tmp_path / "local.gguf")
     assert _cli(["check-pair", "acme/Big-GGUF:big-Q8_0.gguf", str(local)]) == 0
-    assert capsys.readouterr().out.strip() == "compatible"
+    assert capsys.readouterr().out.splitlines() == [
+        "target: plain model",
+        "draft: plain model",
+        "compatible",
+    ]
     assert (
         _cli(["check-pair", "acme/Big-GGUF:big-Q8_0.gguf", "other/Other-GGUF:other-Q8_0.gguf"]) == 1
     )

@@ -32,6 +32,7 @@ from tests.ggufs import (
     raw_gguf,
     spm_tokens,
 )
+from tests.hub.fake_hub import FakeHub, FakeRepo
 
 
 def kv_i32(key: str, value: int) -> bytes:
@@ -158,10 +159,12 @@ def test_string_arrays_are_not_layer_ids(tmp_path: Path) -> None:
         self_drafting(header)
 
 
-def _check_pair(target: Path, draft: Path) -> int:
+def _check_pair(target: Path | str, draft: Path | str | None) -> int:
     from app.cli.hub import cmd_check_pair
 
-    return cmd_check_pair(argparse.Namespace(target=str(target), draft=str(draft)))
+    return cmd_check_pair(
+        argparse.Namespace(target=str(target), draft=None if draft is None else str(draft))
+    )
 
 
 def test_check_pair_names_the_drafting_method(
@@ -171,10 +174,49 @@ def test_check_pair_names_the_drafting_method(
     draft = header_file(tmp_path, "llama")
     assert _check_pair(target, draft) == 0
     assert capsys.readouterr().out.splitlines() == [
-        "target: drafts for itself (MTP, 1 head)",
+        "target: MTP, 1 head",
+        "draft: plain model",
         "compatible",
     ]
     (tmp_path / "bad").mkdir()
     absurd = header_file(tmp_path / "bad", "qwen35", kv_u32(nextn("qwen35"), 7))
     assert _check_pair(absurd, draft) == 2
     assert "qwen35.nextn_predict_layers = 7 is more than the 2 blocks" in capsys.readouterr().err
+
+
+def test_check_pair_with_a_target_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mtp = header_file(tmp_path, "qwen35", kv_u32(nextn("qwen35"), 2), block_count=5)
+    assert _check_pair(mtp, None) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "target: MTP, 2 heads",
+        "drafts for itself: no draft model needed",
+    ]
+    assert _check_pair(header_file(tmp_path, "llama"), None) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "target: plain model"
+
+
+def test_check_pair_explains_a_head_given_as_the_target(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assistant = header_file(tmp_path, "gemma4-assistant")
+    assert _check_pair(assistant, None) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "target: assistant draft for gemma4"
+    assert out[1].startswith("not a target: an assistant draft for gemma4 drafts for another")
+    eagle = header_file(tmp_path, "eagle3", kv_u32s("eagle3.target_layers", [2, 14, 27]))
+    assert _check_pair(eagle, header_file(tmp_path, "llama")) == 1
+    assert capsys.readouterr().out.splitlines()[:2] == [
+        "target: EAGLE-3 head",
+        "draft: plain model",
+    ]
+
+
+def test_check_pair_reads_hub_headers_by_range(
+    tmp_path: Path, fake_hub: FakeHub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Against a Hub (here the fake one on 127.0.0.1), as the catalog's entries are checked."""
+    target = header_file(tmp_path, "qwen35", kv_u32(nextn("qwen35"), 1))
+    fake_hub.add(FakeRepo("acme/Self-MTP-GGUF", {"self-Q8_0.gguf": target.read_bytes()}))
+    assert _check_pair("acme/Self-MTP-GGUF:self-Q8_0.gguf", None) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "target: MTP, 1 head"
+    assert any(e.range for e in fake_hub.requests_for("self-Q8_0.gguf"))

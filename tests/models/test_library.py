@@ -74,9 +74,10 @@ def test_damaged_library_is_reported(library: Library) -> None:
 
 def test_catalog_is_consistent() -> None:
     catalog = Catalog.load()
-    repos = [m.repo for m in catalog.models]
-    assert len(repos) == len(set(repos))
-    assert all("/" in r for r in repos)
+    # a repository may hold a target and its assistant: each entry is a repository and file
+    entries = [(m.repo, m.file) for m in catalog.models]
+    assert len(entries) == len(set(entries))
+    assert all("/" in r for r, _ in entries)
     for pair in catalog.pairs:
         target, draft = catalog.model(pair.target), catalog.model(pair.draft)
         assert target.family == draft.family and draft.params_b < target.params_b
@@ -121,3 +122,39 @@ def test_catalog_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("SPECDECK_CATALOG", str(path))
     with pytest.raises(ValueError, match="unknown model"):
         Catalog.load()
+
+
+def test_catalog_self_drafting_and_assistant_entries() -> None:
+    catalog = Catalog.load()
+    mtp = [m for m in catalog.models if m.drafting == "mtp"]
+    assistants = [m for m in catalog.models if m.drafting == "assistant"]
+    assert {m.family for m in mtp} >= {"qwen3.5", "qwen3.6", "qwen3.6-moe", "glm4.5"}
+    assert {m.family for m in assistants} == {"gemma4"}
+    assert all(m in catalog.targets() for m in mtp)  # a self-drafting model is a target
+    paired = {p.draft for p in catalog.pairs}
+    assert all(a.id in paired and a.draft_only for a in assistants)
+    for model in mtp + assistants:
+        # where and when it was read, and unchecked until check-pair has run on the real Hub
+        assert (
+            model.confirmed
+            and model.confirmed.startswith("search tool, 2026-")
+            and "http" in model.confirmed
+        )
+        assert model.checked is None and catalog.checked(model) is None
+        assert all(f.size is None or f.size > 0 for f in model.files)
+    # sizes are recorded only where a page gave them in bytes
+    sizes = {f.name: f.size for m in catalog.models for f in m.files if f.size is not None}
+    assert sizes == {
+        "gemma-4-12B-it-assistant-Q8_0.gguf": 465_109_248,
+        "gemma-4-12B-it-assistant-BF16.gguf": 861_520_128,
+    }
+    # an assistant is offered only to the target it is paired with
+    drafts = catalog.draft_candidates("unsloth/gemma-4-12B-it-qat-GGUF")
+    assert (drafts[0].repo, drafts[0].file) == (
+        "unsloth/gemma-4-12B-it-qat-GGUF",
+        "mtp-gemma-4-12B-it.gguf",
+    )
+    others = catalog.draft_candidates("unsloth/gemma-4-12b-it-GGUF")
+    assert [(d.repo, d.source) for d in others] == [
+        ("sjakek/gemma4-12b-mtp-assistant", "catalog pair")
+    ]

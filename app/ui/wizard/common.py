@@ -11,7 +11,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QTableWidget, QTableWidgetItem, QWizardPage
 
 from app.engine.hardware import Hardware
-from app.gguf.header import ModelFacts
+from app.gguf.header import ModelFacts, SelfDrafting
 from app.models.catalog import CatalogModel
 from app.models.fit import FitLabel
 from app.models.hub import QuantGroup
@@ -43,6 +43,9 @@ class WizardState:
     target_local: LocalModel | None = None  # a target on this computer instead of the Hub
     draft_local: LocalModel | None = None
     draft_ngram: bool = False  # no draft model: prompt-lookup drafting
+    # the target drafts for itself with its next-token layers; None: not decided yet (the
+    # draft page makes it the first choice for a target that has them)
+    draft_mtp: bool | None = None
     activate: bool = True  # make the saved pair the active one
     context_note: str = ""  # said when the context size was lowered to the trained length
 
@@ -66,8 +69,18 @@ class WizardState:
         return f"{self.target_repo} · {group}"
 
     @property
+    def no_draft_model(self) -> bool:
+        """n-gram drafting or the target's own heads: nothing to download or calibrate."""
+        return self.draft_ngram or bool(self.draft_mtp)
+
+    @property
+    def target_drafting(self) -> SelfDrafting | None:
+        facts = self.target_facts
+        return facts.drafting if facts is not None else None
+
+    @property
     def draft_facts(self) -> ModelFacts | None:
-        if self.draft_ngram:
+        if self.draft_ngram or self.draft_mtp:
             return None
         if self.draft_local is not None:
             return self.draft_local.facts
@@ -75,7 +88,7 @@ class WizardState:
 
     @property
     def draft_size(self) -> int:
-        if self.draft_ngram:
+        if self.draft_ngram or self.draft_mtp:
             return 0
         if self.draft_local is not None:
             return self.draft_local.size
@@ -85,6 +98,10 @@ class WizardState:
     def draft_name(self) -> str:
         if self.draft_ngram:
             return "n-gram drafting (prompt lookup, no draft model)"
+        if self.draft_mtp:
+            own = self.target_drafting
+            heads = own.name if own is not None else "MTP"
+            return f"the target's own next-token layers ({heads}), no draft model"
         if self.draft_local is not None:
             return self.draft_local.path
         if self.draft is not None and self.draft.group is not None:

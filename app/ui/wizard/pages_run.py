@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 
 from app.engine.figures import speed_text
 from app.models.downloads import DownloadProgress, free_bytes, human_bytes
-from app.models.fit import assess, estimate_pair, gib
+from app.models.fit import assess, estimate_pair, memory_text
 from app.models.library import LibraryError, Profile
 from app.ui.wizard.common import FIT_COLOURS, Page, error_html, note_html, status_label
 from app.workers.hub_worker import (
@@ -89,7 +89,7 @@ class ReviewPage(Page):
         if s.target_local is None:
             assert s.target_repo and s.target_group
             items.append(DownloadItem(s.target_repo, s.target_group))
-        if s.draft is not None and s.draft.group is not None and not s.draft_ngram:
+        if s.draft is not None and s.draft.group is not None and not s.no_draft_model:
             items.append(DownloadItem(s.draft.candidate.repo, s.draft.group))
         return tuple(items)
 
@@ -98,7 +98,13 @@ class ReviewPage(Page):
         target_facts = s.target_facts
         assert target_facts is not None and s.hardware is not None
         est = estimate_pair(
-            target_facts, s.target_size, s.draft_facts, s.draft_size, s.n_ctx, s.kv_type
+            target_facts,
+            s.target_size,
+            s.draft_facts,
+            s.draft_size,
+            s.n_ctx,
+            s.kv_type,
+            mtp=bool(s.draft_mtp),
         )
         fit = assess(est, s.hardware)
         root = self.owner.models_root
@@ -114,11 +120,10 @@ class ReviewPage(Page):
                 f"({human_bytes(free)} free)"
             )
             if items
-            else "<b>To download:</b> nothing; both models are on this computer",
-            f"<b>Memory at {s.n_ctx:,} tokens:</b> weights {gib(est.target.weights)} + "
-            f"{gib(est.draft.weights if est.draft else 0)}, KV cache "
-            f"{gib(est.target.kv + (est.draft.kv if est.draft else 0))}, compute "
-            f"{gib(est.target.compute + (est.draft.compute if est.draft else 0))}",
+            else "<b>To download:</b> nothing; "
+            + ("the model is" if s.draft_mtp or s.draft_ngram else "both models are")
+            + " on this computer",
+            f"<b>Memory at {s.n_ctx:,} tokens:</b> {escape(memory_text(est))}",
             f"<b>Fit:</b> <span style='color:{FIT_COLOURS[fit.label]}'>{fit.label.value}"
             f"</span> — {escape(fit.message)}",
         ]
@@ -157,6 +162,8 @@ class ReviewPage(Page):
         )
         if s.draft_ngram:
             return f"{target} + n-gram"
+        if s.draft_mtp:
+            return f"{target} + MTP"
         if s.draft_local is not None:
             return f"{target} + {_local_name(s.draft_local)}"
         assert s.draft is not None
@@ -176,7 +183,7 @@ class ReviewPage(Page):
                 s.target_model_id = self._library_id(s.target_local)
             if s.draft_local is not None:
                 s.draft_model_id = self._library_id(s.draft_local)
-            elif s.draft_ngram:
+            elif s.draft_ngram or s.draft_mtp:
                 s.draft_model_id = None
         except LibraryError as exc:
             self.summary.setText(error_html(str(exc)))
@@ -191,7 +198,7 @@ class ReviewPage(Page):
     def nextId(self) -> int:  # noqa: N802 - Qt name
         if self.items():
             return self.owner.id_download
-        return self.owner.id_finish if self.state.draft_ngram else self.owner.id_verify
+        return self.owner.id_finish if self.state.no_draft_model else self.owner.id_verify
 
 
 class DownloadPage(Page):
@@ -306,7 +313,7 @@ class DownloadPage(Page):
         return self._done
 
     def nextId(self) -> int:  # noqa: N802 - Qt name
-        return self.owner.id_finish if self.state.draft_ngram else self.owner.id_verify
+        return self.owner.id_finish if self.state.no_draft_model else self.owner.id_verify
 
     def shutdown(self) -> None:
         self._cancel.set()
@@ -501,7 +508,7 @@ class FinishPage(Page):
     def initializePage(self) -> None:  # noqa: N802 - Qt name
         self.activated = None
         s = self.state
-        cal = None if s.draft_ngram else s.calibration
+        cal = None if s.no_draft_model else s.calibration
         assert s.target_model_id is not None
         calibration: dict[str, float] = {}
         draft_max = 8
@@ -517,13 +524,14 @@ class FinishPage(Page):
         profile = Profile(
             name=s.profile_name,
             target=s.target_model_id,
-            draft=None if s.draft_ngram else s.draft_model_id,
+            draft=None if s.no_draft_model else s.draft_model_id,
             n_ctx=s.n_ctx,
             kv_type=s.kv_type,
             draft_max=draft_max,
             calibration=calibration,
+            draft_source="mtp" if s.draft_mtp else "ngram" if s.draft_ngram else "model",
         )
-        activate = s.activate or s.draft_ngram
+        activate = s.activate or s.no_draft_model
         try:
             self.owner.library.save_profile(profile)
         except LibraryError as exc:

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.gguf.header import SelfDrafting
 from app.models.downloads import has_stored_token, human_bytes
 from app.models.fit import (
     KV_BYTES_PER_ELEMENT,
@@ -70,6 +71,16 @@ from app.workers.hub_worker import (
 )
 
 GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
+
+
+def head_text(drafting: SelfDrafting) -> str:
+    """Why a head offered as the target is not one, and what to do instead."""
+    article = "an" if drafting.name[0] in "aeiouAEIOU" else "a"
+    target = f"a {drafting.target_arch} model" if drafting.target_arch else "its target model"
+    return (
+        f"this is {article} {drafting.name}, not a target: it drafts for {target} and cannot "
+        f"answer by itself. Choose {target} as the target instead."
+    )
 
 
 def browse_gguf(parent: QWidget, title: str) -> str | None:
@@ -265,6 +276,8 @@ class TargetPage(LocalFiles, Page):
         self.offline = OfflineNote(wizard)
         self.tabs = QTabWidget()
         self.catalog_list = QListWidget()
+        self.catalog_list.setAlternatingRowColors(True)  # entries of three lines stay apart
+        self.catalog_list.setSpacing(2)
         self.query = QLineEdit()
         self.query.setPlaceholderText("e.g. qwen3 gguf")
         self.query.returnPressed.connect(self._search)
@@ -321,11 +334,20 @@ class TargetPage(LocalFiles, Page):
     def _fill_catalog(self) -> None:
         self.catalog_list.clear()
         hardware = self.state.hardware
-        for entry, fit in self.owner.catalog.targets_for(hardware):
+        catalog = self.owner.catalog
+        for entry, fit in catalog.targets_for(hardware):
             where = f"≈ {gib(fit.needed)} at {entry.quant}" if fit else ""
             label = f" — {fit.label.value} on this computer" if fit else ""
+            drafting = "  ·  drafts for itself (MTP)" if entry.drafting == "mtp" else ""
+            checked = catalog.checked(entry)
+            status = (
+                f"checked against the Hub {checked}"
+                if checked
+                else "unchecked: not yet confirmed against the Hub with check-pair"
+            )
             item = QListWidgetItem(
-                f"{entry.repo}  ·  {entry.params_b:g}B  {where}{label}\n{entry.notes}"
+                f"{entry.repo}  ·  {entry.params_b:g}B  {where}{label}{drafting}\n"
+                f"{entry.notes}\n{status}"
             )
             item.setData(Qt.ItemDataRole.UserRole, entry.repo)
             if fit is not None:
@@ -382,7 +404,7 @@ class TargetPage(LocalFiles, Page):
         want = self._want
         for model in self.local:
             fit = ""
-            if hardware is not None:
+            if hardware is not None and not model.facts.drafting.is_head:
                 trained = model.facts.context_length
                 n_ctx = min(self.state.n_ctx, trained) if trained > 0 else self.state.n_ctx
                 est = estimate_pair(model.facts, model.size, None, 0, n_ctx, self.state.kv_type)
@@ -400,11 +422,19 @@ class TargetPage(LocalFiles, Page):
             item = QListWidgetItem(
                 f"{model.name}  ·  {human_bytes(model.size)}{fit}\n"
                 f"{f.architecture}, {f.n_layer} layers, trained context "
-                f"{f.context_length:,} · {where}"
+                f"{f.context_length:,}, {f.drafting.name} · {where}"
+                + (
+                    f"\n{f.drafting.name}: a draft for another model, not a target"
+                    if f.drafting.is_head
+                    else ""
+                )
             )
             item.setToolTip(plain_tip(model.path))
+            if f.drafting.is_head:  # a draft for some target, not one itself
+                item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsSelectable)
+                item.setForeground(QColor(FIT_COLOURS[FitLabel.NO_FIT]))
             self.local_list.addItem(item)
-            if want is not None and model.path == want:
+            if want is not None and model.path == want and not f.drafting.is_head:
                 self.local_list.setCurrentItem(item)
         problems = [
             f"{escape(p)}: {escape(why)}"
@@ -418,6 +448,9 @@ class TargetPage(LocalFiles, Page):
         )
         if problems:
             text += "<br>" + error_html("Not usable: ") + "<br>".join(problems[:3])
+        chosen = next((m for m in self.local if m.path == want), None)
+        if chosen is not None and chosen.facts.drafting.is_head:
+            text += "<br>" + error_html(f"{chosen.name}: {head_text(chosen.facts.drafting)}")
         self.local_status.setText(text)
 
     def on_failure(self, failure: HubFailure) -> None:
@@ -427,7 +460,9 @@ class TargetPage(LocalFiles, Page):
         if self.tabs.currentIndex() != self.local_tab:
             return None
         row = self.local_list.currentRow()
-        return self.local[row] if 0 <= row < len(self.local) else None
+        if not 0 <= row < len(self.local) or self.local[row].facts.drafting.is_head:
+            return None
+        return self.local[row]
 
     def selected_repo(self) -> str | None:
         if self.tabs.currentIndex() == self.local_tab:
@@ -485,6 +520,7 @@ class TargetPage(LocalFiles, Page):
             if local != self.state.target_local:
                 self.state.draft = None
                 self.state.draft_local = None
+                self.state.draft_mtp = None
             self.state.target_local = local
             self.state.context_note = cap_context(self.owner, local.facts.context_length)
             self.state.target_repo = None
@@ -496,6 +532,7 @@ class TargetPage(LocalFiles, Page):
         if repo != self.state.target_repo:
             self.state.inspected = None
             self.state.target_group = None
+            self.state.draft_mtp = None
         self.state.target_local = None
         self.state.target_repo = repo
         self.state.target_entry = self.owner.catalog.by_repo(repo) if repo else None
@@ -554,18 +591,35 @@ class QuantPage(Page):
         inspected, hw = self.state.inspected, self.state.hardware
         assert inspected is not None and hw is not None
         f = inspected.facts
+        if f.drafting.is_head:  # an assistant or a head: explained, not offered as a target
+            self.table.setRowCount(0)
+            self.status.setText(
+                error_html(f"{inspected.repo_id}: {head_text(f.drafting)}")
+                + (f"<br>{escape(self._heads_text())}" if inspected.heads else "")
+            )
+            return
         capped = cap_context(self.owner, f.context_length)
         self.state.context_note = capped
+        mtp = f.drafting.method == "mtp"
+        memory = (
+            f"Memory is for the target drafting for itself ({escape(f.drafting.name)}: its MTP "
+            f"context included) at {self.state.n_ctx:,} tokens of context."
+            if mtp
+            else f"Memory is for the target alone at {self.state.n_ctx:,} tokens of context; a "
+            "draft adds a little (see Review)."
+        )
         self.status.setText(
             f"<b>{escape(inspected.repo_id)}</b>: {escape(f.architecture)}, {f.n_layer} layers, "
-            f"trained context {f.context_length:,} tokens. Memory is for the target alone at "
-            f"{self.state.n_ctx:,} tokens of context; a draft adds a little (see Review)."
+            f"trained context {f.context_length:,} tokens. {memory}"
             + (f"<br>{capped}" if capped else "")
+            + (f"<br>{escape(self._heads_text())}" if inspected.heads else "")
         )
         options = []
         self.table.setRowCount(len(inspected.groups))
         for row, group in enumerate(inspected.groups):
-            est = estimate_pair(f, group.size, None, 0, self.state.n_ctx, self.state.kv_type)
+            est = estimate_pair(
+                f, group.size, None, 0, self.state.n_ctx, self.state.kv_type, mtp=mtp
+            )
             fit = assess(est, hw)
             options.append((group.quant, fit))
             self.table.setItem(row, 0, cell(group.quant))
@@ -582,6 +636,16 @@ class QuantPage(Page):
         for row, group in enumerate(inspected.groups):
             if group.quant == choice:
                 self.table.selectRow(row)
+
+    def _heads_text(self) -> str:
+        inspected = self.state.inspected
+        assert inspected is not None
+        names = ", ".join(g.label for g in inspected.heads[:3])
+        more = f" and {len(inspected.heads) - 3} more" if len(inspected.heads) > 3 else ""
+        return (
+            f"The repository also holds {len(inspected.heads)} drafting head file(s) ({names}"
+            f"{more}): heads, not target files, so they are not listed here."
+        )
 
     def isComplete(self) -> bool:  # noqa: N802 - Qt name
         return self.state.inspected is not None and bool(self.table.selectedItems())
@@ -642,6 +706,10 @@ class DraftPage(LocalFiles, Page):
             "from repeats of the conversation so far)"
         )
         self.ngram.toggled.connect(self._ngram_toggled)
+        self.mtp = QCheckBox()  # first and ticked for a target with next-token layers
+        self.mtp.setObjectName("draftMtp")
+        self.mtp.toggled.connect(self._mtp_toggled)
+        self.mtp.hide()
         quant_row = QFormLayout()
         quant_row.addRow("Draft quantization", self.quant)
         repo_row = QHBoxLayout()
@@ -649,6 +717,7 @@ class DraftPage(LocalFiles, Page):
         repo_row.addWidget(self.check_repo)
         repo_row.addWidget(self.browse)
         layout = QVBoxLayout(self)
+        layout.addWidget(self.mtp)
         layout.addWidget(self.status)
         layout.addWidget(self.retry, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.table, 1)
@@ -672,6 +741,22 @@ class DraftPage(LocalFiles, Page):
         self.retry.setVisible(False)
         self.table.setRowCount(0)
         self.ngram.setChecked(self.state.draft_ngram)
+        own = self.state.target_drafting
+        can = own is not None and own.method == "mtp"
+        if self.state.draft_mtp is None:  # first visit for this target: its own heads first
+            self.state.draft_mtp = can and not self.state.draft_ngram
+        if can:
+            assert own is not None
+            self.mtp.setText(f"This model drafts for itself ({own.name}) — no draft download")
+            self.mtp.setToolTip(
+                plain_tip(
+                    "Its next-token (MTP) layers propose the tokens: nothing else to "
+                    "download, check or fit. Untick it to choose a draft model or n-gram "
+                    "drafting instead."
+                )
+            )
+        self.mtp.setVisible(can)
+        self.mtp.setChecked(can and bool(self.state.draft_mtp))
         hub_target = self.state.target_local is None
         online = self.state.online is not False
         self.repo.setEnabled(hub_target and online)
@@ -779,6 +864,13 @@ class DraftPage(LocalFiles, Page):
             self.status.setText(
                 escape(text + (" " + self._hub_message if self._hub_message else ""))
             )
+        elif self.mtp.isVisible():
+            self.status.setText(
+                escape(
+                    "No separate draft model was found; none is needed: the model drafts for "
+                    "itself. " + self._hub_message
+                )
+            )
         else:
             self.status.setText(
                 note_html(
@@ -791,7 +883,7 @@ class DraftPage(LocalFiles, Page):
         self._select_first()
 
     def _select_first(self) -> None:
-        if self.table.selectedItems() or self.ngram.isChecked():
+        if self.table.selectedItems() or self.ngram.isChecked() or self.mtp.isChecked():
             return
         for row in range(self.table.rowCount()):
             if self._row_compatible(row):
@@ -890,6 +982,8 @@ class DraftPage(LocalFiles, Page):
         self.quant.blockSignals(False)
         if row >= 0 and self.ngram.isChecked():
             self.ngram.setChecked(False)
+        if row >= 0 and self.mtp.isChecked():
+            self.mtp.setChecked(False)
         self.completeChanged.emit()
 
     def _quant_changed(self) -> None:
@@ -904,6 +998,13 @@ class DraftPage(LocalFiles, Page):
     def _ngram_toggled(self, on: bool) -> None:
         if on:
             self.table.clearSelection()
+            self.mtp.setChecked(False)
+        self.completeChanged.emit()
+
+    def _mtp_toggled(self, on: bool) -> None:
+        if on:
+            self.table.clearSelection()
+            self.ngram.setChecked(False)
         self.completeChanged.emit()
 
     def selected_group(self) -> QuantGroup | None:
@@ -911,7 +1012,7 @@ class DraftPage(LocalFiles, Page):
         return data if isinstance(data, QuantGroup) else None
 
     def isComplete(self) -> bool:  # noqa: N802 - Qt name
-        if self.ngram.isChecked():
+        if self.ngram.isChecked() or self.mtp.isChecked():
             return True
         row = self.table.currentRow()
         return bool(self.table.selectedItems()) and self._row_compatible(row)
@@ -919,7 +1020,8 @@ class DraftPage(LocalFiles, Page):
     def validatePage(self) -> bool:  # noqa: N802 - Qt name
         s = self.state
         s.draft, s.draft_local, s.draft_ngram = None, None, self.ngram.isChecked()
-        if s.draft_ngram:
+        s.draft_mtp = self.mtp.isChecked()
+        if s.draft_ngram or s.draft_mtp:
             return True
         row = self.table.currentRow()
         if row < len(self.options):
