@@ -28,6 +28,7 @@ from app.engine.drafting import (
     ModelDrafter,
     NgramDrafter,
 )
+from app.engine.eagle3 import Eagle3Drafter, Eagle3Head
 from app.engine.events import (
     Event,
     GuardEvent,
@@ -39,7 +40,7 @@ from app.engine.events import (
 from app.engine.llama_backend import RECURRENT_ROLLBACK, LlamaContext, LlamaModel
 from app.engine.mtp import MtpDrafter, NextTokenHeads
 from app.engine.randomness import Randomness
-from app.engine.run_clock import RunClock
+from app.engine.run_clock import DecodeTimed, RunClock
 from app.engine.sampling import top_two_margin
 from app.engine.step_record import StepRecord
 from app.engine.textstream import TextStream
@@ -76,15 +77,22 @@ class Engine:
         self.draft_source = draft_source or (DraftSource.MODEL if draft else DraftSource.NGRAM)
         self_drafting = self.draft_source is DraftSource.MTP
         # a Gemma 4 style assistant is a second file that drafts from the target's hidden rows
-        assistant = (
-            draft is not None
-            and self.draft_source is DraftSource.MODEL
-            and self_drafting_method(Path(draft.path)) == "assistant"
+        method = (
+            self_drafting_method(Path(draft.path))
+            if draft is not None and self.draft_source is DraftSource.MODEL
+            else ""
         )
+        assistant, eagle3 = method == "assistant", method == "eagle3"
+        if method and not (assistant or eagle3):
+            raise ModelLoadError(
+                f"{Path(draft.path).name if draft else 'the draft'} is a {method} head, which "
+                "this SpecDeck cannot draft with yet: choose a draft model, MTP or n-gram"
+            )
         self.target = LlamaModel(target, load_next_token_layers=self_drafting)
         self.draft: LlamaModel | None = None
         self.draft_ctx: LlamaContext | None = None
         self.heads: NextTokenHeads | None = None
+        self.eagle3: Eagle3Head | None = None
         try:
             if self_drafting and self.target.n_layer_nextn <= 0:
                 raise ModelLoadError(
@@ -103,7 +111,11 @@ class Engine:
                 self.draft = LlamaModel(replace(draft, n_ctx=target.n_ctx))
                 check_compatible(self.target.vocab_info(), self.draft.vocab_info())
                 self.heads = NextTokenHeads(self.draft, self.spec_ctx, draft, assistant=True)
-            if draft is not None and self.draft_source is DraftSource.MODEL and not assistant:
+            elif eagle3 and draft is not None:
+                self.draft = LlamaModel(replace(draft, n_ctx=target.n_ctx))
+                check_compatible(self.target.vocab_info(), self.draft.vocab_info())
+                self.eagle3 = Eagle3Head(self.draft, self.spec_ctx, draft)
+            if draft is not None and self.draft_source is DraftSource.MODEL and not method:
                 self.draft = LlamaModel(replace(draft, n_ctx=target.n_ctx))
                 check_compatible(self.target.vocab_info(), self.draft.vocab_info())
                 self.draft_ctx = LlamaContext(self.draft, replace(draft, n_ctx=target.n_ctx))
@@ -151,11 +163,22 @@ class Engine:
                     self.costs.observe_verify(1, ms)
                 else:
                     self.costs.observe_draft_pass(1, ms)
+        if self.eagle3 is not None:
+            # the head's seed pass reads the target's rows of the position before it
+            token = self.target.bos if self.target.bos >= 0 else 0
+            for timed in range(WARM_UP_TIMED + 1):
+                self.spec_ctx.decode([token], logits="none")
+                began = time.perf_counter()
+                self.eagle3.first([token, token])
+                ms = (time.perf_counter() - began) * 1000.0
+                self.spec_ctx.truncate(0)
+                if timed:
+                    self.costs.observe_draft_pass(1, ms)
 
     def close(self) -> None:
-        heads = getattr(self, "heads", None)
-        if heads is not None:
-            heads.close()
+        for drafting_head in (getattr(self, "heads", None), getattr(self, "eagle3", None)):
+            if drafting_head is not None:
+                drafting_head.close()
         for ctx in (
             getattr(self, "_base_ctx", None),
             getattr(self, "draft_ctx", None),
@@ -210,8 +233,10 @@ class Engine:
             "target_vocab": self.target.n_vocab,
             "want_probs": request.token_probs,
         }
-        model: ModelDrafter | MtpDrafter
-        if self.heads is not None:
+        model: ModelDrafter | MtpDrafter | Eagle3Drafter
+        if self.eagle3 is not None:
+            model = Eagle3Drafter(self.eagle3, **common)  # type: ignore[arg-type]
+        elif self.heads is not None:
             model = MtpDrafter(self.heads, **common)  # type: ignore[arg-type]
         elif self.draft_ctx is not None and self.draft_source is DraftSource.MODEL:
             model = ModelDrafter(self.draft_ctx, **common)
@@ -229,8 +254,13 @@ class Engine:
         ctx = self.spec_ctx if request.speculative else self.base_ctx
         if len(prompt) + 1 > ctx.n_ctx:
             raise ContextOverflowError(len(prompt) + 1, ctx.n_ctx)
-        helpers = [self.draft_ctx, self.heads.ctx if self.heads is not None else None]
-        contexts = [ctx] + [c for c in helpers if request.speculative and c is not None]
+        helpers: list[DecodeTimed | None] = [
+            self.draft_ctx,
+            self.heads.ctx if self.heads is not None else None,
+            self.eagle3,
+        ]
+        contexts: list[DecodeTimed] = [ctx]
+        contexts += [c for c in helpers if request.speculative and c is not None]
         clock = RunClock(contexts, mode="speculative" if request.speculative else "baseline")
         sampler = request.sampler
         randomness = Randomness(sampler.seed, position_keyed=sampler.position_keyed)

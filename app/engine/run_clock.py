@@ -11,14 +11,23 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 import psutil
 
 from app.engine.acceptance import Produced
 from app.engine.events import GuardEvent, RunSummary, StopReason, TokenEvent
-from app.engine.llama_backend import LlamaContext
+from app.engine.llama_backend import LlamaModel
 from app.engine.step_record import StepRecord, per_drafter, per_position
+
+
+class DecodeTimed(Protocol):
+    """A context (or a drafting head's) that counts the wall time spent inside llama.cpp."""
+
+    decode_s: float
+    model: LlamaModel  # whose spec says how many threads its passes may use
+
 
 MIN_METERED_S = 0.3  # shorter runs are too short for the kernel's 10 ms CPU accounting
 
@@ -52,7 +61,7 @@ def _busy_s(cores: Sequence[int]) -> float | None:
 class MachineMeter:
     """What one run got of the machine, from its start to ``read()``."""
 
-    def __init__(self, contexts: Sequence[LlamaContext]) -> None:
+    def __init__(self, contexts: Sequence[DecodeTimed]) -> None:
         self._contexts = list(contexts)
         self._cores = _cores()
         self._decode = [c.decode_s for c in self._contexts]
@@ -90,7 +99,7 @@ class MachineMeter:
 class RunClock:
     """When things happened in one run; every count comes from its step records."""
 
-    def __init__(self, contexts: Sequence[LlamaContext], *, mode: str) -> None:
+    def __init__(self, contexts: Sequence[DecodeTimed], *, mode: str) -> None:
         self.mode = mode
         self._contexts = list(contexts)
         self._decode_at_start = sum(c.decode_s for c in self._contexts)

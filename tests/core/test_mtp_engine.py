@@ -25,6 +25,7 @@ from app.engine.config import (
 from app.engine.engine_host import EngineCrashed, EngineHost, LoadRequest
 from app.engine.events import RunSummary
 from app.engine.synthetic import write_tiny_llama, write_tiny_qwen35, write_tiny_step35
+from app.engine.synthetic_eagle3 import write_tiny_eagle3_pair
 from app.engine.synthetic_gemma4 import write_tiny_gemma4, write_tiny_gemma4_assistant
 from app.errors import ModelLoadError
 
@@ -53,6 +54,11 @@ def gemma4_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("assistant")
     target = write_tiny_gemma4(folder / "gemma4.gguf")
     return target, write_tiny_gemma4_assistant(folder / "gemma4-assistant.gguf", target)
+
+
+@pytest.fixture(scope="module")
+def eagle3_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return write_tiny_eagle3_pair(tmp_path_factory.mktemp("eagle3"))
 
 
 @pytest.fixture
@@ -190,6 +196,34 @@ def test_a_gemma4_assistant_drafts_from_the_targets_hidden_rows(host, gemma4_pai
         assert [d.name for d in speculative.per_drafter] == ["assistant"]
         first, *_rest, last = speculative.acceptance_per_position
         assert first > last  # a later position is reached less and accepted less
+
+
+def test_an_eagle3_head_drafts_from_three_target_layers(host, eagle3_pair) -> None:
+    """An EAGLE-3 head picked as the draft: after every target decode the inputs of its three
+    target layers go through its encoder; drafts are exact, rejections on the way."""
+    target, head = eagle3_pair
+    host.load(LoadRequest(_spec(target), _spec(head)))
+    for prompt in PROMPTS:
+        for spec in (FORCED, SpecConfig(draft_max=8, collapse_guard=False)):
+            request = GenerationRequest(prompt, max_tokens=220, spec=spec, ignore_eos=True)
+            baseline, speculative = _pair(host, request)
+            assert speculative.token_ids == baseline.token_ids
+            if spec is FORCED:
+                assert 0 < speculative.accepted < speculative.drafted
+                assert [d.name for d in speculative.per_drafter] == ["EAGLE-3"]
+    # the next conversation reuses the target's cache; the head's rows follow it
+    again = PROMPTS[2] + (2, 300, 301)
+    request = GenerationRequest(again, max_tokens=120, spec=FORCED, ignore_eos=True)
+    baseline, speculative = _pair(host, request)
+    assert speculative.token_ids == baseline.token_ids
+
+
+def test_a_head_for_a_deeper_target_is_refused_before_it_runs(host, eagle3_pair, tmp_path) -> None:
+    """llama.cpp aborts the process when a head reads a layer the target lacks: the engine
+    refuses the pair in words first."""
+    shallow = write_tiny_llama(tmp_path / "two-layers.gguf")  # the head reads layers 1, 2, 3
+    with pytest.raises(ModelLoadError, match="reads target layers"):
+        host.load(LoadRequest(_spec(shallow), _spec(eagle3_pair[1])))
 
 
 @pytest.mark.parametrize("model", ["qwen35_mtp", "step35_chained", "gemma4_pair"])

@@ -185,7 +185,7 @@ def test_check_pair_names_the_drafting_method(
 
 
 def test_check_pair_with_a_target_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    mtp = header_file(tmp_path, "qwen35", kv_u32(nextn("qwen35"), 2), block_count=5)
+    mtp = header_file(tmp_path, "step35", kv_u32(nextn("step35"), 2), block_count=5)
     assert _check_pair(mtp, None) == 0
     assert capsys.readouterr().out.splitlines() == [
         "target: MTP, 2 heads",

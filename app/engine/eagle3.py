@@ -1,0 +1,247 @@
+"""Drafting with an EAGLE-3 head: a small decoder that reads three of the target's layers.
+
+The head is a separate GGUF (``eagle3`` architecture) trained for one target. It borrows the
+target's token embedding and output through ``ctx_other`` and follows llama.cpp's
+``common_speculative_impl_draft_eagle3`` (common/speculative.cpp), as
+``app/devtools/eagle3_probe.py`` documents step by step:
+
+- after every target decode, the inputs of the head's three target layers for each decoded
+  position are concatenated and run through the head's encoder (``LLAMA_PROCESS_TYPE_ENCODE``),
+  giving one feature row ``g_p`` per position; the head's decoder cache then holds, at its
+  position ``p``, the token at ``p + 1`` beside ``g_p``;
+- a draft seeds the decoder with the last committed token beside the feature row of the
+  position before it, then feeds each drafted token back with the decoder's own pre-norm
+  row, one position further each time;
+- rejected tokens need no rollback of their own: the next target decode rewrites the head's
+  cache from its first position (the position before it included, whose partner token may
+  have changed), and a draft always starts by dropping everything past its seed.
+
+The feature rows are kept in a ring keyed by position, so per-step work stays flat in depth.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from typing import Any
+
+import llama_cpp
+import numpy as np
+
+from app.engine.adaptive import ConfidenceCalibration, CostModel
+from app.engine.config import ModelSpec, SamplerConfig, SpecConfig
+from app.engine.drafting import DraftBlock, SampledDrafter
+from app.engine.eagle3_functions import eagle3_functions
+from app.engine.llama_backend import LlamaContext, LlamaModel
+from app.engine.randomness import Randomness
+from app.errors import ModelLoadError
+
+RING_ROWS = 2048  # feature rows kept by position; a longer prefill keeps its tail only
+ENCODE = llama_cpp.LLAMA_PROCESS_TYPE_ENCODE
+DECODE = llama_cpp.LLAMA_PROCESS_TYPE_DECODE
+
+
+def _embd(row: np.ndarray) -> Any:
+    row = np.ascontiguousarray(row, dtype=np.float32)
+    pointer = row.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+    return llama_cpp.llama_embd(pointer, 1, row.shape[0])  # llama.cpp copies the row
+
+
+class Eagle3Head:
+    """An EAGLE-3 head's context over one target context, for the loaded pair's lifetime."""
+
+    def __init__(self, head: LlamaModel, target: LlamaContext, spec: ModelSpec) -> None:
+        self.fn = eagle3_functions()
+        self.model = head
+        self.target = target
+        n_layer = int(llama_cpp.llama_model_n_layer(target.model.ptr))
+        self.layer_ids = self.fn.target_layer_ids(head.ptr)
+        if len(self.layer_ids) != 3 or not all(0 <= i < n_layer for i in self.layer_ids):
+            # llama.cpp aborts the process on a layer past the target's
+            raise ModelLoadError(
+                f"{head.path.name} reads target layers {list(self.layer_ids)}, but "
+                f"{target.model.path.name} has {n_layer}: it is not this target's head"
+            )
+        if head.n_vocab != target.model.n_vocab:
+            raise ModelLoadError(
+                f"{head.path.name} drafts over {head.n_vocab} tokens and the target has "
+                f"{target.model.n_vocab}: heads with a reduced draft vocabulary are not supported"
+            )
+        self.n_embd_target = int(llama_cpp.llama_model_n_embd(target.model.ptr))
+        self.n_embd = int(llama_cpp.llama_model_n_embd(head.ptr))
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = target.n_ctx
+        params.n_batch = params.n_ubatch = target.n_batch
+        params.n_seq_max = 1
+        params.n_threads = params.n_threads_batch = spec.threads()
+        params.no_perf = True
+        params.ctx_other = target.ptr  # the head embeds and projects with the target's weights
+        ptr = llama_cpp.llama_init_from_model(head.ptr, params)
+        if not ptr:
+            raise ModelLoadError(f"llama.cpp could not create a context for {head.path.name}")
+        self.ptr: Any = ptr
+        self.memory = llama_cpp.llama_get_memory(ptr)
+        self.n_ubatch = int(llama_cpp.llama_n_ubatch(ptr))
+        self.decode_s = 0.0
+        for layer in self.layer_ids:  # before the target's first decode: it re-reserves
+            self.fn.set_embeddings_layer_inp(target.ptr, layer, True)
+        self.fn.set_embeddings_nextn(ptr, True, True)
+        self._rows = np.zeros((RING_ROWS, self.n_embd), dtype=np.float32)
+        self._row_pos = np.full(RING_ROWS, -1, dtype=np.int64)
+        self._position = 0  # where the next drafted token goes
+        target.after_decode = self._target_decoded
+
+    def close(self) -> None:
+        if self.target.after_decode == self._target_decoded:
+            self.target.after_decode = None
+        if self.ptr:
+            llama_cpp.llama_free(self.ptr)
+            self.ptr = None
+
+    # --- after every target decode --------------------------------------------------------
+
+    def _target_decoded(self, first_pos: int, n: int) -> None:
+        tokens = self.target.tokens[first_pos : first_pos + n]
+        layers = []
+        for layer in self.layer_ids:
+            pointer = self.fn.get_embeddings_layer_inp(self.target.ptr, layer)
+            if not pointer:
+                raise RuntimeError(f"the target gave no input rows for layer {layer}")
+            layers.append(np.ctypeslib.as_array(pointer, shape=(n, self.n_embd_target)))
+        features = np.concatenate(layers, axis=1)
+        g = np.empty((n, self.n_embd), dtype=np.float32)
+        for start in range(0, n, self.n_ubatch):
+            chunk = features[start : start + self.n_ubatch]
+            placeholder = self._pos_max() + 1  # the encoder does not read positions
+            self._process(
+                ENCODE, [(None, placeholder + j, row, True) for j, row in enumerate(chunk)]
+            )
+            pointer = self.fn.get_embeddings_nextn(self.ptr)
+            if not pointer:
+                raise RuntimeError("the head's encoder returned no rows")
+            g[start : start + len(chunk)] = np.ctypeslib.as_array(
+                pointer, shape=(len(chunk), self.n_embd)
+            )
+        positions = np.arange(first_pos, first_pos + n, dtype=np.int64)
+        keep = min(n, RING_ROWS)
+        self._rows[positions[-keep:] % RING_ROWS] = g[-keep:]
+        self._row_pos[positions[-keep:] % RING_ROWS] = positions[-keep:]
+        # the decoder's cache from the position before this batch: its partner token is the
+        # batch's first, which may differ from what the cache held there
+        start = max(first_pos - 1, 0)
+        llama_cpp.llama_memory_seq_rm(self.memory, 0, start, -1)
+        entries: list[tuple[int | None, int, np.ndarray, bool]] = []
+        before = self._row(first_pos - 1)
+        if before is not None:
+            entries.append((tokens[0], first_pos - 1, before, False))
+        entries += [(tokens[k + 1], first_pos + k, g[k], False) for k in range(n - 1)]
+        for chunk_start in range(0, len(entries), self.n_ubatch):
+            self._process(DECODE, entries[chunk_start : chunk_start + self.n_ubatch])
+
+    def _row(self, position: int) -> np.ndarray | None:
+        if position < 0:
+            return None
+        slot = position % RING_ROWS
+        return self._rows[slot] if self._row_pos[slot] == position else None
+
+    def _pos_max(self) -> int:
+        return int(llama_cpp.llama_memory_seq_pos_max(self.memory, 0))
+
+    def _process(self, kind: int, entries: list[tuple[int | None, int, np.ndarray, bool]]) -> None:
+        if not entries:
+            return
+        batch = llama_cpp.llama_batch_ext_init(self.ptr)
+        try:
+            for token, position, row, output in entries:
+                if token is None:
+                    index = llama_cpp.llama_batch_ext_add_embd(batch, 0, _embd(row))
+                else:
+                    index = llama_cpp.llama_batch_ext_add_token(batch, 0, token)
+                    if index >= 0 and not llama_cpp.llama_batch_ext_set_embd_token(
+                        batch, index, _embd(row)
+                    ):
+                        raise RuntimeError("llama.cpp refused a head input row")
+                if index < 0:
+                    raise RuntimeError(f"llama.cpp refused a head batch entry ({index})")
+                pos = llama_cpp.llama_pos(position)
+                llama_cpp.llama_batch_ext_set_pos(batch, index, ctypes.byref(pos))
+                if output:
+                    llama_cpp.llama_batch_ext_set_output_logits(batch, index, True)
+            began = time.perf_counter()
+            code = llama_cpp.llama_process(self.ptr, kind, batch)
+            self.decode_s += time.perf_counter() - began
+        finally:
+            llama_cpp.llama_batch_ext_free(batch)
+        if code != 0:
+            raise RuntimeError(f"the EAGLE-3 head's llama_process returned {code}")
+
+    # --- drafting ---------------------------------------------------------------------------
+
+    def _logits(self) -> np.ndarray:
+        pointer = llama_cpp.llama_get_logits_ith(self.ptr, 0)
+        if not pointer:
+            raise RuntimeError("the EAGLE-3 head returned no logits")
+        return np.ctypeslib.as_array(pointer, shape=(self.model.n_vocab,))
+
+    def first(self, committed: list[int]) -> np.ndarray:
+        """Seed the decoder with the last committed token and the feature row before it."""
+        seed = len(committed) - 2  # the target holds committed[:-1]; the last is not decoded
+        llama_cpp.llama_memory_seq_rm(self.memory, 0, max(seed, 0), -1)
+        row = self._row(seed)
+        if row is None:  # the ring lost it (or a one-token prompt): a weak draft, not a wrong one
+            row = np.zeros(self.n_embd, dtype=np.float32)
+        self._process(DECODE, [(committed[-1], max(seed, 0), row, True)])
+        self._position = max(seed, 0) + 1
+        return self._logits()
+
+    def advance(self, token: int) -> np.ndarray:
+        pointer = self.fn.get_embeddings_nextn_ith(self.ptr, 0)
+        if not pointer:
+            raise RuntimeError("the EAGLE-3 head returned no pre-norm row")
+        row = np.ctypeslib.as_array(pointer, shape=(self.n_embd,)).copy()
+        self._process(DECODE, [(token, self._position, row, True)])
+        self._position += 1
+        return self._logits()
+
+
+class Eagle3Drafter(SampledDrafter):
+    """Drafts with an EAGLE-3 head by the same rules as a draft model."""
+
+    name = "EAGLE-3"
+
+    def __init__(
+        self,
+        head: Eagle3Head,
+        *,
+        sampler: SamplerConfig,
+        spec: SpecConfig,
+        randomness: Randomness,
+        costs: CostModel,
+        calibration: ConfidenceCalibration,
+        target_vocab: int,
+        want_probs: bool,
+    ) -> None:
+        super().__init__(
+            sampler=sampler,
+            spec=spec,
+            randomness=randomness,
+            costs=costs,
+            calibration=calibration,
+            target_vocab=target_vocab,
+            want_probs=want_probs,
+        )
+        self.head = head
+
+    def _start(self, committed: list[int], block: DraftBlock) -> np.ndarray:
+        began = time.perf_counter()
+        logits = self.head.first(committed)
+        block.catch_up = 1
+        block.catch_up_ms = (time.perf_counter() - began) * 1000.0
+        self.costs.observe_draft_pass(1, block.catch_up_ms)
+        return logits
+
+    def _advance(self, token: int) -> np.ndarray:
+        began = time.perf_counter()
+        logits = self.head.advance(token)
+        self.costs.observe_draft_pass(1, (time.perf_counter() - began) * 1000.0)
+        return logits
