@@ -14,7 +14,13 @@ from typing import Any
 
 from app.engine.hardware import detect_hardware
 from app.gguf.compat import first_mismatch
-from app.gguf.header import GGUFFormatError, model_facts, self_drafting, vocab_info
+from app.gguf.header import (
+    GGUFFormatError,
+    head_mismatch,
+    model_facts,
+    self_drafting,
+    vocab_info,
+)
 from app.models.downloads import DownloadCancelled, Downloader, DownloadProgress, human_bytes
 from app.models.fit import KV_BYTES_PER_ELEMENT, assess, estimate_pair, gib
 from app.models.hub import (
@@ -155,7 +161,9 @@ def cmd_check_pair(args: argparse.Namespace) -> int:
         else:
             print("no draft given: n-gram drafting (prompt lookup) needs none")
         return 0
-    mismatch = first_mismatch(vocabs["target"], vocabs["draft"])
+    mismatch = head_mismatch(headers["target"], methods["draft"]) or first_mismatch(
+        vocabs["target"], vocabs["draft"]
+    )
     if mismatch is None:
         print("compatible")
         return 0

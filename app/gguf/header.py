@@ -750,3 +750,31 @@ def _layer_bytes(header: GGUFHeader, layers: range) -> int:
         return 0
     prefixes = tuple(f"blk.{il}." for il in layers)
     return sum(t.n_bytes for t in header.tensors if t.name.startswith(prefixes))
+
+
+def head_mismatch(target: GGUFHeader, draft: SelfDrafting) -> str | None:
+    """Why a head or an assistant cannot draft for this target, in words; None when it can
+    (or when the draft is a plain model: its vocabulary is checked elsewhere).
+
+    llama.cpp aborts the whole process when an EAGLE-3 head reads a layer past the target's.
+    """
+    if not draft.is_head:
+        return None
+    facts = model_facts(target)
+    if draft.method == "dflash":
+        return "DFlash heads are not supported by this SpecDeck yet"
+    if draft.method == "assistant":
+        if draft.target_arch and draft.target_arch != facts.architecture:
+            return (
+                f"an assistant for {draft.target_arch} models cannot draft for a "
+                f"{facts.architecture} model"
+            )
+        return None
+    trunk = facts.n_layer - facts.drafting.n_heads
+    outside = [layer for layer in draft.target_layers if layer >= trunk]
+    if outside:
+        return (
+            f"the head reads target layers {list(draft.target_layers)}, but the target has "
+            f"{trunk}: it was trained for a deeper model"
+        )
+    return None

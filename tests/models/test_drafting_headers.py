@@ -211,6 +211,31 @@ def test_check_pair_explains_a_head_given_as_the_target(
     ]
 
 
+def test_check_pair_refuses_a_head_trained_for_another_target(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """llama.cpp aborts when an EAGLE-3 head reads a layer its target lacks: check-pair says so
+    from the two headers; an assistant for another architecture is refused likewise."""
+    (tmp_path / "t").mkdir()
+    target = header_file(tmp_path / "t", "llama", block_count=16)
+    deep = header_file(tmp_path, "eagle3", kv_u32s("eagle3.target_layers", [2, 14, 27]))
+    assert _check_pair(target, deep) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == (
+        "incompatible: the head reads target layers [2, 14, 27], but the target has 16: "
+        "it was trained for a deeper model"
+    )
+    (tmp_path / "fits").mkdir()
+    fits = header_file(tmp_path / "fits", "eagle3", kv_u32s("eagle3.target_layers", [2, 8, 15]))
+    assert _check_pair(target, fits) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "compatible"
+    assistant = header_file(tmp_path, "gemma4-assistant")
+    assert _check_pair(target, assistant) == 1
+    assert "an assistant for gemma4 models cannot draft for a llama model" in (
+        capsys.readouterr().out
+    )
+
+
 def test_check_pair_reads_hub_headers_by_range(
     tmp_path: Path, fake_hub: FakeHub, capsys: pytest.CaptureFixture[str]
 ) -> None:
