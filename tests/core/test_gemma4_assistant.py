@@ -51,7 +51,7 @@ def test_the_headers_say_target_and_assistant(pair: tuple[Path, Path]) -> None:
     assert target.drafting == SelfDrafting("")
     assert assistant.architecture == "gemma4-assistant"
     # every block of an assistant is a next-token block
-    assert assistant.drafting == SelfDrafting("assistant", assistant.n_layer)
+    assert assistant.drafting == SelfDrafting("assistant", assistant.n_layer, target_arch="gemma4")
     assert "assistant" in assistant.drafting.label
     assert assistant.vocab_size == target.vocab_size
 
