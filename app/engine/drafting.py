@@ -57,7 +57,10 @@ class Drafter(Protocol):
     @property
     def confidence_driven(self) -> bool: ...
 
-    def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock: ...
+    def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
+        """Within one request ``committed`` only grows between calls (``prefill`` starts a
+        request), so a drafter's per-step work need not grow with the conversation."""
+        ...
 
     def observe(self, block: DraftBlock, accepted: int) -> None: ...
 
@@ -91,6 +94,11 @@ class NgramDrafter(_Base):
     def __init__(self, spec: SpecConfig, *, min_match: int = 1) -> None:
         self.index = ngram.NgramIndex(spec.ngram_n)
         self.min_match = min_match
+
+    def prefill(self, prompt: list[int]) -> None:
+        """Index the prompt with the prompt's processing: the steps then index only what
+        they add, and the first is no slower than the rest."""
+        self.index.sync(prompt)
 
     def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
         began = time.perf_counter()
@@ -134,6 +142,9 @@ class ModelDrafter(_Base):
         # needs it, and it makes sample-and-match's acceptance sum(p*q) <= sum(min(p, q)).
         self.stochastic = not sampler.greedy
         self.bias = AnswerBias()
+        # leading positions of the draft's cache known to equal the committed sequence: each
+        # step compares only what can have changed since the last one, not the whole answer
+        self._agrees = 0
 
     def observe(self, block: DraftBlock, accepted: int) -> None:
         for confidence, was_accepted in judged(block.confidences, accepted):
@@ -144,6 +155,19 @@ class ModelDrafter(_Base):
         keep = min(self.ctx.common_prefix(prompt), len(prompt) - 1)
         self.ctx.truncate(keep)
         self.ctx.decode(prompt[keep:-1], logits="none")
+        self._agrees = self.ctx.n_past
+
+    def _catch_up_from(self, committed: list[int]) -> int:
+        """``min(ctx.common_prefix(committed), len(committed) - 1)``, comparing only the
+        positions past those known to agree."""
+        cached = self.ctx.tokens
+        end = min(len(cached), len(committed))
+        n = min(self._agrees, end)
+        if n and cached[n - 1] != committed[n - 1]:  # not the sequence it followed
+            return min(self.ctx.common_prefix(committed), len(committed) - 1)
+        while n < end and cached[n] == committed[n]:
+            n += 1
+        return min(n, len(committed) - 1)
 
     def _pass(self, tokens: list[int]) -> float:
         began = time.perf_counter()
@@ -156,10 +180,11 @@ class ModelDrafter(_Base):
         began = time.perf_counter()
         block = DraftBlock(source=self.name)
         ctx = self.ctx
-        keep = min(ctx.common_prefix(committed), len(committed) - 1)
+        keep = self._catch_up_from(committed)
         ctx.truncate(keep)
         block.catch_up = len(committed) - keep
         block.catch_up_ms = self._pass(committed[keep:])
+        self._agrees = len(committed)
         block.passes = 1
         adaptive = limits.keep_drafting > 0.0 or limits.include > 0.0
         want_confidence = self.spec.p_min > 0.0 or adaptive or self.want_probs
@@ -234,6 +259,7 @@ class CombinedDrafter:
         self.rates = {lookup.name: _Ema(alpha=0.3), model.name: _Ema(alpha=0.3)}
 
     def prefill(self, prompt: list[int]) -> None:
+        self.lookup.prefill(prompt)
         self.model.prefill(prompt)
 
     def _lookup_goes_first(self) -> bool:
