@@ -215,6 +215,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         reference=args.reference,
         ignore_eos=args.ignore_eos,
         token_probs=not args.no_token_probs,
+        rounds=args.rounds,
     )
 
     def show(row: dict) -> None:
@@ -228,7 +229,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
             f"{row['id']}: base {rate(row['baseline_tok_s'])} spec {rate(row['speculative_tok_s'])}"
             f"{ref} tok/s ×{row['speedup']:.2f} acc {row['acceptance_rate']:.2f} "
             f"host {row['host_ms_per_token']:.3f}/{row['baseline_host_ms_per_token']:.3f} "
-            f"ms/tok pauses {row['guard_pauses']} {verdict}",
+            f"ms/tok pauses {row['guard_pauses']} {verdict}"
+            + (f" {row['noisy']}" if row.get("noisy") else ""),
             file=sys.stderr,
         )
 
@@ -286,6 +288,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--reference",
         action="store_true",
         help="also run llama.cpp's llama-speculative-simple (built on first use)",
+    )
+    bench.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="target-only and speculative runs per prompt, taking turns to go first",
     )
     bench.add_argument(
         "--in-process",

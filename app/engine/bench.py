@@ -5,7 +5,9 @@ template render through ``on_stage`` so that the parent can hold it to the same 
 as the chat's. Both runs of a prompt use the same loaded target weights, the same sampler
 and seed, and run one after the other, never at the same time, so each tokens/sec comes from
 its own compute. Ratios are what to read: absolute figures on a shared machine move from run
-to run.
+to run. Each prompt runs in rounds, the two modes taking turns to go first, and its speedup is
+the median of the rounds' own ratios; a row whose step times spread or drift more than a quiet
+machine's do is flagged ``noisy`` (``app.engine.noise``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from app.engine.engine_protocol import BENCHMARKING, RENDERING
 from app.engine.events import RunSummary, drain
 from app.engine.exactness import compare
 from app.engine.hardware import devices, llama_cpp_version, system_info
+from app.engine.noise import noise_flag, steadiness
 from app.engine.repacking import repacking_enabled
 from app.files.fileio import file_sha256
 
@@ -38,6 +41,7 @@ class BenchSettings:
     reference: bool = False  # also run llama.cpp's llama-speculative-simple
     ignore_eos: bool = False
     token_probs: bool = True  # p(x)/q(x) per token, as the window's hover details need
+    rounds: int = 2  # target-only and speculative runs per prompt, taking turns to go first
 
 
 def load_prompts(path: Path) -> list[dict[str, str]]:
@@ -102,26 +106,36 @@ def bench_prompt(
         token_probs=settings.token_probs,
         ignore_eos=settings.ignore_eos,
     )
-    baseline = drain(engine.generate(replace(request, speculative=False)))
-    speculative = drain(engine.generate(request))
-    check = compare(prompt, speculative.token_ids, baseline.token_ids, engine)
+    pairs = _rounds(engine, request, max(settings.rounds, 1))
+    baseline, speculative = pairs[0]  # counts and notes: the first round's
+    checks = [compare(prompt, s.token_ids, b.token_ids, engine) for b, s in pairs]
+    check = next((c for c in checks if not c.identical), checks[0])
+    ratios = [s.tok_s / b.tok_s if b.tok_s else 0.0 for b, s in pairs]
+
+    def median(figure: Callable[[RunSummary], float], of_speculative: bool = True) -> float:
+        return statistics.median(figure(pair[1 if of_speculative else 0]) for pair in pairs)
+
     row = {
         "id": item["id"],
         "prompt_tokens": len(prompt),
         "tokens": speculative.tokens,
-        "baseline_tok_s": round(baseline.tok_s, 3),
-        "speculative_tok_s": round(speculative.tok_s, 3),
-        "speedup": round(speculative.tok_s / baseline.tok_s, 4) if baseline.tok_s else 0.0,
+        "baseline_tok_s": round(median(lambda r: r.tok_s, False), 3),
+        "speculative_tok_s": round(median(lambda r: r.tok_s), 3),
+        "speedup": round(statistics.median(ratios), 4),
         "acceptance_rate": round(speculative.acceptance_rate, 4),
         "mean_accepted_length": round(speculative.mean_accepted_length, 3),
         "target_passes_per_token": round(speculative.target_passes_per_token, 4),
         "identical": check.identical,
         "first_divergence": check.first_divergence,
         "divergence_margin": None if check.margin is None else round(check.margin, 5),
-        "overhead_fraction": round(speculative.overhead_fraction, 4),
-        "baseline_overhead_fraction": round(baseline.overhead_fraction, 4),
-        "host_ms_per_token": round(speculative.host_ms_per_token, 4),
-        "baseline_host_ms_per_token": round(baseline.host_ms_per_token, 4),
+        "overhead_fraction": round(median(lambda r: r.overhead_fraction), 4),
+        "baseline_overhead_fraction": round(median(lambda r: r.overhead_fraction, False), 4),
+        "host_ms_per_token": round(median(lambda r: r.host_ms_per_token), 4),
+        "baseline_host_ms_per_token": round(median(lambda r: r.host_ms_per_token, False), 4),
+        "step_host_ms_per_token": round(median(lambda r: r.step_host_ms_per_token), 4),
+        "baseline_step_host_ms_per_token": round(
+            median(lambda r: r.step_host_ms_per_token, False), 4
+        ),
         "tokens_per_pass": round(speculative.tokens_per_pass, 3),
         "draft_passes": speculative.draft_passes,
         "guard_pauses": speculative.guard_pauses,
@@ -129,6 +143,7 @@ def bench_prompt(
         "ttft_ms": round(speculative.ttft_ms, 1),
         "stop_reason": speculative.stop_reason.value,
         **speculative.acceptance_figures(),
+        **_steadiness_figures(pairs, ratios),
     }
     if settings.reference and engine.draft_spec is not None:
         from app.devtools.reference import run_reference
@@ -152,6 +167,48 @@ def bench_prompt(
     return row
 
 
+def _rounds(
+    engine: Engine, request: GenerationRequest, rounds: int
+) -> list[tuple[RunSummary, RunSummary]]:
+    """(target-only, speculative) per round; the mode that goes first alternates, so a
+    machine that slows down or speeds up over the rounds weighs on both alike."""
+    pairs = []
+    for number in range(rounds):
+        runs = {}
+        for speculative in (number % 2 == 1, number % 2 == 0):
+            runs[speculative] = drain(engine.generate(replace(request, speculative=speculative)))
+        pairs.append((runs[False], runs[True]))
+    return pairs
+
+
+def _steadiness_figures(pairs: list[tuple[RunSummary, RunSummary]], ratios: list[float]) -> dict:
+    """Each round's figures, and whether the step times say another program disturbed them."""
+    judged = (
+        steadiness("baseline", [b.verify_passes for b, _ in pairs]),
+        steadiness("speculative", [s.verify_passes for _, s in pairs]),
+    )
+
+    def rounded(value: float | None, digits: int = 3) -> float | None:
+        return None if value is None else round(value, digits)
+
+    return {
+        "rounds": [
+            {
+                "first": "speculative" if number % 2 else "baseline",
+                "baseline_tok_s": round(b.tok_s, 3),
+                "speculative_tok_s": round(s.tok_s, 3),
+                "speedup": round(ratio, 4),
+                "baseline_outside_cores": rounded(b.outside_cores, 2),
+                "speculative_outside_cores": rounded(s.outside_cores, 2),
+            }
+            for number, ((b, s), ratio) in enumerate(zip(pairs, ratios, strict=True))
+        ],
+        "step_time_spread": {j.mode: [rounded(x) for x in j.spreads] for j in judged},
+        "round_drift": {j.mode: rounded(j.drift) for j in judged},
+        "noisy": noise_flag(*judged),
+    }
+
+
 def _median(rows: list[dict], key: str) -> float | None:
     values = [r[key] for r in rows if r.get(key) is not None]
     return round(statistics.median(values), 4) if values else None
@@ -168,6 +225,8 @@ def aggregate(rows: list[dict]) -> dict:
         "overhead_fraction",
         "host_ms_per_token",
         "baseline_host_ms_per_token",
+        "step_host_ms_per_token",
+        "baseline_step_host_ms_per_token",
         "tokens_per_pass",
         "reference_tok_s",
         "vs_reference",
@@ -184,6 +243,9 @@ def aggregate(rows: list[dict]) -> dict:
         for r in rows
         if not r["identical"]
     ]
+    noisy = [{"id": r["id"], "why": r["noisy"]} for r in rows if r.get("noisy")]
+    summary["noisy_prompts"] = len(noisy)
+    summary["noisy"] = noisy
     summary |= _acceptance_totals(rows)
     return {k: v for k, v in summary.items() if v is not None}
 
@@ -277,6 +339,7 @@ def lineage(
             },
             "n_ctx": target.n_ctx,
             "token_probs": settings.token_probs,
+            "rounds": settings.rounds,
         },
     }
 

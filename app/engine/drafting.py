@@ -59,7 +59,10 @@ class Drafter(Protocol):
     @property
     def confidence_driven(self) -> bool: ...
 
-    def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock: ...
+    def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
+        """Within one request ``committed`` only grows between calls (``prefill`` starts a
+        request), so a drafter's per-step work need not grow with the conversation."""
+        ...
 
     def observe(self, block: DraftBlock, accepted: int) -> None: ...
 
@@ -93,6 +96,11 @@ class NgramDrafter(_Base):
     def __init__(self, spec: SpecConfig, *, min_match: int = 1) -> None:
         self.index = ngram.NgramIndex(spec.ngram_n)
         self.min_match = min_match
+
+    def prefill(self, prompt: list[int]) -> None:
+        """Index the prompt with the prompt's processing: the steps then index only what
+        they add, and the first is no slower than the rest."""
+        self.index.sync(prompt)
 
     def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
         began = time.perf_counter()
@@ -138,6 +146,9 @@ class SampledDrafter(_Base):
         # needs it, and it makes sample-and-match's acceptance sum(p*q) <= sum(min(p, q)).
         self.stochastic = not sampler.greedy
         self.bias = AnswerBias()
+        # leading positions of the draft's cache known to equal the committed sequence: each
+        # step compares only what can have changed since the last one, not the whole answer
+        self._agrees = 0
 
     def observe(self, block: DraftBlock, accepted: int) -> None:
         for confidence, was_accepted in judged(block.confidences, accepted):
@@ -213,6 +224,19 @@ class ModelDrafter(SampledDrafter):
         """Bring the draft's cache up to the prompt with the target's prefill, not in step 1."""
         self.ctx.truncate(min(self.ctx.common_prefix(prompt), len(prompt) - 1))
         self.ctx.decode(prompt[self.ctx.n_past : -1], logits="none")
+        self._agrees = self.ctx.n_past
+
+    def _catch_up_from(self, committed: list[int]) -> int:
+        """``min(ctx.common_prefix(committed), len(committed) - 1)``, comparing only the
+        positions past those known to agree."""
+        cached = self.ctx.tokens
+        end = min(len(cached), len(committed))
+        n = min(self._agrees, end)
+        if n and cached[n - 1] != committed[n - 1]:  # not the sequence it followed
+            return min(self.ctx.common_prefix(committed), len(committed) - 1)
+        while n < end and cached[n] == committed[n]:
+            n += 1
+        return min(n, len(committed) - 1)
 
     def _pass(self, tokens: list[int]) -> float:
         began = time.perf_counter()
@@ -223,9 +247,10 @@ class ModelDrafter(SampledDrafter):
 
     def _start(self, committed: list[int], block: DraftBlock) -> np.ndarray:
         ctx = self.ctx
-        ctx.truncate(min(ctx.common_prefix(committed), len(committed) - 1))
+        ctx.truncate(self._catch_up_from(committed))
         block.catch_up = len(committed) - ctx.n_past
         block.catch_up_ms = self._pass(committed[ctx.n_past :])
+        self._agrees = len(committed)
         return ctx.logits(-1)
 
     def _advance(self, token: int) -> np.ndarray:
@@ -261,6 +286,7 @@ class CombinedDrafter:
         self.rates = {lookup.name: _Ema(alpha=0.3), model.name: _Ema(alpha=0.3)}
 
     def prefill(self, prompt: list[int]) -> None:
+        self.lookup.prefill(prompt)
         self.model.prefill(prompt)
 
     def _lookup_goes_first(self) -> bool:

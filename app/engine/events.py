@@ -251,6 +251,10 @@ class RunSummary:
     drafted_per_position: tuple[int, ...] = ()
     accepted_per_position: tuple[int, ...] = ()
     per_drafter: tuple[DrafterFigures, ...] = ()  # by draft source, in order of first use
+    # each step's target pass as (tokens in the batch, ms): the bench judges from their spread
+    # whether another program disturbed the run (app.engine.noise)
+    verify_passes: tuple[tuple[int, float], ...] = field(default=(), repr=False)
+    step_host_s: float = 0.0  # time outside llama_decode in the decoding steps (no prefill)
 
     @property
     def acceptance_per_position(self) -> tuple[float, ...]:
@@ -291,6 +295,11 @@ class RunSummary:
         if self.tokens <= 0:
             return 0.0
         return max(self.elapsed_s - self.decode_s, 0.0) * 1000.0 / self.tokens
+
+    @property
+    def step_host_ms_per_token(self) -> float:
+        """``host_ms_per_token`` without the prompt's processing: the part paid per step."""
+        return self.step_host_s * 1000.0 / self.tokens if self.tokens > 0 else 0.0
 
     @property
     def overhead_fraction(self) -> float:

@@ -22,6 +22,7 @@ import numpy as np
 from app.engine.config import KV_TYPES, ModelSpec
 from app.engine.load_hooks import current_load_observer
 from app.engine.repacking import repacking_enabled
+from app.engine.sequences import common_prefix_length
 from app.errors import ContextOverflowError, GenerationCancelled, ModelLoadError
 from app.gguf.check import validate_gguf_file
 from app.gguf.compat import VocabInfo
@@ -324,12 +325,7 @@ class LlamaContext:
             del self.tokens[n_keep:]
 
     def common_prefix(self, tokens: Sequence[int]) -> int:
-        n = 0
-        for cached, wanted in zip(self.tokens, tokens, strict=False):
-            if cached != wanted:
-                break
-            n += 1
-        return n
+        return common_prefix_length(self.tokens, tokens)
 
     def decode(
         self,

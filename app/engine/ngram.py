@@ -35,7 +35,8 @@ class NgramIndex:
         self._tokens: list[int] = []
         self._starts: dict[tuple[int, ...], tuple[int, int]] = {}  # n-gram -> (previous, last)
 
-    def _sync(self, tokens: Sequence[int]) -> None:
+    def sync(self, tokens: Sequence[int]) -> None:
+        """Index ``tokens`` (a sequence that grew from the last one, or a new one)."""
         known = self._tokens
         n_known = len(known)
         if (
@@ -60,7 +61,7 @@ class NgramIndex:
         """The same proposal as ``propose(tokens, max_n=self.max_n, k=k, min_n=min_n)``."""
         if k <= 0:
             return []
-        self._sync(tokens)
+        self.sync(tokens)
         length = len(tokens)
         for n in range(min(self.max_n, length - 1), min_n - 1, -1):
             found = self._starts.get(tuple(tokens[length - n :]))

@@ -188,4 +188,6 @@ class RunClock:
             drafted_per_position=drafted_at,
             accepted_per_position=accepted_at,
             per_drafter=per_drafter(records),
+            verify_passes=tuple((r.proposed + 1, r.verify_ms) for r in records),
+            step_host_s=sum(r.host_ms for r in records) / 1000.0,
         )

@@ -16,8 +16,17 @@ class TextStream:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._stop = tuple(s for s in stop if s)
         self._held = ""  # decoded text not yet released because it may begin a stop string
-        self.text = ""  # everything released so far
+        # what was released, piece by piece: ``text += piece`` on an attribute copies the whole
+        # answer at every token (CPython extends a string in place only in a local variable)
+        self._released: list[str] = []
         self.stopped = False
+
+    @property
+    def text(self) -> str:
+        """Everything released so far."""
+        if len(self._released) > 1:
+            self._released[:] = ["".join(self._released)]
+        return self._released[0] if self._released else ""
 
     def push(self, data: bytes) -> str:
         """Feed one token's bytes; return the text that may be shown now."""
@@ -26,19 +35,19 @@ class TextStream:
         pending = self._held + self._decoder.decode(data)
         if not self._stop:
             self._held = ""
-            self.text += pending
+            self._released.append(pending)
             return pending
         hits = [pending.find(s) for s in self._stop if s in pending]
         if hits:
             released = pending[: min(hits)]
             self._held = ""
             self.stopped = True
-            self.text += released
+            self._released.append(released)
             return released
         keep = self._longest_stop_prefix_suffix(pending)
         released = pending[: len(pending) - keep]
         self._held = pending[len(pending) - keep :]
-        self.text += released
+        self._released.append(released)
         return released
 
     def flush(self) -> str:
@@ -47,7 +56,7 @@ class TextStream:
             return ""
         tail = self._held + self._decoder.decode(b"", final=True)
         self._held = ""
-        self.text += tail
+        self._released.append(tail)
         return tail
 
     def _longest_stop_prefix_suffix(self, text: str) -> int:

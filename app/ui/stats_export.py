@@ -69,6 +69,7 @@ def summary_dict(summary: RunSummary) -> dict[str, Any]:
     data = asdict(summary)
     data.pop("token_ids", None)
     data.pop("text", None)
+    data.pop("verify_passes", None)  # one per step: the steps' own table has them
     data["tokens_per_pass"] = summary.tokens_per_pass
     return {k: _plain(v) for k, v in data.items()}
 

@@ -1,0 +1,77 @@
+"""Bench prompts at chosen context depths, for measuring how the loop's cost grows with depth.
+
+A code file of this repository, repeated and cut so that the rendered chat prompt has about
+the asked number of tokens on the target's tokenizer, followed by one request about it. Each
+prompt starts with the one before it, so a bench over the set re-uses the cached prefix from
+row to row instead of processing every depth from the start. A developer's tool::
+
+    python -m app.devtools.depth_prompts --target T.gguf --out depth.jsonl \
+        [--sizes 256,1024,4096,8192,16384] [--source app/engine/adaptive.py]
+    python -m app bench --target T.gguf --draft D.gguf --prompts depth.jsonl --ctx 17408 ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from app.engine.config import DraftSource, ModelSpec
+from app.engine.engine_host import EngineHost
+from app.engine.engine_protocol import LoadRequest
+
+REQUEST = "\n\nIn the code above, rewrite the first class with a docstring on every method."
+DEFAULT_SOURCE = Path(__file__).resolve().parents[1] / "engine" / "adaptive.py"
+
+
+def depth_prompts(target: Path, sizes: list[int], source: Path) -> list[dict[str, object]]:
+    """One ``{"id", "prompt", "tokens"}`` per size: the prompt's rendered token count."""
+    code = source.read_text(encoding="utf-8")
+    host = EngineHost()
+    try:
+        host.load(LoadRequest(ModelSpec(str(target), n_ctx=512), None, DraftSource.NGRAM))
+
+        def count(chars: int, repeated: str) -> int:
+            message = {"role": "user", "content": repeated[:chars] + REQUEST}
+            return len(host.tokenize_chat([message]))
+
+        rows: list[dict[str, object]] = []
+        for size in sorted(sizes):
+            repeated = code * (size * 8 // max(len(code), 1) + 1)  # > 4 characters per token
+            low, high = 0, len(repeated)
+            while low < high:  # the longest cut whose prompt fits in ``size`` tokens
+                middle = (low + high + 1) // 2
+                if count(middle, repeated) <= size:
+                    low = middle
+                else:
+                    high = middle - 1
+            rows.append(
+                {
+                    "id": f"depth-{size}",
+                    "prompt": repeated[:low] + REQUEST,
+                    "tokens": count(low, repeated),
+                }
+            )
+        return rows
+    finally:
+        host.close()
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m app.devtools.depth_prompts")
+    parser.add_argument("--target", required=True, help="target GGUF (its tokenizer counts)")
+    parser.add_argument("--out", required=True, help="JSONL to write")
+    parser.add_argument("--sizes", default="256,1024,4096,8192,16384")
+    parser.add_argument("--source", default=str(DEFAULT_SOURCE), help="the text to repeat")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    rows = depth_prompts(Path(args.target), sizes, Path(args.source))
+    Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    for row in rows:
+        print(f"{row['id']}: {row['tokens']} tokens", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

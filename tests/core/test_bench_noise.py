@@ -1,0 +1,100 @@
+"""The bench notices when another program disturbed its timings, and pairs its rounds."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.engine.bench import BenchSettings
+from app.engine.config import ModelSpec, SpecConfig
+from app.engine.engine_host import run_bench_in_child
+from app.engine.noise import DRIFT_LIMIT, SPREAD_LIMIT, noise_flag, steadiness
+
+
+def _passes(rng: np.random.Generator, sizes: list[int], slow: slice = slice(0, 0), by=1.0):
+    """A target pass per step: 60 ms plus 12 ms per token, a few per cent of jitter; the
+    steps in ``slow`` cost ``by`` times as much (another program took cores then)."""
+    ms = [(60.0 + 12.0 * size) * float(rng.normal(1.0, 0.03)) for size in sizes]
+    ms[slow] = [m * by for m in ms[slow]]
+    return [(size, m) for size, m in zip(sizes, ms, strict=True)]
+
+
+def test_step_time_spread_flags_a_disturbed_run_and_not_a_steady_one() -> None:
+    rng = np.random.default_rng(7)
+    single = [1] * 64
+    blocks = [int(s) for s in rng.integers(1, 18, size=40)]
+    for sizes in (single, blocks):
+        steady = [_passes(rng, sizes), _passes(rng, sizes)]
+        steady[1][5] = (steady[1][5][0], steady[1][5][1] * 6)  # one page fault: not noise
+        judged = steadiness("baseline", steady)
+        assert noise_flag(judged) is None, judged
+        assert all(s is not None and s < 1.2 for s in judged.spreads)
+        assert judged.drift is not None and judged.drift < 1.1
+
+        # a third of round 2 at twice the cost: its spread says so
+        part = [_passes(rng, sizes), _passes(rng, sizes, slice(10, 10 + len(sizes) // 3), 2.0)]
+        judged = steadiness("baseline", part)
+        spread = judged.spreads[1]
+        assert spread is not None and spread > SPREAD_LIMIT
+        flag = noise_flag(judged, steadiness("speculative", steady))
+        assert flag is not None and flag.startswith("noisy: baseline step times spread")
+        assert f"{spread:.2f}× (p90/p10) in round 2" in flag
+
+        # all of round 1 slowed by 60 %: steady within, but not like round 2
+        whole = [_passes(rng, sizes, slice(0, None), 1.6), _passes(rng, sizes)]
+        judged = steadiness("speculative", whole)
+        assert all(s is not None and s < SPREAD_LIMIT for s in judged.spreads)
+        assert judged.drift is not None and judged.drift > DRIFT_LIMIT
+        assert "speculative rounds differ" in (noise_flag(judged) or "")
+
+
+def test_too_few_steps_are_not_judged() -> None:
+    judged = steadiness("speculative", [[(17, 90.0), (17, 400.0)], [(17, 95.0)]])
+    assert judged.spreads == (None, None) and judged.drift is None
+    assert noise_flag(judged) is None
+    assert steadiness("baseline", [[]]).spreads == (None,)
+
+
+def test_the_bench_pairs_its_rounds_and_reports_their_steadiness(
+    tmp_path: Path, tiny_pair: tuple[Path, Path]
+) -> None:
+    target, draft = tiny_pair
+    settings = BenchSettings(
+        max_tokens=24, spec=SpecConfig(draft_max=4, adaptive=False, collapse_guard=False)
+    )
+    assert settings.rounds == 2
+    result = run_bench_in_child(
+        ModelSpec(str(target), n_ctx=512, n_threads=2),
+        ModelSpec(str(draft), n_ctx=512, n_threads=2),
+        [{"id": "a", "prompt": "the code"}],
+        settings,
+    )
+    row = result["prompts"][0]
+    rounds = row["rounds"]
+    assert [r["first"] for r in rounds] == ["baseline", "speculative"]
+    for r in rounds:
+        assert r["baseline_tok_s"] > 0 and r["speculative_tok_s"] > 0
+        ratio = r["speculative_tok_s"] / r["baseline_tok_s"]
+        assert r["speedup"] == pytest.approx(ratio, rel=1e-3, abs=2e-4)
+        for key in ("baseline_outside_cores", "speculative_outside_cores"):
+            assert r[key] is None or r[key] >= 0.0
+    assert row["speedup"] == round(statistics.median(r["speedup"] for r in rounds), 4)
+    assert row["baseline_tok_s"] == round(statistics.median(r["baseline_tok_s"] for r in rounds), 3)
+    for mode in ("baseline", "speculative"):
+        spreads = row["step_time_spread"][mode]
+        assert len(spreads) == 2 and all(s is None or s >= 1.0 for s in spreads)
+        drift = row["round_drift"][mode]
+        assert drift is None or drift >= 1.0
+    # 24 single-token passes per target-only run: enough to be judged
+    assert all(s is not None for s in row["step_time_spread"]["baseline"])
+    assert row["round_drift"]["baseline"] is not None
+    assert row["noisy"] is None or row["noisy"].startswith("noisy: ")
+    assert row["step_host_ms_per_token"] > 0 and row["baseline_step_host_ms_per_token"] > 0
+    assert row["step_host_ms_per_token"] <= row["host_ms_per_token"]
+    aggregate = result["aggregate"]
+    assert aggregate["noisy_prompts"] == len(aggregate["noisy"]) == (1 if row["noisy"] else 0)
+    assert "median_step_host_ms_per_token" in aggregate
+    assert result["lineage"]["settings"]["rounds"] == 2
