@@ -320,22 +320,16 @@ class CostModel:
             return 0.0
         return min(self.marginal_verify_ms() / single, 1.0)
 
-    def step_ms(self, k: int, *, lookup: bool = False, depth: int | None = None) -> float | None:
-        """One drafting step at length k: k draft passes (none for a prompt lookup) and one
-        verification of k + 1."""
-        step = self.verify_ms(k + 1, depth)
-        if lookup:
-            return step
-        draft = self.draft_ms(1, depth)
+    def step_ms(self, k: int, depth: int | None = None) -> float | None:
+        """One drafting step at length k: k draft passes and one verification of k + 1."""
+        step, draft = self.verify_ms(k + 1, depth), self.draft_ms(1, depth)
         if step is None or draft is None:
             return None
         return k * draft + step
 
-    def speedup(
-        self, acceptance: float, k: int, *, lookup: bool = False, depth: int | None = None
-    ) -> float:
+    def speedup(self, acceptance: float, k: int, depth: int | None = None) -> float:
         """Expected tokens/sec of speculation with draft length k over target-only decoding."""
-        single, cost = self.verify_ms(1, depth), self.step_ms(k, lookup=lookup, depth=depth)
+        single, cost = self.verify_ms(1, depth), self.step_ms(k, depth)
         if single is None or cost is None:
             return 1.0
         return expected_tokens(acceptance, k) * single / cost
@@ -386,39 +380,72 @@ class LookupGate:
 
     A lookup costs no draft pass, but verification does: on a CPU three thousand tokens
     deep, verifying 17 tokens costs four single target passes, so a lookup that is mostly
-    refused (4 % of 412 tokens on a paraphrase) ran at 0.68x. Each length is priced with the
-    cost model at this depth (``CostModel.speedup(..., lookup=True)``) at the lookup's own
-    per-token acceptance, and the best is verified only when it beats the target alone.
+    refused (4 % of 412 tokens on a paraphrase) ran at 0.68x. Each length k is priced with
+    the cost model at this depth: the tokens it is expected to yield, times a single target
+    pass, against verifying k + 1 tokens; the best is verified only when it beats the
+    target alone.
+
+    A lookup is right or wrong as a whole more than token by token: where its first token
+    is accepted, a copied run usually goes on. So it is judged by two rates, how often a
+    match's first token is accepted and how often a token after an accepted one is: a match
+    right half the time is still worth verifying long on a copy (each right one yields a
+    whole block), and one right a few times in a hundred is not worth a single token.
+
     A match held back is not wasted: what the target writes next says whether it would
-    have been accepted, so the acceptance keeps learning for free, and lookups resume where
-    the answer starts copying again.
+    have been accepted, so both rates keep learning for free, and lookups resume where the
+    answer starts copying again.
     """
 
-    PRIOR = 0.5  # per-token acceptance before any evidence
-    RATE = 0.3  # a copy run starts and ends abruptly: follow it within a few blocks
+    FIRST_RATE = 0.25  # a match's first token: recent matches count most
+    CONTINUED_MEMORY = 64.0  # tokens after an accepted first one: older evidence fades
 
     def __init__(self, costs: CostModel) -> None:
         self.costs = costs
-        self.acceptance = _Ema(value=self.PRIOR, alpha=self.RATE)
+        self.first = _Ema(value=0.5, alpha=self.FIRST_RATE)
+        self._continued = [9.0, 10.0]  # kept, judged: a prior of 0.9 worth ten tokens
         self._held: tuple[int, list[int]] | None = None  # (position, tokens) held back
+
+    @property
+    def continued(self) -> float:
+        """P(a token is accepted | the tokens before it in the match were)."""
+        kept, judged = self._continued
+        return min(kept / judged, 0.995)
+
+    def expected_tokens(self, k: int) -> float:
+        """Tokens one verification of a k-token match yields, the target's own included."""
+        first, c = self.first.value or 0.0, self.continued
+        return 1.0 + first * (1.0 - c**k) / (1.0 - c)
 
     def length(self, available: int, k_max: int) -> int:
         """The length to verify of a match of ``available`` tokens; 0 holds it back."""
-        a = self.acceptance.value or 0.0
+        single = self.costs.verify_ms(1)
+        if single is None:
+            return min(available, k_max)
         best_k, best = 0, 1.0
         for k in range(1, min(available, k_max) + 1):
-            gain = self.costs.speedup(a, k, lookup=True)
+            verify = self.costs.verify_ms(k + 1) or single
+            gain = self.expected_tokens(k) * single / verify
             if gain > best * 1.005:  # shorter on (near) ties: a refusal then costs less
                 best_k, best = k, gain
-            elif gain < best * 0.9:
-                break  # past the peak
         return best_k
 
     def observe(self, proposed: int, accepted: int) -> None:
+        """A match of ``proposed`` tokens of which the first ``accepted`` were accepted (all
+        judged: a refusal after them, or none proposed past them)."""
         if proposed <= 0:
             return
-        tried = accepted + 1 if accepted < proposed else proposed
-        self.acceptance.update(accepted / tried)
+        self.first.update(1.0 if accepted else 0.0)
+        if not accepted:
+            return
+        # after the first: the accepted ones, and the refused one if there was one
+        judged = accepted if accepted < proposed else proposed - 1
+        if judged <= 0:
+            return
+        memory = self._continued
+        if memory[1] >= self.CONTINUED_MEMORY:
+            memory[0], memory[1] = memory[0] / 2, memory[1] / 2
+        memory[0] += accepted - 1
+        memory[1] += judged
 
     def hold(self, position: int, tokens: list[int]) -> None:
         """A match not verified, proposed for the tokens from ``position`` on."""
@@ -698,6 +725,18 @@ class DraftController:
         tried = sum(t for _, t in window)
         return sum(a for a, _ in window) / tried if tried else 0.0
 
+    def _agreement_at_most(self, z: float = 1.0) -> float:
+        """The window's agreement at its plausible best: the upper end of its Wilson score
+        interval (one standard error), so that a few judged tokens pause nothing."""
+        tried = sum(t for _, t in self._window)
+        if not tried:
+            return 1.0
+        share = sum(a for a, _ in self._window) / tried
+        z2 = z * z
+        centre = share + z2 / (2 * tried)
+        spread = z * math.sqrt(share * (1 - share) / tried + z2 / (4 * tried * tried))
+        return (centre + spread) / (1 + z2 / tried)
+
     # --- drafting decisions ------------------------------------------------------------------
 
     def keep_drafting_threshold(self) -> float:
@@ -776,6 +815,10 @@ class DraftController:
             return self._pause("cost", ratio)
         if len(self._window) >= window and self.rolling_acceptance < self.pause_threshold():
             return self._pause(self._reason(disagrees=True), ratio)
+        if len(self._window) >= 3 and self._agreement_at_most() < self.pause_threshold():
+            # deep in a context a draft may need 90 % agreement to pay: three steps at 60 %
+            # already say it will not, and each further step is paid in full
+            return self._pause(self._reason(disagrees=True), ratio)
         steps = self.economics.steps
         # A probe after a failed one is judged on fewer steps: drafting has already been seen
         # to lose on this pair, and every probing step it loses again is paid in full.
@@ -798,7 +841,8 @@ class DraftController:
         """After one step: pause drafting when it stops paying, or probe again when due."""
         if self.paused:
             # target-only steps, or prompt lookups that went on while the model was paused
-            if record.drafter and self.tick_paused(max(record.verified, 1)):
+            counted = record.drafter and not record.draft_passes
+            if counted and self.tick_paused(max(record.verified, 1)):
                 return GuardEvent(
                     False,
                     self.rolling_acceptance,
@@ -862,13 +906,25 @@ class DraftController:
         """Whether any draft length could beat the target alone, by the measured costs."""
         return self.costs.can_ever_pay(max(self.config.draft_max, 1))
 
+    def _probe_would_lose(self) -> bool:
+        """By the costs at this depth, no draft length can pay whatever the agreement; or,
+        once a probe has failed, none pays at the agreement the draft last showed. A probe
+        pays a catch-up over every token written while paused and then its steps in full,
+        which deep in a context on a CPU once came to about a second."""
+        if not self.can_ever_pay():
+            return True
+        if self._failed_probes < 2:
+            return False
+        k_max = max(self.config.draft_max, 1)
+        return self.costs.best_speedup(self.acceptance.value or 0.0, k_max) < 1.0
+
     def tick_paused(self, tokens: int = 1) -> bool:
         """Count tokens written while paused; True when it is time to probe again."""
         self._paused_tokens += tokens
         if self._paused_tokens >= self.probe_in:
-            if not self.can_ever_pay() and self._failed_probes % 4:
-                # the costs say no draft can pay: skip this probe (every fourth one still runs,
-                # in case the costs changed) and wait twice as long
+            if self._failed_probes % 4 and self._probe_would_lose():
+                # skip this probe (every fourth one still runs, in case the costs or the text
+                # changed) and wait twice as long
                 self._paused_tokens = 0
                 self.probe_in = min(self.probe_in * 2, MAX_PROBE_INTERVAL)
                 self._failed_probes += 1

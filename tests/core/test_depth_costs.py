@@ -133,25 +133,42 @@ def test_a_single_pass_is_measured_again_as_the_answer_grows() -> None:
 
 def test_lookups_are_priced_by_their_verification_at_this_depth() -> None:
     """The issue's paraphrase: 16-token lookups at 4 % acceptance on a CPU deep in the
-    context ran at 0.68x. At that acceptance none is verified; at copy-run acceptance the
-    gate verifies long blocks, shorter deep than near the start."""
+    context ran at 0.68x. At that acceptance none is verified; on a copy the gate verifies
+    whole blocks; where copied runs are short, it verifies shorter blocks deep in the
+    context than near its start."""
     costs = costs_measured((0, 1024, 3200))
-    gate = LookupGate(costs)
-    gate.acceptance.value = 0.04
     costs.at_depth(3200)
-    assert gate.length(16, 16) == 0
-    gate.acceptance.value = 0.9
-    deep = gate.length(16, 16)
+    refused = LookupGate(costs)
+    for _ in range(12):
+        refused.observe(16, 0)
+    assert refused.length(16, 16) == 0
+    copying = LookupGate(costs)
+    for _ in range(6):
+        copying.observe(16, 16)
+    assert copying.length(16, 16) == 16
+    assert copying.length(3, 16) == 3  # never longer than the match
+    short_runs = LookupGate(costs)
+    for _ in range(12):
+        short_runs.observe(10, 4)  # right at first, refused at the fifth token
+    deep = short_runs.length(16, 16)
     costs.at_depth(0)
-    shallow = gate.length(16, 16)
+    shallow = short_runs.length(16, 16)
     assert 2 <= deep < shallow
-    assert gate.length(3, 16) <= 3  # never longer than the match
+    # a match right half the time is worth a long block on a copy, even deep
+    costs.at_depth(3200)
+    half = LookupGate(costs)
+    for _ in range(6):
+        half.observe(16, 16)
+        half.observe(16, 0)
+    assert half.length(16, 16) >= 8
     # where verifying more tokens is nearly free (a GPU), a weak lookup still pays
     flat = CostModel()
     flat.observe_verify(1, 10.0)
     flat.observe_verify(17, 10.5)
     weak = LookupGate(flat)
-    weak.acceptance.value = 0.1
+    for _ in range(6):
+        weak.observe(16, 0)
+    weak.observe(16, 1)
     assert weak.length(16, 16) >= 1
 
 
@@ -170,7 +187,7 @@ def test_a_held_back_lookup_learns_from_what_the_target_wrote() -> None:
         proposed.append(len(block.tokens))
         drafter.observe(block, 0)
         committed.append(fresh)
-    assert proposed[-1] == 0 and drafter.gate.acceptance.value < 0.1
+    assert proposed[-1] == 0 and (drafter.gate.first.value or 0.0) < 0.1
     # the answer starts copying an earlier run; held-back matches agree, lookups resume
     source = list(range(100, 140))
     committed += source + [7, 8]
@@ -219,3 +236,44 @@ def test_lookup_steps_do_not_count_against_the_models_agreement() -> None:
         controller.observe_step(drafted=2, accepted=2)
     assert controller.rolling_acceptance == 1.0
     assert controller.check_pause() is None
+
+
+@pytest.mark.parametrize("depth", [0, 3200])
+def test_a_probe_that_would_lose_at_this_depth_is_mostly_skipped(depth: int) -> None:
+    """Near the start the draft costs a fifth of a target pass and 40 % agreement pays;
+    3,200 tokens deep its pass costs most of a target pass and the same agreement cannot,
+    so after a failed probe three of every four are skipped."""
+    costs = costs_measured((0, 3200))
+    costs.at_depth(depth)
+    controller = DraftController(SpecConfig(guard_window=4, probe_every=8, draft_max=8), costs)
+    probes, tokens = 0, 0
+    while tokens < 1200:
+        if controller.paused:
+            probes += controller.tick_paused()
+            tokens += 1
+            continue
+        for _ in range(4):  # a probe (or the first window) measured losing
+            controller.observe_step(drafted=2, accepted=1)
+            controller.observe_step_cost(paid_draft=True, tokens=2, ms=5000.0, host_ms=1.0)
+        controller.acceptance.value = 0.4  # the agreement the draft showed
+        assert controller.check_pause() is not None
+        tokens += 12
+    # doubling alone would probe at 8, 16, 32, 64, 128, 256 and 512 tokens
+    assert probes <= 3 if depth else probes >= 5
+
+
+@pytest.mark.parametrize("depth", [0, 3200])
+def test_a_draft_that_cannot_pay_at_this_depth_is_paused_within_three_steps(depth: int) -> None:
+    """Deep in a context the draft needs most of its tokens accepted to pay: at 60 % it is
+    paused after three steps rather than a full window; near the start 60 % pays."""
+    costs = costs_measured((0, 3200))
+    costs.at_depth(depth)
+    controller = DraftController(SpecConfig(guard_window=8, draft_max=8), costs)
+    paused_at = None
+    for step in range(1, 9):
+        for drafted, accepted in ((2, 2), (2, 1)):  # 3 of 5 judged tokens accepted
+            controller.observe_step(drafted, accepted)
+        if controller.check_pause() is not None:
+            paused_at = step
+            break
+    assert paused_at == (2 if depth else None)

@@ -85,7 +85,8 @@ def test_without_a_match_the_model_drafts(combined) -> None:
 
 def test_a_lookup_block_stops_at_a_token_that_ends_the_answer(combined) -> None:
     assert combined.lookup.gate is not None
-    combined.lookup.gate.acceptance.value = 0.95  # lookups have been accepted: long blocks
+    for _ in range(4):  # lookups have been accepted whole: long blocks
+        combined.lookup.gate.observe(16, 16)
     ends = DraftLimits(16, ends_answer=lambda token: token == 45)
     block = combined.propose(REPEATED, ends)
     assert block.source == "n-gram" and block.tokens == [42, 43, 44, 45]
