@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from app.engine.config import SpecConfig
 from app.engine.events import GuardEvent
@@ -66,116 +68,236 @@ class _RecentMedian:
         return statistics.median(self._samples) if self._samples else None
 
 
-class BatchCost:
-    """Milliseconds of one pass as a line in its batch size, from the recent median per
-    measured size.
+# Context depth changes a pass's cost: every token in the batch attends to every cached one.
+DEPTH_SCALE = 4096.0  # features in units near the data: tokens/16, depth/4096
+SIZE_SCALE = 16.0
+MAX_CELLS = 64  # (size, depth range) cells kept, the least recently measured dropped first
+REFIT_EVERY = 8  # observations between refits of the shape while no new cell appears
 
-    Asked several times per step, observed once: the fitted line is cached until the next
-    observation. Below the smallest measured size the line is not trusted: two nearby sizes
-    (a block of 16 and one of 17, a few ms apart by noise) can put its intercept at zero,
-    which once priced a single target pass at a microsecond. There a pass costs at most what
-    the smallest measured one does, and at least its share per token (batching never makes
-    a token dearer).
+
+def depth_range(depth: int) -> int:
+    """Start of the depth range a pass is filed under: 128 tokens wide up to 4,096, then
+    1/32 to 1/16 of the depth, so each range holds passes of about one price."""
+    width = max(128, 1 << max(depth.bit_length() - 5, 0))
+    return depth // width * width
+
+
+def _features(n_tokens: int, depth: float) -> tuple[float, float, float, float]:
+    size, deep = n_tokens / SIZE_SCALE, depth / DEPTH_SCALE
+    return (1.0, size, deep, size * deep)
+
+
+@dataclass
+class _Cell:
+    size: int
+    depth: float  # the depth of its first pass: all of its passes lie within one range
+    weight: float  # 1 / (first ms)^2: each cell counts by its relative error
+    median: _RecentMedian
+
+
+def _nonnegative_least_squares(
+    gram: np.ndarray, moment: np.ndarray, columns: list[int]
+) -> np.ndarray:
+    """argmin |A b - y|^2 over b >= 0 from A'A and A'y, on the given columns (others 0): the
+    unconstrained solution when it is feasible, else the best feasible one over the subsets
+    of columns (four at most, so fifteen small solves)."""
+    best, best_loss = np.zeros(len(moment)), 0.0  # all zero: loss |y|^2, taken as 0 here
+    ridge = 1e-9 * max(float(gram.trace()), 1e-12)
+    subsets = [columns] + [
+        [c for bit, c in enumerate(columns) if mask >> bit & 1]
+        for mask in range((1 << len(columns)) - 2, 0, -1)
+    ]
+    for subset in subsets:
+        index = np.array(subset)
+        sub = gram[np.ix_(index, index)] + ridge * np.eye(len(subset))
+        try:
+            solved = np.linalg.solve(sub, moment[index])
+        except np.linalg.LinAlgError:
+            continue
+        if (solved < 0.0).any():
+            continue
+        # |A b - y|^2 - |y|^2 = b'A'Ab - 2 b'A'y
+        loss = float(solved @ gram[np.ix_(index, index)] @ solved - 2.0 * solved @ moment[index])
+        if loss < best_loss:
+            best = np.zeros(len(moment))
+            best[index] = solved
+            best_loss = loss
+            if subset is columns:
+                break  # the unconstrained optimum is feasible: nothing can beat it
+    return best
+
+
+class PassCost:
+    """Milliseconds of one pass over ``n`` tokens at context depth ``d``.
+
+    A target pass over a short prompt and the same pass 3,000 tokens deep are different
+    prices (70 and 247 ms on a CPU: every token attends to every cached one), and so is
+    verifying 17 tokens (160 and 995 ms). Passes are filed in cells by size and depth range,
+    each keeping the median of its recent passes (one slowed by a scheduler hiccup moves it
+    not at all). A least-squares fit of ms = a + b n + c d + e n d over the cells (each by
+    its relative error, no coefficient below zero) gives the shape: what one more token,
+    or a deeper context, adds. A price is the nearest cell of the asked size moved to the
+    asked depth along the fit, or the fit alone where no pass of that size was measured.
+    Refitted when a cell appears and every few observations: the cells carry the level,
+    the fit only the shape.
     """
 
     def __init__(self) -> None:
-        self._by_size: dict[int, _RecentMedian] = {}
-        self._fit: tuple[dict[int, float], float, float, float] | None = None
+        self._cells: OrderedDict[tuple[int, int], _Cell] = OrderedDict()
+        self._by_size: dict[int, list[_Cell]] = {}
+        self._coef: np.ndarray | None = None
+        self._since_fit = 0
+        self._prices: dict[tuple[int, int], float] = {}
 
-    def observe(self, n_tokens: int, ms: float) -> None:
+    def observe(self, n_tokens: int, ms: float, depth: int = 0) -> None:
         if n_tokens <= 0 or not math.isfinite(ms) or ms < 0:
             return
-        self._by_size.setdefault(n_tokens, _RecentMedian()).update(ms)
-        self._fit = None
-
-    def _fitted(self) -> tuple[dict[int, float], float, float, float]:
-        """(known ms by size, mean x, mean y, slope >= 0) by least squares."""
-        if self._fit is None:
-            known = {n: e.value for n, e in self._by_size.items() if e.value is not None}
-            if not known:
-                self._fit = (known, 0.0, 0.0, 0.0)
-            else:
-                xs, ys = list(known.keys()), list(known.values())
-                mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-                var = sum((x - mean_x) ** 2 for x in xs)
-                cov = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
-                slope = cov / var if var else 0.0
-                self._fit = (known, mean_x, mean_y, max(slope, 0.0))
-        return self._fit
-
-    def ms(self, n_tokens: int) -> float | None:
-        known, mean_x, mean_y, slope = self._fitted()
-        if not known:
-            return None
-        if n_tokens in known:
-            return known[n_tokens]
-        if len(known) == 1:
-            return mean_y
-        line = mean_y + slope * (n_tokens - mean_x)
-        smallest = min(known)
-        if n_tokens < smallest:
-            ceiling = known[smallest]
-            return min(max(line, ceiling * n_tokens / smallest), ceiling)
-        return max(line, 1e-3)
-
-    def marginal(self) -> float:
-        """Extra time for one more token in the batch."""
-        known, _, _, slope = self._fitted()
-        return slope if len(known) > 1 else 0.0
+        depth = max(depth, 0)
+        key = (n_tokens, depth_range(depth))
+        cell = self._cells.get(key)
+        if cell is None:
+            cell = _Cell(n_tokens, float(depth), 1.0 / max(ms, 1e-3) ** 2, _RecentMedian())
+            self._cells[key] = cell
+            self._by_size.setdefault(n_tokens, []).append(cell)
+            if len(self._cells) > MAX_CELLS:
+                _, dropped = self._cells.popitem(last=False)
+                self._by_size[dropped.size].remove(dropped)
+            self._coef = None
+        else:
+            self._cells.move_to_end(key)
+            self._since_fit += 1
+            if self._since_fit >= REFIT_EVERY:
+                self._coef = None
+        cell.median.update(ms)
+        self._prices.clear()
 
     @property
     def ready(self) -> bool:
-        return bool(self._by_size)
+        return bool(self._cells)
+
+    def _fitted(self) -> np.ndarray:
+        if self._coef is None:
+            self._coef = self._fit()
+            self._since_fit = 0
+        return self._coef
+
+    def _fit(self) -> np.ndarray:
+        cells = list(self._cells.values())
+        design = np.array([_features(c.size, c.depth) for c in cells])
+        ms = np.array([c.median.value or 0.0 for c in cells])
+        root = np.sqrt([c.weight for c in cells])[:, None]
+        weighted = design * root
+        gram, moment = weighted.T @ weighted, weighted.T @ (ms * root[:, 0])
+        # a column the cells do not vary (one size, one depth) cannot be told from the
+        # intercept: leave it out rather than split the intercept's share at random
+        spread = design.max(axis=0) - design.min(axis=0) > 1e-9
+        columns = [0] + [c for c in (1, 2) if spread[c]]
+        if spread[1] and spread[2]:
+            columns.append(3)
+        return _nonnegative_least_squares(gram, moment, columns)
+
+    def _shape(self, n_tokens: int, depth: float) -> float:
+        return max(float(np.dot(self._fitted(), _features(n_tokens, depth))), 1e-6)
+
+    def ms(self, n_tokens: int, depth: int = 0) -> float | None:
+        if not self._cells:
+            return None
+        key = (n_tokens, depth)
+        known = self._prices.get(key)
+        if known is None:
+            known = self._prices[key] = self._price(n_tokens, depth)
+        return known
+
+    def _price(self, n_tokens: int, depth: int) -> float:
+        same = self._by_size.get(n_tokens)
+        if not same:
+            return self._shape(n_tokens, depth)
+        nearest = min(same, key=lambda c: abs(c.depth - depth))
+        level = nearest.median.value or 0.0
+        if abs(nearest.depth - depth) < 1.0:
+            return level
+        return level * self._shape(n_tokens, depth) / self._shape(n_tokens, nearest.depth)
+
+    def marginal(self, depth: int = 0) -> float:
+        """Extra time for one more token in the batch at this depth (the fit's slope)."""
+        _, size, _, both = self._fitted()
+        return float(size + both * depth / DEPTH_SCALE) / SIZE_SCALE
+
+    def measured_near(self, n_tokens: int, depth: int) -> bool:
+        """Whether a pass of this size was measured close enough to ``depth`` to price it
+        there: within 256 tokens, or an eighth of the depth."""
+        reach = max(256.0, depth / 8)
+        return any(abs(c.depth - depth) <= reach for c in self._by_size.get(n_tokens, ()))
 
 
 class CostModel:
-    """Measured per-pass costs of the target and the draft, each a line in batch size.
+    """Measured per-pass costs of the target and the draft, each by batch size and depth.
 
     A property of the pair and the device, so the engine keeps one across requests. The
     draft's catch-up (the tokens the target produced since the draft last ran) is a draft
     pass over several tokens, measured as such, so a long catch-up after a pause or a new
     chat turn never inflates the cost of a single draft pass.
+
+    Questions are about the depth of the step being decided (``at_depth``, set by the loop
+    each step) unless they name one; so are observations. A single target pass is rarely
+    measured while drafting, so the loop runs one step target-only where none was measured
+    near the depth it has reached (``needs_single_pass``): that step costs what target-only
+    decoding would, and every later judgement compares with a price of this depth.
     """
 
     def __init__(self) -> None:
-        self.verify = BatchCost()
-        self.draft = BatchCost()
+        self.verify = PassCost()
+        self.draft = PassCost()
+        self.depth = 0
         # break-even by draft length: a 30-step bisection, asked several times per step,
-        # valid until the next observation
+        # valid at this depth until the next observation
         self._break_even: dict[int, float] = {}
         self._can_pay: dict[int, bool] = {}
 
-    def observe_draft(self, ms_per_token: float) -> None:
-        """One single-token draft pass."""
-        self.observe_draft_pass(1, ms_per_token)
+    def at_depth(self, depth: int) -> None:
+        """The context depth the next questions and observations are about."""
+        if depth != self.depth:
+            self.depth = depth
+            self._forget_derived()
 
-    def observe_draft_pass(self, n_tokens: int, ms: float) -> None:
-        self.draft.observe(n_tokens, ms)
+    def _at(self, depth: int | None) -> int:
+        return self.depth if depth is None else depth
+
+    def observe_draft(self, ms_per_token: float, depth: int | None = None) -> None:
+        """One single-token draft pass."""
+        self.observe_draft_pass(1, ms_per_token, depth)
+
+    def observe_draft_pass(self, n_tokens: int, ms: float, depth: int | None = None) -> None:
+        self.draft.observe(n_tokens, ms, self._at(depth))
         self._forget_derived()
 
-    def observe_verify(self, n_tokens: int, ms: float) -> None:
-        self.verify.observe(n_tokens, ms)
+    def observe_verify(self, n_tokens: int, ms: float, depth: int | None = None) -> None:
+        self.verify.observe(n_tokens, ms, self._at(depth))
         self._forget_derived()
 
     def _forget_derived(self) -> None:
         self._break_even.clear()
         self._can_pay.clear()
 
-    def verify_ms(self, n_tokens: int) -> float | None:
-        return self.verify.ms(n_tokens)
+    def verify_ms(self, n_tokens: int, depth: int | None = None) -> float | None:
+        return self.verify.ms(n_tokens, self._at(depth))
 
-    def draft_ms(self, n_tokens: int = 1) -> float | None:
-        return self.draft.ms(n_tokens)
+    def draft_ms(self, n_tokens: int = 1, depth: int | None = None) -> float | None:
+        return self.draft.ms(n_tokens, self._at(depth))
 
-    def marginal_verify_ms(self) -> float:
-        return self.verify.marginal()
+    def marginal_verify_ms(self, depth: int | None = None) -> float:
+        return self.verify.marginal(self._at(depth)) if self.verify.ready else 0.0
 
     def ready(self) -> bool:
         return self.draft.ready and self.verify.ready
 
-    def draft_cost_fraction(self) -> float | None:
+    def needs_single_pass(self, depth: int | None = None) -> bool:
+        """No single target pass was measured near this depth: run one step target-only."""
+        return self.verify.ready and not self.verify.measured_near(1, self._at(depth))
+
+    def draft_cost_fraction(self, depth: int | None = None) -> float | None:
         """A single draft pass as a fraction of a single target pass."""
-        single, draft = self.verify_ms(1), self.draft_ms(1)
+        single, draft = self.verify_ms(1, depth), self.draft_ms(1, depth)
         if single is None or draft is None or single <= 0:
             return None
         return draft / single
@@ -198,16 +320,16 @@ class CostModel:
             return 0.0
         return min(self.marginal_verify_ms() / single, 1.0)
 
-    def step_ms(self, k: int) -> float | None:
+    def step_ms(self, k: int, depth: int | None = None) -> float | None:
         """One drafting step at length k: k draft passes and one verification of k + 1."""
-        step, draft = self.verify_ms(k + 1), self.draft_ms(1)
+        step, draft = self.verify_ms(k + 1, depth), self.draft_ms(1, depth)
         if step is None or draft is None:
             return None
         return k * draft + step
 
-    def speedup(self, acceptance: float, k: int) -> float:
+    def speedup(self, acceptance: float, k: int, depth: int | None = None) -> float:
         """Expected tokens/sec of speculation with draft length k over target-only decoding."""
-        single, cost = self.verify_ms(1), self.step_ms(k)
+        single, cost = self.verify_ms(1, depth), self.step_ms(k, depth)
         if single is None or cost is None:
             return 1.0
         return expected_tokens(acceptance, k) * single / cost
@@ -251,6 +373,103 @@ class CostModel:
             else:
                 low = mid
         return high
+
+
+class LookupGate:
+    """How many tokens of a prompt-lookup match to verify, if any, judged by the whole step.
+
+    A lookup costs no draft pass, but verification does: on a CPU three thousand tokens
+    deep, verifying 17 tokens costs four single target passes, so a lookup that is mostly
+    refused (4 % of 412 tokens on a paraphrase) ran at 0.68x. Each length k is priced with
+    the cost model at this depth: the tokens it is expected to yield, times a single target
+    pass, against verifying k + 1 tokens; the best is verified only when it beats the
+    target alone.
+
+    A lookup is right or wrong as a whole more than token by token: where its first token
+    is accepted, a copied run usually goes on. So it is judged by two rates, how often a
+    match's first token is accepted and how often a token after an accepted one is: a match
+    right half the time is still worth verifying long on a copy (each right one yields a
+    whole block), and one right a few times in a hundred is not worth a single token.
+
+    A match held back is not wasted: what the target writes next says whether it would
+    have been accepted, so both rates keep learning for free, and lookups resume where the
+    answer starts copying again.
+    """
+
+    FIRST_RATE = 0.25  # a match's first token: recent matches count most
+    CONTINUED_MEMORY = 64.0  # tokens after an accepted first one: older evidence fades
+
+    def __init__(self, costs: CostModel) -> None:
+        self.costs = costs
+        self.first = _Ema(value=0.5, alpha=self.FIRST_RATE)
+        self._continued = [9.0, 10.0]  # kept, judged: a prior of 0.9 worth ten tokens
+        self._held: tuple[int, list[int]] | None = None  # (position, tokens) held back
+
+    @property
+    def continued(self) -> float:
+        """P(a token is accepted | the tokens before it in the match were)."""
+        kept, judged = self._continued
+        return min(kept / judged, 0.995)
+
+    def expected_tokens(self, k: int) -> float:
+        """Tokens one verification of a k-token match yields, the target's own included."""
+        first, c = self.first.value or 0.0, self.continued
+        return 1.0 + first * (1.0 - c**k) / (1.0 - c)
+
+    def length(self, available: int, k_max: int) -> int:
+        """The length to verify of a match of ``available`` tokens; 0 holds it back."""
+        single = self.costs.verify_ms(1)
+        if single is None:
+            return min(available, k_max)
+        best_k, best = 0, 1.0
+        for k in range(1, min(available, k_max) + 1):
+            verify = self.costs.verify_ms(k + 1) or single
+            gain = self.expected_tokens(k) * single / verify
+            if gain > best * 1.005:  # shorter on (near) ties: a refusal then costs less
+                best_k, best = k, gain
+        return best_k
+
+    def observe(self, proposed: int, accepted: int) -> None:
+        """A match of ``proposed`` tokens of which the first ``accepted`` were accepted (all
+        judged: a refusal after them, or none proposed past them)."""
+        if proposed <= 0:
+            return
+        self.first.update(1.0 if accepted else 0.0)
+        if not accepted:
+            return
+        # after the first: the accepted ones, and the refused one if there was one
+        judged = accepted if accepted < proposed else proposed - 1
+        if judged <= 0:
+            return
+        memory = self._continued
+        if memory[1] >= self.CONTINUED_MEMORY:
+            memory[0], memory[1] = memory[0] / 2, memory[1] / 2
+        memory[0] += accepted - 1
+        memory[1] += judged
+
+    def hold(self, position: int, tokens: list[int]) -> None:
+        """A match not verified, proposed for the tokens from ``position`` on."""
+        if tokens:
+            self._held = (position, list(tokens))
+
+    def judge_held(self, committed: Sequence[int]) -> None:
+        """Compare the match held back with what the target wrote in its place."""
+        if self._held is None:
+            return
+        position, tokens = self._held
+        written = committed[position : position + len(tokens)]
+        if not written:
+            return
+        self._held = None
+        accepted = 0
+        for drafted, kept in zip(tokens, written, strict=False):
+            if drafted != kept:
+                break
+            accepted += 1
+        if accepted < len(written):
+            self.observe(len(tokens), accepted)  # refused at ``accepted``
+        else:
+            self.observe(accepted, accepted)  # all that was written so far agreed
 
 
 class AnswerBias:
@@ -332,18 +551,39 @@ class ConfidenceCalibration:
 
 
 class Economics:
-    """Realised tokens per millisecond of drafting steps against target-only steps."""
+    """Realised speed of drafting steps against target-only decoding at the same depths.
+
+    Each drafting step is compared with what target-only decoding costs where it ran: a
+    single target pass priced at its depth plus a target-only step's own overhead (the
+    part outside the pass). A base measured early in a long answer would flatter every
+    drafting step after it, since every step costs more as the context grows.
+    """
 
     def __init__(self, window: int) -> None:
-        self._spec: deque[tuple[int, float]] = deque(maxlen=window)
+        # (tokens, ms, target-only ms per token at that step's depth)
+        self._spec: deque[tuple[int, float, float]] = deque(maxlen=window)
         self.base_ms = _Ema(alpha=0.1)  # one target-only token, whole step
+        self.overhead_ms = _Ema(alpha=0.1)  # of it, the time beyond its target pass
         self.host_ms = _Ema(alpha=0.1)  # a step's time outside llama_decode
 
-    def observe_speculative(self, tokens: int, ms: float) -> None:
-        self._spec.append((tokens, ms))
+    def observe_speculative(self, tokens: int, ms: float, base_ms: float | None) -> None:
+        if base_ms is not None:
+            self._spec.append((tokens, ms, base_ms))
 
-    def observe_target_only(self, ms: float) -> None:
+    def observe_target_only(self, ms: float, single_ms: float | None = None) -> None:
         self.base_ms.update(ms)
+        if single_ms is not None:
+            self.overhead_ms.update(max(ms - single_ms, 0.0))
+
+    def target_only_ms(self, single_ms: float | None) -> float | None:
+        """One target-only token where a single target pass costs ``single_ms``."""
+        if single_ms is None:
+            return self.base_ms.value
+        if self.overhead_ms.value is not None:
+            return single_ms + self.overhead_ms.value
+        if self.base_ms.value is not None:
+            return self.base_ms.value
+        return single_ms + (self.host_ms.value or 0.0)
 
     def clear(self) -> None:
         self._spec.clear()
@@ -352,19 +592,12 @@ class Economics:
     def steps(self) -> int:
         return len(self._spec)
 
-    def ratio(self, costs: CostModel) -> float | None:
+    def ratio(self) -> float | None:
         """Measured speed of drafting steps over target-only decoding (1.0 = break-even)."""
-        tokens = sum(t for t, _ in self._spec)
-        ms = sum(m for _, m in self._spec)
-        base = self.base_ms.value
-        if base is None:
-            single = costs.verify_ms(1)
-            if single is None:
-                return None
-            base = single + (self.host_ms.value or 0.0)
-        if ms <= 0 or tokens <= 0:
+        ms = sum(m for _, m, _ in self._spec)
+        if ms <= 0:
             return None
-        return (tokens / ms) * base
+        return sum(t * base for t, _, base in self._spec) / ms
 
 
 MAX_PROBE_INTERVAL = 1024  # target-only tokens between two probes of a paused draft, at most
@@ -408,6 +641,7 @@ class DraftController:
         self.calibration = calibration or ConfidenceCalibration()
         self.acceptance = _Ema(value=0.8, alpha=0.15)  # per drafted token, optimistic prior
         self._window: deque[tuple[int, int]] = deque(maxlen=config.guard_window)
+        self._lookup_window: deque[tuple[int, int]] = deque(maxlen=config.guard_window)
         self._drafted: deque[int] = deque(maxlen=config.guard_window)  # block lengths drafted
         self.economics = Economics(config.guard_window)
         self.paused = False
@@ -436,7 +670,8 @@ class DraftController:
         if record.declined is not None:
             self.observe_declined(*record.declined)
         if record.proposed:
-            self.observe_step(record.proposed, record.accepted)
+            lookup = record.draft_passes == 0
+            self.observe_step(record.proposed, record.accepted, lookup=lookup)
             self.observe_confidences(list(record.confidences), record.accepted)
 
     def _steady_catch_up_ms(self, record: StepRecord) -> float:
@@ -455,11 +690,17 @@ class DraftController:
         free evidence that keeps a pessimistic calibration from starving itself."""
         self.calibration.observe(confidence, would_be_accepted)
 
-    def observe_step(self, drafted: int, accepted: int) -> None:
+    def observe_step(self, drafted: int, accepted: int, *, lookup: bool = False) -> None:
+        """One verified block. A prompt lookup's block is judged apart: it paid no draft
+        pass, and its own gate weighs it against the verification it costs
+        (``LookupGate``); the agreement that pauses a draft model is the model's."""
         if drafted <= 0:
             return
         # a block cut short by a rejection says "accepted of accepted+1 tried"
         tried = accepted + 1 if accepted < drafted else drafted
+        if lookup:
+            self._lookup_window.append((accepted, tried))
+            return
         self.acceptance.update(accepted / tried)
         self._window.append((accepted, tried))
         self._drafted.append(drafted)
@@ -468,17 +709,33 @@ class DraftController:
         self, *, paid_draft: bool, tokens: int, ms: float, host_ms: float
     ) -> None:
         """A whole step's wall time: drafting steps against target-only steps."""
-        self.economics.host_ms.update(host_ms)
+        economics = self.economics
+        economics.host_ms.update(host_ms)
+        single = self.costs.verify_ms(1)
         if paid_draft:
-            self.economics.observe_speculative(tokens, ms)
+            economics.observe_speculative(tokens, ms, economics.target_only_ms(single))
         else:
-            self.economics.observe_target_only(ms / max(tokens, 1))
+            economics.observe_target_only(ms / max(tokens, 1), single)
 
     @property
     def rolling_acceptance(self) -> float:
-        """Per-token agreement over the recent window: accepted / tokens actually judged."""
+        """Per-token agreement over the recent window: accepted / tokens actually judged; the
+        draft model's where it drafted, else the prompt lookup's."""
+        window = self._window or self._lookup_window
+        tried = sum(t for _, t in window)
+        return sum(a for a, _ in window) / tried if tried else 0.0
+
+    def _agreement_at_most(self, z: float = 1.0) -> float:
+        """The window's agreement at its plausible best: the upper end of its Wilson score
+        interval (one standard error), so that a few judged tokens pause nothing."""
         tried = sum(t for _, t in self._window)
-        return sum(a for a, _ in self._window) / tried if tried else 0.0
+        if not tried:
+            return 1.0
+        share = sum(a for a, _ in self._window) / tried
+        z2 = z * z
+        centre = share + z2 / (2 * tried)
+        spread = z * math.sqrt(share * (1 - share) / tried + z2 / (4 * tried * tried))
+        return (centre + spread) / (1 + z2 / tried)
 
     # --- drafting decisions ------------------------------------------------------------------
 
@@ -550,13 +807,17 @@ class DraftController:
         return self.check_pause() is not None
 
     def check_pause(self) -> PauseDecision | None:
-        if not self.config.collapse_guard or self.paused or not self.costs.ready():
+        if not self.config.collapse_guard or self.paused or not self.costs.verify.ready:
             return None
         window = self._window.maxlen or 1
-        ratio = self.economics.ratio(self.costs)
+        ratio = self.economics.ratio()
         if self.economics.steps >= 2 and not self.can_ever_pay():
             return self._pause("cost", ratio)
         if len(self._window) >= window and self.rolling_acceptance < self.pause_threshold():
+            return self._pause(self._reason(disagrees=True), ratio)
+        if len(self._window) >= 3 and self._agreement_at_most() < self.pause_threshold():
+            # deep in a context a draft may need 90 % agreement to pay: three steps at 60 %
+            # already say it will not, and each further step is paid in full
             return self._pause(self._reason(disagrees=True), ratio)
         steps = self.economics.steps
         # A probe after a failed one is judged on fewer steps: drafting has already been seen
@@ -578,6 +839,18 @@ class DraftController:
 
     def guard(self, record: StepRecord) -> GuardEvent | None:
         """After one step: pause drafting when it stops paying, or probe again when due."""
+        if self.paused:
+            # target-only steps, or prompt lookups that went on while the model was paused
+            counted = record.drafter and not record.draft_passes
+            if counted and self.tick_paused(max(record.verified, 1)):
+                return GuardEvent(
+                    False,
+                    self.rolling_acceptance,
+                    self.pause_threshold(),
+                    record.step,
+                    reason="probe",
+                )
+            return None
         if record.paid:
             decision = self.check_pause()
             if decision is None:
@@ -593,10 +866,6 @@ class DraftController:
                 probe_in=decision.probe_in,
                 window=decision.window,
                 never_pays=decision.never_pays,
-            )
-        if record.drafter and self.paused and self.tick_paused():
-            return GuardEvent(
-                False, self.rolling_acceptance, self.pause_threshold(), record.step, reason="probe"
             )
         return None
 
@@ -637,19 +906,32 @@ class DraftController:
         """Whether any draft length could beat the target alone, by the measured costs."""
         return self.costs.can_ever_pay(max(self.config.draft_max, 1))
 
-    def tick_paused(self) -> bool:
-        """Count one target-only token while paused; True when it is time to probe again."""
-        self._paused_tokens += 1
+    def _probe_would_lose(self) -> bool:
+        """By the costs at this depth, no draft length can pay whatever the agreement; or,
+        once a probe has failed, none pays at the agreement the draft last showed. A probe
+        pays a catch-up over every token written while paused and then its steps in full,
+        which deep in a context on a CPU once came to about a second."""
+        if not self.can_ever_pay():
+            return True
+        if self._failed_probes < 2:
+            return False
+        k_max = max(self.config.draft_max, 1)
+        return self.costs.best_speedup(self.acceptance.value or 0.0, k_max) < 1.0
+
+    def tick_paused(self, tokens: int = 1) -> bool:
+        """Count tokens written while paused; True when it is time to probe again."""
+        self._paused_tokens += tokens
         if self._paused_tokens >= self.probe_in:
-            if not self.can_ever_pay() and self._failed_probes % 4:
-                # the costs say no draft can pay: skip this probe (every fourth one still runs,
-                # in case the costs changed) and wait twice as long
+            if self._failed_probes % 4 and self._probe_would_lose():
+                # skip this probe (every fourth one still runs, in case the costs or the text
+                # changed) and wait twice as long
                 self._paused_tokens = 0
                 self.probe_in = min(self.probe_in * 2, MAX_PROBE_INTERVAL)
                 self._failed_probes += 1
                 return False
             self.paused = False
             self._window.clear()
+            self._lookup_window.clear()
             self._drafted.clear()
             self.economics.clear()
             return True

@@ -19,7 +19,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from app.engine import ngram
-from app.engine.adaptive import AnswerBias, ConfidenceCalibration, CostModel, _Ema, judged
+from app.engine.adaptive import (
+    AnswerBias,
+    ConfidenceCalibration,
+    CostModel,
+    LookupGate,
+    _Ema,
+    judged,
+)
 from app.engine.config import SamplerConfig, SpecConfig
 from app.engine.llama_backend import LlamaContext
 from app.engine.randomness import DRAW, Randomness
@@ -51,6 +58,7 @@ class DraftLimits:
     include: float = 0.0  # keep an already drafted token while P(all accepted) exceeds this
     # a token after which the answer ends: nothing drafted past it can ever be used
     ends_answer: Callable[[int], bool] | None = None
+    model: bool = True  # False while the guard has the draft model paused: lookups only
 
 
 class Drafter(Protocol):
@@ -88,14 +96,24 @@ def _through_end(tokens: list[int], ends_answer: Callable[[int], bool]) -> list[
 
 
 class NgramDrafter(_Base):
-    """Prompt lookup over the whole conversation: no model, no cost, no confidence."""
+    """Prompt lookup over the whole conversation: no model, no draft pass, no confidence.
+
+    With adaptive lengths and a cost model, a match is verified only as far as it pays for
+    its verification at this depth, or held back (``LookupGate``).
+    """
 
     name = "n-gram"
-    confidence_driven = False
 
-    def __init__(self, spec: SpecConfig, *, min_match: int = 1) -> None:
+    def __init__(
+        self, spec: SpecConfig, *, min_match: int = 1, costs: CostModel | None = None
+    ) -> None:
         self.index = ngram.NgramIndex(spec.ngram_n)
         self.min_match = min_match
+        self.gate = LookupGate(costs) if costs is not None and spec.adaptive else None
+
+    @property
+    def confidence_driven(self) -> bool:
+        return self.gate is not None  # the gate sizes each block; the controller the ceiling
 
     def prefill(self, prompt: list[int]) -> None:
         """Index the prompt with the prompt's processing: the steps then index only what
@@ -107,10 +125,25 @@ class NgramDrafter(_Base):
         tokens = self.index.propose(committed, k=limits.k, min_n=self.min_match)
         if limits.ends_answer is not None:
             tokens = _through_end(tokens, limits.ends_answer)
+        if self.gate is not None:
+            self.gate.judge_held(committed)
+            keep = self.gate.length(len(tokens), limits.k)
+            if not keep:
+                self.gate.hold(len(committed), tokens)
+            tokens = tokens[:keep]
         block = DraftBlock(tokens=tokens, probs=[None] * len(tokens), source=self.name)
         block.confidences = [None] * len(tokens)
         block.ms = (time.perf_counter() - began) * 1000.0
         return block
+
+    def hold_back(self, committed: list[int], block: DraftBlock) -> None:
+        """A proposed block that will not be verified: judge it by what the target writes."""
+        if self.gate is not None:
+            self.gate.hold(len(committed), block.tokens)
+
+    def observe(self, block: DraftBlock, accepted: int) -> None:
+        if self.gate is not None:
+            self.gate.observe(len(block.tokens), accepted)
 
 
 class SampledDrafter(_Base):
@@ -266,23 +299,19 @@ class CombinedDrafter:
     a lookup match goes first while the lookup's rate is within ``LOOKUP_SHARE`` of the
     model's: lookups resume a copied run right after the edit that broke it, so they get a
     little slack. A lookup that lost is retried as the model's steps pull its rate back up.
-    Lookup blocks have their own length: short after a miss, doubled after each fully
-    accepted block up to the controller's ceiling, so a miss costs a short batch and a long
-    copy is verified in few passes. (The controller's adaptive length prices every token at
-    a draft pass, which a lookup token does not cost.)
+    How much of a match is verified is the lookup's own gate's choice (``LookupGate``): the
+    length that pays most for its verification at this depth, at the lookup's measured
+    acceptance, or none. While the guard has the model paused, lookups go on alone.
     """
 
     confidence_driven = True  # the controller gives the ceiling; each source drafts within it
     LOOKUP_SHARE = 0.9
-    FIRST_LOOKUP = 8
-    SHORT_LOOKUP = 4
     _RECOVERY = 0.05  # per model step, the lookup's rate moves this share toward the model's
 
     def __init__(self, lookup: NgramDrafter, model: SampledDrafter) -> None:
         self.lookup = lookup
         self.model = model
         self.name = f"{lookup.name} + {model.name}"
-        self.lookup_len = self.FIRST_LOOKUP
         self.rates = {lookup.name: _Ema(alpha=0.3), model.name: _Ema(alpha=0.3)}
 
     def prefill(self, prompt: list[int]) -> None:
@@ -299,13 +328,13 @@ class CombinedDrafter:
         return False
 
     def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
-        if self._lookup_goes_first():
+        if not limits.model or self._lookup_goes_first():
             block = self.lookup.propose(
-                committed,
-                DraftLimits(min(self.lookup_len, limits.k), ends_answer=limits.ends_answer),
+                committed, DraftLimits(limits.k, ends_answer=limits.ends_answer)
             )
-            if len(block.tokens) >= 2:
+            if len(block.tokens) >= 2 or not limits.model:
                 return block
+            self.lookup.hold_back(committed, block)
         return self.model.propose(committed, limits)
 
     def observe(self, block: DraftBlock, accepted: int) -> None:
@@ -318,6 +347,3 @@ class CombinedDrafter:
         if verify_ms is not None:
             produced = accepted + 1  # the target's own token comes with every verification
             self.rates[source.name].update(produced / max(block.ms + verify_ms, 1e-3))
-        if from_lookup:
-            full = accepted == len(block.tokens)
-            self.lookup_len = 2 * len(block.tokens) if full else self.SHORT_LOOKUP

@@ -223,7 +223,7 @@ class Engine:
     # --- generation ---------------------------------------------------------------------
 
     def _drafter(self, request: GenerationRequest, randomness: Randomness) -> Drafter:
-        lookup = NgramDrafter(request.spec)
+        lookup = NgramDrafter(request.spec, costs=self.costs)
         common = {
             "sampler": request.sampler,
             "spec": request.spec,
@@ -244,7 +244,7 @@ class Engine:
             return lookup
         if not request.spec.ngram_first:
             return model
-        return CombinedDrafter(NgramDrafter(request.spec, min_match=2), model)
+        return CombinedDrafter(NgramDrafter(request.spec, min_match=2, costs=self.costs), model)
 
     def generate(self, request: GenerationRequest, cancel: CancelCheck = _never) -> Iterator[Event]:
         """Run one request; yields events and ends with a ``RunSummary``."""
@@ -304,13 +304,20 @@ class Engine:
                 stop = StopReason.CONTEXT_FULL
                 break
             step, depth = len(records), len(committed)
+            self.costs.at_depth(depth)
             step_began = time.perf_counter()
             decode_before = clock.decode_s()
 
-            # draft
+            # draft: lookups only while the guard has the model paused, and nothing where no
+            # single target pass was measured near this depth (this step measures one)
             paused = drafter is not None and controller.paused
+            lookups_only = paused and isinstance(drafter, CombinedDrafter)
             block: DraftBlock | None = None
-            if drafter is not None and not paused:
+            if (
+                drafter is not None
+                and (lookups_only or not paused)
+                and not self.costs.needs_single_pass(depth)
+            ):
                 ceiling = controller.next_draft_len(confidence_driven=drafter.confidence_driven)
                 want = min(ceiling, remaining - 1, room)
                 if ctx.n_rs_seq > 0:  # a hybrid target rolls back at most this far
@@ -321,6 +328,7 @@ class Engine:
                         keep_drafting=controller.keep_drafting_threshold(),
                         include=controller.include_threshold(),
                         ends_answer=ends_answer,
+                        model=not paused,
                     )
                     block = drafter.propose(committed, limits)
             drafts = block.tokens if block else []

@@ -1,7 +1,8 @@
 """Prompt lookup next to a draft model: which source drafts, and how long lookup blocks are.
 
 The combined drafter is the one the engine builds for a real (tiny) pair; the target's
-verdicts are played in by hand so each policy rule is seen on its own.
+verdicts are played in by hand, and the verification prices set by hand, so each policy
+rule is seen on its own.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.adaptive import CostModel
 from app.engine.config import GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
 from app.engine.drafting import CombinedDrafter, DraftBlock, DraftLimits
 from app.engine.engine import Engine
@@ -23,9 +25,12 @@ def combined(tiny_pair: tuple[Path, Path]):
         ModelSpec(str(target), n_ctx=512, n_threads=2), ModelSpec(str(draft), n_threads=2)
     )
     try:
-        # the verification cost line the rates are priced with: 10 ms single, 30 ms for 17
+        # the verification prices lookups and rates are judged by: 10 ms single, 30 ms for
+        # 17 (not the tiny pair's own, timed at load)
+        engine.costs = CostModel()
         engine.costs.observe_verify(1, 10.0)
         engine.costs.observe_verify(17, 30.0)
+        engine.costs.observe_draft(2.0)
         request = GenerationRequest((1, 2, 3), sampler=SamplerConfig(), spec=SpecConfig())
         drafter = engine._drafter(request, Randomness(None))
         assert isinstance(drafter, CombinedDrafter)
@@ -47,33 +52,30 @@ def _play(drafter: CombinedDrafter, committed: list[int], accepted: int | None) 
     return block
 
 
-def test_a_lookup_match_goes_first_and_its_length_doubles_while_accepted(combined) -> None:
-    first = _play(combined, REPEATED, None)
-    assert first.source == "n-gram" and first.passes == 0
-    assert first.tokens == list(range(42, 42 + CombinedDrafter.FIRST_LOOKUP))
-    second = _play(combined, REPEATED + first.tokens, None)
-    assert second.source == "n-gram"
-    assert len(second.tokens) == min(2 * len(first.tokens), LIMITS.k)
+# a long copied run: after "... 40 41" the lookup can propose up to 28 tokens
+LONG = list(range(10, 70)) + list(range(10, 42))
+
+
+def test_a_lookup_match_goes_first_and_grows_while_accepted(combined) -> None:
+    committed = list(LONG)
+    lengths = []
+    for _ in range(6):
+        block = _play(combined, committed, None)
+        assert block.source == "n-gram" and block.passes == 0
+        lengths.append(len(block.tokens))
+        committed += block.tokens
+    assert 2 <= lengths[0] < lengths[-1]  # a first match is tried short, then lengthened
+    assert lengths == sorted(lengths)
 
 
 def test_a_missed_lookup_comes_back_short(combined) -> None:
-    missed = _play(combined, REPEATED, 1)  # the answer departs from the copy: an edit
-    assert missed.source == "n-gram"
-    retry = _play(combined, REPEATED, None)
+    committed = list(LONG)
+    for _ in range(4):
+        committed += _play(combined, committed, None).tokens
+    long_run = len(_play(combined, committed, 1).tokens)  # the answer departs: an edit
+    retry = _play(combined, committed, None)
     assert retry.source == "n-gram"  # still first: its rate is not yet below the model's
-    assert len(retry.tokens) == CombinedDrafter.SHORT_LOOKUP
-
-
-def test_a_losing_lookup_yields_to_the_model_and_is_retried_later(combined) -> None:
-    lookup, model = combined.rates[combined.lookup.name], combined.rates[combined.model.name]
-    model.value = 1.0  # tokens per ms the model's blocks have produced
-    lookup.value = 0.2  # far below: lookups have been missing
-    first = _play(combined, REPEATED, None)
-    assert first.source == "draft model"
-    assert 0.2 < lookup.value < model.value  # each model step pulls the lookup's rate up
-    sources = [_play(combined, REPEATED, None).source for _ in range(200)]
-    assert "n-gram" in sources, "a lookup that lost must be tried again"
-    assert sources.index("n-gram") >= 1  # not at once
+    assert 2 <= len(retry.tokens) < long_run
 
 
 def test_without_a_match_the_model_drafts(combined) -> None:
@@ -82,6 +84,9 @@ def test_without_a_match_the_model_drafts(combined) -> None:
 
 
 def test_a_lookup_block_stops_at_a_token_that_ends_the_answer(combined) -> None:
+    assert combined.lookup.gate is not None
+    for _ in range(4):  # lookups have been accepted whole: long blocks
+        combined.lookup.gate.observe(16, 16)
     ends = DraftLimits(16, ends_answer=lambda token: token == 45)
     block = combined.propose(REPEATED, ends)
     assert block.source == "n-gram" and block.tokens == [42, 43, 44, 45]

@@ -1,0 +1,279 @@
+"""Issue 22 §3: pass costs as functions of context depth, and the lookup gate and guard that
+read them. Synthetic observations only: no timing, no model.
+
+The prices follow a CPU target measured on the issue's long prompt: a single pass 70 ms near
+the start and about 250 ms three thousand tokens deep, verifying 17 tokens about 160 ms and
+1,000 ms.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from app.engine.adaptive import (
+    CostModel,
+    DraftController,
+    LookupGate,
+    PassCost,
+    depth_range,
+)
+from app.engine.config import SpecConfig
+from app.engine.drafting import DraftLimits, NgramDrafter
+
+
+def target_ms(n: int, depth: float) -> float:
+    return 60.0 + 5.6 * n + 0.042 * depth + 0.013 * n * depth
+
+
+def draft_ms(n: int, depth: float) -> float:  # a quantized copy: cheap weights, same attention
+    return 12.0 + 1.5 * n + 0.040 * depth + 0.012 * n * depth
+
+
+SIZES = (1, 2, 5, 9, 17)
+
+
+def measured(depths: tuple[int, ...], price=target_ms) -> PassCost:  # noqa: ANN001
+    cost = PassCost()
+    for depth in depths:
+        for n in SIZES:
+            cost.observe(n, price(n, depth), depth)
+    return cost
+
+
+def test_a_pass_is_priced_at_depths_and_sizes_never_measured() -> None:
+    cost = measured((0, 512, 1024, 2048))
+    for n, depth in ((1, 3200), (17, 3200), (3, 3200), (9, 1500), (12, 700), (1, 6000)):
+        assert cost.ms(n, depth) == pytest.approx(target_ms(n, depth), rel=0.02), (n, depth)
+    for n in SIZES:  # a measured cell is its own median
+        assert cost.ms(n, 1024) == pytest.approx(target_ms(n, 1024))
+    # one more verified token costs more deep in the context
+    assert cost.marginal(3200) > 3 * cost.marginal(0) > 0
+
+
+def test_a_single_pass_deep_is_priced_from_the_blocks_verified_there() -> None:
+    """Single target passes are rarely measured while drafting: the issue's guard priced one
+    3,193 tokens deep at its short-prompt price (70 ms for 247)."""
+    cost = PassCost()
+    for _ in range(3):
+        cost.observe(1, target_ms(1, 0), 0)  # the load's warm-up passes
+    for n in (2, 5, 9, 17):  # a short answer's verifications, then a long prompt's
+        cost.observe(n, target_ms(n, 100), 100)
+        cost.observe(n, target_ms(n, 3200), 3200)
+    assert cost.ms(1, 3200) == pytest.approx(target_ms(1, 3200), rel=0.1)
+    assert cost.ms(1, 0) == pytest.approx(target_ms(1, 0))
+
+
+def test_without_a_spread_in_size_or_depth_nothing_is_extrapolated_from_it() -> None:
+    one_size = PassCost()
+    one_size.observe(1, 70.0, 0)
+    one_size.observe(1, 250.0, 3200)
+    assert one_size.ms(17, 3200) == pytest.approx(250.0)  # no size slope measured: none
+    assert one_size.ms(1, 1600) == pytest.approx(160.0, rel=0.01)  # depth: along the line
+    one_depth = PassCost()
+    one_depth.observe(1, 100.0, 40)
+    one_depth.observe(5, 120.0, 40)
+    assert one_depth.ms(3, 2000) == pytest.approx(110.0)  # no depth slope measured: none
+
+
+def test_one_slow_pass_deep_does_not_reprice_the_depth() -> None:
+    cost = measured((0, 3200))
+    for ms in (target_ms(1, 3200), 830.0, target_ms(1, 3200), 2400.0):  # scheduler hiccups
+        cost.observe(1, ms, 3200)
+    assert cost.ms(1, 3200) == pytest.approx(target_ms(1, 3200))
+    for _ in range(6):  # a lasting change is followed
+        cost.observe(1, 400.0, 3200)
+    assert cost.ms(1, 3200) == pytest.approx(400.0)
+
+
+def test_cells_are_bounded_and_ranges_narrow_with_depth() -> None:
+    cost = PassCost()
+    for depth in range(0, 16384, 64):
+        for n in (1, 17):
+            cost.observe(n, target_ms(n, depth), depth)
+    assert len(cost._cells) <= 64
+    assert cost.ms(1, 16000) == pytest.approx(target_ms(1, 16000), rel=0.02)
+    assert depth_range(100) == 0 and depth_range(200) == 128
+    assert depth_range(3300) == 3200 and depth_range(9000) - depth_range(8999) in (0, 512)
+
+
+def costs_measured(depths: tuple[int, ...]) -> CostModel:
+    costs = CostModel()
+    for depth in depths:
+        for n in SIZES:
+            costs.observe_verify(n, target_ms(n, depth), depth)
+        costs.observe_draft_pass(1, draft_ms(1, depth), depth)
+        costs.observe_draft_pass(2, draft_ms(2, depth), depth)
+    return costs
+
+
+def test_questions_follow_the_depth_of_the_step() -> None:
+    costs = costs_measured((0, 1024, 3200))
+    costs.at_depth(0)
+    shallow = (costs.verify_ms(1), costs.break_even(1), costs.draft_cost_fraction())
+    costs.at_depth(3200)
+    deep = (costs.verify_ms(1), costs.break_even(1), costs.draft_cost_fraction())
+    assert deep[0] == pytest.approx(target_ms(1, 3200))
+    assert shallow[0] == pytest.approx(target_ms(1, 0))
+    # the draft's attention costs what the target's does: deep, it is a dear draft
+    assert shallow[2] < 0.3 < 0.6 < deep[2]
+    assert shallow[1] < deep[1]  # agreement needed to pay
+    assert costs.verify_ms(1, depth=0) == pytest.approx(shallow[0])  # a depth can be named
+
+
+def test_a_single_pass_is_measured_again_as_the_answer_grows() -> None:
+    costs = CostModel()
+    assert not costs.needs_single_pass()  # nothing measured yet: no claim
+    costs.observe_verify(1, 70.0, depth=0)
+    assert not costs.needs_single_pass(200)
+    assert costs.needs_single_pass(3193)
+    costs.observe_verify(1, 247.0, depth=3193)
+    assert not costs.needs_single_pass(3193 + 300)
+    assert costs.needs_single_pass(3193 + 600)  # an eighth of the depth further
+
+
+def test_lookups_are_priced_by_their_verification_at_this_depth() -> None:
+    """The issue's paraphrase: 16-token lookups at 4 % acceptance on a CPU deep in the
+    context ran at 0.68x. At that acceptance none is verified; on a copy the gate verifies
+    whole blocks; where copied runs are short, it verifies shorter blocks deep in the
+    context than near its start."""
+    costs = costs_measured((0, 1024, 3200))
+    costs.at_depth(3200)
+    refused = LookupGate(costs)
+    for _ in range(12):
+        refused.observe(16, 0)
+    assert refused.length(16, 16) == 0
+    copying = LookupGate(costs)
+    for _ in range(6):
+        copying.observe(16, 16)
+    assert copying.length(16, 16) == 16
+    assert copying.length(3, 16) == 3  # never longer than the match
+    short_runs = LookupGate(costs)
+    for _ in range(12):
+        short_runs.observe(10, 4)  # right at first, refused at the fifth token
+    deep = short_runs.length(16, 16)
+    costs.at_depth(0)
+    shallow = short_runs.length(16, 16)
+    assert 2 <= deep < shallow
+    # a match right half the time is worth a long block on a copy, even deep
+    costs.at_depth(3200)
+    half = LookupGate(costs)
+    for _ in range(6):
+        half.observe(16, 16)
+        half.observe(16, 0)
+    assert half.length(16, 16) >= 8
+    # where verifying more tokens is nearly free (a GPU), a weak lookup still pays
+    flat = CostModel()
+    flat.observe_verify(1, 10.0)
+    flat.observe_verify(17, 10.5)
+    weak = LookupGate(flat)
+    for _ in range(6):
+        weak.observe(16, 0)
+    weak.observe(16, 1)
+    assert weak.length(16, 16) >= 1
+
+
+def test_a_held_back_lookup_learns_from_what_the_target_wrote() -> None:
+    costs = costs_measured((0, 3200))
+    costs.at_depth(3200)
+    drafter = NgramDrafter(SpecConfig(), min_match=2, costs=costs)
+    assert drafter.gate is not None and drafter.confidence_driven
+    limits = DraftLimits(16)
+    # a paraphrase: "1 2" keeps coming back, followed by something new each time
+    committed = [1, 2, 50]
+    proposed = []
+    for fresh in range(60, 72):
+        committed += [1, 2]
+        block = drafter.propose(committed, limits)
+        proposed.append(len(block.tokens))
+        drafter.observe(block, 0)
+        committed.append(fresh)
+    assert proposed[-1] == 0 and (drafter.gate.first.value or 0.0) < 0.1
+    # the answer starts copying an earlier run; held-back matches agree, lookups resume
+    source = list(range(100, 140))
+    committed += source + [7, 8]
+    resumed = None
+    for position in range(1, 30):
+        block = drafter.propose(committed + source[:position], limits)
+        if block.tokens:
+            resumed = position
+            break
+    assert resumed is not None and resumed < 10
+
+
+def test_fixed_lengths_verify_every_lookup_whole() -> None:
+    costs = costs_measured((0,))
+    drafter = NgramDrafter(SpecConfig(adaptive=False, draft_max=8), costs=costs)
+    assert drafter.gate is None and not drafter.confidence_driven
+    block = drafter.propose([1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2], DraftLimits(8))
+    assert block.tokens == [3, 4, 5, 6, 7, 8, 9, 1]
+
+
+def test_the_guard_compares_a_deep_step_with_target_only_at_that_depth() -> None:
+    """Target-only measured near the start (70 ms a token) would make a step 3,200 tokens
+    deep look slow: it is compared with a target pass at its own depth."""
+    controller = DraftController(SpecConfig(guard_window=4, draft_max=4), costs_measured((0,)))
+    costs = controller.costs
+    costs.at_depth(0)
+    controller.observe_step_cost(paid_draft=False, tokens=1, ms=target_ms(1, 0) + 1.0, host_ms=1)
+    for n in SIZES:
+        costs.observe_verify(n, target_ms(n, 3200), 3200)
+    costs.observe_draft_pass(1, 30.0, 3200)  # a cheap draft
+    costs.at_depth(3200)
+    for _ in range(6):  # 2 tokens in 400 ms where target-only takes about 250 ms each
+        controller.observe_step(drafted=1, accepted=1)
+        controller.observe_step_cost(paid_draft=True, tokens=2, ms=400.0, host_ms=1.0)
+        assert controller.check_pause() is None
+    ratio = controller.economics.ratio()
+    assert ratio == pytest.approx(2 * (target_ms(1, 3200) + 1.0) / 400.0, rel=0.01)
+
+
+def test_lookup_steps_do_not_count_against_the_models_agreement() -> None:
+    controller = DraftController(SpecConfig(guard_window=4, draft_max=4), costs_measured((0,)))
+    for _ in range(4):
+        controller.observe_step(drafted=8, accepted=0, lookup=True)  # lookups refused
+    assert controller.rolling_acceptance == 0.0  # shown while no model block was judged
+    for _ in range(4):
+        controller.observe_step(drafted=2, accepted=2)
+    assert controller.rolling_acceptance == 1.0
+    assert controller.check_pause() is None
+
+
+@pytest.mark.parametrize("depth", [0, 3200])
+def test_a_probe_that_would_lose_at_this_depth_is_mostly_skipped(depth: int) -> None:
+    """Near the start the draft costs a fifth of a target pass and 40 % agreement pays;
+    3,200 tokens deep its pass costs most of a target pass and the same agreement cannot,
+    so after a failed probe three of every four are skipped."""
+    costs = costs_measured((0, 3200))
+    costs.at_depth(depth)
+    controller = DraftController(SpecConfig(guard_window=4, probe_every=8, draft_max=8), costs)
+    probes, tokens = 0, 0
+    while tokens < 1200:
+        if controller.paused:
+            probes += controller.tick_paused()
+            tokens += 1
+            continue
+        for _ in range(4):  # a probe (or the first window) measured losing
+            controller.observe_step(drafted=2, accepted=1)
+            controller.observe_step_cost(paid_draft=True, tokens=2, ms=5000.0, host_ms=1.0)
+        controller.acceptance.value = 0.4  # the agreement the draft showed
+        assert controller.check_pause() is not None
+        tokens += 12
+    # doubling alone would probe at 8, 16, 32, 64, 128, 256 and 512 tokens
+    assert probes <= 3 if depth else probes >= 5
+
+
+@pytest.mark.parametrize("depth", [0, 3200])
+def test_a_draft_that_cannot_pay_at_this_depth_is_paused_within_three_steps(depth: int) -> None:
+    """Deep in a context the draft needs most of its tokens accepted to pay: at 60 % it is
+    paused after three steps rather than a full window; near the start 60 % pays."""
+    costs = costs_measured((0, 3200))
+    costs.at_depth(depth)
+    controller = DraftController(SpecConfig(guard_window=8, draft_max=8), costs)
+    paused_at = None
+    for step in range(1, 9):
+        for drafted, accepted in ((2, 2), (2, 1)):  # 3 of 5 judged tokens accepted
+            controller.observe_step(drafted, accepted)
+        if controller.check_pause() is not None:
+            paused_at = step
+            break
+    assert paused_at == (2 if depth else None)
