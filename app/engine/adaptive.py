@@ -72,7 +72,9 @@ class _RecentMedian:
 DEPTH_SCALE = 4096.0  # features in units near the data: tokens/16, depth/4096
 SIZE_SCALE = 16.0
 MAX_CELLS = 64  # (size, depth range) cells kept, the least recently measured dropped first
-REFIT_EVERY = 8  # observations between refits of the shape while no new cell appears
+REFIT_EVERY = 128  # observations between refits of the shape while no new cell appears
+DERIVED_FOR = 32  # observations a break-even or "can it pay" is kept for, within a depth range
+DERIVED_STEPS = 4  # steps the same is kept for
 
 
 def depth_range(depth: int) -> int:
@@ -145,16 +147,23 @@ class PassCost:
     def __init__(self) -> None:
         self._cells: OrderedDict[tuple[int, int], _Cell] = OrderedDict()
         self._by_size: dict[int, list[_Cell]] = {}
-        self._coef: np.ndarray | None = None
+        self._coef: tuple[float, float, float, float] | None = None
         self._since_fit = 0
-        self._prices: dict[tuple[int, int], float] = {}
+        # by size, then depth range: the nearest cell's median over the fit there, so a
+        # price is one product (asked for every length, every step)
+        self._anchors: dict[int, dict[int, float]] = {}
+        self._fitted_sizes: set[int] = set()
+        self._last_depth, self._last_span = 0, 0
+        self._fitted_depths = (0.0, 0.0)
 
-    def observe(self, n_tokens: int, ms: float, depth: int = 0) -> None:
+    def observe(self, n_tokens: int, ms: float, depth: int = 0) -> bool:
+        """File one pass; True when it opened a new cell (something new was learned)."""
         if n_tokens <= 0 or not math.isfinite(ms) or ms < 0:
-            return
+            return False
         depth = max(depth, 0)
         key = (n_tokens, depth_range(depth))
         cell = self._cells.get(key)
+        created = cell is None
         if cell is None:
             cell = _Cell(n_tokens, float(depth), 1.0 / max(ms, 1e-3) ** 2, _RecentMedian())
             self._cells[key] = cell
@@ -162,23 +171,34 @@ class PassCost:
             if len(self._cells) > MAX_CELLS:
                 _, dropped = self._cells.popitem(last=False)
                 self._by_size[dropped.size].remove(dropped)
-            self._coef = None
+            if self._widens_fit(n_tokens, depth):
+                self._coef = None  # a new size, or depth beyond the fitted span: refit now
         else:
             self._cells.move_to_end(key)
-            self._since_fit += 1
-            if self._since_fit >= REFIT_EVERY:
-                self._coef = None
+        self._since_fit += 1
+        if self._since_fit >= REFIT_EVERY:
+            self._coef = None
+        self._anchors.pop(n_tokens, None)
         cell.median.update(ms)
-        self._prices.clear()
+        return created
 
     @property
     def ready(self) -> bool:
         return bool(self._cells)
 
-    def _fitted(self) -> np.ndarray:
+    def _widens_fit(self, n_tokens: int, depth: int) -> bool:
+        low, high = self._fitted_depths
+        return n_tokens not in self._fitted_sizes or not low * 0.8 <= depth <= high * 1.25 + 256
+
+    def _fitted(self) -> tuple[float, float, float, float]:
         if self._coef is None:
-            self._coef = self._fit()
+            a, b, c, e = (float(x) for x in self._fit())
+            self._coef = (a, b, c, e)
             self._since_fit = 0
+            self._anchors.clear()
+            self._fitted_sizes = set(self._by_size)
+            depths = [c.depth for c in self._cells.values()]
+            self._fitted_depths = (min(depths), max(depths))
         return self._coef
 
     def _fit(self) -> np.ndarray:
@@ -197,31 +217,40 @@ class PassCost:
         return _nonnegative_least_squares(gram, moment, columns)
 
     def _shape(self, n_tokens: int, depth: float) -> float:
-        return max(float(np.dot(self._fitted(), _features(n_tokens, depth))), 1e-6)
+        a, b, c, e = self._fitted()
+        size, deep = n_tokens / SIZE_SCALE, depth / DEPTH_SCALE
+        return max(a + b * size + c * deep + e * size * deep, 1e-6)
 
     def ms(self, n_tokens: int, depth: int = 0) -> float | None:
         if not self._cells:
             return None
-        key = (n_tokens, depth)
-        known = self._prices.get(key)
-        if known is None:
-            known = self._prices[key] = self._price(n_tokens, depth)
-        return known
+        a, b, c, e = self._coef or self._fitted()
+        by_range = self._anchors.get(n_tokens)
+        if by_range is None:
+            by_range = self._anchors[n_tokens] = {}
+        if depth != self._last_depth:
+            self._last_depth, self._last_span = depth, depth_range(depth)
+        span = self._last_span
+        anchor = by_range.get(span)
+        if anchor is None:
+            anchor = by_range[span] = self._anchor(n_tokens, depth, span)
+        size, deep = n_tokens / SIZE_SCALE, depth / DEPTH_SCALE
+        return anchor * max(a + b * size + c * deep + e * size * deep, 1e-6)
 
-    def _price(self, n_tokens: int, depth: int) -> float:
-        same = self._by_size.get(n_tokens)
-        if not same:
-            return self._shape(n_tokens, depth)
-        nearest = min(same, key=lambda c: abs(c.depth - depth))
-        level = nearest.median.value or 0.0
-        if abs(nearest.depth - depth) < 1.0:
-            return level
-        return level * self._shape(n_tokens, depth) / self._shape(n_tokens, nearest.depth)
+    def _anchor(self, n_tokens: int, depth: int, span: int) -> float:
+        """The nearest cell of this size, as a multiple of the fit at its depth (1: none)."""
+        nearest = self._cells.get((n_tokens, span))
+        if nearest is None:
+            same = self._by_size.get(n_tokens)
+            if not same:
+                return 1.0
+            nearest = min(same, key=lambda c: abs(c.depth - depth))
+        return (nearest.median.value or 0.0) / self._shape(n_tokens, nearest.depth)
 
     def marginal(self, depth: int = 0) -> float:
         """Extra time for one more token in the batch at this depth (the fit's slope)."""
         _, size, _, both = self._fitted()
-        return float(size + both * depth / DEPTH_SCALE) / SIZE_SCALE
+        return (size + both * depth / DEPTH_SCALE) / SIZE_SCALE
 
     def measured_near(self, n_tokens: int, depth: int) -> bool:
         """Whether a pass of this size was measured close enough to ``depth`` to price it
@@ -249,15 +278,21 @@ class CostModel:
         self.verify = PassCost()
         self.draft = PassCost()
         self.depth = 0
-        # break-even by draft length: a 30-step bisection, asked several times per step,
-        # valid at this depth until the next observation
+        # Break-even by draft length (a 30-step bisection) and whether any length can pay
+        # (sixteen prices): asked several times per step, kept within one depth range for a
+        # few observations, as medians move little from one pass to the next.
         self._break_even: dict[int, float] = {}
         self._can_pay: dict[int, bool] = {}
+        self._derived_range = 0
+        self._unseen = 0  # observations since the derived figures were computed
+        self._steps = 0  # steps since then
 
     def at_depth(self, depth: int) -> None:
-        """The context depth the next questions and observations are about."""
-        if depth != self.depth:
-            self.depth = depth
+        """The context depth the next questions and observations are about (once a step)."""
+        self.depth = depth
+        self._steps += 1
+        if depth_range(depth) != self._derived_range or self._steps >= DERIVED_STEPS:
+            self._derived_range = depth_range(depth)
             self._forget_derived()
 
     def _at(self, depth: int | None) -> int:
@@ -268,16 +303,20 @@ class CostModel:
         self.observe_draft_pass(1, ms_per_token, depth)
 
     def observe_draft_pass(self, n_tokens: int, ms: float, depth: int | None = None) -> None:
-        self.draft.observe(n_tokens, ms, self._at(depth))
-        self._forget_derived()
+        self._observed(self.draft.observe(n_tokens, ms, self._at(depth)))
 
     def observe_verify(self, n_tokens: int, ms: float, depth: int | None = None) -> None:
-        self.verify.observe(n_tokens, ms, self._at(depth))
-        self._forget_derived()
+        self._observed(self.verify.observe(n_tokens, ms, self._at(depth)))
+
+    def _observed(self, new_cell: bool) -> None:
+        self._unseen += 1
+        if new_cell or self._unseen >= DERIVED_FOR:
+            self._forget_derived()
 
     def _forget_derived(self) -> None:
         self._break_even.clear()
         self._can_pay.clear()
+        self._unseen = self._steps = 0
 
     def verify_ms(self, n_tokens: int, depth: int | None = None) -> float | None:
         return self.verify.ms(n_tokens, self._at(depth))

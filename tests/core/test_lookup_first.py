@@ -7,6 +7,7 @@ rule is seen on its own.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -121,5 +122,51 @@ def test_no_draft_runs_past_the_end_of_a_real_answer(smollm2_pair, monkeypatch) 
         assert summary.stop_reason.value == "eog"
         ended = [b for b in blocks if any(engine.target.is_eog(t) for t in b)]
         assert all(engine.target.is_eog(b[-1]) for b in ended)
+    finally:
+        engine.close()
+
+
+def test_while_the_model_is_paused_only_lookups_draft(combined) -> None:
+    paused = DraftLimits(16, model=False)
+    block = combined.propose(REPEATED, paused)
+    assert block.source == "n-gram" and block.passes == 0 and block.tokens[:2] == [42, 43]
+    nothing = combined.propose(list(range(10, 70)), paused)  # no match: the target alone
+    assert nothing.tokens == [] and nothing.passes == 0
+
+
+def test_a_long_prompt_first_measures_a_target_pass_at_its_depth(
+    tiny_pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Warm-up prices passes at the start of a context; 400 tokens deep the first step runs
+    target-only to price a single pass there, and the answer is the target's own."""
+    from app.engine.adaptive import DraftController
+    from app.engine.step_record import StepRecord
+
+    target, draft = tiny_pair
+    engine = Engine(
+        ModelSpec(str(target), n_ctx=1024, n_threads=2),
+        ModelSpec(str(draft), n_ctx=1024, n_threads=2),
+    )
+    records: list[StepRecord] = []
+    observe = DraftController.observe
+
+    def record(self: DraftController, step: StepRecord) -> None:
+        records.append(step)
+        observe(self, step)
+
+    monkeypatch.setattr(DraftController, "observe", record)
+    try:
+        words = "the code of the model import data for self what is the draft token"
+        prompt = engine.tokenize(" ".join([words] * 6))
+        assert len(prompt) > 300
+        assert engine.costs.needs_single_pass(len(prompt))
+        request = GenerationRequest(prompt, max_tokens=24, ignore_eos=True)
+        spec = list(engine.generate(request))[-1]
+        first = records[0]
+        assert first.depth == len(prompt) and first.proposed == 0 and not first.paused
+        assert not engine.costs.needs_single_pass(len(prompt))
+        assert any(r.proposed for r in records[1:])  # then drafting
+        base = list(engine.generate(replace(request, speculative=False)))[-1]
+        assert spec.token_ids == base.token_ids
     finally:
         engine.close()
