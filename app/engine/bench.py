@@ -322,8 +322,9 @@ def lineage(
         "draft": (
             {"path": draft.path, "sha256": file_sha256(Path(draft.path))}
             if draft
-            else {"ngram": source is DraftSource.NGRAM}
+            else {"ngram": source is DraftSource.NGRAM, "mtp": source is DraftSource.MTP}
         ),
+        "draft_source": source.value,
         "llama_cpp_python": llama_cpp_version(),
         "llama_cpp_system_info": system_info(),
         "cpu": platform.processor() or platform.machine(),
