@@ -267,6 +267,12 @@ class LlamaContext:
         self.tokens: list[int] = []
         self.decode_s = 0.0  # wall time spent inside llama_decode, for overhead accounting
         self.n_rs_seq = int(llama_cpp.llama_n_rs_seq(ptr))
+        # an MTP context's cache is attention only, whatever the trunk has
+        self.recurrent = heads_of is None and bool(
+            llama_cpp.llama_model_is_recurrent(model.ptr)
+            or llama_cpp.llama_model_is_hybrid(model.ptr)
+        )
+        self._rollback_reach = 0  # positions a recurrent state can still roll back
         self.after_decode: Callable[[int, int], None] | None = None
         self._ext: ModuleType | None = None
         self._rows_view: np.ndarray | None = None  # the embedding rows of an MTP batch
@@ -318,10 +324,15 @@ class LlamaContext:
     def truncate(self, n_keep: int) -> None:
         """Drop every cached position from ``n_keep`` on."""
         if n_keep < len(self.tokens):
-            if not llama_cpp.llama_memory_seq_rm(self.memory, 0, n_keep, -1):
-                # a recurrent state rolls back at most n_rs_seq positions, once per decode
+            drop = len(self.tokens) - n_keep
+            # a recurrent state rolls back only into the last decode's batch, at most n_rs_seq
+            # positions, once: llama.cpp checks the second and third, not the first (it would
+            # restore a snapshot another batch left), so anything further starts over
+            within_reach = not self.recurrent or drop <= self._rollback_reach
+            if not (within_reach and llama_cpp.llama_memory_seq_rm(self.memory, 0, n_keep, -1)):
                 llama_cpp.llama_memory_clear(self.memory, True)
                 n_keep = 0
+            self._rollback_reach = 0
             del self.tokens[n_keep:]
 
     def common_prefix(self, tokens: Sequence[int]) -> int:
@@ -364,6 +375,8 @@ class LlamaContext:
                     + (" (no free KV slot)" if rc == 1 else "")
                 )
             first_pos = len(self.tokens)
+            # the snapshots reach back into this batch, not to the state before it
+            self._rollback_reach = min(len(chunk) - 1, self.n_rs_seq)
             if at is None:
                 self.tokens.extend(chunk)
             self._n_outputs = {"all": len(chunk), "last": 1}.get(logits, 0) if final_chunk else 0

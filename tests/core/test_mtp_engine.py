@@ -128,6 +128,30 @@ def test_the_second_answer_reuses_the_heads_cache_and_stays_exact(host, qwen35_m
         assert speculative.token_ids == baseline.token_ids
 
 
+@pytest.mark.parametrize("source", [DraftSource.MTP, DraftSource.NGRAM])
+def test_a_hybrid_target_reusing_its_cache_restarts_what_it_cannot_roll_back(
+    host, qwen35_mtp, source
+) -> None:
+    """A recurrent state rolls back only into the last decode's batch: asking the same prompt
+    after a short answer (8 positions to drop, the last batch one token) must not restore a
+    snapshot another batch left. Before the fix the bench's first prompt diverged at its
+    second token, with a 0.6 logit margin."""
+    host.load(LoadRequest(_spec(qwen35_mtp), None, source))
+    for prompt in PROMPTS:
+        _run(host, GenerationRequest(prompt, 8, spec=FORCED))  # both caches end 8 past it
+        _run(host, GenerationRequest(prompt, 8, spec=FORCED, speculative=False))
+        request = GenerationRequest(prompt, max_tokens=64, spec=FORCED, ignore_eos=True)
+        baseline, speculative = _pair(host, request)
+        fresh = EngineHost()
+        try:
+            fresh.load(LoadRequest(_spec(qwen35_mtp), None, source))
+            expected = _run(fresh, replace(request, speculative=False))
+        finally:
+            fresh.close()
+        assert baseline.token_ids == expected.token_ids
+        assert speculative.token_ids == expected.token_ids
+
+
 def test_seeded_sampling_under_match_reproduces_target_only(host, qwen35_mtp) -> None:
     """T > 0: with position-keyed randomness, sample-and-match speculation draws the same
     token as target-only sampling at every position (the exactness rule in place)."""
