@@ -229,7 +229,13 @@ def write_llama(
 
 
 def write_vocab_donor_pair(
-    donor: Path, target: Path, draft: Path, *, scale: int = 4, noise: float = 0.03
+    donor: Path,
+    target: Path,
+    draft: Path,
+    *,
+    scale: int = 4,
+    noise: float = 0.03,
+    small_shape: TinyShape | None = None,
 ) -> tuple[Path, Path]:
     """A fast pair with a real tokenizer: narrow llama models that use ``donor``'s vocabulary
     (e.g. Qwen2.5's 151,936 tokens). A decode costs milliseconds, as on a GPU, while all that
@@ -237,15 +243,18 @@ def write_vocab_donor_pair(
 
     The draft is small; the target is the draft embedded in a model ``scale`` times as wide
     (so it costs several draft passes, like a real target) plus a little noise, so the two
-    agree often but not always."""
-    small_shape = TinyShape(n_embd=32, n_layer=2, n_head=2, n_head_kv=1, n_ff=64, n_ctx=4096)
+    agree often but not always. ``small_shape`` is the draft's (the target's is ``scale``
+    times as wide, with as many layers)."""
+    small_shape = small_shape or TinyShape(
+        n_embd=32, n_layer=2, n_head=2, n_head_kv=1, n_ff=64, n_ctx=4096
+    )
     wide_shape = TinyShape(
-        n_embd=32 * scale,
-        n_layer=2,
-        n_head=2 * scale,
-        n_head_kv=scale,
-        n_ff=64 * scale,
-        n_ctx=4096,
+        n_embd=small_shape.n_embd * scale,
+        n_layer=small_shape.n_layer,
+        n_head=small_shape.n_head * scale,
+        n_head_kv=small_shape.n_head_kv * scale,
+        n_ff=small_shape.n_ff * scale,
+        n_ctx=small_shape.n_ctx,
     )
     tokenizer = _donor_tokenizer(donor)
     n_vocab = next(len(v) for k, v, _, _ in tokenizer if k == "tokenizer.ggml.tokens")  # type: ignore[arg-type]

@@ -1,0 +1,391 @@
+"""``python -m app.devtools.gpu_check.check --work DIR --bin DIR --out DIR [--budget-s S]
+[--small]``: SpecDeck's engine on the fast pair and the MTP model, against target-only and
+against llama.cpp's own llama-server built from the same sources, all layers on the GPU.
+
+``device.sh`` runs it with ``llama_cpp`` loading the libllama in ``--bin``. Phases run in
+order of importance and each is skipped, and said so, when the budget cannot hold it;
+``gpu_check.json`` in ``--out`` is rewritten after every phase, so a run stopped at its time
+limit still leaves what it measured, and a copy in ``--work`` lets the next run on the same
+machine, build and models measure only the phases this one did not reach:
+
+- ``fast_bench``: ``python -m app bench`` on the fast pair, SpecDeck's own policy (adaptive
+  draft length, guard, n-gram first), T = 0: host ms/token, speedup over target-only,
+  whether every output is identical, the pair's measured pass costs.
+- ``fast_vs_server``: the fast pair with one fixed policy on both sides (K tokens a step, no
+  p-min, no guard): SpecDeck's tokens/sec as a share of ``llama-server -md DRAFT
+  --spec-type draft-simple``'s, and of its target-only, on one token-id prompt.
+- ``mtp_vs_server``: the same for the MTP model against ``--spec-type draft-mtp``.
+- ``fast_bench_t07``: the first phase at temperature 0.7.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from app.devtools.gpu_check.models import GPU_SHAPES, SMALL_SHAPES, Models, Shapes, write_models
+from app.devtools.mtp_reference import PROMPT, specdeck_run
+from app.files.fileio import atomic_write_text, json_text
+
+ALL_LAYERS = "999"
+FAST_DRAFT_MAX = 8  # the fixed policy's draft length with a separate draft model
+MTP_DRAFT_MAX = 3  # and with the model's own next-token block (mtp_reference's default)
+REFERENCE_CTX = 2048  # the context mtp_reference.specdeck_run gives SpecDeck's side
+BENCH_PROMPTS = (
+    "Write a Python function that returns the n-th Fibonacci number.",
+    "Explain in three sentences what a hash table is.",
+    "List five prime numbers and say why each is prime.",
+)
+# a phase starts only with this many seconds left (about twice what one should take on the
+# GPU): one cut short by the call's limit loses only its own figures, $OUT still comes back
+PHASE_SECONDS = 90
+
+
+class Clock:
+    def __init__(self, budget_s: float) -> None:
+        self.deadline = time.monotonic() + budget_s
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _post(url: str, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+        reply: dict[str, Any] = json.loads(answer.read(8 << 20))
+    return reply
+
+
+def server_run(
+    server: Path,
+    model: Path,
+    spec_args: list[str],
+    prompt: list[int],
+    n_tokens: int,
+    rounds: int,
+    threads: int,
+    n_ctx: int,
+) -> dict[str, Any]:
+    """llama-server's greedy answer to a token-id prompt: best tokens/sec of ``rounds``."""
+    port = _free_port()
+    command = [
+        str(server),
+        "-m",
+        str(model),
+        *spec_args,
+        "-ngl",
+        ALL_LAYERS,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "-c",
+        str(n_ctx),
+        "-t",
+        str(threads),
+        "--no-webui",
+        "--parallel",
+        "1",
+    ]
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 300
+            while True:
+                if process.poll() is not None:
+                    log.seek(0)
+                    raise RuntimeError(f"llama-server exited: {log.read()[-3000:]!r}")
+                try:
+                    with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+                        if answer.status == 200:
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError("llama-server did not start within 300 s")
+                time.sleep(0.25)
+            body = {
+                "prompt": prompt,
+                "n_predict": n_tokens,
+                "temperature": 0,
+                "return_tokens": True,
+                "cache_prompt": False,
+            }
+            # the first answer warms the server up (CUDA graphs, caches) and is not counted
+            replies = [_post(f"{url}/completion", body, 300) for _ in range(rounds + 1)][1:]
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    best = max((r["timings"] for r in replies), key=lambda t: float(t["predicted_per_second"]))
+    return {
+        "tokens": [int(t) for t in replies[0]["tokens"]],
+        "tok_s": round(float(best["predicted_per_second"]), 2),
+        "drafted": int(best.get("draft_n", 0)),
+        "accepted": int(best.get("draft_n_accepted", 0)),
+    }
+
+
+def versus_server(
+    server: Path,
+    model: Path,
+    draft: Path | None,
+    draft_max: int,
+    n_tokens: int,
+    rounds: int,
+    threads: int,
+) -> dict[str, Any]:
+    """SpecDeck and llama-server with the same fixed drafting policy, and both target-only."""
+    prompt = list(PROMPT)
+    policy = ["--spec-draft-n-max", str(draft_max), "--spec-draft-n-min", "0"]
+    policy += ["--spec-draft-p-min", "0"]
+    if draft is None:
+        spec_args = ["--spec-type", "draft-mtp", *policy]
+    else:
+        spec_args = ["-md", str(draft), "-ngld", ALL_LAYERS, "--spec-type", "draft-simple"]
+        spec_args += policy
+    args = (prompt, n_tokens, rounds, threads, REFERENCE_CTX)
+    served = server_run(server, model, spec_args, *args)
+    plain = server_run(server, model, [], *args)
+    # one more round on our side too: specdeck_run keeps the best of its rounds
+    ours = specdeck_run(model, draft, prompt, n_tokens, draft_max, rounds + 1, threads)
+    spec, base = ours["specdeck"], ours["target_only"]
+    # the server's answer ends with the end-of-generation token when one stopped it
+    same = served["tokens"][: len(spec["tokens"])] == spec["tokens"]
+    return {
+        "model": model.name,
+        "draft": draft.name if draft else "its own MTP block",
+        "draft_max": draft_max,
+        "tokens": len(spec["tokens"]),
+        "identical_to_server": same and len(served["tokens"]) - len(spec["tokens"]) in (0, 1),
+        "identical_to_target_only": spec["tokens"] == base["tokens"],
+        "specdeck_tok_s": spec["tok_s"],
+        "specdeck_target_only_tok_s": base["tok_s"],
+        "server_tok_s": served["tok_s"],
+        "server_target_only_tok_s": plain["tok_s"],
+        "specdeck_vs_server": round(spec["tok_s"] / served["tok_s"], 3),
+        "specdeck_speedup": round(spec["tok_s"] / base["tok_s"], 3),
+        "server_speedup": round(served["tok_s"] / plain["tok_s"], 3),
+        "specdeck_acceptance": round(spec["accepted"] / max(spec["drafted"], 1), 4),
+        "server_acceptance": round(served["accepted"] / max(served["drafted"], 1), 4),
+        "specdeck_host_ms_per_token": spec["host_ms_per_token"],
+        "specdeck_target_only_host_ms_per_token": base["host_ms_per_token"],
+    }
+
+
+def bench(
+    models: Models, shapes: Shapes, out: Path, name: str, temperature: float, threads: int
+) -> dict[str, Any]:
+    """``python -m app bench`` on the fast pair, every layer of both models on the GPU."""
+    prompts = models.target.parent / "bench_prompts.jsonl"
+    prompts.write_text(
+        "".join(
+            json.dumps({"id": f"p{i}", "prompt": p}) + "\n" for i, p in enumerate(BENCH_PROMPTS)
+        )
+    )
+    result = out / f"{name}.json"
+    command = [
+        sys.executable,
+        "-m",
+        "app",
+        "bench",
+        "--target",
+        str(models.target),
+        "--draft",
+        str(models.draft),
+        "--prompts",
+        str(prompts),
+        "--json",
+        str(result),
+        "--gpu-layers",
+        "-1",
+        "--draft-gpu-layers",
+        "-1",
+        "--ctx",
+        str(shapes.n_ctx),
+        "--threads",
+        str(threads),
+        "--temperature",
+        str(temperature),
+        "--max-tokens",
+        "128" if shapes is GPU_SHAPES else "48",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, errors="replace")
+    if done.returncode != 0:
+        raise RuntimeError(f"bench exited {done.returncode}: {done.stderr[-3000:]}")
+    report: dict[str, Any] = json.loads(result.read_text(encoding="utf-8"))
+    aggregate = report["aggregate"]
+    keep = (
+        "median_host_ms_per_token",
+        "median_baseline_host_ms_per_token",
+        "median_speedup",
+        "min_speedup",
+        "median_speculative_tok_s",
+        "median_baseline_tok_s",
+        "median_acceptance_rate",
+        "median_target_passes_per_token",
+        "median_overhead_fraction",
+        "prompts",
+        "identical",
+        "pair",
+    )
+    lineage = report["lineage"]
+    return {k: aggregate[k] for k in keep if k in aggregate} | {
+        "rows": [
+            {k: r[k] for k in ("id", "speedup", "host_ms_per_token", "identical", "tokens")}
+            for r in report["prompts"]
+        ],
+        "gpus": lineage.get("gpus", []),
+        "llama_cpp_system_info": lineage.get("llama_cpp_system_info"),
+        "load_s": lineage.get("load_s"),
+    }
+
+
+def summary(phases: dict[str, Any]) -> dict[str, Any]:
+    """The few figures the issue asks for, from the phases that ran."""
+    out: dict[str, Any] = {}
+    fast, fast_server = phases.get("fast_bench"), phases.get("fast_vs_server")
+    if fast:
+        out["fast_pair_host_ms_per_token"] = fast.get("median_host_ms_per_token")
+        out["fast_pair_target_only_host_ms_per_token"] = fast.get(
+            "median_baseline_host_ms_per_token"
+        )
+        out["fast_pair_speedup"] = fast.get("median_speedup")
+        out["fast_pair_identical"] = f"{fast.get('identical')}/{fast.get('prompts')}"
+        out["backend"] = (
+            ", ".join(f"{g['name']} ({g['description']})" for g in fast.get("gpus", []))
+            or "CPU only"
+        )
+    if fast_server:
+        out["fast_pair_vs_llama_server"] = fast_server["specdeck_vs_server"]
+        out["fast_pair_fixed_policy_speedup"] = fast_server["specdeck_speedup"]
+        out["llama_server_fast_pair_speedup"] = fast_server["server_speedup"]
+    mtp = phases.get("mtp_vs_server")
+    if mtp:
+        out["mtp_host_ms_per_token"] = mtp["specdeck_host_ms_per_token"]
+        out["mtp_speedup"] = mtp["specdeck_speedup"]
+        out["mtp_vs_llama_server"] = mtp["specdeck_vs_server"]
+        out["llama_server_mtp_speedup"] = mtp["server_speedup"]
+    fast_t07 = phases.get("fast_bench_t07")
+    if fast_t07:
+        out["fast_pair_t07_host_ms_per_token"] = fast_t07.get("median_host_ms_per_token")
+        out["fast_pair_t07_speedup"] = fast_t07.get("median_speedup")
+    return out
+
+
+def _earlier_phases(kept: Path, server: Path, shapes: Shapes) -> dict[str, Any]:
+    """The phases an earlier call on this machine measured with this build and these models."""
+    try:
+        earlier: dict[str, Any] = json.loads(kept.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if earlier.get("server") != str(server) or earlier.get("shapes") != shapes.label:
+        return {}
+    return dict(earlier.get("phases", {}))
+
+
+def run_check(work: Path, server: Path, out: Path, shapes: Shapes, clock: Clock) -> dict[str, Any]:
+    threads = min(8, os.cpu_count() or 1)
+    n_tokens, rounds = (256, 2) if shapes is GPU_SHAPES else (48, 1)
+    report: dict[str, Any] = {
+        "what": "SpecDeck's engine against target-only and llama-server, every layer on the GPU",
+        "shapes": shapes.label,
+        "server": str(server),
+        "threads": threads,
+        "fixed_policy": {"tokens": n_tokens, "rounds": rounds, "prompt": list(PROMPT)},
+        "summary": {},
+        "phases": {},
+        "seconds": {},
+        "skipped": {},
+        "errors": {},
+    }
+    # $OUT is emptied before every call; a copy here lets the next call on the still-warm
+    # machine go on from the first phase this one did not reach
+    kept = work / f"gpu_check.{shapes.label}.json"
+    report["phases"] = _earlier_phases(kept, server, shapes)
+    report["resumed"] = sorted(report["phases"])
+
+    def save() -> None:
+        report["summary"] = summary(report["phases"])
+        text = json_text(report)
+        atomic_write_text(out / "gpu_check.json", text)
+        atomic_write_text(kept, text)
+
+    began = time.monotonic()
+    models = write_models(work, shapes)  # device.sh has written them during the build
+    report["models"] = models.describe(shapes)
+    report["seconds"]["models"] = round(time.monotonic() - began, 1)
+    save()
+    phases: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+        ("fast_bench", lambda: bench(models, shapes, out, "bench_fast_t0", 0.0, threads)),
+        (
+            "fast_vs_server",
+            lambda: versus_server(
+                server, models.target, models.draft, FAST_DRAFT_MAX, n_tokens, rounds, threads
+            ),
+        ),
+        (
+            "mtp_vs_server",
+            lambda: versus_server(
+                server, models.mtp, None, MTP_DRAFT_MAX, n_tokens, rounds, threads
+            ),
+        ),
+        ("fast_bench_t07", lambda: bench(models, shapes, out, "bench_fast_t07", 0.7, threads)),
+    ]
+    for name, phase in phases:
+        if name in report["phases"]:
+            continue
+        if clock.left() < PHASE_SECONDS:
+            report["skipped"][name] = f"{clock.left():.0f} s left, under {PHASE_SECONDS} s"
+            continue
+        began = time.monotonic()
+        try:
+            report["phases"][name] = phase()
+        except Exception as exc:  # one failed phase must not lose the others' figures
+            report["errors"][name] = f"{type(exc).__name__}: {exc}"[-4000:]
+        report["seconds"][name] = round(time.monotonic() - began, 1)
+        save()
+    return report
+
+
+def main(argv: list[str]) -> int:
+    options = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--")}
+    shapes = SMALL_SHAPES if "--small" in argv else GPU_SHAPES
+    out = Path(options["--out"])
+    out.mkdir(parents=True, exist_ok=True)
+    report = run_check(
+        Path(options["--work"]),
+        Path(options["--bin"]) / "llama-server",
+        out,
+        shapes,
+        Clock(float(options.get("--budget-s", "540"))),
+    )
+    print(json.dumps(report["summary"], indent=1))
+    if report["skipped"] or report["errors"]:
+        print(json.dumps({"skipped": report["skipped"], "errors": report["errors"]}, indent=1))
+    return 0 if report["phases"] and not report["errors"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
