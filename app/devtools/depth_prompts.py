@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from app.engine.config import DraftSource, ModelSpec
@@ -25,35 +26,39 @@ REQUEST = "\n\nIn the code above, rewrite the first class with a docstring on ev
 DEFAULT_SOURCE = Path(__file__).resolve().parents[1] / "engine" / "adaptive.py"
 
 
+def depth_messages(
+    sizes: list[int], count: Callable[[str], int], source: Path = DEFAULT_SOURCE
+) -> list[tuple[int, str]]:
+    """(size, user message) per size: the longest cut of the repeated ``source`` whose rendered
+    prompt has at most ``size`` tokens by ``count`` (message -> rendered prompt tokens)."""
+    code = source.read_text(encoding="utf-8")
+    messages = []
+    for size in sorted(sizes):
+        repeated = code * (size * 8 // max(len(code), 1) + 1)  # > 4 characters per token
+        low, high = 0, len(repeated)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if count(repeated[:middle] + REQUEST) <= size:
+                low = middle
+            else:
+                high = middle - 1
+        messages.append((size, repeated[:low] + REQUEST))
+    return messages
+
+
 def depth_prompts(target: Path, sizes: list[int], source: Path) -> list[dict[str, object]]:
     """One ``{"id", "prompt", "tokens"}`` per size: the prompt's rendered token count."""
-    code = source.read_text(encoding="utf-8")
     host = EngineHost()
     try:
         host.load(LoadRequest(ModelSpec(str(target), n_ctx=512), None, DraftSource.NGRAM))
 
-        def count(chars: int, repeated: str) -> int:
-            message = {"role": "user", "content": repeated[:chars] + REQUEST}
-            return len(host.tokenize_chat([message]))
+        def count(message: str) -> int:
+            return len(host.tokenize_chat([{"role": "user", "content": message}]))
 
-        rows: list[dict[str, object]] = []
-        for size in sorted(sizes):
-            repeated = code * (size * 8 // max(len(code), 1) + 1)  # > 4 characters per token
-            low, high = 0, len(repeated)
-            while low < high:  # the longest cut whose prompt fits in ``size`` tokens
-                middle = (low + high + 1) // 2
-                if count(middle, repeated) <= size:
-                    low = middle
-                else:
-                    high = middle - 1
-            rows.append(
-                {
-                    "id": f"depth-{size}",
-                    "prompt": repeated[:low] + REQUEST,
-                    "tokens": count(low, repeated),
-                }
-            )
-        return rows
+        return [
+            {"id": f"depth-{size}", "prompt": message, "tokens": count(message)}
+            for size, message in depth_messages(sizes, count, source)
+        ]
     finally:
         host.close()
 

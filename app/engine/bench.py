@@ -163,7 +163,7 @@ def bench_prompt(
         )
         row["reference_tok_s"] = round(ref.tok_s, 3)
         row["reference_acceptance_rate"] = round(ref.acceptance_rate, 4)
-        row["vs_reference"] = round(speculative.tok_s / ref.tok_s, 4) if ref.tok_s else 0.0
+        row["vs_reference"] = round(row["speculative_tok_s"] / ref.tok_s, 4) if ref.tok_s else 0.0
     return row
 
 

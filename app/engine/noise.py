@@ -19,7 +19,9 @@ Pass = tuple[int, float]  # (tokens in the batch, milliseconds)
 
 SPREAD_LIMIT = 1.5  # one run's 90th over 10th percentile pass time, each against its size
 DRIFT_LIMIT = 1.25  # the slowest round's median pass time over the fastest round's
-MIN_PASSES = 6  # a run with fewer comparable passes is not judged
+# a run with fewer comparable passes is not judged; from 11 on, one slow pass (a page fault)
+# never moves the 90th percentile by itself
+MIN_PASSES = 11
 
 
 @dataclass(frozen=True)
