@@ -301,7 +301,7 @@ class CombinedDrafter:
     little slack. A lookup that lost is retried as the model's steps pull its rate back up.
     How much of a match is verified is the lookup's own gate's choice (``LookupGate``): the
     length that pays most for its verification at this depth, at the lookup's measured
-    acceptance, or none. While the guard has the model paused, lookups go on alone.
+    acceptance, or none. While the guard has the model paused, gated lookups go on alone.
     """
 
     confidence_driven = True  # the controller gives the ceiling; each source drafts within it
@@ -328,6 +328,9 @@ class CombinedDrafter:
         return False
 
     def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
+        if not limits.model and self.lookup.gate is None:
+            # a fixed length has no gate to judge lookups by: the guard pauses them too
+            return DraftBlock(source=self.lookup.name)
         if not limits.model or self._lookup_goes_first():
             block = self.lookup.propose(
                 committed, DraftLimits(limits.k, ends_answer=limits.ends_answer)

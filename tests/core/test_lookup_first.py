@@ -14,7 +14,7 @@ import pytest
 
 from app.engine.adaptive import CostModel
 from app.engine.config import GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
-from app.engine.drafting import CombinedDrafter, DraftBlock, DraftLimits
+from app.engine.drafting import CombinedDrafter, DraftBlock, DraftLimits, NgramDrafter
 from app.engine.engine import Engine
 from app.engine.randomness import Randomness
 
@@ -132,6 +132,10 @@ def test_while_the_model_is_paused_only_lookups_draft(combined) -> None:
     assert block.source == "n-gram" and block.passes == 0 and block.tokens[:2] == [42, 43]
     nothing = combined.propose(list(range(10, 70)), paused)  # no match: the target alone
     assert nothing.tokens == [] and nothing.passes == 0
+    # a fixed length has no gate to judge lookups by: the guard pauses them with the model
+    fixed = CombinedDrafter(NgramDrafter(SpecConfig(adaptive=False), min_match=2), combined.model)
+    assert fixed.propose(REPEATED, paused).tokens == []
+    assert fixed.propose(REPEATED, LIMITS).tokens[:2] == [42, 43]
 
 
 def test_a_long_prompt_first_measures_a_target_pass_at_its_depth(
