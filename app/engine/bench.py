@@ -122,6 +122,7 @@ def bench_prompt(
         "baseline_overhead_fraction": round(baseline.overhead_fraction, 4),
         "host_ms_per_token": round(speculative.host_ms_per_token, 4),
         "baseline_host_ms_per_token": round(baseline.host_ms_per_token, 4),
+        "sampling": speculative.sampling,
         "tokens_per_pass": round(speculative.tokens_per_pass, 3),
         "draft_passes": speculative.draft_passes,
         "guard_pauses": speculative.guard_pauses,

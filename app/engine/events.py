@@ -251,6 +251,9 @@ class RunSummary:
     drafted_per_position: tuple[int, ...] = ()
     accepted_per_position: tuple[int, ...] = ()
     per_drafter: tuple[DrafterFigures, ...] = ()  # by draft source, in order of first use
+    # where the sampler chain ran: "device" (llama.cpp returned each row's candidates), or
+    # "host (why)" (full rows of logits crossed into Python)
+    sampling: str = ""
 
     @property
     def acceptance_per_position(self) -> tuple[float, ...]:

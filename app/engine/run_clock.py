@@ -136,6 +136,7 @@ class RunClock:
         position_keyed: bool = False,
         temperature: float = 0.0,
         rule: str = "",
+        sampling: str = "",
     ) -> RunSummary:
         cpu_share, outside_cores = self.machine.read()
         ended = time.perf_counter()
@@ -179,4 +180,5 @@ class RunClock:
             drafted_per_position=drafted_at,
             accepted_per_position=accepted_at,
             per_drafter=per_drafter(records),
+            sampling=sampling,
         )

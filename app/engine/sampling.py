@@ -165,3 +165,123 @@ def residual(p: Distribution, q: Distribution, n_vocab: int) -> Distribution:
 def point_mass(token: int) -> Distribution:
     """The draft distribution of a deterministic proposer (n-gram lookup, greedy draft)."""
     return Distribution(ids=np.array([token], dtype=np.int64), probs=np.array([1.0]))
+
+
+# --- sampling on the device ------------------------------------------------------------------
+
+# At T = 0 the device keeps the 40 largest logits of a row: the argmax, the top-two margin and
+# p(x) come from them. p(x) is then normalised over those 40, not the whole vocabulary: an
+# upper bound on the full softmax, equal to it wherever the rest of the row holds no mass.
+GREEDY_CANDIDATES = 40
+
+
+@dataclass(frozen=True)
+class DeviceChain:
+    """The sampler stages llama.cpp runs on the device after the output layer, in SpecDeck's
+    (and llama.cpp's default) order: top-k, top-p, min-p, then temperature. Only the top-k
+    stage shrinks a row; top-p and min-p set what they cut to -inf, temperature scales."""
+
+    top_k: int
+    top_p: float = 1.0
+    min_p: float = 0.0
+    temperature: float = 0.0  # 0: no temperature stage (the greedy chain, logits at T = 1)
+
+
+DEVICE = "device"
+
+
+def device_chain(config: SamplerConfig, n_vocab: int) -> tuple[DeviceChain | None, str]:
+    """The chain that runs ``config`` on the device, or None and why the host samples.
+
+    A chain is worth running only where top-k cuts the row to a few candidates: without it
+    top-p and min-p still return a full-vocabulary row per output (cut entries as -inf).
+    """
+    if config.greedy:
+        return DeviceChain(top_k=min(GREEDY_CANDIDATES, n_vocab)), DEVICE
+    if not 0 < config.top_k < n_vocab:
+        return None, "host (no top-k: the chain would return whole rows)"
+    chain = DeviceChain(
+        top_k=config.top_k,
+        top_p=config.top_p,
+        min_p=config.min_p,
+        temperature=config.temperature,
+    )
+    return chain, DEVICE
+
+
+class HostRow:
+    """One full-vocabulary row of logits on the host: where no chain runs on the device."""
+
+    __slots__ = ("logits",)
+
+    def __init__(self, logits: np.ndarray) -> None:
+        self.logits = logits
+
+    def greedy(self) -> int:
+        return greedy(self.logits)
+
+    def top_probability(self, best: int) -> float:
+        return top_probability(self.logits, best)
+
+    def distribution(self, config: SamplerConfig) -> Distribution:
+        return distribution(self.logits, config)
+
+    def margin(self) -> tuple[int, int, float]:
+        return top_two_margin(self.logits)
+
+
+class CandidateRow:
+    """What a device chain left of one row: candidate ids and their logits, in no particular
+    order; -inf where top-p or min-p cut a candidate, scaled by 1/T when the chain has a
+    temperature stage. A few dozen entries instead of the whole vocabulary."""
+
+    __slots__ = ("_best", "ids", "logits")
+
+    def __init__(self, ids: np.ndarray, logits: np.ndarray) -> None:
+        self.ids = ids
+        self.logits = logits
+        self._best = -1  # index of the largest logit, once looked for
+
+    def _argmax(self) -> int:
+        if self._best < 0:
+            self._best = int(self.logits.argmax())
+        return self._best
+
+    def greedy(self) -> int:
+        return int(self.ids[self._argmax()])
+
+    def top_probability(self, best: int) -> float:
+        """Softmax probability of ``best`` over the candidates (the greedy chain's 40)."""
+        logits = self.logits
+        at = self._argmax()
+        if int(self.ids[at]) != best:
+            at = int(np.flatnonzero(self.ids == best)[0])
+        peak = logits[self._argmax()]
+        return float(np.exp(logits[at] - peak) / np.exp(logits - peak).sum())
+
+    def distribution(self, config: SamplerConfig) -> Distribution:
+        """The chain's distribution: its truncation and temperature were applied on the device
+        (``config`` is the one the chain was built from), so what is left is a softmax over
+        the surviving candidates, in descending order as the host path gives them."""
+        logits = self.logits
+        order = np.argsort(-logits, kind="stable")  # what the chain cut (-inf) goes last
+        raw = logits[order]
+        survivors = int(np.count_nonzero(raw > -np.inf))
+        raw = raw[:survivors].astype(np.float64)
+        probs = np.exp(raw - raw[0])
+        probs /= probs.sum()
+        return Distribution(ids=self.ids[order[:survivors]].astype(np.int64), probs=probs)
+
+    def margin(self) -> tuple[int, int, float]:
+        return top_two_margin_of(self.ids, self.logits)
+
+
+def top_two_margin_of(ids: np.ndarray, logits: np.ndarray) -> tuple[int, int, float]:
+    """(best id, second id, logit margin) among candidates ``ids`` with ``logits``."""
+    if logits.size < 2:
+        return int(ids[0]), int(ids[0]), math.inf
+    first, second, margin = top_two_margin(logits)
+    return int(ids[first]), int(ids[second]), margin
+
+
+Row = HostRow | CandidateRow
