@@ -95,14 +95,16 @@ class Verifier:
             p = ctx.row(i).distribution(self.sampler)
             px = p.prob(proposed)
             if self.rule is AcceptRule.MATCH:
-                token = p.sample(uniform(at, DRAW))
+                token, pt = p.draw(uniform(at, DRAW))
                 if token == proposed:
                     out.append(Produced(proposed, TokenKind.ACCEPTED, None, px))
                     continue
-                out.append(Produced(token, TokenKind.RESAMPLED, None, p.prob(token), proposed))
+                out.append(Produced(token, TokenKind.RESAMPLED, None, pt, proposed))
                 return Outcome(out, accepted=i)
-            q = block.qdists[i] if block and block.qdists else point_mass(proposed)
-            qx = q.prob(proposed)
+            if block and block.qdists:
+                q, qx = block.qdists[i], float(block.probs[i] or 0.0)  # q(x), as drafted
+            else:
+                q, qx = point_mass(proposed), 1.0
             if qx > 0.0 and uniform(at, ACCEPT) < min(1.0, px / qx):
                 out.append(Produced(proposed, TokenKind.ACCEPTED, qx, px))
                 continue
@@ -110,7 +112,7 @@ class Verifier:
             out.append(Produced(token, TokenKind.RESAMPLED, qx, p.prob(token), proposed))
             return Outcome(out, accepted=i)
         p = ctx.row(len(drafts)).distribution(self.sampler)
-        token = p.sample(uniform(position + len(drafts), DRAW))
+        token, pt = p.draw(uniform(position + len(drafts), DRAW))
         kind = TokenKind.BONUS if drafts else TokenKind.TARGET
-        out.append(Produced(token, kind, None, p.prob(token)))
+        out.append(Produced(token, kind, None, pt))
         return Outcome(out, accepted=len(drafts))

@@ -161,9 +161,10 @@ class SampledDrafter(_Base):
         all_accepted = 1.0  # calibrated probability that every drafted token is accepted
         while True:
             q = row.distribution(self.sampler) if self.stochastic else None
+            qx = 0.0
             if q is not None:
                 confidence: float | None = float(q.probs[0])
-                token = q.sample(self.randomness.uniform(position, DRAW))
+                token, qx = q.draw(self.randomness.uniform(position, DRAW))
             else:
                 token = row.greedy()
                 confidence = row.top_probability(token) if want_confidence else None
@@ -183,7 +184,7 @@ class SampledDrafter(_Base):
             block.confidences.append(confidence)
             if q is not None:
                 block.qdists.append(q)
-                block.probs.append(q.prob(token))
+                block.probs.append(qx)
             else:
                 block.probs.append(confidence)
             if len(block.tokens) >= limits.k:

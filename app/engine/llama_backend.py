@@ -319,7 +319,10 @@ class LlamaContext:
         self._abort: object = None  # keeps the installed ctypes abort callback alive
         self._chain: DeviceChain | None = None  # the sampler chain llama.cpp runs after decode
         self._chain_ptr: Any = None
-        self._candidates: tuple[np.ndarray, np.ndarray] | None = None  # ids, logits per output
+        # ids, logits and probabilities of every output's candidates, views kept by output count
+        self._candidates: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        # by output count (llama.cpp lays its buffers out by it): where the ids were, the views
+        self._views: dict[int, tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
 
     def close(self) -> None:
         if self.ptr:
@@ -492,6 +495,7 @@ class LlamaContext:
         if chain == self._chain:
             return chain is not None
         self._candidates = None
+        self._views.clear()
         if self._chain_ptr is not None:
             llama_cpp.llama_set_sampler(self.ptr, 0, None)
             llama_cpp.llama_sampler_free(self._chain_ptr)
@@ -506,6 +510,7 @@ class LlamaContext:
             stages.append(llama_cpp.llama_sampler_init_min_p(chain.min_p, 1))
         if chain.temperature > 0.0:
             stages.append(llama_cpp.llama_sampler_init_temp(chain.temperature))
+        stages.append(llama_cpp.llama_sampler_init_dist(0))  # the softmax; its draw is unused
         ptr = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
         for stage in stages:
             llama_cpp.llama_sampler_chain_add(ptr, stage)  # the chain owns and frees it
@@ -537,25 +542,39 @@ class LlamaContext:
         candidates = self._candidates
         if candidates is None:
             candidates = self._map_candidates()
-        ids, logits = candidates
-        return CandidateRow(ids[i], logits[i])
+        ids, logits, probs = candidates
+        return CandidateRow(ids[i], logits[i], probs[i], descending=self._chain.top_p < 1.0)
 
-    def _map_candidates(self) -> tuple[np.ndarray, np.ndarray]:
+    def _map_candidates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every output's candidates at once: llama.cpp keeps output r's at r * n_vocab of one
-        buffer, so two pointers and a count map them all (a ctypes call per row would cost
-        more than the row's own work)."""
+        buffer each (ids, logits, probabilities), so pointers, not a ctypes call per row, map
+        them all. llama.cpp lays the three out from one base by the number of outputs, so
+        while the ids of that many outputs stay where they were, so do the others and the
+        views are kept (one ctypes call per decode)."""
         n = self._n_outputs
         if n <= 0:
             raise RuntimeError("no sampled rows: the last decode asked for no logits")
         first = 0 if n > 1 else -1
         ptr = self.ptr
-        count = int(llama_cpp.llama_get_sampled_logits_count_ith(ptr, first))
-        logits_ptr = llama_cpp.llama_get_sampled_logits_ith(ptr, first)
         ids_ptr = llama_cpp.llama_get_sampled_candidates_ith(ptr, first)
-        if count <= 0 or not logits_ptr or not ids_ptr:
+        if not ids_ptr:
             raise RuntimeError("llama.cpp returned no sampled candidates")
-        shape = (n, self._n_vocab)
-        logits = np.ctypeslib.as_array(logits_ptr, shape=shape)[:, :count]
-        ids = np.ctypeslib.as_array(ids_ptr, shape=shape)[:, :count]
-        self._candidates = (ids, logits)
-        return ids, logits
+        where = ctypes.addressof(ids_ptr.contents)
+        cached = self._views.get(n)
+        if cached is not None and cached[0] == where:
+            views = cached[1]
+        else:
+            count = int(llama_cpp.llama_get_sampled_probs_count_ith(ptr, first))
+            logits_ptr = llama_cpp.llama_get_sampled_logits_ith(ptr, first)
+            probs_ptr = llama_cpp.llama_get_sampled_probs_ith(ptr, first)
+            if count <= 0 or not logits_ptr or not probs_ptr:
+                raise RuntimeError("llama.cpp returned no sampled probabilities")
+            shape = (n, self._n_vocab)
+            views = (
+                np.ctypeslib.as_array(ids_ptr, shape=shape)[:, :count],
+                np.ctypeslib.as_array(logits_ptr, shape=shape)[:, :count],
+                np.ctypeslib.as_array(probs_ptr, shape=shape)[:, :count],
+            )
+            self._views[n] = (where, views)
+        self._candidates = views
+        return views

@@ -67,8 +67,8 @@ def top_two_margin(logits: np.ndarray) -> tuple[int, int, float]:
 class Distribution:
     """A sparse probability distribution over token ids (probabilities sum to 1)."""
 
-    ids: np.ndarray  # int64
-    probs: np.ndarray  # float64
+    ids: np.ndarray  # int64, or int32 as llama.cpp returns candidates
+    probs: np.ndarray  # float64, or float32 as llama.cpp's softmax gives them
 
     def prob(self, token: int) -> float:
         hit = np.flatnonzero(self.ids == token)
@@ -77,6 +77,11 @@ class Distribution:
     def sample(self, uniform: float) -> int:
         """The token whose cumulative probability interval holds ``uniform`` (in [0, 1))."""
         return int(self.ids[_draw(self.probs, uniform)])
+
+    def draw(self, uniform: float) -> tuple[int, float]:
+        """``sample`` and that token's probability, without looking it up again."""
+        index = _draw(self.probs, uniform)
+        return int(self.ids[index]), float(self.probs[index])
 
     def dense(self, n_vocab: int) -> np.ndarray:
         out = np.zeros(n_vocab, dtype=np.float64)
@@ -179,7 +184,9 @@ GREEDY_CANDIDATES = 40
 class DeviceChain:
     """The sampler stages llama.cpp runs on the device after the output layer, in SpecDeck's
     (and llama.cpp's default) order: top-k, top-p, min-p, then temperature. Only the top-k
-    stage shrinks a row; top-p and min-p set what they cut to -inf, temperature scales."""
+    stage shrinks a row; top-p and min-p set what they cut to -inf, temperature scales. A
+    final softmax (llama.cpp's ``dist`` stage, whose own draw is not used: SpecDeck draws with
+    its position-keyed randomness) gives the probabilities."""
 
     top_k: int
     top_p: float = 1.0
@@ -231,15 +238,22 @@ class HostRow:
 
 
 class CandidateRow:
-    """What a device chain left of one row: candidate ids and their logits, in no particular
-    order; -inf where top-p or min-p cut a candidate, scaled by 1/T when the chain has a
-    temperature stage. A few dozen entries instead of the whole vocabulary."""
+    """What a device chain left of one row: candidate ids, their logits and their
+    probabilities after the chain (llama.cpp's softmax over what survived: 0 where top-p or
+    min-p cut a candidate, temperature applied), in no particular order. A few dozen entries
+    instead of the whole vocabulary; nothing here is more than an index or a short sort."""
 
-    __slots__ = ("_best", "ids", "logits")
+    __slots__ = ("_best", "descending", "ids", "logits", "probs")
 
-    def __init__(self, ids: np.ndarray, logits: np.ndarray) -> None:
+    def __init__(
+        self, ids: np.ndarray, logits: np.ndarray, probs: np.ndarray, *, descending: bool = False
+    ) -> None:
         self.ids = ids
         self.logits = logits
+        self.probs = probs
+        # llama.cpp's top-p stage sorts the candidates by logit, largest first (what it cut
+        # last); the top-k stage leaves them in no order
+        self.descending = descending
         self._best = -1  # index of the largest logit, once looked for
 
     def _argmax(self) -> int:
@@ -251,26 +265,25 @@ class CandidateRow:
         return int(self.ids[self._argmax()])
 
     def top_probability(self, best: int) -> float:
-        """Softmax probability of ``best`` over the candidates (the greedy chain's 40)."""
-        logits = self.logits
+        """Probability of ``best`` over the candidates (the greedy chain's 40, at T = 1)."""
         at = self._argmax()
         if int(self.ids[at]) != best:
             at = int(np.flatnonzero(self.ids == best)[0])
-        peak = logits[self._argmax()]
-        return float(np.exp(logits[at] - peak) / np.exp(logits - peak).sum())
+        return float(self.probs[at])
 
     def distribution(self, config: SamplerConfig) -> Distribution:
         """The chain's distribution: its truncation and temperature were applied on the device
-        (``config`` is the one the chain was built from), so what is left is a softmax over
-        the surviving candidates, in descending order as the host path gives them."""
-        logits = self.logits
-        order = np.argsort(-logits, kind="stable")  # what the chain cut (-inf) goes last
-        raw = logits[order]
-        survivors = int(np.count_nonzero(raw > -np.inf))
-        raw = raw[:survivors].astype(np.float64)
-        probs = np.exp(raw - raw[0])
-        probs /= probs.sum()
-        return Distribution(ids=self.ids[order[:survivors]].astype(np.int64), probs=probs)
+        (``config`` is the one the chain was built from), in descending order as the host path
+        gives it."""
+        probs = self.probs
+        # copies, never views: llama.cpp overwrites its buffers at the next decode, and a
+        # draft's q is judged after the target's
+        if self.descending:  # each numpy call costs microseconds with the caches cold
+            survivors = int(np.count_nonzero(probs))
+            return Distribution(ids=self.ids[:survivors].copy(), probs=probs[:survivors].copy())
+        order = np.argsort(-probs, kind="stable")
+        kept = order[: int(np.count_nonzero(probs))]
+        return Distribution(ids=self.ids[kept], probs=probs[kept])
 
     def margin(self) -> tuple[int, int, float]:
         return top_two_margin_of(self.ids, self.logits)

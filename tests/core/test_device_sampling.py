@@ -152,6 +152,10 @@ def test_device_candidates_give_the_hosts_truncated_distribution(
         device = [ctx.row(i) for i in range(len(tokens))]
         assert all(isinstance(row, CandidateRow) for row in device)
         dists = [row.distribution(sampler) for row in device]
+        kept = [(d.ids.copy(), d.probs.copy()) for d in dists]
+        ctx.decode(tokens[::-1], logits="all")  # the same layout: overwrites those rows
+        for d, (ids, probs) in zip(dists, kept, strict=True):  # a draft's q outlives its row
+            assert np.array_equal(d.ids, ids) and np.array_equal(d.probs, probs)
         ctx.attach_chain(None)
         ctx.truncate(0)
         ctx.decode(tokens, logits="all")
