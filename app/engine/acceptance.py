@@ -16,7 +16,7 @@ from app.engine.drafting import DraftBlock
 from app.engine.events import TokenKind
 from app.engine.llama_backend import LlamaContext
 from app.engine.randomness import ACCEPT, DRAW, RESIDUAL, Randomness
-from app.engine.sampling import distribution, greedy, point_mass, residual, top_probability
+from app.engine.sampling import point_mass, residual
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,12 @@ class Outcome:
 
 
 class Verifier:
-    """Turns the target's logits over [last, d1..dk] into the tokens to keep."""
+    """Turns the target's rows over [last, d1..dk] into the tokens to keep.
+
+    Each row is what the context returns: the candidates of the sampler chain run on the
+    device, or a full row of logits where the chain runs on the host. Either way p is the
+    target's distribution after the user's chain, and p(x) for hover comes from the same row.
+    """
 
     def __init__(
         self,
@@ -64,19 +69,19 @@ class Verifier:
     ) -> Outcome:
         out: list[Produced] = []
         for i, proposed in enumerate(drafts):
-            row = ctx.logits(i)
-            best = greedy(row)
+            row = ctx.row(i)
+            best = row.greedy()
             q = block.probs[i] if block else None
-            p = top_probability(row, best) if self.want_probs else None
+            p = row.top_probability(best) if self.want_probs else None
             if best == proposed:
                 out.append(Produced(proposed, TokenKind.ACCEPTED, q, p))
                 continue
             out.append(Produced(best, TokenKind.RESAMPLED, q, p, rejected_token=proposed))
             return Outcome(out, accepted=i)
-        row = ctx.logits(len(drafts))
-        best = greedy(row)
+        row = ctx.row(len(drafts))
+        best = row.greedy()
         kind = TokenKind.BONUS if drafts else TokenKind.TARGET
-        p = top_probability(row, best) if self.want_probs else None
+        p = row.top_probability(best) if self.want_probs else None
         out.append(Produced(best, kind, None, p))
         return Outcome(out, accepted=len(drafts))
 
@@ -87,25 +92,27 @@ class Verifier:
         uniform = self.randomness.uniform
         for i, proposed in enumerate(drafts):
             at = position + i
-            p = distribution(ctx.logits(i), self.sampler)
+            p = ctx.row(i).distribution(self.sampler)
             px = p.prob(proposed)
             if self.rule is AcceptRule.MATCH:
-                token = p.sample(uniform(at, DRAW))
+                token, pt = p.draw(uniform(at, DRAW))
                 if token == proposed:
                     out.append(Produced(proposed, TokenKind.ACCEPTED, None, px))
                     continue
-                out.append(Produced(token, TokenKind.RESAMPLED, None, p.prob(token), proposed))
+                out.append(Produced(token, TokenKind.RESAMPLED, None, pt, proposed))
                 return Outcome(out, accepted=i)
-            q = block.qdists[i] if block and block.qdists else point_mass(proposed)
-            qx = q.prob(proposed)
+            if block and block.qdists:
+                q, qx = block.qdists[i], float(block.probs[i] or 0.0)  # q(x), as drafted
+            else:
+                q, qx = point_mass(proposed), 1.0
             if qx > 0.0 and uniform(at, ACCEPT) < min(1.0, px / qx):
                 out.append(Produced(proposed, TokenKind.ACCEPTED, qx, px))
                 continue
             token = residual(p, q, self.n_vocab).sample(uniform(at, RESIDUAL))
             out.append(Produced(token, TokenKind.RESAMPLED, qx, p.prob(token), proposed))
             return Outcome(out, accepted=i)
-        p = distribution(ctx.logits(len(drafts)), self.sampler)
-        token = p.sample(uniform(position + len(drafts), DRAW))
+        p = ctx.row(len(drafts)).distribution(self.sampler)
+        token, pt = p.draw(uniform(position + len(drafts), DRAW))
         kind = TokenKind.BONUS if drafts else TokenKind.TARGET
-        out.append(Produced(token, kind, None, p.prob(token)))
+        out.append(Produced(token, kind, None, pt))
         return Outcome(out, accepted=len(drafts))

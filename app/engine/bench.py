@@ -136,6 +136,7 @@ def bench_prompt(
         "baseline_step_host_ms_per_token": round(
             median(lambda r: r.step_host_ms_per_token, False), 4
         ),
+        "sampling": speculative.sampling,
         "tokens_per_pass": round(speculative.tokens_per_pass, 3),
         "draft_passes": speculative.draft_passes,
         "guard_pauses": speculative.guard_pauses,

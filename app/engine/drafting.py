@@ -16,8 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import numpy as np
-
 from app.engine import ngram
 from app.engine.adaptive import (
     AnswerBias,
@@ -30,7 +28,7 @@ from app.engine.adaptive import (
 from app.engine.config import SamplerConfig, SpecConfig
 from app.engine.llama_backend import LlamaContext
 from app.engine.randomness import DRAW, Randomness
-from app.engine.sampling import Distribution, distribution, greedy, top_probability
+from app.engine.sampling import Distribution, Row
 
 
 @dataclass
@@ -150,7 +148,8 @@ class SampledDrafter(_Base):
     """Drafts token by token from a model's logits and stops when one more pass would not pay.
 
     Subclasses say how the first pass catches up with the committed tokens (``_start``) and
-    how one drafted token is fed back (``_advance``); both return the next position's logits.
+    how one drafted token is fed back (``_advance``); both return the next position's row:
+    the device chain's candidates, or the full logits where the chain runs on the host.
     """
 
     name = "sampled drafter"
@@ -187,31 +186,32 @@ class SampledDrafter(_Base):
         for confidence, was_accepted in judged(block.confidences, accepted):
             self.bias.observe(self.calibration.acceptance(confidence), was_accepted)
 
-    def _start(self, committed: list[int], block: DraftBlock) -> np.ndarray:
-        """The first pass: catch up with ``committed`` and return the next position's logits."""
+    def _start(self, committed: list[int], block: DraftBlock) -> Row:
+        """The first pass: catch up with ``committed`` and return the next position's row."""
         raise NotImplementedError
 
-    def _advance(self, token: int) -> np.ndarray:
-        """Feed one drafted token and return the next position's logits."""
+    def _advance(self, token: int) -> Row:
+        """Feed one drafted token and return the next position's row."""
         raise NotImplementedError
 
     def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
         began = time.perf_counter()
         block = DraftBlock(source=self.name)
-        logits = self._start(committed, block)
+        row = self._start(committed, block)
         block.passes = 1
         adaptive = limits.keep_drafting > 0.0 or limits.include > 0.0
         want_confidence = self.spec.p_min > 0.0 or adaptive or self.want_probs
         position = len(committed)
         all_accepted = 1.0  # calibrated probability that every drafted token is accepted
         while True:
-            q = distribution(logits, self.sampler) if self.stochastic else None
+            q = row.distribution(self.sampler) if self.stochastic else None
+            qx = 0.0
             if q is not None:
                 confidence: float | None = float(q.probs[0])
-                token = q.sample(self.randomness.uniform(position, DRAW))
+                token, qx = q.draw(self.randomness.uniform(position, DRAW))
             else:
-                token = greedy(logits)
-                confidence = top_probability(logits, token) if want_confidence else None
+                token = row.greedy()
+                confidence = row.top_probability(token) if want_confidence else None
             if token >= self.target_vocab:
                 break
             acceptance = 1.0
@@ -228,7 +228,7 @@ class SampledDrafter(_Base):
             block.confidences.append(confidence)
             if q is not None:
                 block.qdists.append(q)
-                block.probs.append(q.prob(token))
+                block.probs.append(qx)
             else:
                 block.probs.append(confidence)
             if len(block.tokens) >= limits.k:
@@ -237,7 +237,7 @@ class SampledDrafter(_Base):
                 break
             if adaptive and all_accepted * acceptance < limits.keep_drafting:
                 break
-            logits = self._advance(token)
+            row = self._advance(token)
             block.passes += 1
             position += 1
         block.ms = (time.perf_counter() - began) * 1000.0
@@ -278,17 +278,17 @@ class ModelDrafter(SampledDrafter):
         self.costs.observe_draft_pass(len(tokens), ms)
         return ms
 
-    def _start(self, committed: list[int], block: DraftBlock) -> np.ndarray:
+    def _start(self, committed: list[int], block: DraftBlock) -> Row:
         ctx = self.ctx
         ctx.truncate(self._catch_up_from(committed))
         block.catch_up = len(committed) - ctx.n_past
         block.catch_up_ms = self._pass(committed[ctx.n_past :])
         self._agrees = len(committed)
-        return ctx.logits(-1)
+        return ctx.row(-1)
 
-    def _advance(self, token: int) -> np.ndarray:
+    def _advance(self, token: int) -> Row:
         self._pass([token])
-        return self.ctx.logits(-1)
+        return self.ctx.row(-1)
 
 
 class CombinedDrafter:

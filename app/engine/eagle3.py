@@ -34,6 +34,7 @@ from app.engine.drafting import DraftBlock, SampledDrafter
 from app.engine.eagle3_functions import eagle3_functions
 from app.engine.llama_backend import LlamaContext, LlamaModel
 from app.engine.randomness import Randomness
+from app.engine.sampling import HostRow, Row
 from app.errors import ModelLoadError
 
 RING_ROWS = 2048  # feature rows kept by position; a longer prefill keeps its tail only
@@ -232,16 +233,16 @@ class Eagle3Drafter(SampledDrafter):
         )
         self.head = head
 
-    def _start(self, committed: list[int], block: DraftBlock) -> np.ndarray:
+    def _start(self, committed: list[int], block: DraftBlock) -> Row:
         began = time.perf_counter()
-        logits = self.head.first(committed)
+        logits = HostRow(self.head.first(committed))
         block.catch_up = 1
         block.catch_up_ms = (time.perf_counter() - began) * 1000.0
         self.costs.observe_draft_pass(1, block.catch_up_ms)
         return logits
 
-    def _advance(self, token: int) -> np.ndarray:
+    def _advance(self, token: int) -> Row:
         began = time.perf_counter()
-        logits = self.head.advance(token)
+        logits = HostRow(self.head.advance(token))
         self.costs.observe_draft_pass(1, (time.perf_counter() - began) * 1000.0)
         return logits

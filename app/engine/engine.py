@@ -19,7 +19,7 @@ import numpy as np
 from app.engine.acceptance import Verifier
 from app.engine.adaptive import ConfidenceCalibration, CostModel, DraftController, GuardMemory
 from app.engine.chat_template import ChatFormatter, Message
-from app.engine.config import DraftSource, GenerationRequest, ModelSpec
+from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig
 from app.engine.drafting import (
     CombinedDrafter,
     DraftBlock,
@@ -37,11 +37,16 @@ from app.engine.events import (
     StopReason,
     TextTail,
 )
-from app.engine.llama_backend import RECURRENT_ROLLBACK, LlamaContext, LlamaModel
+from app.engine.llama_backend import (
+    DEVICE,
+    RECURRENT_ROLLBACK,
+    LlamaContext,
+    LlamaModel,
+    sample_with,
+)
 from app.engine.mtp import MtpDrafter, NextTokenHeads
 from app.engine.randomness import Randomness
 from app.engine.run_clock import DecodeTimed, RunClock
-from app.engine.sampling import top_two_margin
 from app.engine.step_record import StepRecord
 from app.engine.textstream import TextStream
 from app.errors import ContextOverflowError, ModelLoadError
@@ -264,6 +269,10 @@ class Engine:
         clock = RunClock(contexts, mode="speculative" if request.speculative else "baseline")
         sampler = request.sampler
         randomness = Randomness(sampler.seed, position_keyed=sampler.position_keyed)
+        # "device", or "host (why)"; an EAGLE-3 head's rows are always read whole
+        sampling = sample_with([c for c in contexts if isinstance(c, LlamaContext)], sampler)
+        if request.speculative and self.eagle3 is not None and sampling == DEVICE:
+            sampling = "host (the EAGLE-3 head's draft rows)"
 
         ctx.truncate(min(ctx.common_prefix(prompt), len(prompt) - 1))
         reused = ctx.n_past
@@ -405,6 +414,7 @@ class Engine:
             position_keyed=sampler.position_keyed and not sampler.greedy,
             temperature=sampler.temperature,
             rule=request.spec.rule.value if request.speculative else "",
+            sampling=sampling,
         )
 
     # --- exactness ------------------------------------------------------------------------
@@ -417,6 +427,7 @@ class Engine:
         ctx = self.base_ctx
         if len(tokens) + 1 > ctx.n_ctx:
             raise ContextOverflowError(len(tokens) + 1, ctx.n_ctx)
+        ctx.sample_with(SamplerConfig())  # greedy: its candidates hold the top two
         ctx.truncate(min(ctx.common_prefix(tokens), len(tokens) - 1))
         ctx.decode(list(tokens[ctx.n_past :]), logits="last")
-        return top_two_margin(ctx.logits(-1))
+        return ctx.row(-1).margin()

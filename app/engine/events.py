@@ -255,6 +255,9 @@ class RunSummary:
     # whether another program disturbed the run (app.engine.noise)
     verify_passes: tuple[tuple[int, float], ...] = field(default=(), repr=False)
     step_host_s: float = 0.0  # time outside llama_decode in the decoding steps (no prefill)
+    # where the sampler chain ran: "device" (llama.cpp returned each row's candidates), or
+    # "host (why)" (full rows of logits crossed into Python)
+    sampling: str = ""
 
     @property
     def acceptance_per_position(self) -> tuple[float, ...]:

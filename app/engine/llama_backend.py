@@ -19,9 +19,10 @@ import gguf
 import llama_cpp
 import numpy as np
 
-from app.engine.config import KV_TYPES, ModelSpec
+from app.engine.config import KV_TYPES, MAX_DRAFT_LEN, ModelSpec, SamplerConfig
 from app.engine.load_hooks import current_load_observer
 from app.engine.repacking import repacking_enabled
+from app.engine.sampling import DEVICE, CandidateRow, DeviceChain, HostRow, device_chain
 from app.engine.sequences import common_prefix_length
 from app.errors import ContextOverflowError, GenerationCancelled, ModelLoadError
 from app.gguf.check import validate_gguf_file
@@ -48,14 +49,22 @@ _FLASH_ATTN = {
 # nothing there; on a hybrid model each snapshot costs one copy of the recurrent state.
 RECURRENT_ROLLBACK = 16
 
+# The most outputs a device sampler chain samples in one decode: a verification batch of the
+# longest draft. llama.cpp sizes the chain's graph by it (its default is 1).
+SAMPLED_ROWS = MAX_DRAFT_LEN + 1
+
 _backend_lock = threading.Lock()
 _backend_ready = False
+_log_capture: list[str] | None = None  # set while a call's warnings are wanted
 
 
 @llama_cpp.llama_log_callback
 def _quiet_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
     # llama.cpp logs every tensor at load time; errors reach the user through return codes.
-    return None
+    # A device that lacks an op a sampler stage needs is said only in a warning, though.
+    capture = _log_capture
+    if capture is not None and text:
+        capture.append(text.decode("utf-8", errors="replace"))
 
 
 def next_token_functions() -> ModuleType:
@@ -213,6 +222,13 @@ class LlamaModel:
         return raw.decode("utf-8") if raw else None
 
 
+def sample_with(contexts: Sequence[LlamaContext], config: SamplerConfig) -> str:
+    """Attach ``config``'s chain to every context of a run: "device" when it runs on the
+    device for all of them, else the first "host (why)"."""
+    verdicts = [ctx.sample_with(config) for ctx in contexts]
+    return next((verdict for verdict in verdicts if verdict != DEVICE), DEVICE)
+
+
 class LlamaContext:
     """One inference context (own KV cache) over a shared model, sequence 0 only.
 
@@ -250,6 +266,7 @@ class LlamaContext:
         params.flash_attn_type = _FLASH_ATTN[spec.flash_attn]
         params.no_perf = True
         params.n_rs_seq = n_rs_seq
+        params.n_outputs_max_per_seq = SAMPLED_ROWS
         if heads_of is not None:
             params.ctx_type = llama_cpp.LLAMA_CONTEXT_TYPE_MTP
             params.ctx_other = heads_of.ptr
@@ -308,9 +325,16 @@ class LlamaContext:
         self._rows: np.ndarray | None = None  # output rows of the last decode
         self._n_outputs = 0
         self._abort: object = None  # keeps the installed ctypes abort callback alive
+        self._chain: DeviceChain | None = None  # the sampler chain llama.cpp runs after decode
+        self._chain_ptr: Any = None
+        # ids, logits and probabilities of every output's candidates, views kept by output count
+        self._candidates: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        # by output count (llama.cpp lays its buffers out by it): where the ids were, the views
+        self._views: dict[int, tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
 
     def close(self) -> None:
         if self.ptr:
+            self.attach_chain(None)
             if self._token_array is not None:
                 self._batch.token = ctypes.POINTER(llama_cpp.llama_token)()
             llama_cpp.llama_batch_free(self._batch)
@@ -359,7 +383,10 @@ class LlamaContext:
         if self.n_past + len(tokens) > self.n_ctx:
             raise ContextOverflowError(self.n_past + len(tokens), self.n_ctx)
         self._rows = None
+        self._candidates = None
         self._n_outputs = 0
+        if self._chain is not None and logits == "all" and len(tokens) > SAMPLED_ROWS:
+            raise ValueError(f"a device sampler chain samples at most {SAMPLED_ROWS} rows at once")
         for start in range(0, len(tokens), self.n_batch):
             chunk = tokens[start : start + self.n_batch]
             final_chunk = start + self.n_batch >= len(tokens)
@@ -427,6 +454,8 @@ class LlamaContext:
         """
         rows = self._rows
         if rows is None:
+            if self._chain is not None:
+                raise RuntimeError("a device sampler chain is attached: no full rows are copied")
             if self._n_outputs <= 0:
                 raise RuntimeError(f"no logits for output row {i}")
             ptr = llama_cpp.llama_get_logits(self.ptr)
@@ -468,3 +497,110 @@ class LlamaContext:
         if self._ext is None:
             raise RuntimeError("this context has no next-token layers")
         self._ext.llama_set_nextn_layer_offset(self.ptr, index)
+
+    # --- sampling on the device -------------------------------------------------------------
+
+    def sample_with(self, config: SamplerConfig) -> str:
+        """Run ``config``'s chain on the device after every decode, where it can run there:
+        "device", or "host (why)" when ``row`` keeps returning full rows."""
+        chain, where = device_chain(config, self._n_vocab)
+        if chain is None:
+            self.attach_chain(None)
+            return where
+        if not self.attach_chain(chain):
+            return "host (llama.cpp cannot run the chain on this device)"
+        return DEVICE
+
+    def attach_chain(self, chain: DeviceChain | None) -> bool:
+        """Attach ``chain`` (None: detach); whether every stage of it runs on the device.
+
+        llama.cpp runs only the prefix of a chain whose ops the device supports and says so
+        in a warning; a partly offloaded chain is detached, never half applied.
+        """
+        global _log_capture
+        if chain == self._chain:
+            return chain is not None
+        self._candidates = None
+        self._views.clear()
+        if self._chain_ptr is not None:
+            llama_cpp.llama_set_sampler(self.ptr, 0, None)
+            llama_cpp.llama_sampler_free(self._chain_ptr)
+            self._chain_ptr = None
+            self._chain = None
+        if chain is None:
+            return False
+        stages = [llama_cpp.llama_sampler_init_top_k(chain.top_k)]
+        if chain.top_p < 1.0:
+            stages.append(llama_cpp.llama_sampler_init_top_p(chain.top_p, 1))
+        if chain.min_p > 0.0:
+            stages.append(llama_cpp.llama_sampler_init_min_p(chain.min_p, 1))
+        if chain.temperature > 0.0:
+            stages.append(llama_cpp.llama_sampler_init_temp(chain.temperature))
+        stages.append(llama_cpp.llama_sampler_init_dist(0))  # the softmax; its draw is unused
+        ptr = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+        for stage in stages:
+            llama_cpp.llama_sampler_chain_add(ptr, stage)  # the chain owns and frees it
+        with _backend_lock:
+            _log_capture = []
+            try:
+                attached = bool(llama_cpp.llama_set_sampler(self.ptr, 0, ptr))
+                warnings = _log_capture
+            finally:
+                _log_capture = None
+        partial = any("does not have support for op" in line for line in warnings)
+        if attached and partial:
+            llama_cpp.llama_set_sampler(self.ptr, 0, None)
+        if not attached or partial:
+            llama_cpp.llama_sampler_free(ptr)
+            return False
+        self._chain, self._chain_ptr = chain, ptr
+        return True
+
+    @property
+    def chain(self) -> DeviceChain | None:
+        return self._chain
+
+    def row(self, i: int = -1) -> HostRow | CandidateRow:
+        """Output row ``i`` of the last decode (-1: the last): the chain's candidates when a
+        chain runs on the device, else the full row of logits. Valid until the next decode."""
+        if self._chain is None:
+            return HostRow(self.logits(i))
+        candidates = self._candidates
+        if candidates is None:
+            candidates = self._map_candidates()
+        ids, logits, probs = candidates
+        return CandidateRow(ids[i], logits[i], probs[i], descending=self._chain.top_p < 1.0)
+
+    def _map_candidates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every output's candidates at once: llama.cpp keeps output r's at r * n_vocab of one
+        buffer each (ids, logits, probabilities), so pointers, not a ctypes call per row, map
+        them all. llama.cpp lays the three out from one base by the number of outputs, so
+        while the ids of that many outputs stay where they were, so do the others and the
+        views are kept (one ctypes call per decode)."""
+        n = self._n_outputs
+        if n <= 0:
+            raise RuntimeError("no sampled rows: the last decode asked for no logits")
+        first = 0 if n > 1 else -1
+        ptr = self.ptr
+        ids_ptr = llama_cpp.llama_get_sampled_candidates_ith(ptr, first)
+        if not ids_ptr:
+            raise RuntimeError("llama.cpp returned no sampled candidates")
+        where = ctypes.addressof(ids_ptr.contents)
+        cached = self._views.get(n)
+        if cached is not None and cached[0] == where:
+            views = cached[1]
+        else:
+            count = int(llama_cpp.llama_get_sampled_probs_count_ith(ptr, first))
+            logits_ptr = llama_cpp.llama_get_sampled_logits_ith(ptr, first)
+            probs_ptr = llama_cpp.llama_get_sampled_probs_ith(ptr, first)
+            if count <= 0 or not logits_ptr or not probs_ptr:
+                raise RuntimeError("llama.cpp returned no sampled probabilities")
+            shape = (n, self._n_vocab)
+            views = (
+                np.ctypeslib.as_array(ids_ptr, shape=shape)[:, :count],
+                np.ctypeslib.as_array(logits_ptr, shape=shape)[:, :count],
+                np.ctypeslib.as_array(probs_ptr, shape=shape)[:, :count],
+            )
+            self._views[n] = (where, views)
+        self._candidates = views
+        return views

@@ -31,6 +31,7 @@ from app.engine.config import ModelSpec, SamplerConfig, SpecConfig
 from app.engine.drafting import DraftBlock, DraftLimits, SampledDrafter
 from app.engine.llama_backend import LlamaContext, LlamaModel
 from app.engine.randomness import Randomness
+from app.engine.sampling import Row
 from app.errors import ModelLoadError
 
 RING_ROWS = 2048  # target rows kept for the heads; older ones are fed eagerly (prefill)
@@ -176,40 +177,40 @@ class NextTokenHeads:
 
     # --- drafting ---------------------------------------------------------------------------
 
-    def first(self, committed: list[int]) -> tuple[np.ndarray, int]:
-        """Catch up and run the first head on the last committed token: its logits for the
+    def first(self, committed: list[int]) -> tuple[Row, int]:
+        """Catch up and run the first head on the last committed token: its row for the
         next position, and how many tokens that pass decoded."""
         n = len(committed)
         if self.shared:
             self._pos0 = n - 1
             row = self._row(n - 2)[None, :]
             self.ctx.decode(committed[-1:], logits="last", rows=row, at=self._pos0)
-            return self.ctx.logits(-1), 1
+            return self.ctx.row(-1), 1
         self.ctx.truncate(min(self._synced(committed), n - 1))
         if not self.chained:
             decoded = self._feed(committed, n, logits="last")
-            return self.ctx.logits(-1), decoded
+            return self.ctx.row(-1), decoded
         decoded = self._feed(committed, n - 1)
         self._pos0 = n - 1
         self._chain = [committed[-1]]
         self._chain_rows = [self._row(n - 2).copy()]
         return self._chain_pass(0), decoded + 1
 
-    def advance(self, token: int, step: int) -> np.ndarray:
+    def advance(self, token: int, step: int) -> Row:
         """Feed drafted ``token`` with the row the previous head step returned; ``step`` is
         the index of the head step that drafts the following token."""
         row = self.ctx.head_row().copy()
         if self.shared:  # the assistant's drafts all sit at the last committed position
             self.ctx.decode([token], logits="last", rows=row[None, :], at=self._pos0)
-            return self.ctx.logits(-1)
+            return self.ctx.row(-1)
         if not self.chained:
             self.ctx.decode([token], logits="last", rows=row[None, :])
-            return self.ctx.logits(-1)
+            return self.ctx.row(-1)
         self._chain.append(token)
         self._chain_rows.append(row)
         return self._chain_pass(step)
 
-    def _chain_pass(self, head: int) -> np.ndarray:
+    def _chain_pass(self, head: int) -> Row:
         """Head ``head`` over the whole drafted prefix from the last committed position: each
         head keeps its own layer's cache, so a head never reads cells another head wrote."""
         self.ctx.truncate(self._pos0)
@@ -218,7 +219,7 @@ class NextTokenHeads:
             self.ctx.decode(self._chain, logits="last", rows=np.stack(self._chain_rows))
         finally:
             self.ctx.select_head(0)
-        return self.ctx.logits(-1)
+        return self.ctx.row(-1)
 
 
 class MtpDrafter(SampledDrafter):
@@ -258,18 +259,18 @@ class MtpDrafter(SampledDrafter):
             limits = replace(limits, k=self.heads.n_heads)
         return super().propose(committed, limits)
 
-    def _start(self, committed: list[int], block: DraftBlock) -> np.ndarray:
+    def _start(self, committed: list[int], block: DraftBlock) -> Row:
         began = time.perf_counter()
-        logits, decoded = self.heads.first(committed)
+        row, decoded = self.heads.first(committed)
         block.catch_up = decoded
         block.catch_up_ms = (time.perf_counter() - began) * 1000.0
         self.costs.observe_draft_pass(decoded, block.catch_up_ms)
         self._step = 0
-        return logits
+        return row
 
-    def _advance(self, token: int) -> np.ndarray:
+    def _advance(self, token: int) -> Row:
         self._step += 1
         began = time.perf_counter()
-        logits = self.heads.advance(token, self._step)
+        row = self.heads.advance(token, self._step)
         self.costs.observe_draft_pass(1, (time.perf_counter() - began) * 1000.0)
-        return logits
+        return row

@@ -145,6 +145,7 @@ class RunClock:
         position_keyed: bool = False,
         temperature: float = 0.0,
         rule: str = "",
+        sampling: str = "",
     ) -> RunSummary:
         cpu_share, outside_cores = self.machine.read()
         ended = time.perf_counter()
@@ -190,4 +191,5 @@ class RunClock:
             per_drafter=per_drafter(records),
             verify_passes=tuple((r.proposed + 1, r.verify_ms) for r in records),
             step_host_s=sum(r.host_ms for r in records) / 1000.0,
+            sampling=sampling,
         )

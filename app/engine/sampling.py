@@ -67,8 +67,8 @@ def top_two_margin(logits: np.ndarray) -> tuple[int, int, float]:
 class Distribution:
     """A sparse probability distribution over token ids (probabilities sum to 1)."""
 
-    ids: np.ndarray  # int64
-    probs: np.ndarray  # float64
+    ids: np.ndarray  # int64, or int32 as llama.cpp returns candidates
+    probs: np.ndarray  # float64, or float32 as llama.cpp's softmax gives them
 
     def prob(self, token: int) -> float:
         hit = np.flatnonzero(self.ids == token)
@@ -77,6 +77,11 @@ class Distribution:
     def sample(self, uniform: float) -> int:
         """The token whose cumulative probability interval holds ``uniform`` (in [0, 1))."""
         return int(self.ids[_draw(self.probs, uniform)])
+
+    def draw(self, uniform: float) -> tuple[int, float]:
+        """``sample`` and that token's probability, without looking it up again."""
+        index = _draw(self.probs, uniform)
+        return int(self.ids[index]), float(self.probs[index])
 
     def dense(self, n_vocab: int) -> np.ndarray:
         out = np.zeros(n_vocab, dtype=np.float64)
@@ -165,3 +170,131 @@ def residual(p: Distribution, q: Distribution, n_vocab: int) -> Distribution:
 def point_mass(token: int) -> Distribution:
     """The draft distribution of a deterministic proposer (n-gram lookup, greedy draft)."""
     return Distribution(ids=np.array([token], dtype=np.int64), probs=np.array([1.0]))
+
+
+# --- sampling on the device ------------------------------------------------------------------
+
+# At T = 0 the device keeps the 40 largest logits of a row: the argmax, the top-two margin and
+# p(x) come from them. p(x) is then normalised over those 40, not the whole vocabulary: an
+# upper bound on the full softmax, equal to it wherever the rest of the row holds no mass.
+GREEDY_CANDIDATES = 40
+
+
+@dataclass(frozen=True)
+class DeviceChain:
+    """The sampler stages llama.cpp runs on the device after the output layer, in SpecDeck's
+    (and llama.cpp's default) order: top-k, top-p, min-p, then temperature. Only the top-k
+    stage shrinks a row; top-p and min-p set what they cut to -inf, temperature scales. A
+    final softmax (llama.cpp's ``dist`` stage, whose own draw is not used: SpecDeck draws with
+    its position-keyed randomness) gives the probabilities."""
+
+    top_k: int
+    top_p: float = 1.0
+    min_p: float = 0.0
+    temperature: float = 0.0  # 0: no temperature stage (the greedy chain, logits at T = 1)
+
+
+DEVICE = "device"
+
+
+def device_chain(config: SamplerConfig, n_vocab: int) -> tuple[DeviceChain | None, str]:
+    """The chain that runs ``config`` on the device, or None and why the host samples.
+
+    A chain is worth running only where top-k cuts the row to a few candidates: without it
+    top-p and min-p still return a full-vocabulary row per output (cut entries as -inf).
+    """
+    if config.greedy:
+        return DeviceChain(top_k=min(GREEDY_CANDIDATES, n_vocab)), DEVICE
+    if not 0 < config.top_k < n_vocab:
+        return None, "host (no top-k: the chain would return whole rows)"
+    chain = DeviceChain(
+        top_k=config.top_k,
+        top_p=config.top_p,
+        min_p=config.min_p,
+        temperature=config.temperature,
+    )
+    return chain, DEVICE
+
+
+class HostRow:
+    """One full-vocabulary row of logits on the host: where no chain runs on the device."""
+
+    __slots__ = ("logits",)
+
+    def __init__(self, logits: np.ndarray) -> None:
+        self.logits = logits
+
+    def greedy(self) -> int:
+        return greedy(self.logits)
+
+    def top_probability(self, best: int) -> float:
+        return top_probability(self.logits, best)
+
+    def distribution(self, config: SamplerConfig) -> Distribution:
+        return distribution(self.logits, config)
+
+    def margin(self) -> tuple[int, int, float]:
+        return top_two_margin(self.logits)
+
+
+class CandidateRow:
+    """What a device chain left of one row: candidate ids, their logits and their
+    probabilities after the chain (llama.cpp's softmax over what survived: 0 where top-p or
+    min-p cut a candidate, temperature applied), in no particular order. A few dozen entries
+    instead of the whole vocabulary; nothing here is more than an index or a short sort."""
+
+    __slots__ = ("_best", "descending", "ids", "logits", "probs")
+
+    def __init__(
+        self, ids: np.ndarray, logits: np.ndarray, probs: np.ndarray, *, descending: bool = False
+    ) -> None:
+        self.ids = ids
+        self.logits = logits
+        self.probs = probs
+        # llama.cpp's top-p stage sorts the candidates by logit, largest first (what it cut
+        # last); the top-k stage leaves them in no order
+        self.descending = descending
+        self._best = -1  # index of the largest logit, once looked for
+
+    def _argmax(self) -> int:
+        if self._best < 0:
+            self._best = int(self.logits.argmax())
+        return self._best
+
+    def greedy(self) -> int:
+        return int(self.ids[self._argmax()])
+
+    def top_probability(self, best: int) -> float:
+        """Probability of ``best`` over the candidates (the greedy chain's 40, at T = 1)."""
+        at = self._argmax()
+        if int(self.ids[at]) != best:
+            at = int(np.flatnonzero(self.ids == best)[0])
+        return float(self.probs[at])
+
+    def distribution(self, config: SamplerConfig) -> Distribution:
+        """The chain's distribution: its truncation and temperature were applied on the device
+        (``config`` is the one the chain was built from), in descending order as the host path
+        gives it."""
+        probs = self.probs
+        # copies, never views: llama.cpp overwrites its buffers at the next decode, and a
+        # draft's q is judged after the target's
+        if self.descending:  # each numpy call costs microseconds with the caches cold
+            survivors = int(np.count_nonzero(probs))
+            return Distribution(ids=self.ids[:survivors].copy(), probs=probs[:survivors].copy())
+        order = np.argsort(-probs, kind="stable")
+        kept = order[: int(np.count_nonzero(probs))]
+        return Distribution(ids=self.ids[kept], probs=probs[kept])
+
+    def margin(self) -> tuple[int, int, float]:
+        return top_two_margin_of(self.ids, self.logits)
+
+
+def top_two_margin_of(ids: np.ndarray, logits: np.ndarray) -> tuple[int, int, float]:
+    """(best id, second id, logit margin) among candidates ``ids`` with ``logits``."""
+    if logits.size < 2:
+        return int(ids[0]), int(ids[0]), math.inf
+    first, second, margin = top_two_margin(logits)
+    return int(ids[first]), int(ids[second]), margin
+
+
+Row = HostRow | CandidateRow

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,8 @@ from app.engine.sampling import Distribution, distribution
 from app.engine.synthetic import write_tiny_llama
 
 SAMPLER = SamplerConfig(temperature=1.0, top_k=8, top_p=1.0, min_p=0.0)
+# every stage of the chain cuts or reshapes: top-k, then top-p and min-p, then temperature
+TRUNCATED = SamplerConfig(temperature=0.7, top_k=24, top_p=0.8, min_p=0.05)
 RUNS = 1500
 
 
@@ -41,13 +44,25 @@ def engine(far_pair):
     eng.close()
 
 
-def exact_next(ctx: LlamaContext, tokens: tuple[int, ...]) -> Distribution:
+def exact_next(
+    ctx: LlamaContext, tokens: tuple[int, ...], sampler: SamplerConfig = SAMPLER
+) -> Distribution:
+    """The target's distribution after the chain, from the full row on the host: the
+    reference for runs whose chain ran on the device."""
+    ctx.attach_chain(None)
     ctx.truncate(0)
     ctx.decode(list(tokens), logits="last")
-    return distribution(ctx.logits(-1).copy(), SAMPLER)
+    return distribution(ctx.logits(-1).copy(), sampler)
 
 
-def sample_runs(engine: Engine, prompt, rule: AcceptRule, draft_max: int, max_tokens: int):
+def sample_runs(
+    engine: Engine,
+    prompt,
+    rule: AcceptRule,
+    draft_max: int,
+    max_tokens: int,
+    sampler: SamplerConfig = SAMPLER,
+):
     spec = SpecConfig(draft_max=draft_max, adaptive=False, rule=rule, collapse_guard=False)
     outputs, accepted, drafted = [], 0, 0
     for seed in range(RUNS):
@@ -55,10 +70,11 @@ def sample_runs(engine: Engine, prompt, rule: AcceptRule, draft_max: int, max_to
             prompt,
             max_tokens=max_tokens,
             spec=spec,
-            sampler=SamplerConfig(**{**SAMPLER.__dict__, "seed": seed}),
+            sampler=replace(sampler, seed=seed),
             token_probs=False,
         )
         summary = [e for e in engine.generate(request) if isinstance(e, RunSummary)][0]
+        assert summary.sampling == "device"
         outputs.append(summary.token_ids)
         accepted += summary.accepted
         drafted += summary.drafted
@@ -115,3 +131,20 @@ def test_rejection_sampling_accepts_at_least_as_often_as_match(engine: Engine) -
     assert abs(rejection - theory_rejection) < sigma
     assert abs(match - theory_match) < sigma
     assert rejection >= match
+
+
+def test_output_follows_the_target_truncated_by_the_whole_chain(engine: Engine) -> None:
+    """The chain runs on the device on both sides; the output must follow the target's
+    distribution after top-k, top-p, min-p and temperature, computed on the host."""
+    prompt = engine.tokenize("the code of the")
+    p = exact_next(engine.base_ctx, prompt, TRUNCATED)
+    q = exact_next(engine.draft_ctx, prompt, TRUNCATED)
+    assert 2 < p.ids.size < TRUNCATED.top_k, "top-p / min-p must cut inside top-k here"
+    assert set(p.ids) != set(q.ids), "the draft's support must differ for this to mean much"
+    outputs, _ = sample_runs(
+        engine, prompt, AcceptRule.REJECTION, draft_max=2, max_tokens=2, sampler=TRUNCATED
+    )
+    assert_follows(Counter(o[0] for o in outputs), p)
+    first = Counter(o[0] for o in outputs).most_common(1)[0][0]
+    later = exact_next(engine.base_ctx, (*prompt, first), TRUNCATED)
+    assert_follows(Counter(o[1] for o in outputs if o[0] == first), later)

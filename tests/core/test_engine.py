@@ -174,6 +174,7 @@ def test_kv_rollback_matches_fresh_evaluation(engine: Engine, tiny_pair) -> None
     sequence = [*prompt, *summary.token_ids]
     # continue the rolled-back speculative cache by one token ...
     ctx = engine.spec_ctx
+    ctx.attach_chain(None)  # the full row, not the device chain's candidates
     ctx.truncate(len(sequence) - 1)
     assert ctx.tokens == sequence[: len(sequence) - 1]
     ctx.decode([sequence[-1]], logits="last")
