@@ -55,6 +55,13 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
         choices=["auto", "on", "off"],
         help="CPU weight repacking (auto: on unless it crashes this CPU)",
     )
+    parser.add_argument(
+        "--sampling",
+        default="auto",
+        choices=["auto", "device", "host"],
+        help="where the sampler chain runs (auto: in llama_decode where the output layer is on "
+        "a GPU, on the host where it is on the CPU)",
+    )
 
 
 def _add_sampling_options(parser: argparse.ArgumentParser, *, max_tokens: int) -> None:
@@ -116,6 +123,7 @@ def _specs(args: argparse.Namespace) -> tuple[ModelSpec, ModelSpec | None, Draft
         kv_type=args.kv_type,
         flash_attn=args.flash_attn,
         repack=args.repack,
+        sampling=args.sampling,
     )
     target = ModelSpec(args.target, n_gpu_layers=args.gpu_layers, **common)
     if source is DraftSource.MODEL:

@@ -34,6 +34,9 @@ class ModelSpec:
     kv_type: str = "f16"
     flash_attn: str = "auto"  # "auto" | "on" | "off"
     repack: str = "auto"  # CPU weight repacking: "auto" (probed, see repacking.py) | "on" | "off"
+    # where the sampler chain runs: "auto" (on the device where the output layer is on a GPU,
+    # else on the host), "device" or "host"
+    sampling: str = "auto"
 
     def threads(self) -> int:
         return self.n_threads if self.n_threads > 0 else default_threads()

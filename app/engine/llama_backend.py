@@ -22,7 +22,15 @@ import numpy as np
 from app.engine.config import KV_TYPES, MAX_DRAFT_LEN, ModelSpec, SamplerConfig
 from app.engine.load_hooks import current_load_observer
 from app.engine.repacking import repacking_enabled
-from app.engine.sampling import DEVICE, CandidateRow, DeviceChain, HostRow, device_chain
+from app.engine.sampling import (
+    DEVICE,
+    HOST_ASKED,
+    HOST_ON_CPU,
+    CandidateRow,
+    DeviceChain,
+    HostRow,
+    device_chain,
+)
 from app.engine.sequences import common_prefix_length
 from app.errors import ContextOverflowError, GenerationCancelled, ModelLoadError
 from app.gguf.check import validate_gguf_file
@@ -143,6 +151,12 @@ class LlamaModel:
         # next-token (MTP) layers llama.cpp loaded: 0 unless asked for and present
         self.n_layer_nextn = (
             int(llama_cpp.llama_model_n_layer_nextn(ptr)) if load_next_token_layers else 0
+        )
+        # llama.cpp offloads the output layer (and with it a sampler chain) only when more
+        # layers than the model has are asked for: -1 asks for all
+        n_layer = int(llama_cpp.llama_model_n_layer(ptr))
+        self.output_on_gpu = bool(llama_cpp.llama_supports_gpu_offload()) and (
+            params.n_gpu_layers > n_layer
         )
         self._piece_cache: dict[int, bytes] = {}
         self._piece_buf = ctypes.create_string_buffer(256)
@@ -501,8 +515,13 @@ class LlamaContext:
     # --- sampling on the device -------------------------------------------------------------
 
     def sample_with(self, config: SamplerConfig) -> str:
-        """Run ``config``'s chain on the device after every decode, where it can run there:
-        "device", or "host (why)" when ``row`` keeps returning full rows."""
+        """Run ``config``'s chain on the device after every decode, where it can run there
+        and pays (``ModelSpec.sampling``): "device", or "host (why)" when ``row`` keeps
+        returning full rows."""
+        placement = self.model.spec.sampling
+        if placement == "host" or (placement == "auto" and not self.model.output_on_gpu):
+            self.attach_chain(None)
+            return HOST_ASKED if placement == "host" else HOST_ON_CPU
         chain, where = device_chain(config, self._n_vocab)
         if chain is None:
             self.attach_chain(None)

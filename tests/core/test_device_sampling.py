@@ -22,6 +22,8 @@ from app.engine.llama_backend import LlamaContext
 from app.engine.sampling import (
     DEVICE,
     GREEDY_CANDIDATES,
+    HOST_ASKED,
+    HOST_ON_CPU,
     CandidateRow,
     HostRow,
     distribution,
@@ -42,8 +44,8 @@ CHAINS = [
 def engine(tiny_pair: tuple[Path, Path]):
     target, draft = tiny_pair
     eng = Engine(
-        ModelSpec(str(target), n_ctx=512, n_threads=2),
-        ModelSpec(str(draft), n_ctx=512, n_threads=2),
+        ModelSpec(str(target), n_ctx=512, n_threads=2, sampling="device"),
+        ModelSpec(str(draft), n_ctx=512, n_threads=2, sampling="device"),
     )
     yield eng
     eng.close()
@@ -185,7 +187,10 @@ def test_near_tie_margin_comes_from_the_candidates(engine: Engine) -> None:
 
 def test_mtp_heads_sample_on_the_device(tmp_path: Path, full_rows: list[int]) -> None:
     model = write_tiny_qwen35(tmp_path / "qwen35-mtp.gguf", branch_scale=0.3)
-    eng = Engine(ModelSpec(str(model), n_ctx=1024, n_threads=1), draft_source=DraftSource.MTP)
+    eng = Engine(
+        ModelSpec(str(model), n_ctx=1024, n_threads=1, sampling="device"),
+        draft_source=DraftSource.MTP,
+    )
     try:
         prompt = (1, 300, 310, 320, 330, 301)
         spec = SpecConfig(draft_max=4, adaptive=False, collapse_guard=False, ngram_first=False)
@@ -197,5 +202,31 @@ def test_mtp_heads_sample_on_the_device(tmp_path: Path, full_rows: list[int]) ->
             outputs.append(run.token_ids)
         assert full_rows[0] == 0
         assert outputs[0] == outputs[1]
+    finally:
+        eng.close()
+
+
+@pytest.mark.parametrize(
+    ("placement", "why"), [("auto", HOST_ON_CPU), ("host", HOST_ASKED)], ids=["auto", "host"]
+)
+def test_on_the_cpu_auto_samples_on_the_host_and_says_why(
+    tiny_pair: tuple[Path, Path], full_rows: list[int], placement: str, why: str
+) -> None:
+    """Where the output layer runs on the CPU (this machine), llama.cpp's top-k would run in
+    llama_decode's own threads and cost more than the host's partition: auto keeps the host."""
+    target, draft = tiny_pair
+    eng = Engine(
+        ModelSpec(str(target), n_ctx=256, n_threads=2, sampling=placement),
+        ModelSpec(str(draft), n_ctx=256, n_threads=2, sampling=placement),
+    )
+    try:
+        assert not eng.target.output_on_gpu
+        prompt = eng.tokenize(PROMPTS[2])
+        run, tokens = summary(eng, GenerationRequest(prompt, max_tokens=12, spec=FORCED))
+        assert run.sampling == why
+        assert full_rows[0] > 0
+        assert eng.spec_ctx.chain is None and eng.draft_ctx is not None
+        assert eng.draft_ctx.chain is None
+        assert all(t.target_prob is not None for t in tokens)
     finally:
         eng.close()

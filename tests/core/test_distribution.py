@@ -33,12 +33,14 @@ def far_pair(tiny_dir: Path) -> tuple[Path, Path]:
     return target, draft
 
 
-@pytest.fixture(scope="module")
-def engine(far_pair):
+@pytest.fixture(scope="module", params=["device", "host"])
+def engine(far_pair, request: pytest.FixtureRequest):
+    """The same statistics with the sampler chain in llama_decode (candidates) and on the
+    host (full rows): each placement must follow the target's distribution."""
     target, draft = far_pair
     eng = Engine(
-        ModelSpec(str(target), n_ctx=256, n_threads=2),
-        ModelSpec(str(draft), n_ctx=256, n_threads=2),
+        ModelSpec(str(target), n_ctx=256, n_threads=2, sampling=request.param),
+        ModelSpec(str(draft), n_ctx=256, n_threads=2, sampling=request.param),
     )
     yield eng
     eng.close()
@@ -74,7 +76,12 @@ def sample_runs(
             token_probs=False,
         )
         summary = [e for e in engine.generate(request) if isinstance(e, RunSummary)][0]
-        assert summary.sampling == "device"
+        placement = engine.target.spec.sampling
+        assert (
+            summary.sampling == "device"
+            if placement == "device"
+            else summary.sampling.startswith("host")
+        )
         outputs.append(summary.token_ids)
         accepted += summary.accepted
         drafted += summary.drafted
