@@ -337,6 +337,7 @@ class LlamaContext:
             self._batch.seq_id[i][0] = 0
         self._n_vocab = model.n_vocab
         self._rows: np.ndarray | None = None  # output rows of the last decode
+        self._logit_views: dict[tuple[int, int], np.ndarray] = {}
         self._n_outputs = 0
         self._abort: object = None  # keeps the installed ctypes abort callback alive
         self._chain: DeviceChain | None = None  # the sampler chain llama.cpp runs after decode
@@ -349,6 +350,8 @@ class LlamaContext:
     def close(self) -> None:
         if self.ptr:
             self.attach_chain(None)
+            self._logit_views.clear()
+            self._rows = None
             if self._token_array is not None:
                 self._batch.token = ctypes.POINTER(llama_cpp.llama_token)()
             llama_cpp.llama_batch_free(self._batch)
@@ -475,7 +478,15 @@ class LlamaContext:
             ptr = llama_cpp.llama_get_logits(self.ptr)
             if not ptr:
                 raise RuntimeError(f"no logits for output row {i}")
-            rows = np.ctypeslib.as_array(ptr, shape=(self._n_outputs, self._n_vocab))
+            # mapping a buffer costs ~40 us (numpy builds a ctypes array type); llama.cpp
+            # keeps its logits buffer between decodes, so a view per (address, rows) is reused
+            key = (ctypes.addressof(ptr.contents), self._n_outputs)
+            rows = self._logit_views.get(key)
+            if rows is None:
+                if len(self._logit_views) >= 16:
+                    self._logit_views.clear()
+                rows = np.ctypeslib.as_array(ptr, shape=(self._n_outputs, self._n_vocab))
+                self._logit_views[key] = rows
             self._rows = rows
         return rows[i]
 
