@@ -16,6 +16,8 @@ machine, build and models measure only the phases this one did not reach:
   --spec-type draft-simple``'s, and of its target-only, on one token-id prompt.
 - ``mtp_vs_server``: the same for the MTP model against ``--spec-type draft-mtp``.
 - ``fast_bench_t07``: the first phase at temperature 0.7.
+- ``fast_bench_host_sampling``: the first phase with the sampler chain on the host
+  (``--sampling host``): what sampling in ``llama_decode`` gains or costs on this GPU.
 """
 
 from __future__ import annotations
@@ -195,7 +197,13 @@ def versus_server(
 
 
 def bench(
-    models: Models, shapes: Shapes, out: Path, name: str, temperature: float, threads: int
+    models: Models,
+    shapes: Shapes,
+    out: Path,
+    name: str,
+    temperature: float,
+    threads: int,
+    sampling: str = "auto",
 ) -> dict[str, Any]:
     """``python -m app bench`` on the fast pair, every layer of both models on the GPU."""
     prompts = models.target.parent / "bench_prompts.jsonl"
@@ -230,6 +238,8 @@ def bench(
         str(temperature),
         "--max-tokens",
         "128" if shapes is GPU_SHAPES else "48",
+        "--sampling",
+        sampling,
     ]
     done = subprocess.run(command, capture_output=True, text=True, errors="replace")
     if done.returncode != 0:
@@ -253,7 +263,10 @@ def bench(
     lineage = report["lineage"]
     return {k: aggregate[k] for k in keep if k in aggregate} | {
         "rows": [
-            {k: r[k] for k in ("id", "speedup", "host_ms_per_token", "identical", "tokens")}
+            {
+                k: r.get(k)
+                for k in ("id", "speedup", "host_ms_per_token", "identical", "tokens", "sampling")
+            }
             for r in report["prompts"]
         ],
         "gpus": lineage.get("gpus", []),
@@ -291,6 +304,13 @@ def summary(phases: dict[str, Any]) -> dict[str, Any]:
     if fast_t07:
         out["fast_pair_t07_host_ms_per_token"] = fast_t07.get("median_host_ms_per_token")
         out["fast_pair_t07_speedup"] = fast_t07.get("median_speedup")
+    on_host = phases.get("fast_bench_host_sampling")
+    if on_host:
+        out["fast_pair_host_sampling_host_ms_per_token"] = on_host.get("median_host_ms_per_token")
+        out["fast_pair_host_sampling_speedup"] = on_host.get("median_speedup")
+        out["fast_pair_host_sampling_tok_s"] = on_host.get("median_speculative_tok_s")
+        if fast:
+            out["fast_pair_device_sampling_tok_s"] = fast.get("median_speculative_tok_s")
     return out
 
 
@@ -352,6 +372,10 @@ def run_check(work: Path, server: Path, out: Path, shapes: Shapes, clock: Clock)
             ),
         ),
         ("fast_bench_t07", lambda: bench(models, shapes, out, "bench_fast_t07", 0.7, threads)),
+        (
+            "fast_bench_host_sampling",
+            lambda: bench(models, shapes, out, "bench_fast_t0_host", 0.0, threads, "host"),
+        ),
     ]
     for name, phase in phases:
         if name in report["phases"]:
