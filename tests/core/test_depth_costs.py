@@ -277,3 +277,19 @@ def test_a_draft_that_cannot_pay_at_this_depth_is_paused_within_three_steps(dept
             paused_at = step
             break
     assert paused_at == (2 if depth else None)
+
+
+def test_a_fresh_gate_holds_its_first_match_back_where_verifying_costs_passes() -> None:
+    """SmolLM2 F16 with its Q4_1 draft on a CPU: verifying 5 tokens costs two single target
+    passes. A first match is held back until what the target writes shows it would have
+    been accepted; then a copy is verified in blocks."""
+    costs = CostModel()
+    for n, ms in ((1, 12.45), (2, 19.47), (5, 25.91), (9, 35.69), (17, 58.17)):
+        for _ in range(3):
+            costs.observe_verify(n, ms)
+    gate = LookupGate(costs)
+    assert gate.length(16, 16) == 0
+    copied = list(range(200, 216))
+    gate.hold(10, copied)
+    gate.judge_held([0] * 10 + copied)  # the target wrote the whole match
+    assert gate.length(16, 16) >= 4
