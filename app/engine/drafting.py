@@ -118,11 +118,20 @@ class NgramDrafter(_Base):
         they add, and the first is no slower than the rest."""
         self.index.sync(prompt)
 
-    def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
-        began = time.perf_counter()
+    def match(self, committed: list[int], limits: DraftLimits) -> list[int]:
+        """The lookup's match after ``committed``, ungated (empty: none)."""
         tokens = self.index.propose(committed, k=limits.k, min_n=self.min_match)
         if limits.ends_answer is not None:
             tokens = _through_end(tokens, limits.ends_answer)
+        return tokens
+
+    def judge_held(self, committed: list[int]) -> None:
+        if self.gate is not None:
+            self.gate.judge_held(committed)
+
+    def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
+        began = time.perf_counter()
+        tokens = self.match(committed, limits)
         if self.gate is not None:
             self.gate.judge_held(committed)
             keep = self.gate.length(len(tokens), limits.k)
@@ -318,26 +327,50 @@ class CombinedDrafter:
         self.lookup.prefill(prompt)
         self.model.prefill(prompt)
 
-    def _lookup_goes_first(self) -> bool:
+    def _lookup_goes_first(self, k_max: int) -> bool:
         lookup, model = self.rates[self.lookup.name], self.rates[self.model.name]
         if lookup.value is None or model.value is None:
             return True
         if lookup.value >= self.LOOKUP_SHARE * model.value:
             return True
+        # matches held back while the model drafted were judged by what the target wrote:
+        # where they say a lookup pays again (an answer that started copying), it goes first
+        promised = self._promised_rate(k_max)
+        if promised is not None and promised >= self.LOOKUP_SHARE * model.value:
+            lookup.value = promised
+            return True
         lookup.value += self._RECOVERY * (model.value - lookup.value)
         return False
+
+    def _promised_rate(self, k_max: int) -> float | None:
+        """Tokens per ms of verification the lookup's gate expects of its best length."""
+        gate, costs = self.lookup.gate, self.model.costs
+        if gate is None:
+            return None
+        best = None
+        for k in range(1, k_max + 1):
+            verify = costs.verify_ms(k + 1)
+            if verify is None or verify <= 0:
+                return None
+            rate = gate.expected_tokens(k) / verify
+            best = rate if best is None or rate > best else best
+        return best
 
     def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
         if not limits.model and self.lookup.gate is None:
             # a fixed length has no gate to judge lookups by: the guard pauses them too
             return DraftBlock(source=self.lookup.name)
-        if not limits.model or self._lookup_goes_first():
-            block = self.lookup.propose(
-                committed, DraftLimits(limits.k, ends_answer=limits.ends_answer)
-            )
+        self.lookup.judge_held(committed)
+        lookups = DraftLimits(limits.k, ends_answer=limits.ends_answer)
+        if not limits.model or self._lookup_goes_first(limits.k):
+            block = self.lookup.propose(committed, lookups)
             if len(block.tokens) >= 2 or not limits.model:
                 return block
             self.lookup.hold_back(committed, block)
+        else:  # not asked, still held: what the target writes next judges it for free
+            self.lookup.hold_back(
+                committed, DraftBlock(tokens=self.lookup.match(committed, lookups))
+            )
         return self.model.propose(committed, limits)
 
     def observe(self, block: DraftBlock, accepted: int) -> None:

@@ -174,3 +174,31 @@ def test_a_long_prompt_first_measures_a_target_pass_at_its_depth(
         assert spec.token_ids == base.token_ids
     finally:
         engine.close()
+
+
+def test_a_lookup_behind_the_model_returns_when_its_held_matches_are_written(combined) -> None:
+    """After a refused match the lookup's measured rate sits far below the model's, and a
+    rate recovers only slowly. While the model drafts, the lookup's match is still held and
+    judged by what the target writes: when the answer starts copying, those matches say so
+    and the lookup goes first again within a few steps (the CPU pair's copy-edits stayed
+    with the model for 10 steps of 12 tokens, at 1.40x, because nothing judged the lookup)."""
+    gate = combined.lookup.gate
+    assert gate is not None
+    lookup, model = combined.rates["n-gram"], combined.rates[combined.model.name]
+    committed = list(range(10, 70)) + [80, 81]  # nothing repeats yet
+    lookup.value, model.value = 0.005, 0.2  # a refused lookup, a model drafting well
+    gate.first.value = 0.05
+    combined.model.prefill(committed)
+    block = combined.propose(committed, LIMITS)
+    assert block.source == "draft model"
+    committed += [30, 31]  # the answer starts copying "30 31 32 ..." from earlier on
+    sources = []
+    for _ in range(6):
+        combined.model.prefill(committed)
+        block = combined.propose(committed, LIMITS)
+        sources.append(block.source)
+        if block.source == "n-gram":
+            break
+        committed += [committed[-1] + 1, committed[-1] + 2]  # the target copies on
+    assert sources[-1] == "n-gram" and len(sources) <= 4, sources
+    assert len(block.tokens) >= 2
