@@ -128,6 +128,7 @@ def test_the_command_line_picks_mtp_for_a_target_with_heads(tmp_path: Path) -> N
         kv_type="f16",
         flash_attn="auto",
         repack="auto",
+        sampling="auto",
     )
     target, draft, source = _specs(argparse.Namespace(**base, draft=None, draft_source="mtp"))
     assert (target.path, draft, source) == (str(mtp), None, DraftSource.MTP)
