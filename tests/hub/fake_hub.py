@@ -117,6 +117,11 @@ class FakeHub:
         return f"http://{host!s}:{port}"
 
     def add(self, repo: FakeRepo) -> FakeRepo:
+        # the Hub stores each file's sha256; hashing a 400 MB file on the first request instead
+        # held its response headers past the client's 30 s stall limit on a busy machine
+        for data in repo.files.values():
+            if isinstance(data, Path):
+                _file_sha256(data)
         self.repos[repo.repo_id] = repo
         return repo
 
