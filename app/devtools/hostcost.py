@@ -41,21 +41,12 @@ def main(argv: list[str]) -> int:
     paths = [(t, mode, True) for t in (0.0, 0.8) for mode in ("baseline", "speculative")]
     if probs_off:
         paths += [(0.0, mode, False) for mode in ("baseline", "speculative")]
-    engine = Engine(
-        ModelSpec(target, n_ctx=2048, n_threads=threads),
-        ModelSpec(draft, n_ctx=2048, n_threads=threads),
-    )
+    engine = pair_engine(target, draft, threads)
     prompt = engine.tokenize_chat([{"role": "user", "content": PROMPT}])
     try:
         for temperature, mode, probs in paths:
-            request = GenerationRequest(
-                prompt,
-                max_tokens=tokens,
-                ignore_eos=True,
-                token_probs=probs,
-                sampler=SamplerConfig(temperature=temperature, seed=1),
-                spec=SpecConfig(draft_max=8, adaptive=False, collapse_guard=False),
-                speculative=mode == "speculative",
+            request = fixed_length_request(
+                prompt, tokens, temperature, speculative=mode == "speculative", probs=probs
             )
             list(engine.generate(request))  # warm-up
             runs = []
@@ -74,6 +65,30 @@ def main(argv: list[str]) -> int:
     finally:
         engine.close()
     return 0
+
+
+def pair_engine(target: str, draft: str, threads: int) -> Engine:
+    """The pair, loaded for a short fixed prompt."""
+    return Engine(
+        ModelSpec(target, n_ctx=2048, n_threads=threads),
+        ModelSpec(draft, n_ctx=2048, n_threads=threads),
+    )
+
+
+def fixed_length_request(
+    prompt: tuple[int, ...], tokens: int, temperature: float, *, speculative: bool, probs: bool
+) -> GenerationRequest:
+    """``tokens`` tokens whatever the answer, drafting 8 at a time with no guard: the loop's
+    host cost, not the policy's choices."""
+    return GenerationRequest(
+        prompt,
+        max_tokens=tokens,
+        ignore_eos=True,
+        token_probs=probs,
+        sampler=SamplerConfig(temperature=temperature, seed=1),
+        spec=SpecConfig(draft_max=8, adaptive=False, collapse_guard=False),
+        speculative=speculative,
+    )
 
 
 class DecodeClock:

@@ -16,11 +16,9 @@ import statistics
 import sys
 from dataclasses import replace
 
-from app.engine.config import GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
-from app.engine.engine import Engine
+from app.devtools.hostcost import PROMPT, fixed_length_request, pair_engine
 from app.engine.events import RunSummary
 
-PROMPT = "Write a Python function fizzbuzz(n) and explain it."
 PLACEMENTS = ("device", "host")
 
 
@@ -29,24 +27,15 @@ def main(argv: list[str]) -> int:
     tokens = int(argv[2]) if len(argv) > 2 else 256
     threads = int(argv[3]) if len(argv) > 3 else 2
     rounds = int(argv[4]) if len(argv) > 4 else 4
-    engine = Engine(
-        ModelSpec(target, n_ctx=2048, n_threads=threads),
-        ModelSpec(draft, n_ctx=2048, n_threads=threads),
-    )
+    engine = pair_engine(target, draft, threads)
     models = [m for m in (engine.target, engine.draft) if m is not None]
     prompt = engine.tokenize_chat([{"role": "user", "content": PROMPT}])
     print("T | mode | placement | tok/s | host ms/token | sampling", flush=True)
     try:
         for temperature in (0.0, 0.8):
             for speculative in (False, True):
-                request = GenerationRequest(
-                    prompt,
-                    max_tokens=tokens,
-                    ignore_eos=True,
-                    token_probs=True,
-                    sampler=SamplerConfig(temperature=temperature, seed=1),
-                    spec=SpecConfig(draft_max=8, adaptive=False, collapse_guard=False),
-                    speculative=speculative,
+                request = fixed_length_request(
+                    prompt, tokens, temperature, speculative=speculative, probs=True
                 )
                 runs: dict[str, list[RunSummary]] = {p: [] for p in PLACEMENTS}
                 for number in range(rounds + 1):  # round 0 warms both placements up

@@ -478,6 +478,18 @@ class LookupGate:
                 best_k, best = k, gain
         return best_k
 
+    def best_rate(self, k_max: int) -> float | None:
+        """Tokens per ms of verification expected of the best length up to ``k_max`` (None
+        while a verification cost is unknown): what a lookup promises beside a model."""
+        best = None
+        for k in range(1, k_max + 1):
+            verify = self.costs.verify_ms(k + 1)
+            if verify is None or verify <= 0:
+                return None
+            rate = self.expected_tokens(k) / verify
+            best = rate if best is None or rate > best else best
+        return best
+
     def observe(self, proposed: int, accepted: int) -> None:
         """A match of ``proposed`` tokens of which the first ``accepted`` were accepted (all
         judged: a refusal after them, or none proposed past them)."""

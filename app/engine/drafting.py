@@ -335,26 +335,12 @@ class CombinedDrafter:
             return True
         # matches held back while the model drafted were judged by what the target wrote:
         # where they say a lookup pays again (an answer that started copying), it goes first
-        promised = self._promised_rate(k_max)
+        promised = self.lookup.gate.best_rate(k_max) if self.lookup.gate is not None else None
         if promised is not None and promised >= self.LOOKUP_SHARE * model.value:
             lookup.value = promised
             return True
         lookup.value += self._RECOVERY * (model.value - lookup.value)
         return False
-
-    def _promised_rate(self, k_max: int) -> float | None:
-        """Tokens per ms of verification the lookup's gate expects of its best length."""
-        gate, costs = self.lookup.gate, self.model.costs
-        if gate is None:
-            return None
-        best = None
-        for k in range(1, k_max + 1):
-            verify = costs.verify_ms(k + 1)
-            if verify is None or verify <= 0:
-                return None
-            rate = gate.expected_tokens(k) / verify
-            best = rate if best is None or rate > best else best
-        return best
 
     def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
         if not limits.model and self.lookup.gate is None:

@@ -92,6 +92,11 @@ class Eagle3Head:
         self._position = 0  # where the next drafted token goes
         target.after_decode = self._target_decoded
 
+    def sample_with(self, config: SamplerConfig) -> str:
+        """The head's decoder returns whole rows of logits: its drafts are sampled on the host
+        whatever the chain (``SamplesRows``)."""
+        return "host (the EAGLE-3 head's draft rows)"
+
     def close(self) -> None:
         if self.target.after_decode == self._target_decoded:
             self.target.after_decode = None
@@ -235,14 +240,14 @@ class Eagle3Drafter(SampledDrafter):
 
     def _start(self, committed: list[int], block: DraftBlock) -> Row:
         began = time.perf_counter()
-        logits = HostRow(self.head.first(committed))
+        row = HostRow(self.head.first(committed))
         block.catch_up = 1
         block.catch_up_ms = (time.perf_counter() - began) * 1000.0
         self.costs.observe_draft_pass(1, block.catch_up_ms)
-        return logits
+        return row
 
     def _advance(self, token: int) -> Row:
         began = time.perf_counter()
-        logits = HostRow(self.head.advance(token))
+        row = HostRow(self.head.advance(token))
         self.costs.observe_draft_pass(1, (time.perf_counter() - began) * 1000.0)
-        return logits
+        return row

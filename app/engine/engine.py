@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -38,10 +39,10 @@ from app.engine.events import (
     TextTail,
 )
 from app.engine.llama_backend import (
-    DEVICE,
     RECURRENT_ROLLBACK,
     LlamaContext,
     LlamaModel,
+    SamplesRows,
     sample_with,
 )
 from app.engine.mtp import MtpDrafter, NextTokenHeads
@@ -65,6 +66,10 @@ def self_drafting_method(path: Path) -> str:
 
 def _never() -> bool:
     return False
+
+
+class _RunPart(DecodeTimed, SamplesRows, Protocol):
+    """A context a run decodes with: timed by the run's clock, sampled with its chain."""
 
 
 class Engine:
@@ -259,20 +264,17 @@ class Engine:
         ctx = self.spec_ctx if request.speculative else self.base_ctx
         if len(prompt) + 1 > ctx.n_ctx:
             raise ContextOverflowError(len(prompt) + 1, ctx.n_ctx)
-        helpers: list[DecodeTimed | None] = [
+        helpers: list[_RunPart | None] = [
             self.draft_ctx,
             self.heads.ctx if self.heads is not None else None,
             self.eagle3,
         ]
-        contexts: list[DecodeTimed] = [ctx]
+        contexts: list[_RunPart] = [ctx]
         contexts += [c for c in helpers if request.speculative and c is not None]
         clock = RunClock(contexts, mode="speculative" if request.speculative else "baseline")
         sampler = request.sampler
         randomness = Randomness(sampler.seed, position_keyed=sampler.position_keyed)
-        # "device", or "host (why)"; an EAGLE-3 head's rows are always read whole
-        sampling = sample_with([c for c in contexts if isinstance(c, LlamaContext)], sampler)
-        if request.speculative and self.eagle3 is not None and sampling == DEVICE:
-            sampling = "host (the EAGLE-3 head's draft rows)"
+        sampling = sample_with(contexts, sampler)  # "device", or "host (why)"
 
         ctx.truncate(min(ctx.common_prefix(prompt), len(prompt) - 1))
         reused = ctx.n_past

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 import gguf
 import llama_cpp
@@ -236,7 +236,13 @@ class LlamaModel:
         return raw.decode("utf-8") if raw else None
 
 
-def sample_with(contexts: Sequence[LlamaContext], config: SamplerConfig) -> str:
+class SamplesRows(Protocol):
+    """Where a run reads rows from: it attaches the run's sampler chain, or says why not."""
+
+    def sample_with(self, config: SamplerConfig) -> str: ...
+
+
+def sample_with(contexts: Sequence[SamplesRows], config: SamplerConfig) -> str:
     """Attach ``config``'s chain to every context of a run: "device" when it runs on the
     device for all of them, else the first "host (why)"."""
     verdicts = [ctx.sample_with(config) for ctx in contexts]

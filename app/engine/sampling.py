@@ -196,9 +196,10 @@ class DeviceChain:
 
 DEVICE = "device"
 # Where the output layer runs on the CPU, llama.cpp's top-k runs in the same threads inside
-# llama_decode and costs more there than the host's partition of the same row: measured on
-# the fast pair (2 cores), whole tokens/sec fell by 15-30 % with the chain attached although
-# the time outside llama_decode halved. A chain pays where a GPU computes the rows.
+# llama_decode and costs more there than the host's partition of the same row: on the fast
+# pair (2 cores), whole tokens/sec fell by 15-24 % with the chain attached although the time
+# outside llama_decode halved (``python -m app.devtools.sampling_placement``). A chain pays
+# where a GPU computes the rows.
 HOST_ON_CPU = "host (the output layer runs on the CPU, where a device chain costs more)"
 HOST_ASKED = "host (as asked)"
 
