@@ -237,7 +237,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             f"{row['id']}: base {rate(row['baseline_tok_s'])} spec {rate(row['speculative_tok_s'])}"
             f"{ref} tok/s ×{row['speedup']:.2f} acc {row['acceptance_rate']:.2f} "
             f"host {row['host_ms_per_token']:.3f}/{row['baseline_host_ms_per_token']:.3f} "
-            f"ms/tok pauses {row['guard_pauses']} {verdict}"
+            f"ms/tok copied {row['copied']:.0%} pauses {row['guard_pauses']} {verdict}"
             + (f" {row['noisy']}" if row.get("noisy") else ""),
             file=sys.stderr,
         )

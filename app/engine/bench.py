@@ -28,6 +28,7 @@ from app.engine.engine_protocol import BENCHMARKING, RENDERING
 from app.engine.events import RunSummary, drain
 from app.engine.exactness import compare
 from app.engine.hardware import devices, llama_cpp_version, system_info
+from app.engine.ngram import copied_fraction
 from app.engine.noise import noise_flag, steadiness
 from app.engine.repacking import repacking_enabled
 from app.files.fileio import file_sha256
@@ -136,6 +137,8 @@ def bench_prompt(
         "baseline_step_host_ms_per_token": round(
             median(lambda r: r.step_host_ms_per_token, False), 4
         ),
+        # the target's own answer: what it copies does not depend on who drafted
+        "copied": round(copied_fraction(prompt, baseline.token_ids), 3),
         "sampling": speculative.sampling,
         "tokens_per_pass": round(speculative.tokens_per_pass, 3),
         "draft_passes": speculative.draft_passes,
@@ -215,6 +218,9 @@ def _median(rows: list[dict], key: str) -> float | None:
     return round(statistics.median(values), 4) if values else None
 
 
+COPYING = 0.5  # an answer at least half copied from its prompt: an edit, not a rewrite
+
+
 def aggregate(rows: list[dict]) -> dict:
     keys = (
         "baseline_tok_s",
@@ -238,6 +244,11 @@ def aggregate(rows: list[dict]) -> dict:
     if speedups:
         summary["min_speedup"] = min(speedups)
         summary["prompts_below_0_95x"] = sum(1 for x in speedups if x < 0.95)
+        copies = [r["speedup"] for r in rows if r.get("copied", 0.0) >= COPYING]
+        rewrites = [r["speedup"] for r in rows if r.get("copied", 0.0) < COPYING]
+        summary["copying_prompts"] = len(copies)
+        summary["median_speedup_copying"] = statistics.median(copies) if copies else None
+        summary["min_speedup_not_copying"] = min(rewrites) if rewrites else None
     summary["identical"] = sum(1 for r in rows if r["identical"])
     summary["diverged"] = [
         {"id": r["id"], "at": r["first_divergence"], "margin": r["divergence_margin"]}

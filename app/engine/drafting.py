@@ -120,7 +120,7 @@ class NgramDrafter(_Base):
 
     def match(self, committed: list[int], limits: DraftLimits) -> list[int]:
         """The lookup's match after ``committed``, ungated (empty: none)."""
-        tokens = self.index.propose(committed, k=limits.k, min_n=self.min_match)
+        tokens = self.index.follow(committed, k=limits.k, min_n=self.min_match)
         if limits.ends_answer is not None:
             tokens = _through_end(tokens, limits.ends_answer)
         return tokens

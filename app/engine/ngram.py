@@ -28,12 +28,21 @@ def propose(tokens: Sequence[int], *, max_n: int, k: int, min_n: int = 1) -> lis
 class NgramIndex:
     """``propose`` in constant time per step: the last two starts of every n-gram, kept up to
     date as the sequence grows. A scan of a 4,000-token conversation per step costs about a
-    millisecond of Python, more than a GPU target's whole decode."""
+    millisecond of Python, more than a GPU target's whole decode.
+
+    ``follow`` adds a cursor for copies: a text with repeated lines (a command list, code
+    with the same call on many lines) has its three-token suffixes at many places, and the
+    most recent one is often not the one being copied (the README's command list copied
+    with lookups refused one step in four that way). While every token written since the
+    last proposal continued the run it came from, the next proposal continues that run.
+    """
 
     def __init__(self, max_n: int) -> None:
         self.max_n = max_n
         self._tokens: list[int] = []
         self._starts: dict[tuple[int, ...], tuple[int, int]] = {}  # n-gram -> (previous, last)
+        # (where the followed run continues, the sequence length it continues at)
+        self._cursor: tuple[int, int] | None = None
 
     def sync(self, tokens: Sequence[int]) -> None:
         """Index ``tokens`` (a sequence that grew from the last one, or a new one)."""
@@ -44,7 +53,7 @@ class NgramIndex:
             or (n_known and tokens[n_known - 1] != known[-1])
             or (n_known and tokens[0] != known[0])
         ):
-            self._tokens, self._starts, n_known = [], {}, 0
+            self._tokens, self._starts, self._cursor, n_known = [], {}, None, 0
             known = self._tokens
         starts = self._starts
         for index in range(n_known, len(tokens)):
@@ -62,6 +71,30 @@ class NgramIndex:
         if k <= 0:
             return []
         self.sync(tokens)
+        at = self._locate(tokens, min_n)
+        return [] if at is None else list(tokens[at : at + k])
+
+    def follow(self, tokens: Sequence[int], *, k: int, min_n: int = 1) -> list[int]:
+        """``propose``, except that while the sequence keeps copying the run the last
+        proposal came from, it proposes that run's continuation."""
+        if k <= 0:
+            return []
+        self.sync(tokens)
+        length = len(tokens)
+        cursor = self._cursor
+        at: int | None = None
+        if cursor is not None:
+            source, since = cursor
+            written = length - since
+            if written >= 0 and tokens[source : source + written] == tokens[since:length]:
+                at = source + written
+        if at is None:
+            at = self._locate(tokens, min_n)
+        self._cursor = None if at is None else (at, length)
+        return [] if at is None else list(tokens[at : at + k])
+
+    def _locate(self, tokens: Sequence[int], min_n: int) -> int | None:
+        """Where the continuation of the longest suffix's most recent earlier match starts."""
         length = len(tokens)
         for n in range(min(self.max_n, length - 1), min_n - 1, -1):
             found = self._starts.get(tuple(tokens[length - n :]))
@@ -70,5 +103,22 @@ class NgramIndex:
             previous, last = found
             start = previous if last == length - n else last
             if start >= 0:
-                return list(tokens[start + n : start + n + k])
-        return []
+                return start + n
+        return None
+
+
+COPY_RUN = 8  # tokens in a row that make a stretch of the answer a copy, not a coincidence
+
+
+def copied_fraction(source: Sequence[int], answer: Sequence[int], run: int = COPY_RUN) -> float:
+    """The share of ``answer``'s tokens that lie in a stretch of at least ``run`` tokens
+    found verbatim in ``source``: how much of an answer copies its prompt (what lookups can
+    draft for free), measured on what the model wrote rather than on what was asked."""
+    if len(answer) < run:
+        return 0.0
+    windows = {tuple(source[i : i + run]) for i in range(len(source) - run + 1)}
+    copied = [False] * len(answer)
+    for start in range(len(answer) - run + 1):
+        if tuple(answer[start : start + run]) in windows:
+            copied[start : start + run] = [True] * run
+    return sum(copied) / len(answer)

@@ -293,3 +293,26 @@ def test_a_fresh_gate_holds_its_first_match_back_where_verifying_costs_passes() 
     gate.hold(10, copied)
     gate.judge_held([0] * 10 + copied)  # the target wrote the whole match
     assert gate.length(16, 16) >= 4
+
+
+def test_a_match_after_one_that_agreed_is_judged_by_copies_not_by_coincidences() -> None:
+    """An edit's answer copies runs of the given text between new words: a match right after
+    one that agreed is right eight times in nine, one found on a suffix that holds new words
+    one time in ten. One rate over both promised a third of a copy's tokens, and the model
+    kept drafting copies at 30 ms a token; the rate of the state the answer is in promises
+    the copy and holds the coincidences back."""
+    costs = costs_measured((0, 3200))
+    costs.at_depth(3200)
+    gate = LookupGate(costs)
+    for _ in range(8):
+        gate.observe(16, 16)  # a match right after new words: copying starts
+        for _ in range(8):
+            gate.observe(16, 16)  # the copy goes on
+        gate.observe(16, 0)  # the edit
+        for _ in range(9):
+            gate.observe(16, 0)  # new words: matches are coincidences
+    assert not gate.copying
+    assert gate.length(16, 16) == 0
+    gate.observe(16, 16)  # the answer copies again
+    assert gate.copying and gate.length(16, 16) == 16
+    assert gate.expected_tokens(16) > 10

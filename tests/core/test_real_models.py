@@ -122,6 +122,9 @@ def test_bench_cli_writes_per_prompt_and_aggregate(tmp_path: Path, tiny_pair) ->
     assert [r["id"] for r in data["prompts"]] == ["a", "b"]
     assert len(data["lineage"]["target"]["sha256"]) == 64
     assert "median_speedup" in data["aggregate"]
+    assert all(0.0 <= r["copied"] <= 1.0 for r in data["prompts"])
+    copying = data["aggregate"]["copying_prompts"]
+    assert copying == sum(1 for r in data["prompts"] if r["copied"] >= 0.5)
     pair = data["aggregate"]["pair"]
     assert pair["draft_cost_fraction"] > 0.0 and pair["ceiling_speedup"] > 0.0
     assert "could reach at most" in result.stderr

@@ -8,7 +8,7 @@ import pytest
 from app.engine.adaptive import CostModel, DraftController, expected_tokens
 from app.engine.config import SamplerConfig, SpecConfig
 from app.engine.events import GuardEvent
-from app.engine.ngram import propose
+from app.engine.ngram import copied_fraction, propose
 from app.engine.sampling import (
     _top_k_ids,
     distribution,
@@ -540,3 +540,33 @@ def test_one_slow_pass_does_not_reprice_a_model() -> None:
     for _ in range(4):  # a lasting change is followed within a few passes
         costs.observe_draft(60.0)
     assert costs.draft_ms(1) == pytest.approx(60.0)
+
+
+def test_an_answer_is_copied_where_it_repeats_runs_of_the_prompt_not_single_words() -> None:
+    source = list(range(100))
+    edit = list(range(10, 30)) + [500, 501] + list(range(32, 50))  # a copy with one change
+    assert copied_fraction(source, edit) == pytest.approx(38 / 40)
+    # the same tokens in another order: no run of 8 is in the prompt
+    shuffled = [t for pair in zip(range(0, 40, 2), range(41, 81, 2), strict=True) for t in pair]
+    assert copied_fraction(source, shuffled) == 0.0
+    assert copied_fraction(source, list(range(5))) == 0.0  # shorter than a run
+    assert copied_fraction(source, []) == 0.0
+
+
+def test_a_copy_is_followed_past_suffixes_that_repeat_elsewhere() -> None:
+    """A command list: every line is "python -m app VERB" and a newline, so the three tokens
+    before a verb occur on every line. Copying the list, the most recent occurrence proposes
+    the last line's verb; the cursor proposes the line after the one copied."""
+    from app.engine.ngram import NgramIndex
+
+    nl, run, bench, serve, gen = 5, 10, 20, 30, 40  # "python -m app" is 1 2 3
+    listing = [1, 2, 3, run, nl, 1, 2, 3, bench, nl, 1, 2, 3, serve, nl, 1, 2, 3, gen, nl]
+    index = NgramIndex(3)
+    assert index.follow([*listing, 99, 1], k=3) == [2, 3, gen]  # nothing copied yet
+    assert index.follow([*listing, 99, 1, 2, 3, run], k=4) == [nl, 1, 2, 3]
+    committed = [*listing, 99, 1, 2, 3, run, nl, 1, 2]  # the copy reached the second line
+    assert index.propose(committed, k=3) == [3, gen, nl]  # the most recent "\n 1 2"
+    assert index.follow(committed, k=3) == [3, bench, nl]  # the line being copied
+    # an edit breaks the copy: the lookup falls back to the most recent match
+    edited = [*committed, 3, 77, nl, 1, 2]
+    assert index.follow(edited, k=2) == index.propose(edited, k=2) == [3, 77]
