@@ -429,13 +429,22 @@ class LlamaContext:
             self._rollback_reach = min(len(chunk) - 1, self.n_rs_seq)
             if at is None:
                 self.tokens.extend(chunk)
-            self._n_outputs = {"all": len(chunk), "last": 1}.get(logits, 0) if final_chunk else 0
+            if final_chunk and logits == "all":
+                self._n_outputs = len(chunk)
+            else:
+                self._n_outputs = 1 if final_chunk and logits == "last" else 0
             if self.after_decode is not None:
                 self.after_decode(first_pos, len(chunk))
 
     def _fill_batch(self, chunk: Sequence[int], logits: str, at: int | None = None) -> None:
         n = len(chunk)
         n_past = self.n_past if at is None else at
+        if n == 1:  # every target-only step and draft pass: no temporary arrays
+            self._batch_tokens[0] = chunk[0]
+            self._batch_pos[0] = n_past
+            self._batch_logits[0] = logits in ("all", "last")
+            self._batch.n_tokens = 1
+            return
         self._batch_tokens[:n] = chunk
         self._batch_pos[:n] = np.arange(n_past, n_past + n)
         flags = self._batch_logits[:n]

@@ -18,7 +18,7 @@ from app.engine.config import SamplerConfig
 
 
 def greedy(logits: np.ndarray) -> int:
-    return int(np.argmax(logits))
+    return int(logits.argmax())
 
 
 _scratch = threading.local()
