@@ -258,6 +258,9 @@ class PassCost:
         reach = max(256.0, depth / 8)
         return any(abs(c.depth - depth) <= reach for c in self._by_size.get(n_tokens, ()))
 
+    def sizes_measured_near(self, depth: int) -> list[int]:
+        return [n for n in self._by_size if self.measured_near(n, depth)]
+
 
 class CostModel:
     """Measured per-pass costs of the target and the draft, each by batch size and depth.
@@ -333,6 +336,12 @@ class CostModel:
     def needs_single_pass(self, depth: int | None = None) -> bool:
         """No single target pass was measured near this depth: run one step target-only."""
         return self.verify.ready and not self.verify.measured_near(1, self._at(depth))
+
+    def measured_for_drafting(self, depth: int | None = None) -> bool:
+        """Whether a drafting step's parts were measured near ``depth`` (a single target pass,
+        a single draft pass, a verification of several tokens), not only extrapolated."""
+        at = self._at(depth)
+        return self.draft.measured_near(1, at) and {1} < set(self.verify.sizes_measured_near(at))
 
     def draft_cost_fraction(self, depth: int | None = None) -> float | None:
         """A single draft pass as a fraction of a single target pass."""
@@ -935,21 +944,38 @@ class DraftController:
             return None
         if record.paid:
             decision = self.check_pause()
-            if decision is None:
-                return None
-            return GuardEvent(
-                True,
-                decision.acceptance,
-                decision.break_even,
-                record.step,
-                reason=decision.reason,
-                speed_ratio=decision.speed_ratio,
-                draft_cost_fraction=decision.draft_cost_fraction,
-                probe_in=decision.probe_in,
-                window=decision.window,
-                never_pays=decision.never_pays,
-            )
+            return None if decision is None else self._paused_event(decision, record.step)
         return None
+
+    def pause_if_never_pays(self, step: int) -> GuardEvent | None:
+        """Before an answer drafts: where the costs measured near its depth say no draft
+        length beats the target alone even with every drafted token accepted, pause now. The
+        guard pauses such a draft after two steps paid in full, and a new answer starts
+        unpaused when the last one ended on a probe: SmolLM2 F16 with its Q4_1 draft (a draft
+        pass 90 % of a target pass) lost a tenth of a 9-token answer to two draft passes that
+        way."""
+        if (
+            not self.config.collapse_guard
+            or self.paused
+            or not self.costs.measured_for_drafting()
+            or self.can_ever_pay()
+        ):
+            return None
+        return self._paused_event(self._pause("cost", self.economics.ratio()), step)
+
+    def _paused_event(self, decision: PauseDecision, step: int) -> GuardEvent:
+        return GuardEvent(
+            True,
+            decision.acceptance,
+            decision.break_even,
+            step,
+            reason=decision.reason,
+            speed_ratio=decision.speed_ratio,
+            draft_cost_fraction=decision.draft_cost_fraction,
+            probe_in=decision.probe_in,
+            window=decision.window,
+            never_pays=decision.never_pays,
+        )
 
     def snapshot(self) -> GuardMemory:
         # Only a draft that costs half a target pass or more is too expensive whatever the

@@ -28,6 +28,7 @@ from app.engine.drafting import (
     DraftLimits,
     ModelDrafter,
     NgramDrafter,
+    SampledDrafter,
 )
 from app.engine.eagle3 import Eagle3Drafter, Eagle3Head
 from app.engine.events import (
@@ -285,8 +286,15 @@ class Engine:
         yield PrefillEvent(len(prompt), reused, clock.prefill_done())
 
         controller = DraftController(request.spec, self.costs, self.calibration)
+        pauses: list[GuardEvent] = []
         memory_key = drafter.name if drafter is not None else ""
         controller.restore(self._guard_memory.get(memory_key))
+        if isinstance(drafter, SampledDrafter | CombinedDrafter):  # drafters that pay passes
+            self.costs.at_depth(len(prompt))
+            never_pays = controller.pause_if_never_pays(step=0)
+            if never_pays is not None:
+                pauses.append(never_pays)
+                yield never_pays
         verifier = Verifier(
             self.target.n_vocab,
             sampler,
@@ -298,7 +306,6 @@ class Engine:
         stream = TextStream(request.stop)
         committed = list(prompt)
         records: list[StepRecord] = []
-        pauses: list[GuardEvent] = []
         stop = StopReason.MAX_TOKENS
         while True:
             remaining = request.max_tokens - (len(committed) - len(prompt))

@@ -202,3 +202,38 @@ def test_a_lookup_behind_the_model_returns_when_its_held_matches_are_written(com
         committed += [committed[-1] + 1, committed[-1] + 2]  # the target copies on
     assert sources[-1] == "n-gram" and len(sources) <= 4, sources
     assert len(block.tokens) >= 2
+
+
+def test_a_draft_that_can_never_pay_is_paused_before_the_answer_pays_a_pass(
+    tiny_pair: tuple[Path, Path],
+) -> None:
+    """Where the measured costs say no draft length beats the target alone even with every
+    drafted token accepted, the answer starts paused and says why, instead of paying two
+    steps of draft passes before the guard looks (a new answer starts unpaused when the
+    last one ended on a probe)."""
+    from app.engine.events import GuardEvent, PrefillEvent, RunSummary
+
+    target, draft = tiny_pair
+    engine = Engine(
+        ModelSpec(str(target), n_ctx=512, n_threads=2),
+        ModelSpec(str(draft), n_ctx=512, n_threads=2),
+    )
+    try:
+        for _ in range(8):  # a draft pass as dear as a hundred target passes
+            engine.costs.observe_draft_pass(1, 1000.0, 0)
+            for n in (1, 2, 5, 9, 17):
+                engine.costs.observe_verify(n, 10.0 + 0.5 * n, 0)
+        prompt = engine.tokenize("the code of the model import data for self")
+        request = GenerationRequest(prompt, max_tokens=16, ignore_eos=True)
+        events = list(engine.generate(request))
+        assert isinstance(events[0], PrefillEvent)
+        pause = events[1]
+        assert isinstance(pause, GuardEvent) and pause.paused and pause.reason == "cost"
+        assert pause.never_pays
+        spec = events[-1]
+        assert isinstance(spec, RunSummary)
+        assert spec.draft_passes == 0 and spec.guard_pauses == 1
+        base = list(engine.generate(replace(request, speculative=False)))[-1]
+        assert isinstance(base, RunSummary) and spec.token_ids == base.token_ids
+    finally:
+        engine.close()
