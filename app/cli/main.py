@@ -224,6 +224,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         ignore_eos=args.ignore_eos,
         token_probs=not args.no_token_probs,
         rounds=args.rounds,
+        max_rounds=max(args.max_rounds, args.rounds),
     )
 
     def show(row: dict) -> None:
@@ -302,6 +303,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=2,
         help="target-only and speculative runs per prompt, taking turns to go first",
+    )
+    bench.add_argument(
+        "--max-rounds",
+        type=int,
+        default=6,
+        help="rounds a prompt runs in all where its first rounds' speedups disagree by more "
+        "than a tenth (default 6)",
     )
     bench.add_argument(
         "--in-process",

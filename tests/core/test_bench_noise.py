@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.engine.bench import BenchSettings
+from app.engine.bench import ROUNDS_AGREE, BenchSettings, rounds_agree
 from app.engine.config import ModelSpec, SpecConfig
 from app.engine.engine_host import run_bench_in_child
 from app.engine.noise import DRIFT_LIMIT, SPREAD_LIMIT, noise_flag, steadiness
@@ -63,7 +63,9 @@ def test_the_bench_pairs_its_rounds_and_reports_their_steadiness(
 ) -> None:
     target, draft = tiny_pair
     settings = BenchSettings(
-        max_tokens=24, spec=SpecConfig(draft_max=4, adaptive=False, collapse_guard=False)
+        max_tokens=24,
+        spec=SpecConfig(draft_max=4, adaptive=False, collapse_guard=False),
+        max_rounds=2,
     )
     assert settings.rounds == 2
     result = run_bench_in_child(
@@ -101,3 +103,40 @@ def test_the_bench_pairs_its_rounds_and_reports_their_steadiness(
     assert aggregate["noisy_prompts"] == len(aggregate["noisy"]) == (1 if row["noisy"] else 0)
     assert "median_step_host_ms_per_token" in aggregate
     assert result["lineage"]["settings"]["rounds"] == 2
+
+
+def test_rounds_agree_within_a_tenth() -> None:
+    assert rounds_agree([1.0]) and rounds_agree([])
+    assert rounds_agree([1.00, 1.09]) and rounds_agree([0.95, 1.04])
+    assert not rounds_agree([1.07, 0.76])  # a 9-token answer on a busy machine
+    assert not rounds_agree([1.0, 0.0])  # a run too short to time
+
+
+def test_rounds_that_disagree_are_repeated_taking_turns(
+    tmp_path: Path, tiny_pair: tuple[Path, Path]
+) -> None:
+    """Rounds run two at a time until ``max_rounds`` where the first two disagree; the
+    speedup is the median of them all, and which mode goes first keeps alternating."""
+    target, draft = tiny_pair
+    settings = BenchSettings(
+        max_tokens=16,
+        spec=SpecConfig(draft_max=4, adaptive=False, collapse_guard=False),
+        max_rounds=4,
+    )
+    result = run_bench_in_child(
+        ModelSpec(str(target), n_ctx=512, n_threads=2),
+        ModelSpec(str(draft), n_ctx=512, n_threads=2),
+        [{"id": str(n), "prompt": text} for n, text in enumerate(("the code", "import data"))],
+        settings,
+    )
+    assert result["lineage"]["settings"]["max_rounds"] == 4
+    for row in result["prompts"]:
+        rounds = row["rounds"]
+        first_two = [r["speedup"] for r in rounds[:2]]
+        # the rounds' figures are rounded: right at the limit either count is right
+        if abs(max(first_two) / max(min(first_two), 1e-9) - ROUNDS_AGREE) > 0.005:
+            assert len(rounds) == (2 if rounds_agree(first_two) else 4), first_two
+        assert len(rounds) in (2, 4)
+        assert [r["first"] for r in rounds] == ["baseline", "speculative"] * (len(rounds) // 2)
+        median_speedup = statistics.median(r["speedup"] for r in rounds)
+        assert row["speedup"] == pytest.approx(median_speedup, abs=2e-4)
