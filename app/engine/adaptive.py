@@ -341,7 +341,8 @@ class CostModel:
         """Whether a drafting step's parts were measured near ``depth`` (a single target pass,
         a single draft pass, a verification of several tokens), not only extrapolated."""
         at = self._at(depth)
-        return self.draft.measured_near(1, at) and {1} < set(self.verify.sizes_measured_near(at))
+        verified = self.verify.sizes_measured_near(at)
+        return self.draft.measured_near(1, at) and 1 in verified and len(verified) > 1
 
     def draft_cost_fraction(self, depth: int | None = None) -> float | None:
         """A single draft pass as a fraction of a single target pass."""
