@@ -71,6 +71,7 @@ class _RecentMedian:
 # Context depth changes a pass's cost: every token in the batch attends to every cached one.
 DEPTH_SCALE = 4096.0  # features in units near the data: tokens/16, depth/4096
 SIZE_SCALE = 16.0
+MIN_DEPTH_SPREAD = 512  # tokens between the shallowest and deepest cells to fit a depth slope
 MAX_CELLS = 64  # (size, depth range) cells kept, the least recently measured dropped first
 REFIT_EVERY = 128  # observations between refits of the shape while no new cell appears
 DERIVED_FOR = 32  # observations a break-even or "can it pay" is kept for, within a depth range
@@ -84,9 +85,19 @@ def depth_range(depth: int) -> int:
     return depth // width * width
 
 
-def _features(n_tokens: int, depth: float) -> tuple[float, float, float, float]:
+Coefficients = tuple[float, float, float, float, float]
+
+
+def _features(n_tokens: int, depth: float) -> Coefficients:
     size, deep = n_tokens / SIZE_SCALE, depth / DEPTH_SCALE
-    return (1.0, size, deep, size * deep)
+    return (1.0, size, deep, size * deep, _batched(n_tokens))
+
+
+def _batched(n_tokens: int) -> float:
+    """1 for a pass over several tokens: on a CPU llama.cpp leaves its one-token kernel
+    there, and two tokens cost twice one (SmolLM2 F16: 11.4 ms, 21 ms, then 24 ms for five
+    and 31 ms for nine), a step no line through the sizes can follow."""
+    return 1.0 if n_tokens > 1 else 0.0
 
 
 @dataclass
@@ -102,7 +113,7 @@ def _nonnegative_least_squares(
 ) -> np.ndarray:
     """argmin |A b - y|^2 over b >= 0 from A'A and A'y, on the given columns (others 0): the
     unconstrained solution when it is feasible, else the best feasible one over the subsets
-    of columns (four at most, so fifteen small solves)."""
+    of columns (five at most, so thirty-one small solves)."""
     best, best_loss = np.zeros(len(moment)), 0.0  # all zero: loss |y|^2, taken as 0 here
     ridge = 1e-9 * max(float(gram.trace()), 1e-12)
     subsets = [columns] + [
@@ -136,18 +147,18 @@ class PassCost:
     prices (70 and 247 ms on a CPU: every token attends to every cached one), and so is
     verifying 17 tokens (160 and 995 ms). Passes are filed in cells by size and depth range,
     each keeping the median of its recent passes (one slowed by a scheduler hiccup moves it
-    not at all). A least-squares fit of ms = a + b n + c d + e n d over the cells (each by
-    its relative error, no coefficient below zero) gives the shape: what one more token,
-    or a deeper context, adds. A price is the nearest cell of the asked size moved to the
-    asked depth along the fit, or the fit alone where no pass of that size was measured.
-    Refitted when a cell appears and every few observations: the cells carry the level,
-    the fit only the shape.
+    not at all). A least-squares fit of ms = a + b n + c d + e n d + j [n > 1] over the
+    cells (each by its relative error, no coefficient below zero) gives the shape: what one
+    more token, or a deeper context, adds. A price is the nearest cell of the asked size
+    moved to the asked depth along the fit, or the fit alone where no pass of that size was
+    measured. Refitted when a cell appears and every few observations: the cells carry the
+    level, the fit only the shape.
     """
 
     def __init__(self) -> None:
         self._cells: OrderedDict[tuple[int, int], _Cell] = OrderedDict()
         self._by_size: dict[int, list[_Cell]] = {}
-        self._coef: tuple[float, float, float, float] | None = None
+        self._coef: Coefficients | None = None
         self._since_fit = 0
         # by size, then depth range: the nearest cell's median over the fit there, so a
         # price is one product (asked for every length, every step)
@@ -190,10 +201,10 @@ class PassCost:
         low, high = self._fitted_depths
         return n_tokens not in self._fitted_sizes or not low * 0.8 <= depth <= high * 1.25 + 256
 
-    def _fitted(self) -> tuple[float, float, float, float]:
+    def _fitted(self) -> Coefficients:
         if self._coef is None:
-            a, b, c, e = (float(x) for x in self._fit())
-            self._coef = (a, b, c, e)
+            a, b, c, e, j = (float(x) for x in self._fit())
+            self._coef = (a, b, c, e, j)
             self._since_fit = 0
             self._anchors.clear()
             self._fitted_sizes = set(self._by_size)
@@ -211,20 +222,26 @@ class PassCost:
         # a column the cells do not vary (one size, one depth) cannot be told from the
         # intercept: leave it out rather than split the intercept's share at random
         spread = design.max(axis=0) - design.min(axis=0) > 1e-9
+        # nor can depth from noise while the cells lie within a few hundred tokens: a noisy
+        # five-token pass at depth 47 beside the warm-up's at 0 priced a single pass 150
+        # deep at twice what it cost
+        spread[2] = design[:, 2].max() - design[:, 2].min() >= MIN_DEPTH_SPREAD / DEPTH_SCALE
         columns = [0] + [c for c in (1, 2) if spread[c]]
         if spread[1] and spread[2]:
             columns.append(3)
+        if len({c.size for c in cells if c.size > 1}) >= 2:
+            columns.append(4)  # a step at two tokens, told from the slope by two sizes above it
         return _nonnegative_least_squares(gram, moment, columns)
 
     def _shape(self, n_tokens: int, depth: float) -> float:
-        a, b, c, e = self._fitted()
+        a, b, c, e, j = self._fitted()
         size, deep = n_tokens / SIZE_SCALE, depth / DEPTH_SCALE
-        return max(a + b * size + c * deep + e * size * deep, 1e-6)
+        return max(a + b * size + c * deep + e * size * deep + j * _batched(n_tokens), 1e-6)
 
     def ms(self, n_tokens: int, depth: int = 0) -> float | None:
         if not self._cells:
             return None
-        a, b, c, e = self._coef or self._fitted()
+        a, b, c, e, j = self._coef or self._fitted()
         by_range = self._anchors.get(n_tokens)
         if by_range is None:
             by_range = self._anchors[n_tokens] = {}
@@ -235,7 +252,8 @@ class PassCost:
         if anchor is None:
             anchor = by_range[span] = self._anchor(n_tokens, depth, span)
         size, deep = n_tokens / SIZE_SCALE, depth / DEPTH_SCALE
-        return anchor * max(a + b * size + c * deep + e * size * deep, 1e-6)
+        shape = a + b * size + c * deep + e * size * deep + j * (n_tokens > 1)
+        return anchor * max(shape, 1e-6)
 
     def _anchor(self, n_tokens: int, depth: int, span: int) -> float:
         """The nearest cell of this size, as a multiple of the fit at its depth (1: none)."""
@@ -249,7 +267,7 @@ class PassCost:
 
     def marginal(self, depth: int = 0) -> float:
         """Extra time for one more token in the batch at this depth (the fit's slope)."""
-        _, size, _, both = self._fitted()
+        _, size, _, both, _ = self._fitted()
         return (size + both * depth / DEPTH_SCALE) / SIZE_SCALE
 
     def measured_near(self, n_tokens: int, depth: int) -> bool:
@@ -442,7 +460,12 @@ class LookupGate:
 
     A match held back is not wasted: what the target writes next says whether it would
     have been accepted, so both rates keep learning for free, and lookups resume where the
-    answer starts copying again.
+    answer starts copying again. A held match whose first token was right is followed
+    until the target leaves it: in a math answer a repeated number is matched often and
+    the words after it seldom, and a rate learned only from verified matches kept its
+    prior of nine in ten there, so three-token lookups were verified at a fifth accepted
+    (SmolLM2 F16 + Q4_1: 0.89x of target-only, where a two-token verification costs two
+    single passes).
 
     The first-token rate is kept twice, by what the last judged match did: one that agreed
     as far as it was judged says the answer is copying, and the next match usually is
@@ -476,6 +499,8 @@ class LookupGate:
         self.copying = False  # the last judged match agreed as far as it was judged
         self._continued = [9.0, 10.0]  # kept, judged: a prior of 0.9 worth ten tokens
         self._held: tuple[int, list[int]] | None = None  # (position, tokens) held back
+        # a held match whose first tokens were right: (position, tokens, judged so far)
+        self._followed: tuple[int, list[int], int] | None = None
 
     @property
     def first(self) -> _Ema:
@@ -521,6 +546,11 @@ class LookupGate:
     def observe(self, proposed: int, accepted: int) -> None:
         """A match of ``proposed`` tokens of which the first ``accepted`` were accepted (all
         judged: a refusal after them, or none proposed past them)."""
+        if proposed > 0:
+            self._followed = None  # the verified match judges those positions itself
+            self._judge(proposed, accepted)
+
+    def _judge(self, proposed: int, accepted: int) -> None:
         if proposed <= 0:
             return
         self.first.update(1.0 if accepted else 0.0)
@@ -531,12 +561,16 @@ class LookupGate:
             return
         # after the first: the accepted ones, and the refused one if there was one
         judged = accepted if accepted < proposed else proposed - 1
+        self._continue(accepted - 1, judged)
+
+    def _continue(self, kept: int, judged: int) -> None:
+        """``judged`` tokens that followed accepted ones in a match, ``kept`` of them right."""
         if judged <= 0:
             return
         memory = self._continued
         if memory[1] >= self.CONTINUED_MEMORY:
             memory[0], memory[1] = memory[0] / 2, memory[1] / 2
-        memory[0] += accepted - 1
+        memory[0] += kept
         memory[1] += judged
 
     def hold(self, position: int, tokens: list[int]) -> None:
@@ -546,6 +580,7 @@ class LookupGate:
 
     def judge_held(self, committed: Sequence[int]) -> None:
         """Compare the match held back with what the target wrote in its place."""
+        self._follow(committed)
         if self._held is None:
             return
         position, tokens = self._held
@@ -553,15 +588,37 @@ class LookupGate:
         if not written:
             return
         self._held = None
-        accepted = 0
-        for drafted, kept in zip(tokens, written, strict=False):
-            if drafted != kept:
-                break
-            accepted += 1
+        accepted = _agreeing(tokens, written)
         if accepted < len(written):
-            self.observe(len(tokens), accepted)  # refused at ``accepted``
-        else:
-            self.observe(accepted, accepted)  # all that was written so far agreed
+            self._judge(len(tokens), accepted)  # refused at ``accepted``
+            return
+        self._judge(accepted, accepted)  # all that was written so far agreed
+        if accepted < len(tokens) and self._followed is None:
+            self._followed = (position, tokens, accepted)
+
+    def _follow(self, committed: Sequence[int]) -> None:
+        """Judge the followed match's tokens the target has written since the last step."""
+        if self._followed is None:
+            return
+        position, tokens, judged = self._followed
+        written = committed[position : position + len(tokens)]
+        if len(written) <= judged:
+            return
+        agreed = judged + _agreeing(tokens[judged:], written[judged:])
+        refused = agreed < len(written)
+        self._continue(agreed - judged, agreed - judged + refused)
+        done = refused or agreed == len(tokens)
+        self._followed = None if done else (position, tokens, agreed)
+
+
+def _agreeing(drafted: Sequence[int], written: Sequence[int]) -> int:
+    """How many of ``written`` agree with ``drafted`` before the first that does not."""
+    count = 0
+    for proposed, kept in zip(drafted, written, strict=False):
+        if proposed != kept:
+            break
+        count += 1
+    return count
 
 
 class AnswerBias:

@@ -295,6 +295,48 @@ def test_a_fresh_gate_holds_its_first_match_back_where_verifying_costs_passes() 
     assert gate.length(16, 16) >= 4
 
 
+def _smollm2_costs() -> CostModel:
+    """SmolLM2 F16 on two cores: a two-token verification costs two single passes."""
+    costs = CostModel()
+    for n, ms in ((1, 11.4), (2, 21.2), (5, 24.0), (9, 30.9), (17, 57.8)):
+        for _ in range(3):
+            costs.observe_verify(n, ms)
+    return costs
+
+
+def _write_held(
+    gate: LookupGate, committed: list[int], match: list[int], written: list[int]
+) -> None:
+    """The loop's steps while the gate holds: each step judges what was held, then holds
+    the lookup's next match (the copy cursor's continuation of the run), and the target
+    writes one token."""
+    for step, token in enumerate(written):
+        gate.hold(len(committed), match[step:])
+        committed.append(token)
+        gate.judge_held(committed)
+
+
+def test_a_held_match_is_followed_until_the_answer_leaves_it() -> None:
+    """A math answer repeats a number of the question and then says something else: the
+    match's first token is right and the next one is not. Judged only by verified matches,
+    the rate of the tokens after a right first one kept its prior of nine in ten, and
+    three-token lookups were verified at a fifth accepted (0.89x of target-only)."""
+    gate = LookupGate(_smollm2_costs())
+    committed = [0] * 10
+    for run in range(8):
+        match = [100 + 10 * run + i for i in range(8)]
+        _write_held(gate, committed, match, [match[0], 999])
+    assert gate.continued < 0.6
+    # the first token is right nine times in ten here, so a short block still pays; at the
+    # prior's nine in ten for the tokens after it, nine tokens were verified
+    assert 1 <= gate.length(16, 16) <= 4
+    # a copy followed while held teaches the opposite: the run goes on
+    copied = list(range(300, 332))
+    _write_held(gate, committed, copied, copied)
+    assert gate.continued > 0.8
+    assert gate.copying and gate.length(16, 16) >= 2
+
+
 def test_a_match_after_one_that_agreed_is_judged_by_copies_not_by_coincidences() -> None:
     """An edit's answer copies runs of the given text between new words: a match right after
     one that agreed is right eight times in nine, one found on a suffix that holds new words
