@@ -136,7 +136,7 @@ class NgramDrafter(_Base):
             self.gate.judge_held(committed)
             keep = self.gate.length(len(tokens), limits.k)
             if not keep:
-                self.gate.hold(len(committed), tokens)
+                self.gate.hold(len(committed), tokens, priced=True)
             tokens = tokens[:keep]
         block = DraftBlock(tokens=tokens, probs=[None] * len(tokens), source=self.name)
         block.confidences = [None] * len(tokens)

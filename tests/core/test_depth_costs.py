@@ -337,6 +337,54 @@ def test_a_held_match_is_followed_until_the_answer_leaves_it() -> None:
     assert gate.copying and gate.length(16, 16) >= 2
 
 
+def test_a_lookup_that_does_not_keep_its_promises_promises_less() -> None:
+    """Rates that jump after a streak of agreeing matches promise most just before it ends:
+    on math-1 three in four first tokens were promised and 7 of 51 lookup tokens accepted.
+    What verified matches delivered scales the next promise; on a copy it lets blocks grow."""
+    costs = _smollm2_costs()
+    gate = LookupGate(costs)
+    for _ in range(6):
+        gate.observe(4, 4)  # a streak: the rates promise a long block
+    promised = gate.length(16, 16)
+    assert promised >= 4
+    refused = 0
+    while (k := gate.length(16, 16)) > 0 and refused < 5:
+        gate.observe(k, 0)  # verified, and refused at once
+        refused += 1
+        for _ in range(2):
+            gate.observe(4, 4)  # the streak that made the rates jump again
+    assert 1 <= refused <= 2  # held back after a promise or two broken, streaks or not
+    assert gate.kept < 0.5
+    copying = LookupGate(costs)
+    for _ in range(6):
+        copying.observe(2, 2)
+    short = copying.length(16, 16)
+    for _ in range(4):
+        k = copying.length(16, 16)
+        copying.observe(k, k)
+    assert copying.kept > 1.0 and copying.length(16, 16) >= short
+
+
+def test_a_held_match_is_judged_against_what_verifying_it_would_have_promised() -> None:
+    """Held matches keep the promise honest while nothing is verified: one refused at once
+    lowers the share kept, one the target wrote in full raises it, and lookups resume."""
+    refused = LookupGate(_smollm2_costs())
+    assert refused.length(16, 16) == 0  # a fresh gate holds its first match back
+    refused.hold(10, list(range(100, 116)), priced=True)
+    refused.judge_held([0] * 10 + [999])
+    assert refused.kept < 1.0
+    unpriced = LookupGate(_smollm2_costs())
+    unpriced.hold(10, list(range(100, 116)))  # held beside a model draft: never priced
+    unpriced.judge_held([0] * 10 + [999])
+    assert unpriced.kept == 1.0
+    copied = LookupGate(_smollm2_costs())
+    assert copied.length(16, 16) == 0
+    match = list(range(200, 216))
+    copied.hold(10, match, priced=True)
+    copied.judge_held([0] * 10 + match)  # the target wrote the whole match
+    assert copied.kept > 1.0
+
+
 def test_a_match_after_one_that_agreed_is_judged_by_copies_not_by_coincidences() -> None:
     """An edit's answer copies runs of the given text between new words: a match right after
     one that agreed is right eight times in nine, one found on a suffix that holds new words
