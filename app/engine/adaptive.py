@@ -52,6 +52,26 @@ class _Ema:
         )
 
 
+@dataclass
+class _FadingShare:
+    """part / whole over recent evidence: both sums are halved once the whole reaches
+    ``memory``, so older evidence fades."""
+
+    part: float
+    whole: float
+    memory: float
+
+    def add(self, part: float, whole: float) -> None:
+        if self.whole >= self.memory:
+            self.part, self.whole = self.part / 2, self.whole / 2
+        self.part += part
+        self.whole += whole
+
+    @property
+    def share(self) -> float:
+        return self.part / self.whole
+
+
 class _RecentMedian:
     """The median of the last few samples: one pass slowed by a scheduler hiccup or a page
     fault (hundreds of ms where the rest take 15) moves it not at all, a lasting change
@@ -241,7 +261,7 @@ class PassCost:
     def ms(self, n_tokens: int, depth: int = 0) -> float | None:
         if not self._cells:
             return None
-        a, b, c, e, j = self._coef or self._fitted()
+        self._fitted()  # before the anchors are read: a refit clears them
         by_range = self._anchors.get(n_tokens)
         if by_range is None:
             by_range = self._anchors[n_tokens] = {}
@@ -251,9 +271,7 @@ class PassCost:
         anchor = by_range.get(span)
         if anchor is None:
             anchor = by_range[span] = self._anchor(n_tokens, depth, span)
-        size, deep = n_tokens / SIZE_SCALE, depth / DEPTH_SCALE
-        shape = a + b * size + c * deep + e * size * deep + j * (n_tokens > 1)
-        return anchor * max(shape, 1e-6)
+        return anchor * self._shape(n_tokens, depth)
 
     def _anchor(self, n_tokens: int, depth: int, span: int) -> float:
         """The nearest cell of this size, as a multiple of the fit at its depth (1: none)."""
@@ -511,11 +529,12 @@ class LookupGate:
             True: _Ema(alpha=self.FIRST_RATE),
         }
         self.copying = False  # the last judged match agreed as far as it was judged
-        self._continued = [9.0, 10.0]  # kept, judged: a prior of 0.9 worth ten tokens
+        # tokens kept of those judged after an accepted one: a prior of 0.9 worth ten tokens
+        self._continued = _FadingShare(9.0, 10.0, self.CONTINUED_MEMORY)
         # (position, tokens, what verifying it would have promised) of a match held back
         self._held: tuple[int, list[int], Promise | None] | None = None
         # lookup tokens accepted, and promised, over the matches judged to the end
-        self._kept = [self.KEPT_PRIOR, self.KEPT_PRIOR]
+        self._kept = _FadingShare(self.KEPT_PRIOR, self.KEPT_PRIOR, self.KEPT_MEMORY)
         self._pending: Promise | None = None  # the match being verified
         self._would: Promise | None = None  # the best length of the match last priced
         # a held match whose first tokens were right: (position, tokens, judged so far,
@@ -530,15 +549,13 @@ class LookupGate:
     @property
     def continued(self) -> float:
         """P(a token is accepted | the tokens before it in the match were)."""
-        kept, judged = self._continued
-        return min(kept / judged, 0.995)
+        return min(self._continued.share, 0.995)
 
     @property
     def kept(self) -> float:
         """The share of the lookup tokens promised that verification delivered."""
-        accepted, promised = self._kept
         low, high = self.KEPT_RANGE
-        return min(max(accepted / promised, low), high)
+        return min(max(self._kept.share, low), high)
 
     def _promised(self, k: int) -> float:
         first, c = self.first.value or 0.0, self.continued
@@ -585,20 +602,11 @@ class LookupGate:
         self._followed = None  # the verified match judges those positions itself
         self._judge(proposed, accepted)
         if self._pending is not None and self._pending[0] == proposed:
-            self._keep(accepted, self._pending[1])
+            self._kept.add(accepted, self._pending[1])
         self._pending = None
 
-    def _keep(self, accepted: int, promised: float) -> None:
-        """A match judged as far as its promise: ``accepted`` lookup tokens of ``promised``."""
-        memory = self._kept
-        if memory[1] >= self.KEPT_MEMORY:
-            memory[0], memory[1] = memory[0] / 2, memory[1] / 2
-        memory[0] += accepted
-        memory[1] += promised
-
     def _judge(self, proposed: int, accepted: int) -> None:
-        if proposed <= 0:
-            return
+        """A match of ``proposed`` tokens (at least one), the first ``accepted`` right."""
         self.first.update(1.0 if accepted else 0.0)
         self.copying = accepted >= proposed
         if self.copying and self._first[True].value is None:
@@ -611,13 +619,8 @@ class LookupGate:
 
     def _continue(self, kept: int, judged: int) -> None:
         """``judged`` tokens that followed accepted ones in a match, ``kept`` of them right."""
-        if judged <= 0:
-            return
-        memory = self._continued
-        if memory[1] >= self.CONTINUED_MEMORY:
-            memory[0], memory[1] = memory[0] / 2, memory[1] / 2
-        memory[0] += kept
-        memory[1] += judged
+        if judged > 0:
+            self._continued.add(kept, judged)
 
     def hold(self, position: int, tokens: list[int], *, priced: bool = False) -> None:
         """A match not verified, proposed for the tokens from ``position`` on; ``priced``:
@@ -642,13 +645,13 @@ class LookupGate:
         if accepted < len(written):
             self._judge(len(tokens), accepted)  # refused at ``accepted``
             if promise is not None and not following:
-                self._keep(min(accepted, promise[0]), promise[1])
+                self._kept.add(min(accepted, promise[0]), promise[1])
             return
         self._judge(accepted, accepted)  # all that was written so far agreed
         if following:
             return  # one match at a time: the next usually continues the followed one
         if promise is not None and accepted >= promise[0]:
-            self._keep(promise[0], promise[1])
+            self._kept.add(promise[0], promise[1])
             promise = None
         if accepted < len(tokens):
             self._followed = (position, tokens, accepted, promise)
@@ -666,7 +669,7 @@ class LookupGate:
         self._continue(agreed - judged, agreed - judged + refused)
         done = refused or agreed == len(tokens)
         if promise is not None and (done or agreed >= promise[0]):
-            self._keep(min(agreed, promise[0]), promise[1])
+            self._kept.add(min(agreed, promise[0]), promise[1])
             promise = None
         self._followed = None if done else (position, tokens, agreed, promise)
 
