@@ -281,20 +281,20 @@ class Engine:
         reused = ctx.n_past
         ctx.decode(prompt[reused:-1], logits="none")
         drafter = self._drafter(request, randomness) if request.speculative else None
-        if drafter is not None:
-            drafter.prefill(prompt)
-        yield PrefillEvent(len(prompt), reused, clock.prefill_done())
-
         controller = DraftController(request.spec, self.costs, self.calibration)
-        pauses: list[GuardEvent] = []
         memory_key = drafter.name if drafter is not None else ""
         controller.restore(self._guard_memory.get(memory_key))
+        never_pays = None
         if isinstance(drafter, SampledDrafter | CombinedDrafter):  # drafters that pay passes
             self.costs.at_depth(len(prompt))
             never_pays = controller.pause_if_never_pays(step=0)
-            if never_pays is not None:
-                pauses.append(never_pays)
-                yield never_pays
+        if drafter is not None:
+            drafter.prefill(prompt, drafting=not controller.paused)
+        yield PrefillEvent(len(prompt), reused, clock.prefill_done())
+        pauses: list[GuardEvent] = []
+        if never_pays is not None:
+            pauses.append(never_pays)
+            yield never_pays
         verifier = Verifier(
             self.target.n_vocab,
             sampler,

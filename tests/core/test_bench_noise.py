@@ -98,6 +98,8 @@ def test_the_bench_pairs_its_rounds_and_reports_their_steadiness(
     assert row["round_drift"]["baseline"] is not None
     assert row["noisy"] is None or row["noisy"].startswith("noisy: ")
     assert row["step_host_ms_per_token"] > 0 and row["baseline_step_host_ms_per_token"] > 0
+    assert row["ttft_ms"] > 0 and row["baseline_ttft_ms"] > 0
+    assert result["aggregate"]["median_baseline_ttft_ms"] == row["baseline_ttft_ms"]
     assert row["step_host_ms_per_token"] <= row["host_ms_per_token"]
     aggregate = result["aggregate"]
     assert aggregate["noisy_prompts"] == len(aggregate["noisy"]) == (1 if row["noisy"] else 0)

@@ -233,7 +233,39 @@ def test_a_draft_that_can_never_pay_is_paused_before_the_answer_pays_a_pass(
         spec = events[-1]
         assert isinstance(spec, RunSummary)
         assert spec.draft_passes == 0 and spec.guard_pauses == 1
+        # paused from the start: the draft never read the prompt (the warm-up left it empty)
+        assert engine.draft_ctx is not None and engine.draft_ctx.n_past == 0
         base = list(engine.generate(replace(request, speculative=False)))[-1]
         assert isinstance(base, RunSummary) and spec.token_ids == base.token_ids
+    finally:
+        engine.close()
+
+
+def test_a_draft_paused_from_the_start_reads_the_prompt_when_it_next_drafts(
+    tiny_pair: tuple[Path, Path],
+) -> None:
+    """A drafter paused before the answer skips the prompt's pass; the step that next
+    drafts catches up over the whole of it and drafts what a prefilled draft drafts."""
+    target, draft = tiny_pair
+    engine = Engine(
+        ModelSpec(str(target), n_ctx=512, n_threads=2),
+        ModelSpec(str(draft), n_ctx=512, n_threads=2),
+    )
+    try:
+        prompt = list(engine.tokenize("the code of the model import data for self and"))
+        request = GenerationRequest(tuple(prompt), spec=SpecConfig(adaptive=False))
+        ctx = engine.draft_ctx
+        assert ctx is not None
+        blocks = []
+        for drafting in (True, False):
+            ctx.truncate(0)
+            drafter = engine._drafter(request, Randomness(None))
+            drafter.prefill(prompt, drafting=drafting)
+            assert ctx.n_past == (len(prompt) - 1 if drafting else 0)
+            committed = [*prompt, prompt[3]]  # the target wrote a token since
+            blocks.append(drafter.model.propose(committed, DraftLimits(4)))  # type: ignore[attr-defined]
+        prefilled, paused = blocks
+        assert prefilled.catch_up == 2 and paused.catch_up == len(prompt) + 1
+        assert paused.tokens == prefilled.tokens and len(paused.tokens) == 4
     finally:
         engine.close()
