@@ -229,6 +229,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     def show(row: dict) -> None:
         ref = f" ref {rate(row['reference_tok_s'])}" if "reference_tok_s" in row else ""
+        equal = row.get("speedup_at_equal_passes")
+        at_equal = f" (×{equal:.2f} at equal passes)" if equal is not None else ""
         verdict = (
             "identical"
             if row["identical"]
@@ -236,7 +238,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         )
         print(
             f"{row['id']}: base {rate(row['baseline_tok_s'])} spec {rate(row['speculative_tok_s'])}"
-            f"{ref} tok/s ×{row['speedup']:.2f} acc {row['acceptance_rate']:.2f} "
+            f"{ref} tok/s ×{row['speedup']:.2f}{at_equal} acc {row['acceptance_rate']:.2f} "
             f"host {row['host_ms_per_token']:.3f}/{row['baseline_host_ms_per_token']:.3f} "
             f"ms/tok copied {row['copied']:.0%} pauses {row['guard_pauses']} {verdict}"
             + (f" {row['noisy']}" if row.get("noisy") else ""),

@@ -254,6 +254,9 @@ class RunSummary:
     # each step's target pass as (tokens in the batch, ms): the bench judges from their spread
     # whether another program disturbed the run (app.engine.noise)
     verify_passes: tuple[tuple[int, float], ...] = field(default=(), repr=False)
+    # the ms of each single target pass of a step that drafted nothing and paid no draft pass:
+    # the same work in either mode, so the bench compares the two modes' (app.engine.noise)
+    lone_passes: tuple[float, ...] = field(default=(), repr=False)
     step_host_s: float = 0.0  # time outside llama_decode in the decoding steps (no prefill)
     # where the sampler chain ran: "device" (llama.cpp returned each row's candidates), or
     # "host (why)" (full rows of logits crossed into Python)

@@ -6,6 +6,12 @@ round to round. Another program taking cores for part of a run shows as a stretc
 passes: the run's *spread*. One busy through a whole run shows as a round slower than the
 others: the *drift* across rounds. Each pass is measured against the median of the passes of
 its size over every round of its mode, so blocks of different lengths can be judged together.
+
+One busy through one mode's run and not the other's, in every round, moves neither: it shows
+as the *gap* between the modes, where both paid the same work. A step that drafted nothing
+and paid no draft pass costs one single target pass in either mode; the speculative run's
+median such pass over the target-only run's, in one round, should be one. A speedup read
+where it is not is off by about that much.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ DRIFT_LIMIT = 1.25  # the slowest round's median pass time over the fastest roun
 # a run with fewer comparable passes is not judged; from 11 on, one slow pass (a page fault)
 # never moves the 90th percentile by itself
 MIN_PASSES = 11
+GAP_LIMIT = 1.1  # one mode's median lone single pass over the other's, in one round
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,26 @@ def _spread(values: Sequence[float]) -> float | None:
     return deciles[-1] / deciles[0] if deciles[0] > 0.0 else None
 
 
-def noise_flag(*judged: Steadiness) -> str | None:
+def pass_gap(baseline: Sequence[float], speculative: Sequence[float]) -> float | None:
+    """The speculative run's median lone single pass over the target-only run's (one round;
+    each argument: the ms of those passes); None under ``MIN_PASSES`` of them either side."""
+    ms = [[m for m in run if m > 0.0 and math.isfinite(m)] for run in (baseline, speculative)]
+    if min(len(run) for run in ms) < MIN_PASSES:
+        return None
+    return statistics.median(ms[1]) / statistics.median(ms[0])
+
+
+def gap_reasons(gaps: Sequence[float | None]) -> list[str]:
+    """What the per-round gaps past ``GAP_LIMIT`` (either way) say, in words."""
+    return [
+        f"single target passes cost {gap:.2f}× in the speculative run what they cost "
+        f"target-only in round {number}"
+        for number, gap in enumerate(gaps, start=1)
+        if gap is not None and max(gap, 1.0 / gap) > GAP_LIMIT
+    ]
+
+
+def noise_flag(*judged: Steadiness, gaps: Sequence[float | None] = ()) -> str | None:
     """``"noisy: …"`` with the figures that exceeded their limits, or None for a steady row."""
-    reasons = [reason for one in judged for reason in one.reasons()]
+    reasons = [reason for one in judged for reason in one.reasons()] + gap_reasons(gaps)
     return "noisy: " + "; ".join(reasons) if reasons else None

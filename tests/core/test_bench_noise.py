@@ -11,7 +11,16 @@ import pytest
 from app.engine.bench import ROUNDS_AGREE, BenchSettings, rounds_agree
 from app.engine.config import ModelSpec, SpecConfig
 from app.engine.engine_host import run_bench_in_child
-from app.engine.noise import DRIFT_LIMIT, SPREAD_LIMIT, noise_flag, steadiness
+from app.engine.noise import (
+    DRIFT_LIMIT,
+    GAP_LIMIT,
+    MIN_PASSES,
+    SPREAD_LIMIT,
+    gap_reasons,
+    noise_flag,
+    pass_gap,
+    steadiness,
+)
 
 
 def _passes(rng: np.random.Generator, sizes: list[int], slow: slice = slice(0, 0), by=1.0):
@@ -49,6 +58,27 @@ def test_step_time_spread_flags_a_disturbed_run_and_not_a_steady_one() -> None:
         assert all(s is not None and s < SPREAD_LIMIT for s in judged.spreads)
         assert judged.drift is not None and judged.drift > DRIFT_LIMIT
         assert "speculative rounds differ" in (noise_flag(judged) or "")
+
+
+def test_the_gap_between_the_modes_single_passes_is_measured_and_flagged() -> None:
+    """Another program busy through one mode's run and not the other's, in every round,
+    moves neither spread nor drift: the single passes both modes pay alike say so."""
+    rng = np.random.default_rng(11)
+    target_only = [ms for _, ms in _passes(rng, [1] * 40)]
+    alike = [ms for _, ms in _passes(rng, [1] * 30)]
+    slowed = [ms * 1.2 for _, ms in _passes(rng, [1] * 30)]
+    steady_gap, slowed_gap = pass_gap(target_only, alike), pass_gap(target_only, slowed)
+    assert steady_gap is not None and abs(steady_gap - 1.0) < 0.05
+    assert slowed_gap is not None and abs(slowed_gap - 1.2) < 0.05
+    assert pass_gap(target_only, alike[: MIN_PASSES - 1]) is None  # too few to compare
+    assert gap_reasons([steady_gap, None]) == []
+    # either way: a target-only run slowed reads as a speedup it did not earn
+    reasons = gap_reasons([steady_gap, slowed_gap, 1.0 / slowed_gap])
+    assert len(reasons) == 2 and " in round 2" in reasons[0] and " in round 3" in reasons[1]
+    assert f"{slowed_gap:.2f}× in the speculative run" in reasons[0]
+    assert 1.0 / slowed_gap < 1.0 / GAP_LIMIT
+    flag = noise_flag(steadiness("baseline", [[(1, m) for m in target_only]]), gaps=[slowed_gap])
+    assert flag == "noisy: " + reasons[0].replace("round 2", "round 1")
 
 
 def test_too_few_steps_are_not_judged() -> None:
@@ -99,6 +129,11 @@ def test_the_bench_pairs_its_rounds_and_reports_their_steadiness(
     assert row["noisy"] is None or row["noisy"].startswith("noisy: ")
     assert row["step_host_ms_per_token"] > 0 and row["baseline_step_host_ms_per_token"] > 0
     assert row["ttft_ms"] > 0 and row["baseline_ttft_ms"] > 0
+    for r in rounds:  # each round's speedup at equal passes is its speedup times its gap
+        gap, at_equal = r["pass_gap"], r["speedup_at_equal_passes"]
+        assert (gap is None) == (at_equal is None)
+        if gap is not None:
+            assert at_equal == pytest.approx(r["speedup"] * gap, rel=2e-3)
     assert result["aggregate"]["median_baseline_ttft_ms"] == row["baseline_ttft_ms"]
     assert row["step_host_ms_per_token"] <= row["host_ms_per_token"]
     aggregate = result["aggregate"]

@@ -237,6 +237,10 @@ def test_a_draft_that_can_never_pay_is_paused_before_the_answer_pays_a_pass(
         assert engine.draft_ctx is not None and engine.draft_ctx.n_past == 0
         base = list(engine.generate(replace(request, speculative=False)))[-1]
         assert isinstance(base, RunSummary) and spec.token_ids == base.token_ids
+        # the single passes of steps that drafted nothing: every step target-only, and in the
+        # paused answer every step but the lookups'
+        assert len(base.lone_passes) == len(base.verify_passes) == base.tokens
+        assert len(spec.lone_passes) == len(spec.verify_passes) - spec.steps
     finally:
         engine.close()
 
