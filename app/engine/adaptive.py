@@ -25,6 +25,7 @@ import numpy as np
 
 from app.engine.config import SpecConfig
 from app.engine.events import GuardEvent
+from app.engine.sequences import common_prefix_length
 from app.engine.step_record import StepRecord
 
 
@@ -640,7 +641,7 @@ class LookupGate:
         if not written:
             return
         self._held = None
-        accepted = _agreeing(tokens, written)
+        accepted = common_prefix_length(tokens, written)
         following = self._followed is not None
         if accepted < len(written):
             self._judge(len(tokens), accepted)  # refused at ``accepted``
@@ -664,7 +665,7 @@ class LookupGate:
         written = committed[position : position + len(tokens)]
         if len(written) <= judged:
             return
-        agreed = judged + _agreeing(tokens[judged:], written[judged:])
+        agreed = judged + common_prefix_length(tokens[judged:], written[judged:])
         refused = agreed < len(written)
         self._continue(agreed - judged, agreed - judged + refused)
         done = refused or agreed == len(tokens)
@@ -672,16 +673,6 @@ class LookupGate:
             self._kept.add(min(agreed, promise[0]), promise[1])
             promise = None
         self._followed = None if done else (position, tokens, agreed, promise)
-
-
-def _agreeing(drafted: Sequence[int], written: Sequence[int]) -> int:
-    """How many of ``written`` agree with ``drafted`` before the first that does not."""
-    count = 0
-    for proposed, kept in zip(drafted, written, strict=False):
-        if proposed != kept:
-            break
-        count += 1
-    return count
 
 
 class AnswerBias:

@@ -190,9 +190,7 @@ class RunClock:
             accepted_per_position=accepted_at,
             per_drafter=per_drafter(records),
             verify_passes=tuple((r.proposed + 1, r.verify_ms) for r in records),
-            lone_passes=tuple(
-                r.verify_ms for r in records if not r.proposed and not r.draft_passes
-            ),
+            lone_passes=tuple(r.verify_ms for r in records if not r.paid),
             step_host_s=sum(r.host_ms for r in records) / 1000.0,
             sampling=sampling,
         )
