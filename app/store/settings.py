@@ -80,6 +80,10 @@ class Settings:
     colour_style: str = "colour"
     # serving
     serve_port: int = 8080  # "Serve on localhost" (app.serve.defaults.DEFAULT_PORT, as the CLI)
+    # the last "Remote server…" chosen, offered again the next time the dialog opens
+    remote_url: str = ""
+    remote_server: str = "llama-server"
+    remote_baseline_url: str = ""
 
     # --- conversions -----------------------------------------------------------------
 
@@ -212,6 +216,16 @@ def _model_path(text: str) -> str:
     return text
 
 
+def _address(text: str) -> str:
+    """A server address as typed: checked for what it is when it is used (the dialog says
+    what is wrong with it); here only for what no address holds."""
+    if len(text) > 2048:
+        raise Invalid("an address must be at most 2048 characters long")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        raise Invalid("an address must not contain control characters")
+    return text
+
+
 def _pair_name(text: str) -> str:
     if "\x00" in text:
         raise Invalid("a pair name must not contain a NUL character")
@@ -288,6 +302,9 @@ FIELDS: dict[str, FieldInfo] = {
     ),
     "baseline": FieldInfo(_bool, "Baseline side-by-side"),
     "colour_style": FieldInfo(_choice(COLOUR_STYLES), "Token colours"),
+    "remote_url": FieldInfo(_address, "Remote server address"),
+    "remote_server": FieldInfo(_address, "Remote server kind"),
+    "remote_baseline_url": FieldInfo(_address, "Remote baseline address"),
     "serve_port": FieldInfo(
         _int_in(1, 65535), "Serve port", "the port Serve on localhost listens on, on 127.0.0.1"
     ),

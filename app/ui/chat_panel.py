@@ -39,6 +39,15 @@ from app.ui.token_view import TokenView
 from app.ui.transcript import Transcript, char_kinds
 from app.workers.messages import TIMING_RULE, EventBatch
 
+CONTINUE_TIP = (
+    "The last answer was stopped or cut off at the token limit (Max tokens): write more of it"
+)
+REGENERATE_TIP = "Answer the last question again"
+REMEASURE_TIP = (
+    "The two runs did not get the same share of the CPU, so their speeds cannot be "
+    "compared: regenerate this answer and its target-only run to time both again"
+)
+
 FLUSH_MS = 40
 # Of a reopened answer and its baseline, the comparison panes show this many characters
 # (painting 50,000 coloured characters takes Qt about 0.3 s); the chat has the rest.
@@ -181,10 +190,6 @@ class ChatPanel(QWidget):
         # offered when the two runs did not get the same machine: their speeds are no speedup
         self.remeasure = QPushButton("Measure again")
         self.remeasure.setObjectName("remeasureButton")
-        self.remeasure.setToolTip(
-            "The two runs did not get the same share of the CPU, so their speeds cannot be "
-            "compared: regenerate this answer and its target-only run to time both again"
-        )
         self.remeasure.clicked.connect(self.regenerate_requested)
         self.remeasure.hide()
         self.style_box = QComboBox()
@@ -229,10 +234,6 @@ class ChatPanel(QWidget):
         self.send.clicked.connect(self._send_or_stop)
         self.continue_button = QPushButton("Continue")
         self.continue_button.setObjectName("continueButton")
-        self.continue_button.setToolTip(
-            "The last answer was stopped or cut off at the token limit (Max tokens): "
-            "write more of it"
-        )
         self.continue_button.clicked.connect(self.continue_requested)
         self.regenerate = QPushButton("Regenerate")
         self.regenerate.clicked.connect(self.regenerate_requested)
@@ -391,11 +392,16 @@ class ChatPanel(QWidget):
         else:
             refused = f"Fix the settings first — {self._refusal}" if self._refusal else ""
             self.send.setToolTip(tooltip(self._no_pair or refused))  # quotes what was typed
-        self.regenerate.setEnabled(idle and self._has_messages and not self._no_pair)
+        # what answers again is refused for the same reasons as Send, and says so
+        why_not = self._no_pair or (f"Fix the settings first — {self._refusal}" if blocked else "")
+        self.regenerate.setEnabled(idle and self._has_messages and not blocked)
+        self.regenerate.setToolTip(tooltip(why_not or REGENERATE_TIP))
         self.continue_button.setVisible(self._can_continue and idle)
         self.continue_button.setEnabled(idle and not blocked)
+        self.continue_button.setToolTip(tooltip(why_not or CONTINUE_TIP))
         self.copy.setEnabled(idle and bool(self._last_answer or self.spec_view.text()))
-        self.remeasure.setEnabled(idle and not self._refusal)
+        self.remeasure.setEnabled(idle and not blocked)
+        self.remeasure.setToolTip(tooltip(why_not or REMEASURE_TIP))
 
     def baseline_not_run(self, reason: str) -> None:
         self.base_view.clear_tokens(reason)

@@ -66,7 +66,8 @@ class ConversationList(QWidget):
         for info in infos:
             stamp = time.strftime("%b %d %H:%M", time.localtime(info.updated))
             flag = " · not saved yet" if info.id in unsaved else ""
-            item = QListWidgetItem(f"{info.title}\n{stamp} · {info.messages} messages{flag}")
+            count = "1 message" if info.messages == 1 else f"{info.messages:,} messages"
+            item = QListWidgetItem(f"{info.title}\n{stamp} · {count}{flag}")
             item.setData(Qt.ItemDataRole.UserRole, info.id)
             item.setToolTip(tooltip(info.title))
             self.list.addItem(item)

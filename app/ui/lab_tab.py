@@ -67,6 +67,7 @@ from app.models.drafting import self_drafting_problem
 from app.store.conversations import ConversationStore
 from app.store.settings import Settings
 from app.ui.plain_text import plain_label
+from app.ui.wheel_focus import wheel_needs_focus
 
 TABLE_COLUMNS = CELL_COLUMNS  # the command line's and the report's columns
 REFRESH_S = 1.0  # live redraws of the plot; the full analysis (bootstraps) runs at the end
@@ -192,6 +193,7 @@ class LabTab(QWidget):
         self.claim_speedup.setSuffix("×")
         self.claim_category = QComboBox()
         self.claim_category.addItems([ALL, *BUILTIN_CATEGORIES])
+        wheel_needs_focus(self.repeats, self.max_tokens, self.claim_speedup, self.claim_category)
 
         self.run_button = QPushButton("Run")
         self.run_button.clicked.connect(self.start)

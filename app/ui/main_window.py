@@ -331,6 +331,7 @@ class MainWindow(QMainWindow):
         pair.addAction(self._action("Pair &wizard…", self.change_pair))
         pair.addAction(self._action("&Local GGUF files…", lambda: self.change_pair(files=True)))
         pair.addAction(self._action("&Demo pair", self.load_demo))
+        pair.addAction(self._action("Re&mote server…", self.choose_remote))
         pair.addAction(self._action("Rename or delete saved pairs…", self.pair_bar.manage_pairs))
         pair.addSeparator()
         self.reload_action = self._action("&Reload pair", self.reload_pair)
@@ -623,8 +624,16 @@ class MainWindow(QMainWindow):
         return BeforeLoad(self.pair_name, self.pair_kv_type, self._loaded_key, settings or {})
 
     def choose_remote(self) -> None:
-        pair = choose_remote(self)
+        s = self.settings
+        last = RemotePair(s.remote_url, s.remote_server, s.remote_baseline_url or None)
+        own = self.server.url if self.server.serving else ""
+        pair = choose_remote(self, last if s.remote_url else None, own)
         if pair is not None:
+            self.settings_panel.update_settings(
+                remote_url=pair.url,
+                remote_server=pair.server,
+                remote_baseline_url=pair.baseline_url or "",
+            )
             self.load_remote(pair)
 
     def load_remote(self, pair: RemotePair) -> int:
@@ -907,7 +916,10 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage("Stopping…", 2000)
 
     def regenerate(self) -> None:
-        if self.client.generating or not self.session.drop_last_answer():
+        # checked before the last answer is dropped: a refused regenerate keeps it
+        if self.client.generating or not self._ready_to_answer():
+            return
+        if not self.session.drop_last_answer():
             return
         self._save_conversation()
         self._start_answer(self.session.start(self.settings))

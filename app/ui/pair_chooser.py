@@ -12,8 +12,10 @@ window keeps it, and the functions here only look the name up in the library.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -244,12 +246,17 @@ def choose_pair(
 
 class RemoteServerDialog(QDialog):
     """A server to chat with: its address, its kind, and optionally a second server with the
-    same model and no speculation, as the baseline."""
+    same model and no speculation, as the baseline. ``last`` fills in the one chosen last;
+    ``own_url`` is this window's own serving address, which is refused (the window would wait
+    on itself)."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, parent: QWidget | None = None, last: RemotePair | None = None, own_url: str = ""
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Remote server")
         self.pair: RemotePair | None = None
+        self._own_url = own_url
         self.url = QLineEdit()
         self.url.setPlaceholderText("http://gpu-box:8080")
         self.kind = QComboBox()
@@ -257,6 +264,10 @@ class RemoteServerDialog(QDialog):
             self.kind.addItem(label, name)
         self.baseline = QLineEdit()
         self.baseline.setPlaceholderText("optional: the same model without speculation")
+        if last is not None:
+            self.url.setText(last.url)
+            self.kind.setCurrentIndex(max(0, self.kind.findData(last.server)))
+            self.baseline.setText(last.baseline_url or "")
         self.message = plain_label()  # names what the person typed
         self.message.setWordWrap(True)
         note = plain_label(
@@ -282,17 +293,53 @@ class RemoteServerDialog(QDialog):
 
     def accept(self) -> None:
         try:
-            self.pair = RemotePair.checked(
+            pair = RemotePair.checked(
                 self.url.text(), str(self.kind.currentData()), self.baseline.text()
             )
         except RemoteError as exc:
             self.message.setText(str(exc))
             return
+        own = [u for u in (pair.url, pair.baseline_url) if u and same_server(u, self._own_url)]
+        if own:
+            self.message.setText(
+                f"{own[0]} is this window's own serving address (Serve on localhost): the "
+                "chat would wait on itself. Choose another server, or chat with the loaded "
+                "pair directly."
+            )
+            return
+        self.pair = pair
         super().accept()
 
 
-def choose_remote(parent: QWidget) -> RemotePair | None:
-    dialog = RemoteServerDialog(parent)
+def same_server(url: str, other: str) -> bool:
+    """Whether two http(s) addresses reach the same server on this machine: the same port,
+    and the same host or two names of the loopback interface (localhost, 127.x, ::1)."""
+    try:
+        a, b = urlsplit(url), urlsplit(other)
+        ports = (a.port or _DEFAULT_PORTS.get(a.scheme), b.port or _DEFAULT_PORTS.get(b.scheme))
+    except ValueError:
+        return False
+    if not a.hostname or not b.hostname or ports[0] != ports[1]:
+        return False
+    return a.hostname == b.hostname or (_is_loopback(a.hostname) and _is_loopback(b.hostname))
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def choose_remote(
+    parent: QWidget, last: RemotePair | None = None, own_url: str = ""
+) -> RemotePair | None:
+    dialog = RemoteServerDialog(parent, last, own_url)
     return dialog.pair if dialog.exec() else None
 
 

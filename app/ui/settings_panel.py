@@ -30,6 +30,7 @@ from app.engine.repacking import CHOICES as REPACK_CHOICES
 from app.store.settings import FIELDS, Invalid, Settings, advice, with_field
 from app.ui.plain_text import plain_label
 from app.ui.theme import CHOICE_LABELS, CHOICES
+from app.ui.wheel_focus import wheel_needs_focus
 
 INVALID_STYLE = "QLineEdit { border: 1px solid #D55E00; background: #FDEBE1; }"
 PROMPT_DEBOUNCE_MS = 400  # the system prompt is checked and saved once typing pauses
@@ -212,6 +213,7 @@ class SettingsPanel(QScrollArea):
                 QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
             )
             box.setMinimumContentsLength(8)
+        wheel_needs_focus(self.draft_mode, self.rule, self.repacking, self.theme)
         self.setWidget(body)
         # no horizontal scrolling, so never narrower than the form itself
         self.setMinimumWidth(
