@@ -15,12 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QByteArray, QRectF, QTimer, Signal
+from PySide6.QtCore import QByteArray, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QImage, QImageWriter, QPainter, QResizeEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QGraphicsItem,
     QHBoxLayout,
+    QLabel,
     QMenu,
     QPushButton,
     QVBoxLayout,
@@ -240,6 +241,15 @@ class ChartsPanel(QWidget):
         self.export_button.setObjectName("chartsExport")
         self.export_button.setToolTip("Save a chart as a PNG image, or the run statistics")
         self.export_button.setMenu(export_menu)
+        # a remote server reports no steps: its answers chart tokens/sec alone, and say so
+        self.remote_note = QLabel(
+            "A remote server reports no per-step figures: only tokens/sec is charted."
+        )
+        self.remote_note.setObjectName("chartsRemoteNote")
+        self.remote_note.setWordWrap(True)
+        self.remote_note.setTextFormat(Qt.TextFormat.PlainText)
+        self.remote_note.hide()
+        layout.insertWidget(0, self.remote_note)
         export_row = QHBoxLayout()
         export_row.addWidget(self.export_button)
         export_row.addStretch(1)
@@ -302,6 +312,12 @@ class ChartsPanel(QWidget):
             self.plots[name].setYRange(0, limits[1], padding=0.02)
         self._dirty = set(self.plots)
         self._redraw()
+
+    def set_remote(self, remote: bool) -> None:
+        """Answers from a remote server have no steps: their per-step charts are hidden."""
+        for name in ("acceptance", "accepted_lengths", "draft_length"):
+            self.plots[name].setVisible(not remote)
+        self.remote_note.setVisible(remote)
 
     def set_verdict(self, text: str) -> None:
         """The verdict exported with the answer's statistics."""

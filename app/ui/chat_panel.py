@@ -294,7 +294,9 @@ class ChatPanel(QWidget):
         elif not diverged and self._auto_opened:
             self.set_comparison_open(False)
 
-    def begin_answer(self, baseline: bool) -> None:
+    def begin_answer(self, baseline: bool, remote: bool = False) -> None:
+        """A new answer: ``baseline`` when a target-only run follows it, ``remote`` when a
+        server writes it (no token kinds: no colour legend)."""
         if self._auto_opened:  # opened for the last answer's news, not by the person
             self.set_comparison_open(False)
         self._comparison_cut = False
@@ -304,6 +306,7 @@ class ChatPanel(QWidget):
         self.spec_view.clear_tokens("waiting for the first token…")
         self.base_view.clear_tokens("runs after the speculative answer" if baseline else "")
         self.base_box.setVisible(baseline)
+        self.legend.setVisible(not remote)
         self.verdict.setText("")
         self.remeasure.hide()
         self._remote = None
@@ -531,9 +534,12 @@ class ChatPanel(QWidget):
         self.spec_view.setPlaceholderText("")
         self.base_view.setPlaceholderText("")
 
-    def show_stopped(self, text: str) -> None:
-        """Why an answer has no verdict (stopped, the engine crashed)."""
+    def show_stopped(self, text: str, before_first_token: str = "") -> None:
+        """Why an answer has no verdict (stopped, the engine crashed); an answer stopped
+        before its first token says so in its pane instead of still waiting for it."""
         self.verdict.setText(text)
+        if before_first_token and not self.spec_view.text():
+            self.spec_view.setPlaceholderText(before_first_token)
 
     def splitters(self) -> dict[str, QSplitter]:
         """The splitters whose sizes the window keeps between sessions."""

@@ -905,8 +905,12 @@ class MainWindow(QMainWindow):
         self.chat.show_messages(
             self.conversation.messages, pending=not continuing, continuing=continuing
         )
-        self.chat.begin_answer(job.baseline)
+        remote = self.loaded.remote if self.loaded is not None else None
+        # a remote pair runs a baseline only on the baseline server it was given
+        baseline = job.baseline and (remote is None or remote.baseline_url is not None)
+        self.chat.begin_answer(baseline, remote=remote is not None)
         self.charts.reset()
+        self.charts.set_remote(remote is not None)
         self.chat.set_generating(True)
         self.client.chat(job)
         self._sync_actions()
@@ -1085,7 +1089,10 @@ class MainWindow(QMainWindow):
             lost = self._engine_lost
             self.statusBar().showMessage("The engine crashed." if lost else "Stopped.", 4000)
             if judgement is None:
-                self.chat.show_stopped(f"{'engine crashed' if lost else 'stopped'} — no verdict")
+                what = "engine crashed" if lost else "stopped"
+                self.chat.show_stopped(
+                    f"{what} — no verdict", f"{what.capitalize()} before the first token."
+                )
             if self.session.baseline_asked and base is None:
                 self.chat.baseline_not_run("Not run: the answer was stopped before the baseline.")
         self._update_resources()

@@ -123,3 +123,31 @@ def test_stop_cuts_a_remote_answer(make_window, qtbot, hostile) -> None:  # noqa
         window.client.cancel()
     assert blocker.args[0].cancelled
     assert time.monotonic() - began < 2.0
+
+
+def test_a_remote_answer_shows_no_token_legend_per_step_charts_or_baseline_pane(
+    make_window,  # noqa: ANN001
+    qtbot,  # noqa: ANN001
+    hostile,  # noqa: ANN001
+) -> None:
+    window = make_window(FAST)  # the baseline is on in the settings; this server has none
+    _load_remote(window, qtbot, f"{hostile.url}/good")
+    ask(window, qtbot, "hello")
+    assert window.chat.legend.isHidden()
+    assert window.chat.base_box.isHidden()
+    charts = window.charts
+    assert charts.plots["acceptance"].isHidden() and charts.plots["draft_length"].isHidden()
+    assert not charts.plots["tok_s"].isHidden() and not charts.remote_note.isHidden()
+
+
+def test_a_remote_answer_stopped_before_its_first_token_says_so(make_window, qtbot, hostile) -> None:  # noqa: ANN001
+    window = make_window(FAST)
+    _load_remote(window, qtbot, f"{hostile.url}/drip")
+    with qtbot.waitSignal(window.answer_finished, timeout=15_000) as blocker:
+        window.chat.input.setPlainText("hello")
+        window.chat.input.submit()
+        qtbot.wait(300)
+        window.client.cancel()
+    assert blocker.args[0].cancelled
+    assert window.chat.spec_view.placeholderText() == "Stopped before the first token."
+    assert window.chat.verdict.text() == "stopped — no verdict"

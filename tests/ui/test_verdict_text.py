@@ -192,7 +192,12 @@ def test_speeds_measured_on_uneven_machines_are_no_speedup(make_window, qtbot) -
     reopened = store.load(window.session.conversation.id).messages[-1]
     assert reopened.stats["uneven_machine"] is True
     assert reopened.stats["verdict"] == text
-    assert not window.chat.remeasure.isHidden() and window.chat.remeasure.isEnabled()
+    assert not window.chat.remeasure.isHidden()
+    # no pair is loaded here: measuring again is refused as Regenerate is, saying why
+    assert not window.chat.remeasure.isEnabled()
+    assert window.chat.remeasure.toolTip() == window.chat.send.toolTip()
+    window.chat.set_no_pair("")  # as once a pair has loaded
+    assert window.chat.remeasure.isEnabled()
     with qtbot.waitSignal(window.chat.regenerate_requested, timeout=1000):
         window.chat.remeasure.click()  # Regenerate: both runs timed again
 
