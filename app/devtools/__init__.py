@@ -1,2 +1,5 @@
-"""Developer tools the installer leaves out: the llama.cpp reference build, the host-cost
-benchmark and the window's screenshots."""
+"""Developer tools the installer leaves out: llama.cpp's own programs built from the vendored
+sources (``reference``), measuring tools (``hostcost``, ``depth_prompts``, ``sampling_placement``,
+``latency_probe``, ``mtp_reference``, ``eagle3_reference``), probes of llama.cpp's drafting
+interfaces (``mtp_probe``, ``assistant_probe``, ``eagle3_probe``), the long-edits prompt set
+(``long_edits``), the window's screenshots (``screenshots``) and the GPU check (``gpu_check``)."""

@@ -1,6 +1,6 @@
 """Builds ``resources/bench/long_edits.jsonl``: long prompts (2-4k tokens) over this repo's
-own code and README, each asking for a small change (the answer copies the given text
-around it) or for a rewrite (the answer is new text).
+own code and documentation (``README.md`` and ``docs/``), each asking for a small change (the
+answer copies the given text around it) or for a rewrite (the answer is new text).
 
 ``python -m app.devtools.long_edits [OUT]`` rebuilds the file from the sources as they are
 now; the edits are found in them (the first class, the first function of some length), so
@@ -60,10 +60,18 @@ def _sections(*titles: str) -> str:
 
 
 def _section(title: str) -> str:
-    """A README section: from its heading to the next heading of the same or a higher level."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """A section of README.md or of a page in docs/ (the first that has the heading): from its
+    heading to the next heading of the same or a higher level."""
+    heading = re.compile(rf"^{re.escape(title)}\n", re.M)
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        readme = page.read_text(encoding="utf-8")
+        found = heading.search(readme)
+        if found is not None:
+            break
+    else:
+        raise ValueError(f"no section {title!r} in README.md or docs/")
     level = len(title) - len(title.lstrip("#"))
-    start = readme.index(title + "\n")
+    start = found.start()
     following = re.compile(rf"^#{{1,{level}}} ", re.M)
     # headings inside fenced code (shell comments) are not headings
     position = start + len(title) + 1
@@ -194,12 +202,31 @@ def build() -> list[Prompt]:
         rename_class("app/engine/exactness.py"),
         add_docstring("app/engine/engine_child.py"),
         fix_line("app/models/fit.py"),
-        rename_in_prose("## Command line"),
-        past_tense("## How the engine works", "## Download and install", "## Build the installers"),
+        rename_in_prose(
+            "## `--version`",
+            "## `generate`",
+            "## `bench`",
+            "## `pull`",
+            "## `check-pair`",
+            "## `fit`",
+            "## Lab",
+            "## `serve`: an OpenAI-compatible endpoint",
+        ),
+        past_tense(
+            "## The loop",
+            "## Exactness: the text stays the target's",
+            "## Drafters",
+            "## Download and install",
+            "## On your own machine",
+        ),
         rewrite_first_class("app/engine/events.py"),
         summarize("app/engine/chat_template.py"),
         casual_style(
-            "## Quick start (from source)", "## How the engine works", "## Download and install"
+            "## Quick start (from source)",
+            "## The loop",
+            "## Exactness: the text stays the target's",
+            "## Drafters",
+            "## Download and install",
         ),
         explain("app/engine/mtp.py"),
     ]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check, run from the repository root on the lent CUDA machine (README: "GPU check"):
+# The GPU check, run from the repository root on the lent CUDA machine (docs/gpu-check.md):
 #   bash app/devtools/gpu_check/device.sh
 # with .gpu_check/ (python -m app.devtools.gpu_check.prepare) carried. It builds libllama and
 # llama-server with CUDA (sm_90) from the carried llama.cpp, then runs check.py against them
