@@ -140,7 +140,11 @@ def test_a_remote_answer_shows_no_token_legend_per_step_charts_or_baseline_pane(
     assert not charts.plots["tok_s"].isHidden() and not charts.remote_note.isHidden()
 
 
-def test_a_remote_answer_stopped_before_its_first_token_says_so(make_window, qtbot, hostile) -> None:  # noqa: ANN001
+def test_a_remote_answer_stopped_before_its_first_token_says_so(
+    make_window,  # noqa: ANN001
+    qtbot,  # noqa: ANN001
+    hostile,  # noqa: ANN001
+) -> None:
     window = make_window(FAST)
     _load_remote(window, qtbot, f"{hostile.url}/drip")
     with qtbot.waitSignal(window.answer_finished, timeout=15_000) as blocker:
