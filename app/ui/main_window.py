@@ -45,6 +45,7 @@ from app.serve.params import Sampling
 from app.store.conversations import Conversation, ConversationInfo, ConversationStore
 from app.store.pending_saves import PendingSaves, SaveFailure
 from app.store.settings import LOAD_FIELDS, Settings, SettingsStore
+from app.store.unsent import UnsentMessage
 from app.ui.answer_verdict import judge_answer
 from app.ui.charts import ChartsPanel
 from app.ui.chat_panel import ChatPanel
@@ -213,7 +214,12 @@ class MainWindow(QMainWindow):
         scan = self.store.scan()
         self.session = ChatSession()
         skipped = self._restore_conversation(scan.conversations)
-        self.show_notes([*self.settings_store.notes, *scan.notes, *layout_notes, *skipped])
+        self.unsent = UnsentMessage(self.settings_store.directory)
+        unsent, unsent_notes = self.unsent.read()  # typed, not sent, when the window closed
+        if unsent:
+            self.chat.input.setPlainText(unsent)
+        notes = [*self.settings_store.notes, *scan.notes, *layout_notes, *skipped, *unsent_notes]
+        self.show_notes(notes)
         self._fit_to_screen()
         self._docks_restored = self.layout_file.restore(self, self.side)
         self._follow_theme()
@@ -864,6 +870,7 @@ class MainWindow(QMainWindow):
         if self.client.generating or not self._ready_to_answer():
             return
         self.chat.clear_input()
+        self.unsent.keep("")  # sent: not offered again after a crash
         self.session.add_user(text)
         # Acknowledged: on disk it survives a crash; when it cannot be written it stays in
         # memory (and in the transcript) and is written at the next save that works.
@@ -1116,6 +1123,9 @@ class MainWindow(QMainWindow):
         if self.client.running:
             self.statusBar().showMessage("Stopping the engine…")
             self.client.shutdown()
+        unsent = self.unsent.keep(self.chat.input.toPlainText())
+        if unsent:
+            print(f"specdeck: {unsent}", file=sys.stderr)
         failure = self.saves.save_settings(self.settings)
         if failure is not None:  # closing never raises; what is unsaved goes somewhere safe
             rescued = self.saves.rescue()

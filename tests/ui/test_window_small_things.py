@@ -148,3 +148,33 @@ def test_regenerate_with_a_refused_setting_keeps_the_answer_and_says_why(
     assert window.conversation.messages == before  # the answer is kept, nothing runs
     assert not window.client.generating
     assert "Temperature" in window.chat.error_banner.text()
+
+
+def test_a_message_typed_but_not_sent_is_there_again_after_a_restart(make_window) -> None:  # noqa: ANN001
+    window = make_window(autoload=False)
+    window.chat.input.setPlainText("half a question, with a ü and\nsecond line")
+    window.close()
+    again = make_window(autoload=False)
+    assert again.chat.input.toPlainText() == "half a question, with a ü and\nsecond line"
+    again.chat.input.clear()
+    again.close()
+    assert make_window(autoload=False).chat.input.toPlainText() == ""
+
+
+def test_a_fifo_in_place_of_the_unsent_message_is_not_read_and_the_window_starts(
+    make_window,  # noqa: ANN001
+) -> None:
+    import os
+
+    from app.store.settings import SettingsStore
+    from app.store.unsent import UNSENT_FILE
+
+    directory = SettingsStore().directory
+    directory.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(directory / UNSENT_FILE)
+    window = make_window(autoload=False)  # would hang here were the FIFO opened to be read
+    assert window.chat.input.toPlainText() == ""
+    assert "not a regular file" in window.chat.notes_banner.text()
+    window.chat.input.setPlainText("kept after all")
+    window.close()
+    assert (directory / UNSENT_FILE).read_text() == "kept after all"
