@@ -16,7 +16,7 @@ from app.models.catalog import CatalogModel
 from app.models.fit import FitLabel
 from app.models.hub import QuantGroup
 from app.ui.plain_text import tooltip as plain_tip
-from app.workers.hub_worker import Calibrated, DraftOption, HubFailure, LocalModel, RepoInspected
+from app.workers.hub_messages import Calibrated, DraftOption, HubFailure, LocalModel, RepoInspected
 
 if TYPE_CHECKING:
     from app.ui.wizard.wizard import PairWizard

@@ -22,8 +22,7 @@ from app.models.downloads import DownloadProgress, free_bytes, human_bytes
 from app.models.fit import assess, estimate_pair, memory_text
 from app.models.library import LibraryError, Profile
 from app.ui.wizard.common import FIT_COLOURS, Page, error_html, note_html, status_label
-from app.workers.hub_worker import (
-    CALIBRATION_DRAFT_LENGTHS,
+from app.workers.hub_messages import (
     DRAFT_LENGTH_SURE_MARGIN,
     Calibrate,
     Calibrated,
@@ -35,6 +34,7 @@ from app.workers.hub_worker import (
     HubFailure,
     LocalModel,
 )
+from app.workers.hub_worker import CALIBRATION_DRAFT_LENGTHS
 
 # A draft costs about its size per token; above this fraction of the target's size it rarely
 # pays for itself.

@@ -50,7 +50,7 @@ from app.ui.wizard.common import (
     status_label,
 )
 from app.ui.wizard.words import mismatch_in_words
-from app.workers.hub_worker import (
+from app.workers.hub_messages import (
     CheckDraftRepo,
     DetectHardware,
     DraftChecked,
