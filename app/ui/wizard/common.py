@@ -1,4 +1,4 @@
-"""Shared state and helpers for the wizard pages."""
+"""Shared state, helpers and widgets for the wizard pages."""
 
 from __future__ import annotations
 
@@ -8,7 +8,16 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QLabel, QTableWidget, QTableWidgetItem, QWizardPage
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QWidget,
+    QWizardPage,
+)
 
 from app.engine.hardware import Hardware
 from app.gguf.header import ModelFacts, SelfDrafting
@@ -226,3 +235,89 @@ def cell(text: str, *, colour: str | None = None, tooltip: str = "") -> QTableWi
     if tooltip:
         item.setToolTip(plain_tip(tooltip))
     return item
+
+
+GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
+
+
+def browse_gguf(parent: QWidget, title: str) -> str | None:
+    path, _ = QFileDialog.getOpenFileName(parent, title, "", GGUF_FILTER)
+    return path or None
+
+
+class OfflineNote(QWidget):
+    """“The Hub cannot be reached” with a Retry, shown while the wizard is offline."""
+
+    def __init__(self, wizard: PairWizard) -> None:
+        super().__init__()
+        self.owner = wizard
+        self.label = status_label()
+        # A wrapped label inside a nested layout gets one line's height unless told otherwise.
+        self.label.setMinimumHeight(2 * self.label.fontMetrics().lineSpacing() + 4)
+        self.retry = QPushButton("Retry")
+        self.retry.clicked.connect(wizard.probe_hub)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.label, 1)
+        row.addWidget(self.retry)
+        wizard.online_changed.connect(self.refresh)
+        self.refresh()
+
+    def refresh(self) -> None:
+        state = self.owner.state
+        if state.online is None and self.owner.probing:
+            self.label.setText("Checking whether the Hugging Face Hub can be reached…")
+            self.retry.setEnabled(False)
+            self.setVisible(True)
+            return
+        self.retry.setEnabled(True)
+        self.setVisible(state.online is False)
+        self.label.setText(
+            note_html(
+                f"Offline: the Hugging Face Hub cannot be reached ({state.offline_reason}). "
+                "Models on this computer still work."
+            )
+        )
+
+
+class LocalFiles:
+    """Models on this computer for a wizard page: the library's files plus any the person
+    browsed to; a browsed file is selected once it has been read."""
+
+    BROWSE_TITLE = "Model (GGUF)"
+    _extra: list[str]
+    _want: str | None
+
+    def _init_local_files(self) -> None:
+        self._extra = []
+        self._want = None
+
+    def _library_paths(self) -> tuple[str, ...]:
+        return tuple(m.path for m in self.owner.library.models.values() if m.available)  # type: ignore[attr-defined]
+
+    def _browse(self) -> None:
+        path = browse_gguf(self, self.BROWSE_TITLE)  # type: ignore[arg-type]
+        if path:
+            self.add_local_file(path)
+
+    def add_local_file(self, path: str) -> None:
+        if path not in self._extra:
+            self._extra.append(path)
+        self._want = path
+        self._scan()
+
+    def _scan(self) -> None:
+        raise NotImplementedError
+
+
+def cap_context(wizard: PairWizard, trained: int) -> str:
+    """Lower the wizard's context size to the model's trained length; says so when it did."""
+    state = wizard.state
+    if trained <= 0 or state.n_ctx <= trained:
+        return ""
+    asked, state.n_ctx = state.n_ctx, trained
+    wizard.page_hardware.ctx.setValue(trained)
+    return (
+        f"Context size lowered from {asked:,} to {trained:,} tokens: the model was "
+        "trained on no more, and answers badly past that."
+    )

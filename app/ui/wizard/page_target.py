@@ -1,0 +1,327 @@
+"""The target page: a curated pair, a search of the Hub, or a GGUF on this computer."""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.models.downloads import human_bytes
+from app.models.fit import FitLabel, assess, estimate_pair, gib
+from app.ui.plain_text import tooltip as plain_tip
+from app.ui.wizard.common import (
+    FIT_COLOURS,
+    LocalFiles,
+    OfflineNote,
+    Page,
+    cap_context,
+    error_html,
+    status_label,
+)
+from app.ui.wizard.words import head_text
+from app.workers.hub_messages import (
+    HubFailure,
+    LocalModel,
+    LocalScanned,
+    ScanLocal,
+    Search,
+    SearchResults,
+)
+
+if TYPE_CHECKING:
+    from app.ui.wizard.wizard import PairWizard
+
+
+class TargetPage(LocalFiles, Page):
+    BROWSE_TITLE = "Target model (GGUF)"
+
+    def __init__(self, wizard: PairWizard) -> None:
+        super().__init__(
+            wizard,
+            "Target model",
+            "The model whose answers you want: a curated pair, a search of the "
+            "Hugging Face Hub, or a GGUF already on this computer.",
+        )
+        self.offline = OfflineNote(wizard)
+        self.tabs = QTabWidget()
+        self.catalog_list = QListWidget()
+        self.catalog_list.setAlternatingRowColors(True)  # entries of three lines stay apart
+        self.catalog_list.setSpacing(2)
+        self.query = QLineEdit()
+        self.query.setPlaceholderText("e.g. qwen3 gguf")
+        self.query.returnPressed.connect(self._search)
+        self.search_button = QPushButton("Search")
+        self.search_button.clicked.connect(self._search)
+        self.results = QListWidget()
+        self.search_status = status_label()
+        search_tab = QWidget()
+        search_layout = QVBoxLayout(search_tab)
+        row = QHBoxLayout()
+        row.addWidget(self.query)
+        row.addWidget(self.search_button)
+        search_layout.addLayout(row)
+        search_layout.addWidget(self.search_status)
+        search_layout.addWidget(self.results)
+        self.local_list = QListWidget()
+        self.local_status = status_label()
+        self.browse = QPushButton("Browse for a target…")
+        self.browse.clicked.connect(self._browse)
+        local_tab = QWidget()
+        local_layout = QVBoxLayout(local_tab)
+        local_layout.addWidget(self.local_status)
+        local_layout.addWidget(self.local_list)
+        local_layout.addWidget(self.browse, 0, Qt.AlignmentFlag.AlignLeft)
+        self.tabs.addTab(self.catalog_list, "Curated pairs")
+        self.tabs.addTab(search_tab, "Search the Hub")
+        self.local_tab = self.tabs.addTab(local_tab, "Models on this computer")
+        self.reason = QLabel()  # why Next is off, when a choice cannot go on
+        self.reason.setObjectName("targetReason")
+        self.reason.setTextFormat(Qt.TextFormat.PlainText)
+        self.reason.setWordWrap(True)
+        self.reason.hide()
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.offline)
+        layout.addWidget(self.tabs)
+        layout.addWidget(self.reason)
+        self.completeChanged.connect(self._show_reason)
+        for widget in (self.catalog_list, self.results, self.local_list):
+            widget.currentItemChanged.connect(lambda *_: self.completeChanged.emit())
+        self.tabs.currentChanged.connect(lambda *_: self.completeChanged.emit())
+        self.local: list[LocalModel] = []
+        self._init_local_files()
+        self._shown_offline = False
+        wizard.online_changed.connect(self._online_changed)
+
+    def initializePage(self) -> None:  # noqa: N802 - Qt name
+        self._fill_catalog()
+        self._scan()
+        if self.state.online is False and not self._shown_offline:
+            self._shown_offline = True
+            self.tabs.setCurrentIndex(self.local_tab)
+        self._online_changed()
+
+    def _fill_catalog(self) -> None:
+        self.catalog_list.clear()
+        hardware = self.state.hardware
+        catalog = self.owner.catalog
+        for entry, fit in catalog.targets_for(hardware):
+            where = f"≈ {gib(fit.needed)} at {entry.quant}" if fit else ""
+            label = f" — {fit.label.value} on this computer" if fit else ""
+            drafting = "  ·  drafts for itself (MTP)" if entry.drafting == "mtp" else ""
+            checked = catalog.checked(entry)
+            status = (
+                f"checked against the Hub {checked}"
+                if checked
+                else "unchecked: not yet confirmed against the Hub with check-pair"
+            )
+            item = QListWidgetItem(
+                f"{entry.repo}  ·  {entry.params_b:g}B  {where}{label}{drafting}\n"
+                f"{entry.notes}\n{status}"
+            )
+            item.setData(Qt.ItemDataRole.UserRole, entry.repo)
+            if fit is not None:
+                item.setToolTip(plain_tip(f"{fit.label.value}: {fit.message}"))
+            self.catalog_list.addItem(item)
+
+    def _online_changed(self) -> None:
+        offline = self.state.online is False
+        self.search_button.setEnabled(not offline)
+        if offline and not self._shown_offline and self.owner.currentPage() is self:
+            self._shown_offline = True
+            self.tabs.setCurrentIndex(self.local_tab)
+        self.completeChanged.emit()
+
+    def _scan(self) -> None:
+        self.local_status.setText("Reading the GGUF models on this computer…")
+        self.submit(ScanLocal(self._library_paths(), tuple(self._extra)))
+
+    def _search(self) -> None:
+        query = self.query.text().strip()
+        self.forget_requests()
+        self.search_status.setText(f"Searching for “{escape(query)}”…")
+        self.results.clear()
+        self.submit(Search(query))
+
+    def on_result(self, reply: object) -> None:
+        if isinstance(reply, LocalScanned):
+            self._fill_local(reply)
+            return
+        if not isinstance(reply, SearchResults):
+            return
+        for hit in reply.hits:
+            # Words, not only a lock glyph: not every system font has the emoji.
+            lock = "   🔒 gated: accept its license and save an access token" if hit.gated else ""
+            item = QListWidgetItem(f"{hit.repo_id}   ↓ {hit.downloads:,}{lock}")
+            item.setData(Qt.ItemDataRole.UserRole, hit.repo_id)
+            if hit.gated:
+                item.setForeground(QColor(FIT_COLOURS[FitLabel.TIGHT]))
+                item.setToolTip(
+                    "A gated repository: accept its license on the Hugging Face "
+                    "website, then save an access token on the first page"
+                )
+            self.results.addItem(item)
+        self.search_status.setText(
+            f"{len(reply.hits)} GGUF repositories, most downloaded first"
+            if reply.hits
+            else "Nothing found; try fewer words."
+        )
+
+    def _fill_local(self, reply: LocalScanned) -> None:
+        self.local = [m for m in reply.models]
+        self.local_list.clear()
+        hardware = self.state.hardware
+        want = self._want
+        for model in self.local:
+            fit = ""
+            if hardware is not None and not model.facts.drafting.is_head:
+                trained = model.facts.context_length
+                n_ctx = min(self.state.n_ctx, trained) if trained > 0 else self.state.n_ctx
+                est = estimate_pair(model.facts, model.size, None, 0, n_ctx, self.state.kv_type)
+                fit = f" — {assess(est, hardware).label.value}"
+            where = (
+                "in your library"
+                if model.in_library
+                else "in SpecDeck's model cache"
+                if model.in_cache
+                else "in SpecDeck's models folder"
+                if Path(model.path).is_relative_to(self.owner.models_root)
+                else model.path
+            )
+            f = model.facts
+            item = QListWidgetItem(
+                f"{model.name}  ·  {human_bytes(model.size)}{fit}\n"
+                f"{f.architecture}, {f.n_layer} layers, trained context "
+                f"{f.context_length:,}, {f.drafting.name} · {where}"
+                + (
+                    f"\n{f.drafting.name}: a draft for another model, not a target"
+                    if f.drafting.is_head
+                    else ""
+                )
+            )
+            item.setToolTip(plain_tip(model.path))
+            if f.drafting.is_head:  # a draft for some target, not one itself
+                item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsSelectable)
+                item.setForeground(QColor(FIT_COLOURS[FitLabel.NO_FIT]))
+            self.local_list.addItem(item)
+            if want is not None and model.path == want and not f.drafting.is_head:
+                self.local_list.setCurrentItem(item)
+        problems = [
+            f"{escape(p)}: {escape(why)}"
+            for p, why in reply.unreadable
+            if want is None or p == want
+        ]
+        text = (
+            f"{len(self.local)} GGUF model(s) on this computer"
+            if self.local
+            else "No GGUF models on this computer yet: browse to a file."
+        )
+        if problems:
+            text += "<br>" + error_html("Not usable: ") + "<br>".join(problems[:3])
+        chosen = next((m for m in self.local if m.path == want), None)
+        if chosen is not None and chosen.facts.drafting.is_head:
+            text += "<br>" + error_html(f"{chosen.name}: {head_text(chosen.facts.drafting)}")
+        self.local_status.setText(text)
+
+    def on_failure(self, failure: HubFailure) -> None:
+        self.search_status.setText(self.failure_text(failure))
+
+    def selected_local(self) -> LocalModel | None:
+        if self.tabs.currentIndex() != self.local_tab:
+            return None
+        row = self.local_list.currentRow()
+        if not 0 <= row < len(self.local) or self.local[row].facts.drafting.is_head:
+            return None
+        return self.local[row]
+
+    def selected_repo(self) -> str | None:
+        if self.tabs.currentIndex() == self.local_tab:
+            return None
+        source = self.catalog_list if self.tabs.currentIndex() == 0 else self.results
+        item = source.currentItem()
+        return item.data(Qt.ItemDataRole.UserRole) if item is not None else None
+
+    def local_copy(self, repo: str) -> LocalModel | None:
+        """A file of Hub repository ``repo`` already on this computer (downloaded into the
+        models folder, or in the library under that repository), preferring the curated
+        quantization; None when there is none."""
+        folder = self.owner.models_root / repo.replace("/", "--")
+        known = {
+            m.path for m in self.owner.library.models.values() if m.repo_id == repo and m.available
+        }
+        entry = self.owner.catalog.by_repo(repo)
+        copies = [m for m in self.local if m.path in known or Path(m.path).is_relative_to(folder)]
+        copies.sort(key=lambda m: entry is None or m.facts.quantization != entry.quant)
+        return copies[0] if copies else None
+
+    def chosen_local(self) -> LocalModel | None:
+        """The target on this computer that Next goes on with: the one chosen under “Models
+        on this computer”, or offline, the local copy of the chosen Hub repository."""
+        local = self.selected_local()
+        repo = self.selected_repo()
+        if local is None and repo is not None and self.state.online is False:
+            local = self.local_copy(repo)
+        return local
+
+    def blocked_reason(self) -> str:
+        """Why Next is off while a target is chosen, in words; empty otherwise."""
+        repo = self.selected_repo()
+        if repo is None or self.isComplete():
+            return ""
+        return (
+            f"{repo} is not on this computer, and the Hugging Face Hub cannot be reached to "
+            "download it. Choose a model under “Models on this computer”, or click Retry "
+            "when you are online."
+        )
+
+    def _show_reason(self) -> None:
+        reason = self.blocked_reason()
+        self.reason.setText(reason)
+        self.reason.setVisible(bool(reason))
+
+    def isComplete(self) -> bool:  # noqa: N802 - Qt name
+        if self.chosen_local() is not None:
+            return True
+        return self.selected_repo() is not None and self.state.online is not False
+
+    def validatePage(self) -> bool:  # noqa: N802 - Qt name
+        local = self.chosen_local()
+        if local is not None:
+            if local != self.state.target_local:
+                self.state.draft = None
+                self.state.draft_local = None
+                self.state.draft_mtp = None
+            self.state.target_local = local
+            self.state.context_note = cap_context(self.owner, local.facts.context_length)
+            self.state.target_repo = None
+            self.state.target_entry = None
+            self.state.inspected = None
+            self.state.target_group = None
+            return True
+        repo = self.selected_repo()
+        if repo != self.state.target_repo:
+            self.state.inspected = None
+            self.state.target_group = None
+            self.state.draft_mtp = None
+        self.state.target_local = None
+        self.state.target_repo = repo
+        self.state.target_entry = self.owner.catalog.by_repo(repo) if repo else None
+        return repo is not None
+
+    def nextId(self) -> int:  # noqa: N802 - Qt name
+        if self.chosen_local() is not None:
+            return self.owner.id_draft
+        return self.owner.id_quant
