@@ -66,6 +66,12 @@ class Page(QWizardPage):
         self.forget_requests()
         super().cleanupPage()
 
+    def show_context(self) -> None:
+        """Show the context size on the first page again after this page lowered it (the
+        first page's spin box is the wizard's ``n_ctx`` field)."""
+        if self.field("n_ctx") != self.state.n_ctx:
+            self.setField("n_ctx", self.state.n_ctx)
+
     @property
     def busy(self) -> bool:
         return bool(self._pending)
@@ -219,16 +225,3 @@ class LocalFiles:
 
     def _scan(self) -> None:
         raise NotImplementedError
-
-
-def cap_context(wizard: PairWizard, trained: int) -> str:
-    """Lower the wizard's context size to the model's trained length; says so when it did."""
-    state = wizard.state
-    if trained <= 0 or state.n_ctx <= trained:
-        return ""
-    asked, state.n_ctx = state.n_ctx, trained
-    wizard.page_hardware.ctx.setValue(trained)
-    return (
-        f"Context size lowered from {asked:,} to {trained:,} tokens: the model was "
-        "trained on no more, and answers badly past that."
-    )

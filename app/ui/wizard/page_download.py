@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton, QVBoxLayou
 from app.models.downloads import DownloadProgress, human_bytes
 from app.models.library import LibraryError
 from app.ui.wizard.common import Page, error_html, status_label
+from app.ui.wizard.pair_selection import download_items
 from app.workers.hub_messages import Download, Downloaded, DownloadProgressed, HubFailure
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class DownloadPage(Page):
         self.cancel_button.setEnabled(True)
         self.resume_button.setVisible(False)
         self.status.setText("Starting…")
-        self._items = self.owner.page_review.items()
+        self._items = download_items(self.state)
         self._sizes = [item.group.size for item in self._items]
         self.submit(Download(self._items, self._cancel))
         self.completeChanged.emit()

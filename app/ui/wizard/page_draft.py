@@ -3,7 +3,6 @@ target's own next-token layers, or n-gram drafting."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from html import escape
 from typing import TYPE_CHECKING
 
@@ -19,7 +18,6 @@ from PySide6.QtWidgets import (
 )
 
 from app.models.downloads import human_bytes
-from app.models.fit import draft_speed_rank
 from app.models.hub import QuantGroup, unsafe_repo_id_reason
 from app.ui.plain_text import tooltip as plain_tip
 from app.ui.wizard.common import (
@@ -31,6 +29,7 @@ from app.ui.wizard.common import (
     note_html,
     status_label,
 )
+from app.ui.wizard.pair_selection import DraftChoices, offer_own_heads
 from app.ui.wizard.words import mismatch_in_words
 from app.workers.hub_messages import (
     CheckDraftRepo,
@@ -39,7 +38,6 @@ from app.workers.hub_messages import (
     DraftsDone,
     FindDrafts,
     HubFailure,
-    LocalModel,
     LocalScanned,
     ScanLocal,
 )
@@ -49,9 +47,10 @@ if TYPE_CHECKING:
 
 
 class DraftPage(LocalFiles, Page):
-    BROWSE_TITLE = "Draft model (GGUF)"
     """Drafts from the Hub (other repos, or a smaller quantization of the target), a repo the
     person types, GGUFs on this computer, or no draft model at all (n-gram drafting)."""
+
+    BROWSE_TITLE = "Draft model (GGUF)"
 
     def __init__(self, wizard: PairWizard) -> None:
         super().__init__(
@@ -100,8 +99,7 @@ class DraftPage(LocalFiles, Page):
         layout.addLayout(quant_row)
         layout.addLayout(repo_row)
         layout.addWidget(self.ngram)
-        self.options: list[DraftOption] = []
-        self.local: list[LocalModel] = []
+        self.choices = DraftChoices()
         self._init_local_files()
         self._typed = ""
         self._hub_done = False
@@ -111,16 +109,14 @@ class DraftPage(LocalFiles, Page):
 
     def initializePage(self) -> None:  # noqa: N802 - Qt name
         self.forget_requests()
-        self.options, self.local = [], []
+        self.choices = DraftChoices()
         self._hub_done = False
         self._hub_message = ""
         self.retry.setVisible(False)
         self.table.setRowCount(0)
         self.ngram.setChecked(self.state.draft_ngram)
+        can = offer_own_heads(self.state)  # first visit for this target: its own heads first
         own = self.state.target_drafting
-        can = own is not None and own.method == "mtp"
-        if self.state.draft_mtp is None:  # first visit for this target: its own heads first
-            self.state.draft_mtp = can and not self.state.draft_ngram
         if can:
             assert own is not None
             self.mtp.setText(f"This model drafts for itself ({own.name}) — no draft download")
@@ -183,19 +179,24 @@ class DraftPage(LocalFiles, Page):
 
     # --- replies ----------------------------------------------------------------------
 
+    @property
+    def options(self) -> list[DraftOption]:
+        """The Hub's drafts, in the table's first rows."""
+        return self.choices.options
+
     def on_progress(self, reply: object) -> None:
         if isinstance(reply, DraftChecked):
-            self.options.append(reply.option)
+            self.choices.add_checked(reply.option)
             self._fill()
 
     def on_result(self, reply: object) -> None:
         if isinstance(reply, LocalScanned):
-            self.local = [m for m in reply.models if m.facts.n_layer > 0]
+            self.choices.set_local(reply.models)
             self._fill()
             want = self._want
-            for row, model in enumerate(self.local):
-                if want is not None and model.path == want:
-                    self.table.selectRow(len(self.options) + row)
+            row = self.choices.local_row(want)
+            if row is not None:
+                self.table.selectRow(row)
             bad = [why for p, why in reply.unreadable if p == want]
             if bad:
                 self.status.setText(error_html(f"{want}: {bad[0]}"))
@@ -203,9 +204,7 @@ class DraftPage(LocalFiles, Page):
                 self._summarise()
             return
         if isinstance(reply, DraftChecked):  # a typed repository
-            typed = reply.option.candidate.repo
-            self.options = [o for o in self.options if o.candidate.repo != typed]
-            self.options.insert(0, reply.option)
+            self.choices.put_typed(reply.option)
             self._fill()
             if reply.option.compatible:
                 self.table.selectRow(0)
@@ -220,7 +219,7 @@ class DraftPage(LocalFiles, Page):
             return
         if not isinstance(reply, DraftsDone):
             return
-        self.options = list(reply.options)
+        self.choices.options = list(reply.options)
         self._hub_done = True
         self._fill()
         self._summarise()
@@ -234,103 +233,29 @@ class DraftPage(LocalFiles, Page):
     def _summarise(self) -> None:
         if not self._hub_done:
             return
-        good = sum(o.compatible for o in self.options) + sum(m.mismatch is None for m in self.local)
-        if good:
-            text = f"{good} compatible draft(s), fastest sensible choice first."
-            self.status.setText(
-                escape(text + (" " + self._hub_message if self._hub_message else ""))
-            )
-        elif self.mtp.isVisible():
-            self.status.setText(
-                escape(
-                    "No separate draft model was found; none is needed: the model drafts for "
-                    "itself. " + self._hub_message
-                )
-            )
-        else:
-            self.status.setText(
-                note_html(
-                    "No compatible draft model was found. "
-                    + self._hub_message
-                    + " Type a draft repository, browse to a file on this computer, or continue "
-                    "with n-gram drafting, which needs no draft model."
-                )
-            )
+        text, warning = self.choices.summary(self.mtp.isVisible(), self._hub_message)
+        self.status.setText(note_html(text) if warning else escape(text))
         self._select_first()
 
     def _select_first(self) -> None:
         if self.table.selectedItems() or self.ngram.isChecked() or self.mtp.isChecked():
             return
-        for row in range(self.table.rowCount()):
-            if self._row_compatible(row):
-                self.table.selectRow(row)
-                return
-
-    def _row_compatible(self, row: int) -> bool:
-        if row < len(self.options):
-            return self.options[row].compatible
-        index = row - len(self.options)
-        return 0 <= index < len(self.local) and self.local[index].mismatch is None
+        row = self.choices.first_compatible()
+        if row is not None:
+            self.table.selectRow(row)
 
     def _fill(self) -> None:
         self.table.blockSignals(True)
-        self.table.setRowCount(len(self.options) + len(self.local))
-        rows: list[tuple[list[str], bool, str, str]] = []
-        for option in self.options:
-            group = option.group
-            verdict = (
-                "compatible"
-                if option.compatible
-                else (
-                    f"incompatible: {mismatch_in_words(option.mismatch)}"
-                    if option.mismatch
-                    else f"not checked: {option.error}"
+        self.table.setRowCount(self.choices.row_count)
+        for row, draft in enumerate(self.choices.rows()):
+            colour = "#2e7d32" if draft.compatible else "#c62828"
+            for column, text in enumerate(draft.texts):
+                item = cell(
+                    text,
+                    colour=colour if column == 4 else None,
+                    tooltip=draft.cell_tooltip(column),
                 )
-            )
-            rows.append(
-                (
-                    [
-                        option.candidate.repo,
-                        group.quant if group else "–",
-                        human_bytes(group.size) if group else "–",
-                        option.candidate.source,
-                        verdict,
-                    ],
-                    option.compatible,
-                    option.candidate.notes,
-                    option.mismatch or "",
-                )
-            )
-        for model in self.local:
-            verdict = (
-                "compatible"
-                if model.mismatch is None
-                else f"incompatible: {mismatch_in_words(model.mismatch)}"
-            )
-            rows.append(
-                (
-                    [
-                        model.name,
-                        model.facts.quantization,
-                        human_bytes(model.size),
-                        "on this computer",
-                        verdict,
-                    ],
-                    model.mismatch is None,
-                    model.path,
-                    model.mismatch or "",
-                )
-            )
-        for row, (texts, compatible, tooltip, detail) in enumerate(rows):
-            colour = "#2e7d32" if compatible else "#c62828"
-            for column, text in enumerate(texts):
-                tip = (
-                    tooltip
-                    if column == 0
-                    else (f"{text}\n({detail})" if column == 4 and detail else text)
-                )
-                item = cell(text, colour=colour if column == 4 else None, tooltip=tip)
-                if not compatible:
+                if not draft.compatible:
                     item.setFlags(
                         item.flags() & ~Qt.ItemFlag.ItemIsSelectable & ~Qt.ItemFlag.ItemIsEnabled
                     )
@@ -343,16 +268,10 @@ class DraftPage(LocalFiles, Page):
         row = self.table.currentRow() if self.table.selectedItems() else -1
         self.quant.blockSignals(True)
         self.quant.clear()
-        if 0 <= row < len(self.options) and self.options[row].compatible:
-            option = self.options[row]
-            offered = option.groups or ((option.group,) if option.group is not None else ())
-            groups = sorted(offered, key=lambda g: (draft_speed_rank(g.quant), g.size))
-            for group in groups:
-                self.quant.addItem(f"{group.quant} · {human_bytes(group.size)}", group)
-            chosen = option.group
-            if self.state.draft is not None and self.state.draft.candidate == option.candidate:
-                chosen = self.state.draft.group
-            index = next((i for i, g in enumerate(groups) if g == chosen), 0)
+        groups, index = self.choices.quant_offer(row, self.state.draft)
+        for group in groups:
+            self.quant.addItem(f"{group.quant} · {human_bytes(group.size)}", group)
+        if groups:
             self.quant.setCurrentIndex(index)
         self.quant.setEnabled(self.quant.count() > 1)
         self.quant.blockSignals(False)
@@ -364,7 +283,7 @@ class DraftPage(LocalFiles, Page):
 
     def _quant_changed(self) -> None:
         group, row = self.selected_group(), self.table.currentRow()
-        if group is not None and 0 <= row < len(self.options):
+        if group is not None and 0 <= row < len(self.choices.options):
             for column, text in ((1, group.quant), (2, human_bytes(group.size))):
                 item = self.table.item(row, column)
                 if item is not None:
@@ -391,19 +310,14 @@ class DraftPage(LocalFiles, Page):
         if self.ngram.isChecked() or self.mtp.isChecked():
             return True
         row = self.table.currentRow()
-        return bool(self.table.selectedItems()) and self._row_compatible(row)
+        return bool(self.table.selectedItems()) and self.choices.compatible(row)
 
     def validatePage(self) -> bool:  # noqa: N802 - Qt name
-        s = self.state
-        s.draft, s.draft_local, s.draft_ngram = None, None, self.ngram.isChecked()
-        s.draft_mtp = self.mtp.isChecked()
-        if s.draft_ngram or s.draft_mtp:
-            return True
-        row = self.table.currentRow()
-        if row < len(self.options):
-            option = self.options[row]
-            group = self.selected_group() or option.group
-            s.draft = replace(option, group=group)
-        else:
-            s.draft_local = self.local[row - len(self.options)]
+        self.choices.choose(
+            self.state,
+            self.table.currentRow(),
+            self.selected_group(),
+            ngram=self.ngram.isChecked(),
+            mtp=self.mtp.isChecked(),
+        )
         return True

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QVBoxLayout
 
-from app.models.library import LibraryError, Profile
+from app.models.library import LibraryError
 from app.ui.wizard.common import Page, error_html, status_label
+from app.ui.wizard.pair_selection import activates, pair_profile
 
 if TYPE_CHECKING:
     from app.ui.wizard.wizard import PairWizard
@@ -27,30 +28,8 @@ class FinishPage(Page):
     def initializePage(self) -> None:  # noqa: N802 - Qt name
         self.activated = None
         s = self.state
-        cal = None if s.no_draft_model else s.calibration
-        assert s.target_model_id is not None
-        calibration: dict[str, float] = {}
-        draft_max = 8
-        if cal is not None:
-            draft_max = cal.saved_draft_max
-            calibration = {
-                "acceptance": cal.acceptance,
-                "speedup": cal.speedup,
-                "spec_tok_s": cal.spec_tok_s,
-                "base_tok_s": cal.base_tok_s,
-                "draft_length_margin": cal.length_margin,
-            }
-        profile = Profile(
-            name=s.profile_name,
-            target=s.target_model_id,
-            draft=None if s.no_draft_model else s.draft_model_id,
-            n_ctx=s.n_ctx,
-            kv_type=s.kv_type,
-            draft_max=draft_max,
-            calibration=calibration,
-            draft_source="mtp" if s.draft_mtp else "ngram" if s.draft_ngram else "model",
-        )
-        activate = s.activate or s.no_draft_model
+        profile = pair_profile(s)
+        activate = activates(s)
         try:
             self.owner.library.save_profile(profile)
         except LibraryError as exc:
@@ -66,7 +45,7 @@ class FinishPage(Page):
         self.status.setText(
             f"The pair <b>{escape(profile.name)}</b> {where}. Its context size "
             f"({s.n_ctx:,} tokens), KV cache type ({escape(s.kv_type)}) and longest draft "
-            f"({draft_max} tokens per pass) are applied when it loads. Switch, rename or delete "
-            "saved pairs from Change pair… in the pair bar."
+            f"({profile.draft_max} tokens per pass) are applied when it loads. Switch, rename "
+            "or delete saved pairs from Change pair… in the pair bar."
         )
         self.owner.profile_saved.emit(profile.name)

@@ -9,15 +9,22 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QPushButton, QVBoxLayout
 
 from app.models.downloads import human_bytes
-from app.models.fit import assess, best_fit, estimate_pair, gib
+from app.models.fit import gib
 from app.ui.wizard.common import (
     FIT_COLOURS,
     Page,
-    cap_context,
     cell,
     error_html,
     make_table,
     status_label,
+)
+from app.ui.wizard.pair_selection import (
+    choose_quant,
+    heads_text,
+    inspected_current,
+    lower_context,
+    preselected_quant,
+    quant_rows,
 )
 from app.ui.wizard.words import head_text
 from app.workers.hub_messages import HubFailure, InspectRepo, RepoInspected
@@ -49,10 +56,7 @@ class QuantPage(Page):
         self.forget_requests()
         self.retry.setVisible(False)
         self.table.setRowCount(0)
-        if (
-            self.state.inspected is not None
-            and self.state.inspected.repo_id == self.state.target_repo
-        ):
+        if inspected_current(self.state):
             self._fill()
             return
         self.status.setText(
@@ -70,18 +74,19 @@ class QuantPage(Page):
         self.status.setText(self.failure_text(failure))
 
     def _fill(self) -> None:
-        inspected, hw = self.state.inspected, self.state.hardware
-        assert inspected is not None and hw is not None
+        inspected = self.state.inspected
+        assert inspected is not None and self.state.hardware is not None
         f = inspected.facts
         if f.drafting.is_head:  # an assistant or a head: explained, not offered as a target
             self.table.setRowCount(0)
             self.status.setText(
                 error_html(f"{inspected.repo_id}: {head_text(f.drafting)}")
-                + (f"<br>{escape(self._heads_text())}" if inspected.heads else "")
+                + (f"<br>{escape(heads_text(inspected))}" if inspected.heads else "")
             )
             return
-        capped = cap_context(self.owner, f.context_length)
+        capped = lower_context(self.state, f.context_length)
         self.state.context_note = capped
+        self.show_context()
         mtp = f.drafting.method == "mtp"
         memory = (
             f"Memory is for the target drafting for itself ({escape(f.drafting.name)}: its MTP "
@@ -94,48 +99,29 @@ class QuantPage(Page):
             f"<b>{escape(inspected.repo_id)}</b>: {escape(f.architecture)}, {f.n_layer} layers, "
             f"trained context {f.context_length:,} tokens. {memory}"
             + (f"<br>{capped}" if capped else "")
-            + (f"<br>{escape(self._heads_text())}" if inspected.heads else "")
+            + (f"<br>{escape(heads_text(inspected))}" if inspected.heads else "")
         )
-        options = []
-        self.table.setRowCount(len(inspected.groups))
-        for row, group in enumerate(inspected.groups):
-            est = estimate_pair(
-                f, group.size, None, 0, self.state.n_ctx, self.state.kv_type, mtp=mtp
-            )
-            fit = assess(est, hw)
-            options.append((group.quant, fit))
-            self.table.setItem(row, 0, cell(group.quant))
-            self.table.setItem(row, 1, cell(group.label))
-            self.table.setItem(row, 2, cell(human_bytes(group.size)))
-            self.table.setItem(row, 3, cell(gib(est.needed)))
+        rows = quant_rows(self.state)
+        self.table.setRowCount(len(rows))
+        for row, r in enumerate(rows):
+            self.table.setItem(row, 0, cell(r.group.quant))
+            self.table.setItem(row, 1, cell(r.group.label))
+            self.table.setItem(row, 2, cell(human_bytes(r.group.size)))
+            self.table.setItem(row, 3, cell(gib(r.estimate.needed)))
+            fit = r.fit
             self.table.setItem(
                 row, 4, cell(fit.label.value, colour=FIT_COLOURS[fit.label], tooltip=fit.message)
             )
         self.table.resizeColumnsToContents()
-        preferred = self.state.target_entry.quant if self.state.target_entry else None
-        previous = self.state.target_group.quant if self.state.target_group else None
-        choice = previous or best_fit(options, preferred)
-        for row, group in enumerate(inspected.groups):
-            if group.quant == choice:
+        choice = preselected_quant(self.state, rows)
+        for row, r in enumerate(rows):
+            if r.group.quant == choice:
                 self.table.selectRow(row)
-
-    def _heads_text(self) -> str:
-        inspected = self.state.inspected
-        assert inspected is not None
-        names = ", ".join(g.label for g in inspected.heads[:3])
-        more = f" and {len(inspected.heads) - 3} more" if len(inspected.heads) > 3 else ""
-        return (
-            f"The repository also holds {len(inspected.heads)} drafting head file(s) ({names}"
-            f"{more}): heads, not target files, so they are not listed here."
-        )
 
     def isComplete(self) -> bool:  # noqa: N802 - Qt name
         return self.state.inspected is not None and bool(self.table.selectedItems())
 
     def validatePage(self) -> bool:  # noqa: N802 - Qt name
         assert self.state.inspected is not None
-        group = self.state.inspected.groups[self.table.currentRow()]
-        if group != self.state.target_group:
-            self.state.draft = None
-        self.state.target_group = group
+        choose_quant(self.state, self.state.inspected.groups[self.table.currentRow()])
         return True

@@ -12,36 +12,16 @@ from app.models.downloads import free_bytes, human_bytes
 from app.models.fit import assess, estimate_pair, memory_text
 from app.models.library import LibraryError
 from app.ui.wizard.common import FIT_COLOURS, Page, error_html, note_html, status_label
+from app.ui.wizard.pair_selection import (
+    default_pair_name,
+    download_items,
+    draft_size_warning,
+    still_to_download,
+)
 from app.workers.hub_messages import DownloadItem, LocalModel
 
 if TYPE_CHECKING:
     from app.ui.wizard.wizard import PairWizard
-
-
-# A draft costs about its size per token; above this fraction of the target's size it rarely
-# pays for itself.
-DRAFT_SIZE_WARNING = 0.35
-
-
-def _repo_name(repo: str) -> str:
-    return repo.rsplit("/", 1)[-1].removesuffix("-GGUF").removesuffix("-gguf")
-
-
-def _local_name(model: LocalModel) -> str:
-    return Path(model.path).stem
-
-
-def still_to_download(root: Path, item: DownloadItem) -> int:
-    """Bytes still to fetch for ``item``: complete files count 0, partial ones what is left."""
-    missing = 0
-    for f in item.group.files:
-        final = root / item.repo_id.replace("/", "--") / f.path
-        if final.is_file():
-            continue
-        part = final.with_name(final.name + ".part")
-        have = part.stat().st_size if part.is_file() else 0
-        missing += max(0, f.size - have)
-    return missing
 
 
 class ReviewPage(Page):
@@ -63,14 +43,7 @@ class ReviewPage(Page):
         self._suggested = ""
 
     def items(self) -> tuple[DownloadItem, ...]:
-        s = self.state
-        items = []
-        if s.target_local is None:
-            assert s.target_repo and s.target_group
-            items.append(DownloadItem(s.target_repo, s.target_group))
-        if s.draft is not None and s.draft.group is not None and not s.no_draft_model:
-            items.append(DownloadItem(s.draft.candidate.repo, s.draft.group))
-        return tuple(items)
+        return download_items(self.state)
 
     def initializePage(self) -> None:  # noqa: N802 - Qt name
         s = self.state
@@ -108,48 +81,15 @@ class ReviewPage(Page):
         ]
         if s.context_note:
             rows.append(note_html(s.context_note))
-        warning = self.draft_size_warning()
+        warning = draft_size_warning(s)
         if warning:
             rows.append(note_html(warning))
         self.summary.setText("<br>".join(rows))
         self.setButtonText(self.owner.WizardButton.CommitButton, "Download" if items else "Next")
         # A name the person typed is kept; the suggestion follows the pair.
         if not self.name.text() or self.name.text() == self._suggested:
-            self._suggested = self.owner.library.unique_profile_name(self._default_name())
+            self._suggested = self.owner.library.unique_profile_name(default_pair_name(s))
             self.name.setText(self._suggested)
-
-    def draft_size_warning(self) -> str:
-        s = self.state
-        if s.draft_ngram or not s.draft_size or not s.target_size:
-            return ""
-        ratio = s.draft_size / s.target_size
-        if ratio <= DRAFT_SIZE_WARNING:
-            return ""
-        return (
-            f"Warning: the draft is {ratio:.0%} of the target's size "
-            f"({human_bytes(s.draft_size)} beside {human_bytes(s.target_size)}). A draft "
-            "costs about its size per token, so this one will likely make answers slower. "
-            "Go Back and choose a smaller draft or quantization."
-        )
-
-    def _default_name(self) -> str:
-        s = self.state
-        target = (
-            _local_name(s.target_local)
-            if s.target_local is not None
-            else _repo_name(s.target_repo or "")
-        )
-        if s.draft_ngram:
-            return f"{target} + n-gram"
-        if s.draft_mtp:
-            return f"{target} + MTP"
-        if s.draft_local is not None:
-            return f"{target} + {_local_name(s.draft_local)}"
-        assert s.draft is not None
-        draft = _repo_name(s.draft.candidate.repo)
-        if draft == target and s.draft.group is not None:
-            draft = s.draft.group.quant
-        return f"{target} + {draft}"
 
     def isComplete(self) -> bool:  # noqa: N802 - Qt name
         return bool(self.name.text().strip())

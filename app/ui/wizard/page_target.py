@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from html import escape
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
@@ -21,16 +20,22 @@ from PySide6.QtWidgets import (
 )
 
 from app.models.downloads import human_bytes
-from app.models.fit import FitLabel, assess, estimate_pair, gib
+from app.models.fit import FitLabel, gib
 from app.ui.plain_text import tooltip as plain_tip
 from app.ui.wizard.common import (
     FIT_COLOURS,
     LocalFiles,
     OfflineNote,
     Page,
-    cap_context,
     error_html,
     status_label,
+)
+from app.ui.wizard.pair_selection import (
+    TargetChoices,
+    choose_hub_target,
+    choose_local_target,
+    local_fit,
+    where_text,
 )
 from app.ui.wizard.words import head_text
 from app.workers.hub_messages import (
@@ -101,7 +106,7 @@ class TargetPage(LocalFiles, Page):
         for widget in (self.catalog_list, self.results, self.local_list):
             widget.currentItemChanged.connect(lambda *_: self.completeChanged.emit())
         self.tabs.currentChanged.connect(lambda *_: self.completeChanged.emit())
-        self.local: list[LocalModel] = []
+        self.choices = TargetChoices(wizard.library, wizard.catalog, wizard.models_root)
         self._init_local_files()
         self._shown_offline = False
         wizard.online_changed.connect(self._online_changed)
@@ -181,26 +186,13 @@ class TargetPage(LocalFiles, Page):
         )
 
     def _fill_local(self, reply: LocalScanned) -> None:
-        self.local = [m for m in reply.models]
+        self.choices.local = list(reply.models)
         self.local_list.clear()
-        hardware = self.state.hardware
         want = self._want
-        for model in self.local:
-            fit = ""
-            if hardware is not None and not model.facts.drafting.is_head:
-                trained = model.facts.context_length
-                n_ctx = min(self.state.n_ctx, trained) if trained > 0 else self.state.n_ctx
-                est = estimate_pair(model.facts, model.size, None, 0, n_ctx, self.state.kv_type)
-                fit = f" — {assess(est, hardware).label.value}"
-            where = (
-                "in your library"
-                if model.in_library
-                else "in SpecDeck's model cache"
-                if model.in_cache
-                else "in SpecDeck's models folder"
-                if Path(model.path).is_relative_to(self.owner.models_root)
-                else model.path
-            )
+        for model in self.choices.local:
+            fitted = local_fit(self.state, model)
+            fit = f" — {fitted.label.value}" if fitted is not None else ""
+            where = where_text(model, self.owner.models_root)
             f = model.facts
             item = QListWidgetItem(
                 f"{model.name}  ·  {human_bytes(model.size)}{fit}\n"
@@ -225,13 +217,13 @@ class TargetPage(LocalFiles, Page):
             if want is None or p == want
         ]
         text = (
-            f"{len(self.local)} GGUF model(s) on this computer"
-            if self.local
+            f"{len(self.choices.local)} GGUF model(s) on this computer"
+            if self.choices.local
             else "No GGUF models on this computer yet: browse to a file."
         )
         if problems:
             text += "<br>" + error_html("Not usable: ") + "<br>".join(problems[:3])
-        chosen = next((m for m in self.local if m.path == want), None)
+        chosen = next((m for m in self.choices.local if m.path == want), None)
         if chosen is not None and chosen.facts.drafting.is_head:
             text += "<br>" + error_html(f"{chosen.name}: {head_text(chosen.facts.drafting)}")
         self.local_status.setText(text)
@@ -242,10 +234,7 @@ class TargetPage(LocalFiles, Page):
     def selected_local(self) -> LocalModel | None:
         if self.tabs.currentIndex() != self.local_tab:
             return None
-        row = self.local_list.currentRow()
-        if not 0 <= row < len(self.local) or self.local[row].facts.drafting.is_head:
-            return None
-        return self.local[row]
+        return self.choices.selectable(self.local_list.currentRow())
 
     def selected_repo(self) -> str | None:
         if self.tabs.currentIndex() == self.local_tab:
@@ -254,37 +243,16 @@ class TargetPage(LocalFiles, Page):
         item = source.currentItem()
         return item.data(Qt.ItemDataRole.UserRole) if item is not None else None
 
-    def local_copy(self, repo: str) -> LocalModel | None:
-        """A file of Hub repository ``repo`` already on this computer (downloaded into the
-        models folder, or in the library under that repository), preferring the curated
-        quantization; None when there is none."""
-        folder = self.owner.models_root / repo.replace("/", "--")
-        known = {
-            m.path for m in self.owner.library.models.values() if m.repo_id == repo and m.available
-        }
-        entry = self.owner.catalog.by_repo(repo)
-        copies = [m for m in self.local if m.path in known or Path(m.path).is_relative_to(folder)]
-        copies.sort(key=lambda m: entry is None or m.facts.quantization != entry.quant)
-        return copies[0] if copies else None
-
     def chosen_local(self) -> LocalModel | None:
-        """The target on this computer that Next goes on with: the one chosen under “Models
-        on this computer”, or offline, the local copy of the chosen Hub repository."""
-        local = self.selected_local()
-        repo = self.selected_repo()
-        if local is None and repo is not None and self.state.online is False:
-            local = self.local_copy(repo)
-        return local
+        """The target on this computer that Next goes on with (``TargetChoices.chosen_local``)."""
+        return self.choices.chosen_local(
+            self.selected_local(), self.selected_repo(), self.state.online
+        )
 
     def blocked_reason(self) -> str:
         """Why Next is off while a target is chosen, in words; empty otherwise."""
-        repo = self.selected_repo()
-        if repo is None or self.isComplete():
-            return ""
-        return (
-            f"{repo} is not on this computer, and the Hugging Face Hub cannot be reached to "
-            "download it. Choose a model under “Models on this computer”, or click Retry "
-            "when you are online."
+        return self.choices.blocked_reason(
+            self.selected_local(), self.selected_repo(), self.state.online
         )
 
     def _show_reason(self) -> None:
@@ -293,33 +261,15 @@ class TargetPage(LocalFiles, Page):
         self.reason.setVisible(bool(reason))
 
     def isComplete(self) -> bool:  # noqa: N802 - Qt name
-        if self.chosen_local() is not None:
-            return True
-        return self.selected_repo() is not None and self.state.online is not False
+        return self.choices.complete(self.selected_local(), self.selected_repo(), self.state.online)
 
     def validatePage(self) -> bool:  # noqa: N802 - Qt name
         local = self.chosen_local()
         if local is not None:
-            if local != self.state.target_local:
-                self.state.draft = None
-                self.state.draft_local = None
-                self.state.draft_mtp = None
-            self.state.target_local = local
-            self.state.context_note = cap_context(self.owner, local.facts.context_length)
-            self.state.target_repo = None
-            self.state.target_entry = None
-            self.state.inspected = None
-            self.state.target_group = None
+            choose_local_target(self.state, local)
+            self.show_context()
             return True
-        repo = self.selected_repo()
-        if repo != self.state.target_repo:
-            self.state.inspected = None
-            self.state.target_group = None
-            self.state.draft_mtp = None
-        self.state.target_local = None
-        self.state.target_repo = repo
-        self.state.target_entry = self.owner.catalog.by_repo(repo) if repo else None
-        return repo is not None
+        return choose_hub_target(self.state, self.selected_repo(), self.owner.catalog)
 
     def nextId(self) -> int:  # noqa: N802 - Qt name
         if self.chosen_local() is not None:
