@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import threading
 from html import escape
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
+from PySide6.QtCore import SignalInstance
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -18,21 +20,56 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
+from app.models.catalog import Catalog
 from app.models.fit import FitLabel
+from app.models.library import Library
 from app.ui.plain_text import tooltip as plain_tip
 from app.ui.wizard.pair_selection import WizardState
 from app.workers.hub_messages import HubFailure
-
-if TYPE_CHECKING:
-    from app.ui.wizard.wizard import PairWizard
+from app.workers.hub_worker import HubClient
 
 FIT_COLOURS = {FitLabel.FITS: "#2e7d32", FitLabel.TIGHT: "#b26a00", FitLabel.NO_FIT: "#c62828"}
+
+
+class WizardHost(Protocol):
+    """What a page needs of the wizard that holds it (``wizard.PairWizard``): the selection,
+    the Hub worker, the library and the catalog, whether the Hub answers, and the ids of the
+    pages a page may go on to. The pages know the wizard by this alone, so that the wizard
+    imports the pages and no page imports the wizard."""
+
+    state: WizardState
+    client: HubClient
+    library: Library
+    catalog: Catalog
+    models_root: Path
+    id_quant: int
+    id_draft: int
+    id_download: int
+    id_verify: int
+    id_finish: int
+
+    @property
+    def online_changed(self) -> SignalInstance: ...
+
+    @property
+    def profile_saved(self) -> SignalInstance: ...
+
+    @property
+    def probing(self) -> bool: ...
+
+    def probe_hub(self) -> None: ...
+
+    def mark_offline(self, reason: str) -> None: ...
+
+    def currentPage(self) -> QWizardPage: ...  # noqa: N802 - Qt name
+
+    def next(self) -> None: ...
 
 
 class Page(QWizardPage):
     """A page that talks to the hub worker and ignores replies to requests it dropped."""
 
-    def __init__(self, wizard: PairWizard, title: str, subtitle: str) -> None:
+    def __init__(self, wizard: WizardHost, title: str, subtitle: str) -> None:
         super().__init__()
         self.owner = wizard
         self.setTitle(title)
@@ -165,7 +202,7 @@ def browse_gguf(parent: QWidget, title: str) -> str | None:
 class OfflineNote(QWidget):
     """“The Hub cannot be reached” with a Retry, shown while the wizard is offline."""
 
-    def __init__(self, wizard: PairWizard) -> None:
+    def __init__(self, wizard: WizardHost) -> None:
         super().__init__()
         self.owner = wizard
         self.label = status_label()
@@ -202,6 +239,7 @@ class LocalFiles:
     browsed to; a browsed file is selected once it has been read."""
 
     BROWSE_TITLE = "Model (GGUF)"
+    owner: WizardHost
     _extra: list[str]
     _want: str | None
 
@@ -210,7 +248,7 @@ class LocalFiles:
         self._want = None
 
     def _library_paths(self) -> tuple[str, ...]:
-        return tuple(m.path for m in self.owner.library.models.values() if m.available)  # type: ignore[attr-defined]
+        return tuple(m.path for m in self.owner.library.models.values() if m.available)
 
     def _browse(self) -> None:
         path = browse_gguf(self, self.BROWSE_TITLE)  # type: ignore[arg-type]

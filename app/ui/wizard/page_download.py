@@ -5,22 +5,18 @@ from __future__ import annotations
 import threading
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton, QVBoxLayout
 
 from app.models.downloads import DownloadProgress, human_bytes
 from app.models.library import LibraryError
-from app.ui.wizard.common import Page, error_html, status_label
+from app.ui.wizard.common import Page, WizardHost, error_html, status_label
 from app.ui.wizard.pair_selection import download_items
 from app.workers.hub_messages import Download, Downloaded, DownloadProgressed, HubFailure
 
-if TYPE_CHECKING:
-    from app.ui.wizard.wizard import PairWizard
-
 
 class DownloadPage(Page):
-    def __init__(self, wizard: PairWizard) -> None:
+    def __init__(self, wizard: WizardHost) -> None:
         super().__init__(
             wizard,
             "Download",

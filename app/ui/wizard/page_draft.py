@@ -4,7 +4,6 @@ target's own next-token layers, or n-gram drafting."""
 from __future__ import annotations
 
 from html import escape
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -23,6 +22,7 @@ from app.ui.plain_text import tooltip as plain_tip
 from app.ui.wizard.common import (
     LocalFiles,
     Page,
+    WizardHost,
     cell,
     error_html,
     make_table,
@@ -42,9 +42,6 @@ from app.workers.hub_messages import (
     ScanLocal,
 )
 
-if TYPE_CHECKING:
-    from app.ui.wizard.wizard import PairWizard
-
 
 class DraftPage(LocalFiles, Page):
     """Drafts from the Hub (other repos, or a smaller quantization of the target), a repo the
@@ -52,7 +49,7 @@ class DraftPage(LocalFiles, Page):
 
     BROWSE_TITLE = "Draft model (GGUF)"
 
-    def __init__(self, wizard: PairWizard) -> None:
+    def __init__(self, wizard: WizardHost) -> None:
         super().__init__(
             wizard,
             "Draft model",

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 from html import escape
-from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QVBoxLayout
 
 from app.models.library import LibraryError
-from app.ui.wizard.common import Page, error_html, status_label
+from app.ui.wizard.common import Page, WizardHost, error_html, status_label
 from app.ui.wizard.pair_selection import activates, pair_profile
-
-if TYPE_CHECKING:
-    from app.ui.wizard.wizard import PairWizard
 
 
 class FinishPage(Page):
-    def __init__(self, wizard: PairWizard) -> None:
+    def __init__(self, wizard: WizardHost) -> None:
         super().__init__(wizard, "Done", "The pair is saved.")
         self.status = status_label()
         layout = QVBoxLayout(self)

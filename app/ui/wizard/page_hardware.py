@@ -4,7 +4,6 @@ type, and a Hugging Face access token."""
 from __future__ import annotations
 
 from html import escape
-from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import (
     QComboBox,
@@ -19,7 +18,7 @@ from PySide6.QtWidgets import (
 
 from app.models.downloads import has_stored_token
 from app.models.fit import KV_BYTES_PER_ELEMENT, gib
-from app.ui.wizard.common import OfflineNote, Page, error_html, status_label
+from app.ui.wizard.common import OfflineNote, Page, WizardHost, error_html, status_label
 from app.workers.hub_messages import (
     DetectHardware,
     HardwareFound,
@@ -28,12 +27,9 @@ from app.workers.hub_messages import (
     TokenSaved,
 )
 
-if TYPE_CHECKING:
-    from app.ui.wizard.wizard import PairWizard
-
 
 class HardwarePage(Page):
-    def __init__(self, wizard: PairWizard) -> None:
+    def __init__(self, wizard: WizardHost) -> None:
         super().__init__(
             wizard, "Your hardware", "SpecDeck sizes the pair for the memory this machine has free."
         )

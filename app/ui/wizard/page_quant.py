@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from html import escape
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QPushButton, QVBoxLayout
@@ -13,6 +12,7 @@ from app.models.fit import gib
 from app.ui.wizard.common import (
     FIT_COLOURS,
     Page,
+    WizardHost,
     cell,
     error_html,
     make_table,
@@ -29,12 +29,9 @@ from app.ui.wizard.pair_selection import (
 from app.ui.wizard.words import head_text
 from app.workers.hub_messages import HubFailure, InspectRepo, RepoInspected
 
-if TYPE_CHECKING:
-    from app.ui.wizard.wizard import PairWizard
-
 
 class QuantPage(Page):
-    def __init__(self, wizard: PairWizard) -> None:
+    def __init__(self, wizard: WizardHost) -> None:
         super().__init__(
             wizard,
             "Quantization",

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from PySide6.QtWidgets import QFormLayout, QLineEdit, QVBoxLayout
+from PySide6.QtWidgets import QFormLayout, QLineEdit, QVBoxLayout, QWizard
 
 from app.models.downloads import free_bytes, human_bytes
 from app.models.fit import assess, estimate_pair, memory_text
 from app.models.library import LibraryError
-from app.ui.wizard.common import FIT_COLOURS, Page, error_html, note_html, status_label
+from app.ui.wizard.common import FIT_COLOURS, Page, WizardHost, error_html, note_html, status_label
 from app.ui.wizard.pair_selection import (
     default_pair_name,
     download_items,
@@ -20,12 +19,9 @@ from app.ui.wizard.pair_selection import (
 )
 from app.workers.hub_messages import DownloadItem, LocalModel
 
-if TYPE_CHECKING:
-    from app.ui.wizard.wizard import PairWizard
-
 
 class ReviewPage(Page):
-    def __init__(self, wizard: PairWizard) -> None:
+    def __init__(self, wizard: WizardHost) -> None:
         super().__init__(
             wizard, "Review", "Check the pair, its download size and its memory estimate."
         )
@@ -39,7 +35,7 @@ class ReviewPage(Page):
         layout.addLayout(form)
         layout.addStretch(1)
         self.setCommitPage(True)
-        self.setButtonText(self.owner.WizardButton.CommitButton, "Download")
+        self.setButtonText(QWizard.WizardButton.CommitButton, "Download")
         self._suggested = ""
 
     def items(self) -> tuple[DownloadItem, ...]:
@@ -85,7 +81,7 @@ class ReviewPage(Page):
         if warning:
             rows.append(note_html(warning))
         self.summary.setText("<br>".join(rows))
-        self.setButtonText(self.owner.WizardButton.CommitButton, "Download" if items else "Next")
+        self.setButtonText(QWizard.WizardButton.CommitButton, "Download" if items else "Next")
         # A name the person typed is kept; the suggestion follows the pair.
         if not self.name.text() or self.name.text() == self._suggested:
             self._suggested = self.owner.library.unique_profile_name(default_pair_name(s))

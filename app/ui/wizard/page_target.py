@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from html import escape
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
@@ -27,6 +26,7 @@ from app.ui.wizard.common import (
     LocalFiles,
     OfflineNote,
     Page,
+    WizardHost,
     error_html,
     status_label,
 )
@@ -47,14 +47,11 @@ from app.workers.hub_messages import (
     SearchResults,
 )
 
-if TYPE_CHECKING:
-    from app.ui.wizard.wizard import PairWizard
-
 
 class TargetPage(LocalFiles, Page):
     BROWSE_TITLE = "Target model (GGUF)"
 
-    def __init__(self, wizard: PairWizard) -> None:
+    def __init__(self, wizard: WizardHost) -> None:
         super().__init__(
             wizard,
             "Target model",

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import threading
 from html import escape
-from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QProgressBar, QPushButton, QVBoxLayout
 
 from app.engine.figures import speed_text
-from app.ui.wizard.common import Page, error_html, note_html, status_label
+from app.ui.wizard.common import Page, WizardHost, error_html, note_html, status_label
 from app.workers.hub_messages import (
     DRAFT_LENGTH_SURE_MARGIN,
     Calibrate,
@@ -19,15 +18,12 @@ from app.workers.hub_messages import (
 )
 from app.workers.hub_worker import CALIBRATION_DRAFT_LENGTHS
 
-if TYPE_CHECKING:
-    from app.ui.wizard.wizard import PairWizard
-
 
 class VerifyPage(Page):
     """Calibration: its steps, a Cancel, and an honest verdict; a slower pair is saved only
     as active when the person says so."""
 
-    def __init__(self, wizard: PairWizard) -> None:
+    def __init__(self, wizard: WizardHost) -> None:
         super().__init__(
             wizard,
             "Verification",
