@@ -14,8 +14,8 @@ pytest.importorskip("PySide6")
 from app.models.catalog import Catalog, CatalogModel, CatalogPair  # noqa: E402
 from app.models.hub import GGUFFile, QuantGroup  # noqa: E402
 from app.models.library import Library, models_dir  # noqa: E402
-from app.ui.wizard import PairWizard  # noqa: E402
 from app.ui.wizard.pair_selection import still_to_download  # noqa: E402
+from app.ui.wizard.wizard import PairWizard  # noqa: E402
 from app.ui.wizard.words import mismatch_in_words  # noqa: E402
 from app.workers.hub_messages import DownloadItem  # noqa: E402
 from tests.ggufs import kv_u32, llama_kvs, raw_gguf, tensor_entry  # noqa: E402
