@@ -26,7 +26,8 @@ from app.ui.wizard.page_review import ReviewPage
 from app.ui.wizard.page_target import TargetPage
 from app.ui.wizard.page_verify import VerifyPage
 from app.ui.wizard.pair_selection import WizardState
-from app.workers.hub_worker import HubClient, HubProbed, ProbeHub
+from app.workers.hub_messages import HubProbed, ProbeHub
+from app.workers.hub_worker import HubClient
 
 
 class PairWizard(QWizard):
