@@ -138,7 +138,7 @@ def active_pair_kv_type(name: str, target_path: str) -> str:
 def _from_wizard(parent: QWidget) -> PairChoice | None | bool:
     """The wizard's choice, ``None`` when cancelled, ``False`` when there is no wizard."""
     try:
-        from app.ui.wizard import PairWizard
+        from app.ui.wizard.wizard import PairWizard
     except ImportError:
         return False
     wizard = PairWizard(parent=parent)

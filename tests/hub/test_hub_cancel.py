@@ -12,8 +12,9 @@ pytest.importorskip("PySide6")
 from app.engine.hardware import Hardware  # noqa: E402
 from app.models.catalog import Catalog, CatalogModel, CatalogPair  # noqa: E402
 from app.models.library import Library  # noqa: E402
-from app.ui.wizard import PairWizard  # noqa: E402
-from app.workers.hub_worker import HubClient, HubFailure, InspectRepo, Search  # noqa: E402
+from app.ui.wizard.wizard import PairWizard  # noqa: E402
+from app.workers.hub_messages import HubFailure, InspectRepo, Search  # noqa: E402
+from app.workers.hub_worker import HubClient  # noqa: E402
 from tests.hub.fake_hub import FakeHub, FakeRepo  # noqa: E402
 
 REPO, FILE = "acme/Slow-GGUF", "slow-Q8_0.gguf"

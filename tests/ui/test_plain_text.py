@@ -49,7 +49,7 @@ from app.store.conversations import ChatMessage, Conversation, ConversationStore
 from app.store.settings import Settings
 from app.ui.pair_chooser import SavedPairsDialog
 from app.ui.window_layout import WindowLayout
-from app.ui.wizard import PairWizard
+from app.ui.wizard.wizard import PairWizard
 from tests.ggufs import spm_tokens, write_gguf
 from tests.hub.fake_hub import FakeHub, FakeRepo
 from tests.ui.conftest import load

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-
-from PySide6.QtWidgets import QWizardPage
+from typing import TYPE_CHECKING
 
 from app.engine.hardware import Hardware
 from app.models.catalog import Catalog, CatalogModel, CatalogPair
+
+if TYPE_CHECKING:  # only for the annotation: the Qt-free selection tests use these helpers too
+    from PySide6.QtWidgets import QWizardPage
 
 GIB = 1 << 30
 TARGET, DRAFT, STRANGER = "acme/Tiny-1B-GGUF", "acme/Tiny-0.1B-GGUF", "other/Tiny-0.05B-GGUF"

@@ -15,8 +15,8 @@ from PySide6.QtCore import Qt  # noqa: E402
 
 from app.models.catalog import Catalog, CatalogModel, CatalogPair  # noqa: E402
 from app.models.library import Library  # noqa: E402
-from app.ui.wizard import PairWizard  # noqa: E402
-from app.workers.hub_worker import Calibrated  # noqa: E402
+from app.ui.wizard.wizard import PairWizard  # noqa: E402
+from app.workers.hub_messages import Calibrated  # noqa: E402
 from tests.hub.fake_hub import FakeHub  # noqa: E402
 from tests.wizard.helpers import DRAFT, HARDWARE, STRANGER, TARGET, shoot, tiny_catalog  # noqa: E402
 

@@ -14,10 +14,10 @@ pytest.importorskip("PySide6")
 from app.models.catalog import Catalog, CatalogModel, CatalogPair  # noqa: E402
 from app.models.hub import GGUFFile, QuantGroup  # noqa: E402
 from app.models.library import Library, models_dir  # noqa: E402
-from app.ui.wizard import PairWizard  # noqa: E402
-from app.ui.wizard.pages_run import still_to_download  # noqa: E402
+from app.ui.wizard.pair_selection import still_to_download  # noqa: E402
+from app.ui.wizard.wizard import PairWizard  # noqa: E402
 from app.ui.wizard.words import mismatch_in_words  # noqa: E402
-from app.workers.hub_worker import DownloadItem  # noqa: E402
+from app.workers.hub_messages import DownloadItem  # noqa: E402
 from tests.ggufs import kv_u32, llama_kvs, raw_gguf, tensor_entry  # noqa: E402
 from tests.hub.fake_hub import FakeHub, FakeRepo  # noqa: E402
 from tests.wizard.helpers import DRAFT, HARDWARE, shoot, tiny_catalog  # noqa: E402
@@ -189,7 +189,7 @@ def test_curated_targets_show_fit_smallest_sensible_first(
 def test_slower_calibration_is_called_slower_and_needs_consent(  # type: ignore[no-untyped-def]
     qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.workers.hub_worker import Calibrated
+    from app.workers.hub_messages import Calibrated
 
     monkeypatch.setenv("SPECDECK_DATA_DIR", str(tmp_path / "specdeck"))
     wizard = PairWizard(

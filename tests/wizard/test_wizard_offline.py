@@ -23,11 +23,11 @@ from PySide6.QtWidgets import QWizard  # noqa: E402
 from app.models.catalog import Catalog, CatalogModel, CatalogPair  # noqa: E402
 from app.models.hub import HubError, explain  # noqa: E402
 from app.models.library import Library  # noqa: E402
-from app.ui.wizard import PairWizard  # noqa: E402
+from app.ui.wizard.wizard import PairWizard  # noqa: E402
+from app.workers.hub_messages import Calibrated  # noqa: E402
 from app.workers.hub_worker import (  # noqa: E402
     CALIBRATION_DRAFT_LENGTHS,
     PROBE_DEADLINE_S,
-    Calibrated,
     is_unreachable,
 )
 from tests.ggufs import write_gguf  # noqa: E402

@@ -1,118 +1,75 @@
-"""Shared state and helpers for the wizard pages."""
+"""What the wizard pages share: the page base, markup helpers and widgets."""
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from html import escape
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
+from PySide6.QtCore import SignalInstance
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QLabel, QTableWidget, QTableWidgetItem, QWizardPage
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QWidget,
+    QWizardPage,
+)
 
-from app.engine.hardware import Hardware
-from app.gguf.header import ModelFacts, SelfDrafting
-from app.models.catalog import CatalogModel
+from app.models.catalog import Catalog
 from app.models.fit import FitLabel
-from app.models.hub import QuantGroup
+from app.models.library import Library
 from app.ui.plain_text import tooltip as plain_tip
-from app.workers.hub_worker import Calibrated, DraftOption, HubFailure, LocalModel, RepoInspected
-
-if TYPE_CHECKING:
-    from app.ui.wizard.wizard import PairWizard
+from app.ui.wizard.pair_selection import WizardState
+from app.workers.hub_messages import HubFailure
+from app.workers.hub_worker import HubClient
 
 FIT_COLOURS = {FitLabel.FITS: "#2e7d32", FitLabel.TIGHT: "#b26a00", FitLabel.NO_FIT: "#c62828"}
 
 
-@dataclass
-class WizardState:
-    hardware: Hardware | None = None
-    n_ctx: int = 4096
-    kv_type: str = "f16"
-    target_repo: str | None = None
-    target_entry: CatalogModel | None = None
-    inspected: RepoInspected | None = None
-    target_group: QuantGroup | None = None
-    draft: DraftOption | None = None
-    profile_name: str = ""
-    target_model_id: str | None = None
-    draft_model_id: str | None = None
-    calibration: Calibrated | None = None
-    online: bool | None = None  # None: not probed yet; cached for the wizard's session
-    offline_reason: str = ""
-    target_local: LocalModel | None = None  # a target on this computer instead of the Hub
-    draft_local: LocalModel | None = None
-    draft_ngram: bool = False  # no draft model: prompt-lookup drafting
-    # the target drafts for itself with its next-token layers; None: not decided yet (the
-    # draft page makes it the first choice for a target that has them)
-    draft_mtp: bool | None = None
-    activate: bool = True  # make the saved pair the active one
-    context_note: str = ""  # said when the context size was lowered to the trained length
+class WizardHost(Protocol):
+    """What a page needs of the wizard that holds it (``wizard.PairWizard``): the selection,
+    the Hub worker, the library and the catalog, whether the Hub answers, and the ids of the
+    pages a page may go on to. The pages know the wizard by this alone, so that the wizard
+    imports the pages and no page imports the wizard."""
+
+    state: WizardState
+    client: HubClient
+    library: Library
+    catalog: Catalog
+    models_root: Path
+    id_quant: int
+    id_draft: int
+    id_download: int
+    id_verify: int
+    id_finish: int
 
     @property
-    def target_facts(self) -> ModelFacts | None:
-        if self.target_local is not None:
-            return self.target_local.facts
-        return self.inspected.facts if self.inspected is not None else None
+    def online_changed(self) -> SignalInstance: ...
 
     @property
-    def target_size(self) -> int:
-        if self.target_local is not None:
-            return self.target_local.size
-        return self.target_group.size if self.target_group is not None else 0
+    def profile_saved(self) -> SignalInstance: ...
 
     @property
-    def target_name(self) -> str:
-        if self.target_local is not None:
-            return self.target_local.path
-        group = self.target_group.label if self.target_group else ""
-        return f"{self.target_repo} · {group}"
+    def probing(self) -> bool: ...
 
-    @property
-    def no_draft_model(self) -> bool:
-        """n-gram drafting or the target's own heads: nothing to download or calibrate."""
-        return self.draft_ngram or bool(self.draft_mtp)
+    def probe_hub(self) -> None: ...
 
-    @property
-    def target_drafting(self) -> SelfDrafting | None:
-        facts = self.target_facts
-        return facts.drafting if facts is not None else None
+    def mark_offline(self, reason: str) -> None: ...
 
-    @property
-    def draft_facts(self) -> ModelFacts | None:
-        if self.draft_ngram or self.draft_mtp:
-            return None
-        if self.draft_local is not None:
-            return self.draft_local.facts
-        return self.draft.facts if self.draft is not None else None
+    def currentPage(self) -> QWizardPage: ...  # noqa: N802 - Qt name
 
-    @property
-    def draft_size(self) -> int:
-        if self.draft_ngram or self.draft_mtp:
-            return 0
-        if self.draft_local is not None:
-            return self.draft_local.size
-        return self.draft.group.size if self.draft is not None and self.draft.group else 0
-
-    @property
-    def draft_name(self) -> str:
-        if self.draft_ngram:
-            return "n-gram drafting (prompt lookup, no draft model)"
-        if self.draft_mtp:
-            own = self.target_drafting
-            heads = own.name if own is not None else "MTP"
-            return f"the target's own next-token layers ({heads}), no draft model"
-        if self.draft_local is not None:
-            return self.draft_local.path
-        if self.draft is not None and self.draft.group is not None:
-            return f"{self.draft.candidate.repo} · {self.draft.group.label}"
-        return "—"
+    def next(self) -> None: ...
 
 
 class Page(QWizardPage):
     """A page that talks to the hub worker and ignores replies to requests it dropped."""
 
-    def __init__(self, wizard: PairWizard, title: str, subtitle: str) -> None:
+    def __init__(self, wizard: WizardHost, title: str, subtitle: str) -> None:
         super().__init__()
         self.owner = wizard
         self.setTitle(title)
@@ -145,6 +102,12 @@ class Page(QWizardPage):
     def cleanupPage(self) -> None:  # noqa: N802 - Qt name; called when the user goes Back
         self.forget_requests()
         super().cleanupPage()
+
+    def show_context(self) -> None:
+        """Show the context size on the first page again after this page lowered it (the
+        first page's spin box is the wizard's ``n_ctx`` field)."""
+        if self.field("n_ctx") != self.state.n_ctx:
+            self.setField("n_ctx", self.state.n_ctx)
 
     @property
     def busy(self) -> bool:
@@ -226,3 +189,77 @@ def cell(text: str, *, colour: str | None = None, tooltip: str = "") -> QTableWi
     if tooltip:
         item.setToolTip(plain_tip(tooltip))
     return item
+
+
+GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
+
+
+def browse_gguf(parent: QWidget, title: str) -> str | None:
+    path, _ = QFileDialog.getOpenFileName(parent, title, "", GGUF_FILTER)
+    return path or None
+
+
+class OfflineNote(QWidget):
+    """“The Hub cannot be reached” with a Retry, shown while the wizard is offline."""
+
+    def __init__(self, wizard: WizardHost) -> None:
+        super().__init__()
+        self.owner = wizard
+        self.label = status_label()
+        # A wrapped label inside a nested layout gets one line's height unless told otherwise.
+        self.label.setMinimumHeight(2 * self.label.fontMetrics().lineSpacing() + 4)
+        self.retry = QPushButton("Retry")
+        self.retry.clicked.connect(wizard.probe_hub)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.label, 1)
+        row.addWidget(self.retry)
+        wizard.online_changed.connect(self.refresh)
+        self.refresh()
+
+    def refresh(self) -> None:
+        state = self.owner.state
+        if state.online is None and self.owner.probing:
+            self.label.setText("Checking whether the Hugging Face Hub can be reached…")
+            self.retry.setEnabled(False)
+            self.setVisible(True)
+            return
+        self.retry.setEnabled(True)
+        self.setVisible(state.online is False)
+        self.label.setText(
+            note_html(
+                f"Offline: the Hugging Face Hub cannot be reached ({state.offline_reason}). "
+                "Models on this computer still work."
+            )
+        )
+
+
+class LocalFiles:
+    """Models on this computer for a wizard page: the library's files plus any the person
+    browsed to; a browsed file is selected once it has been read."""
+
+    BROWSE_TITLE = "Model (GGUF)"
+    owner: WizardHost
+    _extra: list[str]
+    _want: str | None
+
+    def _init_local_files(self) -> None:
+        self._extra = []
+        self._want = None
+
+    def _library_paths(self) -> tuple[str, ...]:
+        return tuple(m.path for m in self.owner.library.models.values() if m.available)
+
+    def _browse(self) -> None:
+        path = browse_gguf(self, self.BROWSE_TITLE)  # type: ignore[arg-type]
+        if path:
+            self.add_local_file(path)
+
+    def add_local_file(self, path: str) -> None:
+        if path not in self._extra:
+            self._extra.append(path)
+        self._want = path
+        self._scan()
+
+    def _scan(self) -> None:
+        raise NotImplementedError

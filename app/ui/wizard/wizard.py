@@ -17,10 +17,17 @@ from app.files.paths import model_cache_dir
 from app.models.catalog import Catalog
 from app.models.hub import Token
 from app.models.library import Library, models_dir
-from app.ui.wizard.common import WizardState
-from app.ui.wizard.pages_run import DownloadPage, FinishPage, ReviewPage, VerifyPage
-from app.ui.wizard.pages_select import DraftPage, HardwarePage, QuantPage, TargetPage
-from app.workers.hub_worker import HubClient, HubProbed, ProbeHub
+from app.ui.wizard.page_download import DownloadPage
+from app.ui.wizard.page_draft import DraftPage
+from app.ui.wizard.page_finish import FinishPage
+from app.ui.wizard.page_hardware import HardwarePage
+from app.ui.wizard.page_quant import QuantPage
+from app.ui.wizard.page_review import ReviewPage
+from app.ui.wizard.page_target import TargetPage
+from app.ui.wizard.page_verify import VerifyPage
+from app.ui.wizard.pair_selection import WizardState
+from app.workers.hub_messages import HubProbed, ProbeHub
+from app.workers.hub_worker import HubClient
 
 
 class PairWizard(QWizard):

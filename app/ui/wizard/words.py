@@ -1,8 +1,11 @@
-"""Vocabulary mismatches in words a person can follow, not only token ids."""
+"""The wizard's explanations in words a person can follow: vocabulary mismatches (not only
+token ids), and a drafting head offered as a target."""
 
 from __future__ import annotations
 
 import re
+
+from app.gguf.header import SelfDrafting
 
 _EXPLANATIONS = (
     (
@@ -37,3 +40,13 @@ def mismatch_in_words(mismatch: str | None) -> str:
         if mismatch.startswith(key):
             return f"{words} ({mismatch})"
     return mismatch
+
+
+def head_text(drafting: SelfDrafting) -> str:
+    """Why a head offered as the target is not one, and what to do instead."""
+    article = "an" if drafting.name[0] in "aeiouAEIOU" else "a"
+    target = f"a {drafting.target_arch} model" if drafting.target_arch else "its target model"
+    return (
+        f"this is {article} {drafting.name}, not a target: it drafts for {target} and cannot "
+        f"answer by itself. Choose {target} as the target instead."
+    )

@@ -1,0 +1,133 @@
+"""The download page: both models fetched and checked against the Hub's sha256."""
+
+from __future__ import annotations
+
+import threading
+from html import escape
+from pathlib import Path
+
+from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton, QVBoxLayout
+
+from app.models.downloads import DownloadProgress, human_bytes
+from app.models.library import LibraryError
+from app.ui.wizard.common import Page, WizardHost, error_html, status_label
+from app.ui.wizard.pair_selection import download_items
+from app.workers.hub_messages import Download, Downloaded, DownloadProgressed, HubFailure
+
+
+class DownloadPage(Page):
+    def __init__(self, wizard: WizardHost) -> None:
+        super().__init__(
+            wizard,
+            "Download",
+            "The models are downloaded and checked against the Hub's sha256. "
+            "An interrupted download resumes where it stopped.",
+        )
+        self.bar = QProgressBar()
+        self.bar.setRange(0, 1000)
+        self.status = status_label()
+        self.cancel_button = QPushButton("Cancel download")
+        self.cancel_button.clicked.connect(self.cancel)
+        self.resume_button = QPushButton("Resume")
+        self.resume_button.clicked.connect(self.initializePage)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.cancel_button)
+        buttons.addWidget(self.resume_button)
+        buttons.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.bar)
+        layout.addWidget(self.status)
+        layout.addLayout(buttons)
+        layout.addStretch(1)
+        self._cancel = threading.Event()
+        self._done = False
+
+    def initializePage(self) -> None:  # noqa: N802 - Qt name
+        self.forget_requests()
+        self._done = False
+        self._cancel = threading.Event()
+        self.cancel_button.setEnabled(True)
+        self.resume_button.setVisible(False)
+        self.status.setText("Starting…")
+        self._items = download_items(self.state)
+        self._sizes = [item.group.size for item in self._items]
+        self.submit(Download(self._items, self._cancel))
+        self.completeChanged.emit()
+
+    def cancel(self) -> None:
+        self._cancel.set()
+        self.cancel_button.setEnabled(False)
+        self.status.setText("Stopping…")
+
+    def on_progress(self, reply: object) -> None:
+        if not isinstance(reply, DownloadProgressed):
+            return
+        p: DownloadProgress = reply.progress
+        before = sum(self._sizes[: reply.item])
+        total = sum(self._sizes)
+        self.bar.setValue(int(1000 * (before + p.done) / total) if total else 0)
+        eta = f", about {p.eta_s:.0f} s left" if p.eta_s is not None else ""
+        part = f" (part {p.part} of {p.parts})" if p.parts > 1 else ""
+        item = self._items[reply.item]
+        which = (
+            "target"
+            if item.repo_id == self.state.target_repo and item.group == self.state.target_group
+            else "draft"
+        )
+        self.status.setText(
+            f"Downloading the {which}: {escape(Path(p.filename).name)}{part}<br>"
+            f"{human_bytes(p.done)} of {human_bytes(p.total)} at "
+            f"{human_bytes(p.speed_bps)}/s{eta}"
+        )
+
+    def on_result(self, reply: object) -> None:
+        if not isinstance(reply, Downloaded):
+            return
+        s = self.state
+        try:
+            for item, paths in zip(self._items, reply.paths, strict=True):
+                model = self.owner.library.add_downloaded(
+                    item.repo_id,
+                    [Path(p) for p in paths],
+                    item.group.first.sha256,
+                    models_root=self.owner.models_root,
+                )
+                if (
+                    item.repo_id == s.target_repo
+                    and item.group == s.target_group
+                    and s.target_local is None
+                    and s.target_model_id is None
+                ):
+                    s.target_model_id = model.id
+                else:
+                    s.draft_model_id = model.id
+        except LibraryError as exc:
+            self.status.setText(error_html(str(exc)))
+            return
+        self._done = True
+        self.bar.setValue(1000)
+        self.cancel_button.setEnabled(False)
+        self.status.setText("Downloaded and verified.")
+
+    def on_failure(self, failure: HubFailure) -> None:
+        self.cancel_button.setEnabled(False)
+        self.resume_button.setVisible(True)
+        # A corrupt file was deleted, so nothing is resumed: the download starts over.
+        self.resume_button.setText(
+            "Download again" if failure.corrupt else "Retry" if not failure.cancelled else "Resume"
+        )
+        if failure.cancelled:
+            self.status.setText(escape("Download paused. Resume continues from where it stopped."))
+        else:
+            self.status.setText(
+                self.failure_text(failure) if failure.unreachable else error_html(failure.message)
+            )
+
+    def isComplete(self) -> bool:  # noqa: N802 - Qt name
+        return self._done
+
+    def nextId(self) -> int:  # noqa: N802 - Qt name
+        return self.owner.id_finish if self.state.no_draft_model else self.owner.id_verify
+
+    def shutdown(self) -> None:
+        self._cancel.set()
