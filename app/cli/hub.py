@@ -21,7 +21,7 @@ from app.gguf.header import (
     self_drafting,
     vocab_info,
 )
-from app.models.downloads import DownloadCancelled, Downloader, DownloadProgress, human_bytes
+from app.models.downloads import DownloadCancelled, Downloader, DownloadProgress
 from app.models.fit import KV_BYTES_PER_ELEMENT, assess, estimate_pair, gib
 from app.models.hub import (
     GGUFFile,
@@ -78,8 +78,8 @@ def _print_progress(progress: DownloadProgress) -> None:
     eta = f"{progress.eta_s:.0f} s left" if progress.eta_s is not None else ""
     part = f" part {progress.part}/{progress.parts}" if progress.parts > 1 else ""
     print(
-        f"\r{progress.fraction:6.1%}  {human_bytes(progress.done)} / "
-        f"{human_bytes(progress.total)}  {human_bytes(progress.speed_bps)}/s  {eta}{part}   ",
+        f"\r{progress.fraction:6.1%}  {gib(progress.done)} / "
+        f"{gib(progress.total)}  {gib(progress.speed_bps)}/s  {eta}{part}   ",
         end="",
         file=sys.stderr,
         flush=True,

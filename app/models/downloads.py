@@ -31,6 +31,7 @@ from filelock import FileLock, Timeout
 from huggingface_hub import constants, get_hf_file_metadata, login
 from huggingface_hub.utils import build_hf_headers, get_token
 
+from app.models.fit import gib
 from app.models.hub import (
     MAX_FILE_BYTES,
     GGUFFile,
@@ -101,14 +102,6 @@ class DownloadProgress:
 
 ProgressFn = Callable[[DownloadProgress], None]
 DiskUsageFn = Callable[[str], Any]  # returns an object with .free, like shutil.disk_usage
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1000:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
 
 
 def free_bytes(folder: Path, disk_usage: DiskUsageFn = shutil.disk_usage) -> int:
@@ -366,7 +359,7 @@ class Downloader:
         if needed + self.reserve_bytes > free:
             raise NotEnoughDiskSpace(
                 f"not enough disk space in {self.dest_root}: the download needs "
-                f"{human_bytes(needed)} and only {human_bytes(free)} is free. Free some space "
+                f"{gib(needed)} and only {gib(free)} is free. Free some space "
                 "or choose another models folder"
             )
 

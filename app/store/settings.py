@@ -302,12 +302,12 @@ FIELDS: dict[str, FieldInfo] = {
     ),
     "baseline": FieldInfo(_bool, "Baseline side-by-side"),
     "colour_style": FieldInfo(_choice(COLOUR_STYLES), "Token colours"),
-    "remote_url": FieldInfo(_address, "Remote server address"),
-    "remote_server": FieldInfo(_address, "Remote server kind"),
-    "remote_baseline_url": FieldInfo(_address, "Remote baseline address"),
     "serve_port": FieldInfo(
         _int_in(1, 65535), "Serve port", "the port Serve on localhost listens on, on 127.0.0.1"
     ),
+    "remote_url": FieldInfo(_address, "Remote server address"),
+    "remote_server": FieldInfo(_address, "Remote server kind"),
+    "remote_baseline_url": FieldInfo(_address, "Remote baseline address"),
 }
 PARSERS: dict[str, Parser] = {name: info.parse for name, info in FIELDS.items()}
 

@@ -472,16 +472,17 @@ def test_each_setting_is_described_once_and_completely() -> None:
 
 
 def test_sizes_have_one_formatter_each_and_free_space_one_probe(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """File sizes in SI units (as the Hub lists them), memory in binary units labelled as
-    such; free space where a models folder is or will be (its nearest existing parent)."""
+    """Sizes in one unit system, binary and labelled as such (a file's size is set against
+    the memory it needs); free space where a models folder is or will be (its nearest
+    existing parent)."""
     import shutil
     from types import SimpleNamespace
 
-    from app.models.downloads import free_bytes, human_bytes
+    from app.models.downloads import free_bytes
     from app.models.fit import gib
 
-    assert human_bytes(491_400_064) == "491.4 MB"
-    assert human_bytes(999) == "999 B"
+    assert gib(491_400_064) == "469 MiB"
+    assert gib(999) == "999 B"
     assert gib(348.7 * 2**20) == "349 MiB" and gib(2.7 * 2**30) == "2.7 GiB"
     # a tiny model or cache is not "0 MiB"
     assert gib(300 * 2**10) == "300 KiB" and gib(512) == "512 B" and gib(0) == "0 MiB"

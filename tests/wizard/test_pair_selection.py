@@ -11,8 +11,7 @@ from pathlib import Path
 from app.gguf.compat import VocabInfo
 from app.gguf.header import ModelFacts, SelfDrafting
 from app.models.catalog import DraftCandidate
-from app.models.downloads import human_bytes
-from app.models.fit import FitLabel
+from app.models.fit import FitLabel, gib
 from app.models.hub import GGUFFile, QuantGroup
 from app.models.library import Library, LibraryModel
 from app.ui.wizard.pair_selection import (
@@ -321,14 +320,14 @@ def test_draft_rows_say_in_words_why_a_draft_cannot_be_used() -> None:
         [local("/m/d.gguf", size=2 * MIB)],
     )
     good, stranger, unread, mine = choices.rows()
-    assert good.texts == (DRAFT, "Q4_0", human_bytes(3 * MIB), "catalog pair", "compatible")
+    assert good.texts == (DRAFT, "Q4_0", gib(3 * MIB), "catalog pair", "compatible")
     assert good.compatible and good.cell_tooltip(0) == f"notes of {DRAFT}"
     assert not stranger.compatible
     assert stranger.texts[4].startswith("incompatible: the two models split text into tokens")
     assert stranger.cell_tooltip(4).endswith("\n(vocabulary type: a, b)")  # the raw rule too
     assert unread.texts[1:3] == ("–", "–") and unread.texts[4] == "not checked: the Hub timed out"
     assert mine.texts[3] == "on this computer" and mine.cell_tooltip(0) == "/m/d.gguf"
-    assert mine.cell_tooltip(2) == human_bytes(2 * MIB)
+    assert mine.cell_tooltip(2) == gib(2 * MIB)
 
 
 def test_a_typed_repository_goes_first_and_replaces_its_earlier_check() -> None:

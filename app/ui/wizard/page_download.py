@@ -8,7 +8,8 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton, QVBoxLayout
 
-from app.models.downloads import DownloadProgress, human_bytes
+from app.models.downloads import DownloadProgress
+from app.models.fit import gib
 from app.models.library import LibraryError
 from app.ui.wizard.common import Page, WizardHost, error_html, status_label
 from app.ui.wizard.pair_selection import download_items
@@ -76,8 +77,8 @@ class DownloadPage(Page):
         )
         self.status.setText(
             f"Downloading the {which}: {escape(Path(p.filename).name)}{part}<br>"
-            f"{human_bytes(p.done)} of {human_bytes(p.total)} at "
-            f"{human_bytes(p.speed_bps)}/s{eta}"
+            f"{gib(p.done)} of {gib(p.total)} at "
+            f"{gib(p.speed_bps)}/s{eta}"
         )
 
     def on_result(self, reply: object) -> None:

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from app.models.downloads import human_bytes
+from app.models.fit import gib
 from app.models.hub import QuantGroup, unsafe_repo_id_reason
 from app.ui.plain_text import tooltip as plain_tip
 from app.ui.wizard.common import (
@@ -267,7 +267,7 @@ class DraftPage(LocalFiles, Page):
         self.quant.clear()
         groups, index = self.choices.quant_offer(row, self.state.draft)
         for group in groups:
-            self.quant.addItem(f"{group.quant} · {human_bytes(group.size)}", group)
+            self.quant.addItem(f"{group.quant} · {gib(group.size)}", group)
         if groups:
             self.quant.setCurrentIndex(index)
         self.quant.setEnabled(self.quant.count() > 1)
@@ -281,7 +281,7 @@ class DraftPage(LocalFiles, Page):
     def _quant_changed(self) -> None:
         group, row = self.selected_group(), self.table.currentRow()
         if group is not None and 0 <= row < len(self.choices.options):
-            for column, text in ((1, group.quant), (2, human_bytes(group.size))):
+            for column, text in ((1, group.quant), (2, gib(group.size))):
                 item = self.table.item(row, column)
                 if item is not None:
                     item.setText(text)

@@ -7,7 +7,6 @@ from html import escape
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QPushButton, QVBoxLayout
 
-from app.models.downloads import human_bytes
 from app.models.fit import gib
 from app.ui.wizard.common import (
     FIT_COLOURS,
@@ -103,7 +102,7 @@ class QuantPage(Page):
         for row, r in enumerate(rows):
             self.table.setItem(row, 0, cell(r.group.quant))
             self.table.setItem(row, 1, cell(r.group.label))
-            self.table.setItem(row, 2, cell(human_bytes(r.group.size)))
+            self.table.setItem(row, 2, cell(gib(r.group.size)))
             self.table.setItem(row, 3, cell(gib(r.estimate.needed)))
             fit = r.fit
             self.table.setItem(

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFormLayout, QLineEdit, QVBoxLayout, QWizard
 
-from app.models.downloads import free_bytes, human_bytes
-from app.models.fit import assess, estimate_pair, memory_text
+from app.models.downloads import free_bytes
+from app.models.fit import assess, estimate_pair, gib, memory_text
 from app.models.library import LibraryError
 from app.ui.wizard.common import FIT_COLOURS, Page, WizardHost, error_html, note_html, status_label
 from app.ui.wizard.pair_selection import (
@@ -60,13 +60,10 @@ class ReviewPage(Page):
         missing = sum(still_to_download(root, item) for item in items)
         free = free_bytes(root)
         rows = [
-            f"<b>Target:</b> {escape(s.target_name)} ({human_bytes(s.target_size)})",
+            f"<b>Target:</b> {escape(s.target_name)} ({gib(s.target_size)})",
             f"<b>Draft:</b> {escape(s.draft_name)}"
-            + (f" ({human_bytes(s.draft_size)})" if s.draft_size else ""),
-            (
-                f"<b>To download:</b> {human_bytes(missing)} into {escape(str(root))} "
-                f"({human_bytes(free)} free)"
-            )
+            + (f" ({gib(s.draft_size)})" if s.draft_size else ""),
+            (f"<b>To download:</b> {gib(missing)} into {escape(str(root))} ({gib(free)} free)")
             if items
             else "<b>To download:</b> nothing; "
             + ("the model is" if s.draft_mtp or s.draft_ngram else "both models are")

@@ -18,7 +18,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.models.downloads import human_bytes
 from app.models.fit import FitLabel, gib
 from app.ui.plain_text import tooltip as plain_tip
 from app.ui.wizard.common import (
@@ -192,7 +191,7 @@ class TargetPage(LocalFiles, Page):
             where = where_text(model, self.owner.models_root)
             f = model.facts
             item = QListWidgetItem(
-                f"{model.name}  ·  {human_bytes(model.size)}{fit}\n"
+                f"{model.name}  ·  {gib(model.size)}{fit}\n"
                 f"{f.architecture}, {f.n_layer} layers, trained context "
                 f"{f.context_length:,}, {f.drafting.name} · {where}"
                 + (

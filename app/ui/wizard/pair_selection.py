@@ -17,7 +17,6 @@ from pathlib import Path
 from app.engine.hardware import Hardware
 from app.gguf.header import ModelFacts, SelfDrafting
 from app.models.catalog import Catalog, CatalogModel
-from app.models.downloads import human_bytes
 from app.models.fit import (
     FitResult,
     PairEstimate,
@@ -25,6 +24,7 @@ from app.models.fit import (
     best_fit,
     draft_speed_rank,
     estimate_pair,
+    gib,
 )
 from app.models.hub import QuantGroup
 from app.models.library import Library, Profile
@@ -407,7 +407,7 @@ class DraftChoices:
             texts = (
                 option.candidate.repo,
                 group.quant if group else "–",
-                human_bytes(group.size) if group else "–",
+                gib(group.size) if group else "–",
                 option.candidate.source,
                 verdict,
             )
@@ -423,7 +423,7 @@ class DraftChoices:
             texts = (
                 model.name,
                 model.facts.quantization,
-                human_bytes(model.size),
+                gib(model.size),
                 "on this computer",
                 verdict,
             )
@@ -519,7 +519,7 @@ def draft_size_warning(state: WizardState) -> str:
         return ""
     return (
         f"Warning: the draft is {ratio:.0%} of the target's size "
-        f"({human_bytes(state.draft_size)} beside {human_bytes(state.target_size)}). A draft "
+        f"({gib(state.draft_size)} beside {gib(state.target_size)}). A draft "
         "costs about its size per token, so this one will likely make answers slower. "
         "Go Back and choose a smaller draft or quantization."
     )
