@@ -101,6 +101,35 @@ def test_wrong_types_and_ranges_get_a_400_naming_the_field(
         assert error["param"] == param
 
 
+LONG = "9" * 5000  # past the interpreter's 4300-digit limit on int(str)
+ASK = '{"messages": [{"role": "user", "content": "x"}], '
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "words"),
+    [
+        (ASK + f'"seed": {LONG}}}', "seed", "a number of 5000 digits"),
+        (ASK + f'"max_tokens": -{LONG}}}', "max_tokens", "a number of 5000 digits"),
+        (ASK + f'"x": [{{"y": [1, {LONG}]}}]}}', "x[0].y[1]", "a number of 5000 digits"),
+        (ASK + '"max_tokens": NaN}', "max_tokens", "NaN"),
+        (ASK + '"top_p": -Infinity}', "top_p", "-Infinity"),
+        (ASK + '"temperature": 1e999}', "temperature", "not a finite number"),
+        (ASK + '"seed": 1e999}', "seed", "not a whole number"),
+        (f"[{LONG}]", "[0]", "a number of 5000 digits"),
+        (LONG, None, "the body is a number of 5000 digits"),
+    ],
+    ids=["seed", "negative", "nested", "NaN", "-Infinity", "1e999", "1e999-seed", "list", "top"],
+)
+def test_huge_and_impossible_numbers_get_a_400_naming_where_they_are(
+    tiny_server, body, param, words
+) -> None:
+    """Python refuses int() of more than 4300 digits with a ValueError inside the JSON
+    parser: a 400 naming the field, never a 500 and a traceback in the server's log."""
+    status, error = _error(tiny_server, body.encode())
+    assert status == 400 and error["param"] == param and words in error["message"], error
+    assert "Traceback" not in tiny_server.stderr()
+
+
 def test_completions_check_their_prompt(tiny_server) -> None:
     for prompt, words in ((None, "prompt must be text"), ("", "empty"), ([1, 2], "must be text")):
         status, error = _error(tiny_server, {"model": "m", "prompt": prompt}, "/v1/completions")
