@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -101,6 +101,8 @@ async def read_body(request: Request) -> bytes:
         raise ApiError(
             408, f"the request body did not arrive within {BODY_SECONDS:.0f} s"
         ) from None
+    except ClientDisconnect:  # closed by the client, or by the server to make room
+        raise ApiError(400, "the connection closed before the body arrived") from None
     return bytes(body)
 
 

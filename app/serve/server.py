@@ -14,9 +14,9 @@ import threading
 from dataclasses import dataclass
 
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from app.errors import SpecDeckError
+from app.serve.connections import guarded_protocol
 from app.serve.defaults import DEFAULT_HOST, DEFAULT_PORT
 
 
@@ -128,12 +128,15 @@ class ServerThread:
 def _config(app: object, concurrency: int, *, grace: int) -> uvicorn.Config:
     return uvicorn.Config(
         app,  # type: ignore[arg-type]
-        http=H11Protocol,  # pure Python; by class, so a frozen bundle finds it
+        # uvicorn's pure-Python h11 protocol, by class (so a frozen bundle finds it), with a
+        # header deadline and room made by closing idle connections: past ``concurrency``
+        # connections (a quarter of that from one address) the oldest idle one goes, and
+        # only when none is idle does a new one get 503 (``app.serve.connections``)
+        http=guarded_protocol(concurrency, concurrency // 4),
         loop="asyncio",
         ws="none",
         lifespan="off",
         log_level="warning",
         access_log=False,
-        limit_concurrency=concurrency,  # past this many connections: 503 at once
         timeout_graceful_shutdown=grace,
     )
