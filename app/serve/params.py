@@ -89,6 +89,9 @@ class Call:
     include_usage: bool = False
     messages: tuple[tuple[str, str], ...] = ()
     prompt: str | None = None  # /v1/completions
+    # who sent it (the HTTP connection's serial): a call reuses the engine's cached prefix
+    # only when the previous prompt came from the same caller; None: never
+    caller: int | None = None
 
     @property
     def chat(self) -> bool:

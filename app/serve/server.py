@@ -73,6 +73,31 @@ def bind(binding: Binding) -> socket.socket:
     return sock
 
 
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+def host_names(host: str, port: int) -> frozenset[str] | None:
+    """The ``Host`` header values a request may carry, lower case: the loopback names with
+    the port on a loopback address, the configured name on another; None (any) on a
+    wildcard address (0.0.0.0, ::), whose names are not known here and where the API key,
+    required there, keeps web pages out.
+
+    A web page the user visits can send requests to 127.0.0.1, and through DNS rebinding
+    (its own name resolving to 127.0.0.1) read the answers; either way the browser's
+    ``Host`` names the page's site, which is refused."""
+    bare = host.strip("[]").lower()
+    if bare in ("0.0.0.0", "::", ""):
+        return None
+    if is_loopback(bare):
+        names: tuple[str, ...] = LOOPBACK_NAMES
+    else:
+        names = (f"[{bare}]" if ":" in bare else bare,)
+    allowed = {f"{name}:{port}" for name in names}
+    if port == 80:  # the default port may go unnamed
+        allowed.update(names)
+    return frozenset(allowed)
+
+
 def url_of(sock: socket.socket) -> str:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host

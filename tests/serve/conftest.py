@@ -168,7 +168,7 @@ class BareServer:
     def __init__(self, concurrency: int, api_key: str | None = None) -> None:
         from app.serve.http import build_app
         from app.serve.params import Sampling
-        from app.serve.server import Binding, ServerThread, bind
+        from app.serve.server import Binding, ServerThread, bind, host_names
 
         sock = bind(Binding("127.0.0.1", 0, api_key))
         self.host, self.port = sock.getsockname()[:2]
@@ -177,6 +177,7 @@ class BareServer:
             self.engine,
             model="held",
             defaults=Sampling(),
+            hosts=host_names("127.0.0.1", self.port),
             api_key=api_key,
         )
         self._thread = ServerThread(app, sock, concurrency=concurrency)

@@ -181,8 +181,9 @@ def test_a_100_mb_body_is_refused_without_reading_it(tiny_server) -> None:
     began = time.monotonic()
     with socket.create_connection((tiny_server.host, tiny_server.port), timeout=30) as sock:
         sock.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
             b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            % tiny_server.port
         )
         chunk = b"%x\r\n%s\r\n" % (2**20, b" " * 2**20)
         try:
@@ -207,7 +208,8 @@ def test_a_100_mb_body_is_refused_without_reading_it(tiny_server) -> None:
 def test_a_body_that_never_finishes_is_cut_off(tiny_server) -> None:
     with socket.create_connection((tiny_server.host, tiny_server.port), timeout=60) as sock:
         sock.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{" % tiny_server.port
         )
         began = time.monotonic()
         reply = sock.recv(65536)
