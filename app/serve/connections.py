@@ -13,7 +13,8 @@ request line) shut every caller out with 503 for as long as they stay. Here inst
   one refused, with a 503. Sockets that merely sit open cannot keep a caller out.
 
 Each connection also gets a serial in its requests' scope (``CALLER``): the engine keeps
-the cached prefix of a prompt only for requests from the connection that sent it.
+the cached prefix of a prompt only for requests from the connection that sent it (or with
+the same ``prompt_cache_key``, ``app.serve.params.cache_caller``).
 """
 
 from __future__ import annotations

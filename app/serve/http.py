@@ -170,10 +170,13 @@ async def read_call_body(request: Request) -> dict[str, Any]:
     return read_json(await read_body(request))
 
 
-def caller_of(request: Request) -> int | None:
-    """The connection's serial (``app.serve.connections``): who sent the prompt."""
-    caller = request.scope.get(CALLER)
-    return caller if isinstance(caller, int) else None
+def with_caller(call: Call, request: Request) -> Call:
+    """Who sent the call, for the prompt cache: its ``prompt_cache_key`` if it gave one
+    (``params.cache_caller``), else its connection (``app.serve.connections``)."""
+    if call.caller is not None:
+        return call
+    serial = request.scope.get(CALLER)
+    return replace(call, caller=f"connection {serial}" if isinstance(serial, int) else None)
 
 
 def _too_large() -> ApiError:
@@ -323,12 +326,12 @@ def build_app(
         )
 
     async def chat(request: Request) -> Response:
-        call = chat_call(await read_call_body(request), defaults)
-        return _Answer(runner, replace(call, caller=caller_of(request)), Reply(model, chat=True))
+        call = with_caller(chat_call(await read_call_body(request), defaults), request)
+        return _Answer(runner, call, Reply(model, chat=True))
 
     async def completions(request: Request) -> Response:
-        call = completion_call(await read_call_body(request), defaults)
-        return _Answer(runner, replace(call, caller=caller_of(request)), Reply(model, chat=False))
+        call = with_caller(completion_call(await read_call_body(request), defaults), request)
+        return _Answer(runner, call, Reply(model, chat=False))
 
     async def api_error(_: Request, error: Exception) -> Response:
         assert isinstance(error, ApiError)

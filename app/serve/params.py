@@ -9,6 +9,7 @@ refused rather than silently dropped.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -25,6 +26,8 @@ MAX_STOP_CHARS = 256
 MAX_TOKENS = 1_000_000  # the context ends an answer long before this
 MAX_SEED = 2**63 - 1
 MAX_DIGITS = 1000  # far past any field's range; int() of it costs microseconds
+MIN_CACHE_KEY = 16  # a shorter prompt_cache_key could be guessed: the connection is the caller
+MAX_CACHE_KEY = 256
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 
@@ -89,9 +92,10 @@ class Call:
     include_usage: bool = False
     messages: tuple[tuple[str, str], ...] = ()
     prompt: str | None = None  # /v1/completions
-    # who sent it (the HTTP connection's serial): a call reuses the engine's cached prefix
-    # only when the previous prompt came from the same caller; None: never
-    caller: int | None = None
+    # who sent it: a call reuses the engine's cached prefix only when the previous prompt
+    # came from the same caller; None: never. The HTTP layer names the connection unless
+    # the body gives a ``prompt_cache_key`` (``cache_caller``)
+    caller: str | None = None
 
     @property
     def chat(self) -> bool:
@@ -239,13 +243,26 @@ def _call(
         sampling = replace(
             sampling, max_tokens=_check(name, checks.whole, limit, name, 1, MAX_TOKENS)
         )
+    caller = cache_caller(payload.get("prompt_cache_key"))
     stream = _optional(payload, "stream", False, _flag)
     options = payload.get("stream_options")
     include_usage = False
     if options is not None:
         options = _check("stream_options", checks.mapping, options, "stream_options")
         include_usage = _optional(options, "include_usage", False, _flag, param="stream_options")
-    return Call(sampling, stream, include_usage, messages, prompt)
+    return Call(sampling, stream, include_usage, messages, prompt, caller)
+
+
+def cache_caller(raw: object) -> str | None:
+    """OpenAI's ``prompt_cache_key`` as the caller: requests that send the same key share
+    the engine's cached prefix whatever their connection. A key is a secret among them;
+    one under ``MIN_CACHE_KEY`` characters is too easily guessed and is not used."""
+    if raw is None:
+        return None
+    key = _check("prompt_cache_key", checks.text, raw, "prompt_cache_key", MAX_CACHE_KEY)
+    if len(key) < MIN_CACHE_KEY:
+        return None
+    return "key " + hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
 def _message(raw: object, where: str) -> tuple[str, str]:

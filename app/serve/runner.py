@@ -10,8 +10,9 @@ step (the engine process polls the shared cancel flag between speculative steps 
 a long prefill).
 
 A call keeps what the engine's caches hold of the last prompt only when the same caller
-(the same HTTP connection) sent it: another caller starts from empty caches, so neither its
-``cached_tokens`` nor its prefill's time says anything about someone else's prompt.
+(the same HTTP connection, or the same ``prompt_cache_key``) sent it: another caller starts
+from empty caches, so neither its ``cached_tokens`` nor its prefill's time says anything
+about someone else's prompt.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ class EngineRunner:
         self._served = self._refused = self._cancelled = 0
         self._live: float | None = None
         self._last: RunSummary | None = None
-        self._filled_by: int | None = None  # the caller whose prompt the caches hold
+        self._filled_by: str | None = None  # the caller whose prompt the caches hold
         self.info: PairInfo | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------

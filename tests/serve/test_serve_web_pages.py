@@ -111,8 +111,11 @@ def test_the_whole_hostile_request_of_the_issue_is_refused(tiny_server: ServePro
     assert answer.usage.completion_tokens == 2
 
 
-def _ask(port: int, text: str, conn: http.client.HTTPConnection | None = None) -> dict:
+def _ask(
+    port: int, text: str, conn: http.client.HTTPConnection | None = None, **extra: object
+) -> dict:
     body = {"model": "m", "messages": [{"role": "user", "content": text}], "max_tokens": 1}
+    body.update(extra)
     status, reply = _call(port, "POST", CHAT, json.dumps(body).encode(), conn=conn)
     assert status == 200, reply
     return reply
@@ -148,3 +151,27 @@ def test_a_caller_keeps_its_own_cached_prefix_on_its_connection(tiny_server: Ser
     # a new connection is another caller, though it sends the same words
     again = _ask(port, "a conversation of my own, which goes on and on")
     assert again["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+
+
+def _cached(reply: dict) -> int:
+    return reply["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+
+def test_requests_with_the_same_prompt_cache_key_share_their_prefix(
+    tiny_server: ServeProcess,
+) -> None:
+    port = tiny_server.port
+    key = "conversation-7f3a9c2e41d8b6aa"
+    text = "a long conversation of mine that goes on"
+    _ask(port, text, prompt_cache_key=key)
+    assert _cached(_ask(port, text + " and on", prompt_cache_key=key)) > 0  # a new connection
+    _ask(port, text, prompt_cache_key=key)
+    assert _cached(_ask(port, text + " and on", prompt_cache_key=key.upper())) == 0
+    _ask(port, text, prompt_cache_key=key)
+    assert _cached(_ask(port, text + " and on")) == 0  # no key: another caller
+    # a key short enough to guess names no one: each connection is its own caller
+    _ask(port, text, prompt_cache_key="chat")
+    assert _cached(_ask(port, text + " and on", prompt_cache_key="chat")) == 0
+    body = {"messages": [{"role": "user", "content": "x"}], "prompt_cache_key": 5}
+    status, reply = _call(port, "POST", CHAT, json.dumps(body).encode())
+    assert status == 400 and reply["error"]["param"] == "prompt_cache_key", reply
