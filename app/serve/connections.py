@@ -9,8 +9,9 @@ request line) shut every caller out with 503 for as long as they stay. Here inst
   body then has ``app.serve.http.BODY_SECONDS``;
 - when a new connection finds ``limit`` connections open, or ``per_client`` open from its
   address, the oldest one that is not being answered (waiting for a request, or still
-  sending one) is closed to make room; only when every one is being answered is the new
-  one refused, with a 503. Sockets that merely sit open cannot keep a caller out.
+  sending one) is closed to make room, and only when every other is being answered is
+  the new one closed. Sockets that merely sit open cannot keep a caller out. A connection
+  closed within a second of opening first gets a 503 saying when to retry.
 
 Each connection also gets a serial in its requests' scope (``CALLER``): the engine keeps
 the cached prefix of a prompt only for requests from the connection that sent it (or with
@@ -30,6 +31,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 HEADER_SECONDS = 5.0  # from connecting (or the last answer) to a request's complete headers
+ADMIT_SECONDS = 0.05  # from accepting a connection to making room for it
 JUST_CONNECTED = 1.0  # seconds: a connection this new is closed to make room last
 CALLER = "specdeck.caller"  # the scope key of the connection's serial
 
@@ -77,6 +79,7 @@ class GuardedH11(H11Protocol):
         self.serial = next(_serials)
         self.app = _tagged(self.app, self.serial)
         self.since = time.monotonic()  # when the present wait (request, or body) began
+        self.heard = False  # whether any of the awaited request has arrived
         self._deadline: asyncio.TimerHandle | None = None
 
     # --- the protocol's callbacks -------------------------------------------------------
@@ -84,7 +87,10 @@ class GuardedH11(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._arm()
-        self._admit()
+        # room is made a moment later, when what already came on the connections just
+        # accepted has been read: a caller's request then ranks behind sockets that sent
+        # nothing, even under a flood of new connections
+        self.loop.call_later(ADMIT_SECONDS, self._admit)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -92,6 +98,7 @@ class GuardedH11(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         waiting = self.conn.their_state is h11.IDLE
+        self.heard = True
         super().data_received(data)
         if waiting and self.conn.their_state is not h11.IDLE:  # the headers are in
             self._disarm()
@@ -107,6 +114,7 @@ class GuardedH11(H11Protocol):
     def _arm(self) -> None:
         self._disarm()
         self.since = time.monotonic()
+        self.heard = False
         self._deadline = self.loop.call_later(HEADER_SECONDS, self._headers_late)
 
     def _disarm(self) -> None:
@@ -137,31 +145,35 @@ class GuardedH11(H11Protocol):
         )
 
     def _admit(self) -> None:
-        others = [c for c in self.connections if c is not self and isinstance(c, GuardedH11)]
-        mine = [c for c in others if c._address == self._address]
-        if len(mine) >= self.max_per_client:
-            candidates, excess = mine, len(mine) - self.max_per_client + 1
-        elif len(others) >= self.max_connections:
-            candidates, excess = others, len(others) - self.max_connections + 1
+        if self.transport.is_closing():
+            return
+        open_ = [
+            c
+            for c in self.connections
+            if isinstance(c, GuardedH11) and not c.transport.is_closing()
+        ]
+        mine = [c for c in open_ if c._address == self._address]
+        if len(mine) > self.max_per_client:
+            group, excess = mine, len(mine) - self.max_per_client
+        elif len(open_) > self.max_connections:
+            group, excess = open_, len(open_) - self.max_connections
         else:
             return
         # those that just connected last, oldest first (their requests may be on the way);
         # of the rest, those waiting for a request before those sending one, those from
-        # the address with the most connections first, and the longest waiting first
+        # the address with the most connections first, and the longest waiting first;
+        # either way, a connection that has sent nothing goes before one that has
         now = time.monotonic()
-        counts = Counter(c._address for c in others)
+        counts = Counter(c._address for c in open_)
 
-        def order(c: GuardedH11) -> tuple[bool, bool, int, float]:
+        def order(c: GuardedH11) -> tuple[bool, int, int, float]:
             recent = now - c.since < JUST_CONNECTED
-            sending = c.conn.their_state is not h11.IDLE
-            return recent, sending, 0 if recent else -counts[c._address], c.since
+            stage = 0 if not c.heard else 1 if c.conn.their_state is h11.IDLE else 2
+            return recent, stage, 0 if recent else -counts[c._address], c.since
 
-        idle = sorted((c for c in candidates if c._idle), key=order)
-        if len(idle) < excess:
-            self.transport.write(REFUSAL)
-            self._drop()
-            return
-        for victim in idle[:excess]:
+        for victim in sorted((c for c in group if c._idle), key=order)[:excess]:
+            if now - victim.since < JUST_CONNECTED:  # its request may be on the way
+                victim.transport.write(REFUSAL)  # no room: say so, and when to retry
             victim._drop()
 
 

@@ -114,8 +114,10 @@ def test_one_address_keeps_at_most_a_quarter_of_the_connections(bare_server: Bar
     sockets = [_connect(port, "127.0.0.2") for _ in range(6)]
     try:
         time.sleep(0.3)
-        # the newest two stay; each newcomer closed the oldest idle one
-        assert [_state(s) for s in sockets] == ["closed"] * 4 + ["open"] * 2
+        # the newest two stay; the oldest idle ones were closed (with a 503: they had just
+        # connected, so a request may have been on its way)
+        states = [_state(s) for s in sockets]
+        assert states[4:] == ["open"] * 2 and "open" not in states[:4], states
         assert _get(port, "/v1/models", "127.0.0.3") == 200
     finally:
         for sock in sockets:
@@ -140,7 +142,8 @@ def test_idle_connections_make_room_and_only_answered_ones_refuse_a_newcomer(
         while len(bare_server.engine.tickets) < 8 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert len(bare_server.engine.tickets) == 8
-        assert all(_state(s) == "closed" for s in idle)
+        time.sleep(0.3)  # room is made a moment after each connection is accepted
+        assert "open" not in [_state(s) for s in idle]
         assert all(_state(s) == "open" for s in held)
         # nothing idle is left to close: a newcomer is refused at once, in OpenAI's form
         with _connect(port, "127.0.0.30") as sock:
