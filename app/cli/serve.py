@@ -49,7 +49,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from app.serve.http import build_app
     from app.serve.params import Sampling
     from app.serve.runner import EngineRunner
-    from app.serve.server import Binding, bind, run, url_of
+    from app.serve.server import Binding, bind, host_names, run, url_of
 
     if args.queue < 1:
         raise ValueError("--queue must be at least 1")
@@ -81,7 +81,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "n_ctx": info.n_ctx,
             "device": info.device,
         }
-        app = build_app(runner, model=model, defaults=defaults, api_key=api_key, meta=meta)
+        app = build_app(
+            runner,
+            model=model,
+            defaults=defaults,
+            hosts=host_names(args.host, sock.getsockname()[1]),
+            api_key=api_key,
+            meta=meta,
+        )
         print(
             f"serving {model} on {url_of(sock)} ({info.device}; queue {args.queue}"
             f"{'; API key required' if api_key else ''}). Ctrl+C stops.",

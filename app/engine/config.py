@@ -93,3 +93,6 @@ class GenerationRequest:
     speculative: bool = True  # False: target-only baseline
     ignore_eos: bool = False  # like llama.cpp --ignore-eos: end-of-generation does not stop
     token_probs: bool = True  # compute p(x)/q(x) for every token (hover details in the UI)
+    # False: nothing another prompt left in the caches is kept, so neither the figures
+    # (reused tokens) nor the prefill's time say how much of this prompt it shared
+    reuse_prefix: bool = True

@@ -257,6 +257,15 @@ class Engine:
             return model
         return CombinedDrafter(NgramDrafter(request.spec, min_match=2, costs=self.costs), model)
 
+    def _forget_prompts(self, ctx: LlamaContext) -> None:
+        """Empty the run's caches (the target's, the draft model's, the heads' own), as a
+        prompt that shares nothing with the last would: an EAGLE-3 head follows the target."""
+        ctx.truncate(0)
+        if self.draft_ctx is not None:
+            self.draft_ctx.truncate(0)
+        if self.heads is not None and not self.heads.shared:
+            self.heads.ctx.truncate(0)
+
     def generate(self, request: GenerationRequest, cancel: CancelCheck = _never) -> Iterator[Event]:
         """Run one request; yields events and ends with a ``RunSummary``."""
         prompt = list(request.prompt_tokens)
@@ -277,6 +286,8 @@ class Engine:
         randomness = Randomness(sampler.seed, position_keyed=sampler.position_keyed)
         sampling = sample_with(contexts, sampler)  # "device", or "host (why)"
 
+        if not request.reuse_prefix:
+            self._forget_prompts(ctx)
         ctx.truncate(min(ctx.common_prefix(prompt), len(prompt) - 1))
         reused = ctx.n_past
         ctx.decode(prompt[reused:-1], logits="none")

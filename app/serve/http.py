@@ -15,16 +15,18 @@ import hashlib
 import hmac
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.serve.connections import CALLER
 from app.serve.params import (
     MAX_BODY_BYTES,
     ApiError,
@@ -54,7 +56,7 @@ SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 def error_response(error: ApiError, headers: dict[str, str] | None = None) -> JSONResponse:
     extra = dict(headers or {})
-    if error.status in (401, 408, 413):  # the rest of the body is not read: end the connection
+    if error.status in (401, 403, 408, 413, 415):  # the body is not read: end the connection
         extra["connection"] = "close"
     return JSONResponse(error.body(), error.status, headers=extra)
 
@@ -85,6 +87,53 @@ class _RequireKey:
         return hmac.compare_digest(digest, self._expected) and scheme.lower() == b"bearer"
 
 
+class _SameSite:
+    """Requests from web pages are refused: a ``Host`` that is not this server's names
+    (``allowed``: see ``app.serve.server.host_names``; None: any) is a page reaching it
+    through DNS rebinding, and an ``Origin`` other than the server's own is a page
+    sending a request across sites. API clients send neither kind."""
+
+    def __init__(self, app: ASGIApp, allowed: frozenset[str] | None) -> None:
+        self.app = app
+        self._allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refused = self._refused(scope)
+            if refused is not None:
+                await error_response(refused)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def _refused(self, scope: Scope) -> ApiError | None:
+        host = origin = None
+        for name, value in scope["headers"]:
+            if name == b"host" and host is None:
+                host = value.decode("latin-1").strip().lower()
+            elif name == b"origin" and origin is None:
+                origin = value.decode("latin-1").strip().lower()
+        if host is None or (self._allowed is not None and host not in self._allowed):
+            names = ", ".join(sorted(self._allowed or ()))
+            return ApiError(
+                403,
+                f"the Host header {_shown(host)} does not name this server ({names}): "
+                "requests through another name (a web page's, by DNS rebinding) are refused",
+                code="host_not_allowed",
+            )
+        if origin is not None and origin != f"http://{host}":
+            return ApiError(
+                403,
+                f"requests from web pages are refused (Origin {_shown(origin)}); API clients "
+                "send no Origin header",
+                code="origin_not_allowed",
+            )
+        return None
+
+
+def _shown(value: str | None) -> str:
+    return "(none)" if value is None else repr(value[:100])
+
+
 async def read_body(request: Request) -> bytes:
     """The request body, refused past ``MAX_BODY_BYTES`` (declared or sent) or ``BODY_SECONDS``."""
     declared = request.headers.get("content-length")
@@ -101,7 +150,33 @@ async def read_body(request: Request) -> bytes:
         raise ApiError(
             408, f"the request body did not arrive within {BODY_SECONDS:.0f} s"
         ) from None
+    except ClientDisconnect:  # closed by the client, or by the server to make room
+        raise ApiError(400, "the connection closed before the body arrived") from None
     return bytes(body)
+
+
+async def read_call_body(request: Request) -> dict[str, Any]:
+    """A POST's JSON object: ``application/json`` only (a web page's form or ``fetch``
+    without a preflight can send text/plain, never JSON), then ``read_body``, ``read_json``."""
+    given = request.headers.get("content-type")
+    media = (given or "").partition(";")[0].strip().lower()
+    if media != "application/json":
+        shown = f"not {given[:100]!r}" if given is not None else "and it is missing"
+        raise ApiError(
+            415,
+            f"the body must be sent as Content-Type: application/json, {shown}",
+            code="unsupported_media_type",
+        )
+    return read_json(await read_body(request))
+
+
+def with_caller(call: Call, request: Request) -> Call:
+    """Who sent the call, for the prompt cache: its ``prompt_cache_key`` if it gave one
+    (``params.cache_caller``), else its connection (``app.serve.connections``)."""
+    if call.caller is not None:
+        return call
+    serial = request.scope.get(CALLER)
+    return replace(call, caller=f"connection {serial}" if isinstance(serial, int) else None)
 
 
 def _too_large() -> ApiError:
@@ -218,11 +293,14 @@ def build_app(
     *,
     model: str,
     defaults: Sampling,
+    hosts: frozenset[str] | None,
     api_key: str | None = None,
     meta: dict[str, Any] | None = None,
 ) -> ASGIApp:
     """The ASGI application: ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``,
-    and ``/health`` (llama-server's name) with the request counts and live acceptance."""
+    and ``/health`` (llama-server's name) with the request counts and live acceptance.
+
+    ``hosts``: the ``Host`` values requests may carry (``app.serve.server.host_names``)."""
     created = int(time.time())
 
     async def models(_: Request) -> Response:
@@ -248,11 +326,11 @@ def build_app(
         )
 
     async def chat(request: Request) -> Response:
-        call = chat_call(read_json(await read_body(request)), defaults)
+        call = with_caller(chat_call(await read_call_body(request), defaults), request)
         return _Answer(runner, call, Reply(model, chat=True))
 
     async def completions(request: Request) -> Response:
-        call = completion_call(read_json(await read_body(request)), defaults)
+        call = with_caller(completion_call(await read_call_body(request), defaults), request)
         return _Answer(runner, call, Reply(model, chat=False))
 
     async def api_error(_: Request, error: Exception) -> Response:
@@ -281,4 +359,5 @@ def build_app(
             Exception: server_error,
         },
     )
-    return _RequireKey(app, api_key) if api_key else app
+    guarded: ASGIApp = _RequireKey(app, api_key) if api_key else app
+    return _SameSite(guarded, hosts)

@@ -9,6 +9,7 @@ refused rather than silently dropped.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -24,6 +25,9 @@ MAX_STOP_STRINGS = 16
 MAX_STOP_CHARS = 256
 MAX_TOKENS = 1_000_000  # the context ends an answer long before this
 MAX_SEED = 2**63 - 1
+MAX_DIGITS = 1000  # far past any field's range; int() of it costs microseconds
+MIN_CACHE_KEY = 16  # a shorter prompt_cache_key could be guessed: the connection is the caller
+MAX_CACHE_KEY = 256
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 
@@ -88,6 +92,10 @@ class Call:
     include_usage: bool = False
     messages: tuple[tuple[str, str], ...] = ()
     prompt: str | None = None  # /v1/completions
+    # who sent it: a call reuses the engine's cached prefix only when the previous prompt
+    # came from the same caller; None: never. The HTTP layer names the connection unless
+    # the body gives a ``prompt_cache_key`` (``cache_caller``)
+    caller: str | None = None
 
     @property
     def chat(self) -> bool:
@@ -95,22 +103,80 @@ class Call:
 
 
 def read_json(body: bytes) -> dict[str, Any]:
-    """The body as a JSON object: strict UTF-8, no NaN/Infinity, bounded nesting."""
+    """The body as a JSON object: strict UTF-8, no NaN/Infinity, no number longer than
+    ``MAX_DIGITS`` digits, bounded nesting; a bad value is named by where it is."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ApiError(400, f"the body is not UTF-8 text (byte {exc.start})") from None
+    found: list[_Refused] = []
+
+    def refuse(what: str) -> _Refused:
+        found.append(_Refused(what))
+        return found[-1]
+
+    def whole(digits: str) -> int | _Refused:
+        if len(digits) > MAX_DIGITS:
+            shown = len(digits.lstrip("-"))
+            return refuse(f"a number of {shown} digits (at most {MAX_DIGITS})")
+        return int(digits)
+
+    def constant(name: str) -> _Refused:
+        return refuse(f"{name}, which is not a number JSON allows")
+
     try:
-        payload = checks.loads(text)
+        payload = json.loads(text, parse_int=whole, parse_constant=constant)
     except json.JSONDecodeError as exc:
         raise ApiError(
             400, f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
-    except BadValue as exc:
-        raise ApiError(400, f"the body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(400, "the body is not valid JSON: it is nested too deeply") from None
+    except ValueError as exc:  # any other number the interpreter will not convert
+        raise ApiError(400, f"the body is not valid JSON: {str(exc)[:200]}") from None
+    if found:
+        where = _path_of(payload, found[0])
+        raise ApiError(400, f"{where or 'the body'} is {found[0].what}", param=where)
     if not isinstance(payload, dict):
         raise ApiError(400, f"the body must be a JSON object, not {checks.kind(payload)}")
     return payload
+
+
+class _Refused:
+    """Stands in the parsed body for a value that is refused, so its place can be named."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+
+def _path_of(payload: object, target: _Refused) -> str | None:
+    """Where ``target`` sits in ``payload`` (``messages[0].content``); None: the top."""
+    if payload is target:
+        return None
+    # each place links to its parent's: (parent place, key); only containers are visited
+    stack: list[tuple[dict[str, Any] | list[Any], Any]] = []
+    if isinstance(payload, dict | list):
+        stack.append((payload, None))
+    while stack:  # the parser bounded the nesting; each value is looked at once
+        value, place = stack.pop()
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if item is target:
+                return _shown_place((place, key))
+            if isinstance(item, dict | list):
+                stack.append((item, (place, key)))
+    return None
+
+
+def _shown_place(place: Any) -> str | None:
+    keys: list[str | int] = []
+    while place is not None:
+        place, key = place
+        keys.append(key)
+    shown = ""
+    for key in reversed(keys):
+        shown += f"[{key}]" if isinstance(key, int) else (f".{key}" if shown else key)
+    return shown or None
 
 
 def chat_call(payload: dict[str, Any], defaults: Sampling) -> Call:
@@ -177,13 +243,26 @@ def _call(
         sampling = replace(
             sampling, max_tokens=_check(name, checks.whole, limit, name, 1, MAX_TOKENS)
         )
+    caller = cache_caller(payload.get("prompt_cache_key"))
     stream = _optional(payload, "stream", False, _flag)
     options = payload.get("stream_options")
     include_usage = False
     if options is not None:
         options = _check("stream_options", checks.mapping, options, "stream_options")
         include_usage = _optional(options, "include_usage", False, _flag, param="stream_options")
-    return Call(sampling, stream, include_usage, messages, prompt)
+    return Call(sampling, stream, include_usage, messages, prompt, caller)
+
+
+def cache_caller(raw: object) -> str | None:
+    """OpenAI's ``prompt_cache_key`` as the caller: requests that send the same key share
+    the engine's cached prefix whatever their connection. A key is a secret among them;
+    one under ``MIN_CACHE_KEY`` characters is too easily guessed and is not used."""
+    if raw is None:
+        return None
+    key = _check("prompt_cache_key", checks.text, raw, "prompt_cache_key", MAX_CACHE_KEY)
+    if len(key) < MIN_CACHE_KEY:
+        return None
+    return "key " + hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
 def _message(raw: object, where: str) -> tuple[str, str]:

@@ -8,6 +8,11 @@ submitted with, called on the runner's thread: ``Started`` once the prompt is re
 a waiting call is dropped when its turn comes, a running one stops at the engine's next
 step (the engine process polls the shared cancel flag between speculative steps and inside
 a long prefill).
+
+A call keeps what the engine's caches hold of the last prompt only when the same caller
+(the same HTTP connection, or the same ``prompt_cache_key``) sent it: another caller starts
+from empty caches, so neither its ``cached_tokens`` nor its prefill's time says anything
+about someone else's prompt.
 """
 
 from __future__ import annotations
@@ -122,6 +127,7 @@ class EngineRunner:
         self._served = self._refused = self._cancelled = 0
         self._live: float | None = None
         self._last: RunSummary | None = None
+        self._filled_by: str | None = None  # the caller whose prompt the caches hold
         self.info: PairInfo | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -212,14 +218,24 @@ class EngineRunner:
                     self._current = None
 
     def _answer(self, ticket: Ticket) -> None:
+        caller = ticket.call.caller
+        reuse = caller is not None and caller == self._filled_by
+        self._filled_by = None  # until this prompt is in the caches
+
+        def send(outcome: Outcome) -> None:
+            if isinstance(outcome, Started):
+                self._filled_by = caller
+            self._send(ticket, outcome)
+
         try:
             final = answer_call(
                 self._host,
                 ticket.call,
                 self._spec,
-                lambda outcome: self._send(ticket, outcome),
+                send,
                 ignore_eos=self._ignore_eos,
                 on_acceptance=self._set_live,
+                reuse_prefix=reuse,
             )
         except EngineCrashed as error:
             self._fail(ticket, crashed(error))
@@ -238,6 +254,7 @@ class EngineRunner:
 
     def _reload(self) -> None:
         """After a crash: the same pair in a new engine process, for the calls that wait."""
+        self._filled_by = None
         try:
             self.info = self._host.load(self._load_request)
         except Exception:  # noqa: BLE001 - the next call reports that nothing is loaded
@@ -276,9 +293,14 @@ def answer_call(
     *,
     ignore_eos: bool = False,
     on_acceptance: Callable[[float], None] | None = None,
+    reuse_prefix: bool = False,
 ) -> Finished | Failed | Cancelled:
     """One call on ``host``: ``Started`` and ``Delta``s go out through ``send`` as they come;
-    the final outcome is returned, not sent. ``EngineCrashed`` is left to the caller."""
+    the final outcome is returned, not sent. ``EngineCrashed`` is left to the caller.
+
+    ``reuse_prefix``: keep what the caches hold of the last prompt. Only for the caller
+    that sent that prompt: another would read, from the reused count in the usage or from
+    the prefill's time, how much of its prompt someone else's shared."""
     try:
         prompt = call_prompt(host, call)
         request = GenerationRequest(
@@ -289,6 +311,7 @@ def answer_call(
             stop=call.sampling.stop,
             ignore_eos=ignore_eos,
             token_probs=False,  # p(x)/q(x) per token feed the window's hover details only
+            reuse_prefix=reuse_prefix,
         )
         prefill: PrefillEvent | None = None
         summary: RunSummary | None = None

@@ -14,9 +14,9 @@ import threading
 from dataclasses import dataclass
 
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from app.errors import SpecDeckError
+from app.serve.connections import guarded_protocol
 from app.serve.defaults import DEFAULT_HOST, DEFAULT_PORT
 
 
@@ -71,6 +71,31 @@ def bind(binding: Binding) -> socket.socket:
             f"cannot listen on {binding.host}:{binding.port}: {exc.strerror or exc}"
         ) from None
     return sock
+
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+def host_names(host: str, port: int) -> frozenset[str] | None:
+    """The ``Host`` header values a request may carry, lower case: the loopback names with
+    the port on a loopback address, the configured name on another; None (any) on a
+    wildcard address (0.0.0.0, ::), whose names are not known here and where the API key,
+    required there, keeps web pages out.
+
+    A web page the user visits can send requests to 127.0.0.1, and through DNS rebinding
+    (its own name resolving to 127.0.0.1) read the answers; either way the browser's
+    ``Host`` names the page's site, which is refused."""
+    bare = host.strip("[]").lower()
+    if bare in ("0.0.0.0", "::", ""):
+        return None
+    if is_loopback(bare):
+        names: tuple[str, ...] = LOOPBACK_NAMES
+    else:
+        names = (f"[{bare}]" if ":" in bare else bare,)
+    allowed = {f"{name}:{port}" for name in names}
+    if port == 80:  # the default port may go unnamed
+        allowed.update(names)
+    return frozenset(allowed)
 
 
 def url_of(sock: socket.socket) -> str:
@@ -128,12 +153,15 @@ class ServerThread:
 def _config(app: object, concurrency: int, *, grace: int) -> uvicorn.Config:
     return uvicorn.Config(
         app,  # type: ignore[arg-type]
-        http=H11Protocol,  # pure Python; by class, so a frozen bundle finds it
+        # uvicorn's pure-Python h11 protocol, by class (so a frozen bundle finds it), with a
+        # header deadline and room made by closing idle connections: past ``concurrency``
+        # connections (a quarter of that from one address) the oldest idle one goes, and
+        # only when none is idle does a new one get 503 (``app.serve.connections``)
+        http=guarded_protocol(concurrency, concurrency // 4),
         loop="asyncio",
         ws="none",
         lifespan="off",
         log_level="warning",
         access_log=False,
-        limit_concurrency=concurrency,  # past this many connections: 503 at once
         timeout_graceful_shutdown=grace,
     )

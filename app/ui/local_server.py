@@ -19,7 +19,7 @@ from app.engine.config import SpecConfig
 from app.serve.defaults import DEFAULT_HOST, DEFAULT_QUEUE
 from app.serve.http import build_app
 from app.serve.params import Sampling
-from app.serve.server import Binding, ServerThread, bind, url_of
+from app.serve.server import Binding, ServerThread, bind, host_names, url_of
 from app.workers.engine_client import EngineClient
 from app.workers.serve_bridge import WindowEngine
 
@@ -59,7 +59,8 @@ class LocalServer(QObject):
         host, bound = sock.getsockname()[:2]
         self._where, self.url = f"{host}:{bound}", url_of(sock)
         engine = self._client.serving_engine(spec, DEFAULT_QUEUE)
-        app = build_app(engine, model=model, defaults=defaults, meta=meta)
+        hosts = host_names(DEFAULT_HOST, bound)
+        app = build_app(engine, model=model, defaults=defaults, hosts=hosts, meta=meta)
         self._thread = ServerThread(app, sock, concurrency=max(64, 4 * DEFAULT_QUEUE))
         self._engine = engine
         self._thread.start()

@@ -6,7 +6,9 @@ with the chat's messages: the chat waits behind requests and requests behind the
 The queue of requests is bounded here (a full one is ``QueueFull``, a 429 one level up);
 ``cancel`` drops a waiting request when its turn comes and stops a running one at the
 engine's next step, without touching a chat answer. Results go back through each ticket's
-``deliver`` on the worker thread, as with ``EngineRunner``.
+``deliver`` on the worker thread, as with ``EngineRunner``. A served request never keeps
+what the caches hold (the chat's conversation, or another request's prompt): its figures
+and its prefill's time must not tell a caller anything about the user's messages.
 """
 
 from __future__ import annotations
@@ -136,6 +138,7 @@ class WindowEngine(QObject):
                     self._spec(),
                     lambda outcome: self._send(ticket, outcome),
                     on_acceptance=self._set_live,
+                    reuse_prefix=False,  # never the chat's or another caller's prompt
                 )
         except EngineCrashed as error:  # the window reports it on its next message
             final = Failed(crashed(error))

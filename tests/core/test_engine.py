@@ -234,6 +234,23 @@ def test_multi_turn_reuses_prefix_and_stays_exact(engine: Engine) -> None:
     assert check.identical or check.near_tie
 
 
+def test_a_request_that_may_not_reuse_reads_its_whole_prompt_and_answers_the_same(
+    engine: Engine,
+) -> None:
+    """``reuse_prefix=False`` (a served request from another caller): nothing the last
+    prompt left in the target's or the draft's cache is kept, and the answer is unchanged."""
+    first = engine.tokenize(PROMPTS[0])
+    second = (*first, *engine.tokenize(" and import")[1:])
+    run(engine, GenerationRequest(first, max_tokens=10))
+    kept = run(engine, GenerationRequest(second, max_tokens=20))
+    run(engine, GenerationRequest(first, max_tokens=10))
+    fresh = run(engine, GenerationRequest(second, max_tokens=20, reuse_prefix=False))
+    assert next(e for e in kept if isinstance(e, PrefillEvent)).reused_tokens > 0
+    assert next(e for e in fresh if isinstance(e, PrefillEvent)).reused_tokens == 0
+    check = compare(second, summary_of(fresh).token_ids, summary_of(kept).token_ids, engine)
+    assert check.identical or check.near_tie
+
+
 def test_context_overflow(tiny_pair: tuple[Path, Path]) -> None:
     target, draft = tiny_pair
     eng = Engine(

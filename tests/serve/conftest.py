@@ -136,3 +136,64 @@ def wait_for(condition, timeout: float, step: float = 0.02) -> float:
             raise AssertionError(f"not within {timeout} s")
         time.sleep(step)
     return time.monotonic() - began
+
+
+class HeldEngine:
+    """An engine that takes every call and answers none: each generation request keeps its
+    connection busy until the client leaves (the HTTP layer's side only, no model)."""
+
+    def __init__(self) -> None:
+        self.tickets: list[object] = []
+
+    def submit(self, call, deliver):
+        from app.serve.runner import Ticket
+
+        ticket = Ticket(call, deliver)
+        self.tickets.append(ticket)
+        return ticket
+
+    def cancel(self, ticket) -> None:
+        ticket.cancelled = True
+
+    def stats(self):
+        from app.serve.runner import RunnerStats
+
+        return RunnerStats(0, 0, 0, 0, False, None, None)
+
+
+class BareServer:
+    """The real HTTP server (``ServerThread``, uvicorn, the guarded protocol) on 127.0.0.1
+    in this process, in front of a ``HeldEngine``."""
+
+    def __init__(self, concurrency: int, api_key: str | None = None) -> None:
+        from app.serve.http import build_app
+        from app.serve.params import Sampling
+        from app.serve.server import Binding, ServerThread, bind, host_names
+
+        sock = bind(Binding("127.0.0.1", 0, api_key))
+        self.host, self.port = sock.getsockname()[:2]
+        self.engine = HeldEngine()
+        app = build_app(
+            self.engine,
+            model="held",
+            defaults=Sampling(),
+            hosts=host_names("127.0.0.1", self.port),
+            api_key=api_key,
+        )
+        self._thread = ServerThread(app, sock, concurrency=concurrency)
+        self._thread.start()
+
+    def close(self) -> None:
+        from app.serve.runner import Cancelled
+
+        for ticket in self.engine.tickets:  # what it held ends, as a stopped engine's does
+            ticket.deliver(Cancelled())
+        assert self._thread.stop(5.0)
+
+
+@pytest.fixture
+def bare_server() -> Iterator[BareServer]:
+    """Room for 8 connections, 2 from one address."""
+    server = BareServer(concurrency=8)
+    yield server
+    server.close()

@@ -101,6 +101,35 @@ def test_wrong_types_and_ranges_get_a_400_naming_the_field(
         assert error["param"] == param
 
 
+LONG = "9" * 5000  # past the interpreter's 4300-digit limit on int(str)
+ASK = '{"messages": [{"role": "user", "content": "x"}], '
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "words"),
+    [
+        (ASK + f'"seed": {LONG}}}', "seed", "a number of 5000 digits"),
+        (ASK + f'"max_tokens": -{LONG}}}', "max_tokens", "a number of 5000 digits"),
+        (ASK + f'"x": [{{"y": [1, {LONG}]}}]}}', "x[0].y[1]", "a number of 5000 digits"),
+        (ASK + '"max_tokens": NaN}', "max_tokens", "NaN"),
+        (ASK + '"top_p": -Infinity}', "top_p", "-Infinity"),
+        (ASK + '"temperature": 1e999}', "temperature", "not a finite number"),
+        (ASK + '"seed": 1e999}', "seed", "not a whole number"),
+        (f"[{LONG}]", "[0]", "a number of 5000 digits"),
+        (LONG, None, "the body is a number of 5000 digits"),
+    ],
+    ids=["seed", "negative", "nested", "NaN", "-Infinity", "1e999", "1e999-seed", "list", "top"],
+)
+def test_huge_and_impossible_numbers_get_a_400_naming_where_they_are(
+    tiny_server, body, param, words
+) -> None:
+    """Python refuses int() of more than 4300 digits with a ValueError inside the JSON
+    parser: a 400 naming the field, never a 500 and a traceback in the server's log."""
+    status, error = _error(tiny_server, body.encode())
+    assert status == 400 and error["param"] == param and words in error["message"], error
+    assert "Traceback" not in tiny_server.stderr()
+
+
 def test_completions_check_their_prompt(tiny_server) -> None:
     for prompt, words in ((None, "prompt must be text"), ("", "empty"), ([1, 2], "must be text")):
         status, error = _error(tiny_server, {"model": "m", "prompt": prompt}, "/v1/completions")
@@ -152,8 +181,9 @@ def test_a_100_mb_body_is_refused_without_reading_it(tiny_server) -> None:
     began = time.monotonic()
     with socket.create_connection((tiny_server.host, tiny_server.port), timeout=30) as sock:
         sock.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
             b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            % tiny_server.port
         )
         chunk = b"%x\r\n%s\r\n" % (2**20, b" " * 2**20)
         try:
@@ -178,7 +208,8 @@ def test_a_100_mb_body_is_refused_without_reading_it(tiny_server) -> None:
 def test_a_body_that_never_finishes_is_cut_off(tiny_server) -> None:
     with socket.create_connection((tiny_server.host, tiny_server.port), timeout=60) as sock:
         sock.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{" % tiny_server.port
         )
         began = time.monotonic()
         reply = sock.recv(65536)

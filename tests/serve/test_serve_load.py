@@ -143,8 +143,8 @@ def test_a_client_leaving_before_a_whole_answer_stops_it_too(tiny_server: ServeP
     ).encode()
     with socket.create_connection((tiny_server.host, tiny_server.port), timeout=10) as sock:
         sock.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            b"POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\n"
+            + f"Host: 127.0.0.1:{tiny_server.port}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
             + body
         )
         wait_for(lambda: _health(tiny_server)["running"], timeout=5.0)

@@ -3,6 +3,8 @@ pair with a chat template, uvicorn on 127.0.0.1, and the official ``openai`` cli
 
 from __future__ import annotations
 
+import http.client
+import json
 import socket
 import threading
 import time
@@ -14,7 +16,7 @@ import pytest
 
 from app.store.settings import Settings
 from tests.conftest import CHATML
-from tests.ui.conftest import load
+from tests.ui.conftest import ask, load
 
 SERVE_THREAD = "specdeck-serve-http"
 
@@ -209,3 +211,51 @@ def test_stopping_a_chat_message_that_waits_leaves_the_served_request_running(
     worker.join(60)
     assert "error" not in served, served.get("error")
     assert served["value"] == 3000  # Stop ended the chat's message, not the served answer
+
+
+def test_a_served_request_learns_nothing_of_the_chat_and_web_pages_are_refused(
+    make_window, qtbot, chat_pair
+) -> None:
+    """The user's chat message fills the engine's cache; a served request that guesses it
+    is answered from empty caches (no cached tokens), and a web page's requests never
+    reach the engine."""
+    port = free_port()
+    window = make_window(replace(settings(port), max_tokens=4))
+    load(window, qtbot, *chat_pair)
+    serve(window, qtbot)
+    secret = "my bank PIN is 4711, do not tell anyone"
+    ask(window, qtbot, secret)
+
+    def guess() -> dict:
+        answer = client(port).chat.completions.create(
+            model="any", messages=[{"role": "user", "content": secret}], max_tokens=2
+        )
+        return {"usage": answer.usage, "timings": answer.model_extra["timings"]}
+
+    worker, result = in_thread(guess)
+    qtbot.waitUntil(lambda: "at" in result, timeout=60_000)
+    worker.join()
+    assert "error" not in result, result.get("error")
+    usage, timings = result["value"]["usage"], result["value"]["timings"]
+    assert usage.prompt_tokens_details.cached_tokens == 0
+    assert timings["cache_n"] == 0 and timings["prompt_n"] == usage.prompt_tokens
+
+    def from_a_web_page() -> tuple[int, int]:
+        statuses = []
+        body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        for headers in (
+            {"Host": "evil.example", "Content-Type": "application/json"},
+            {"Origin": "http://evil.example", "Content-Type": "application/json"},
+            {"Content-Type": "text/plain"},
+        ):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("POST", "/v1/chat/completions", body, headers)
+            statuses.append(conn.getresponse().status)
+            conn.close()
+        return tuple(statuses)
+
+    worker, result = in_thread(from_a_web_page)
+    qtbot.waitUntil(lambda: "at" in result, timeout=30_000)
+    worker.join()
+    assert result.get("value") == (403, 403, 415), result
+    qtbot.waitUntil(lambda: " · 1 request · " in window.serving_label.text(), timeout=5_000)
