@@ -11,6 +11,11 @@ callback. A child that ignores the flag for ``STOP_GRACE_SECONDS`` (stuck in nat
 stopped) is killed and reported as ``EngineUnresponsive``, whatever the request: a load, an
 answer, a benchmark.
 
+Before a pair is sent to the child, ``check_before_load`` reads the files' headers here and
+refuses what ``check-pair`` refuses (a head as the target, a head or an assistant made for
+another target, a draft with another vocabulary), in its words: llama.cpp would crash on some
+of those, or fail with a message that points elsewhere, and the child keeps what it had.
+
 When the child dies the parent raises ``EngineCrashed``, which says which model, at which
 stage and how it died, in words. A chat template that renders for longer than
 ``TEMPLATE_SECONDS`` is killed the same way and reported as ``ChatTemplateHung``, in the
@@ -71,6 +76,7 @@ from app.engine.engine_protocol import (
 )
 from app.engine.events import Event, PrefillEvent, RunSummary, TokenEvent
 from app.errors import SpecDeckError
+from app.gguf.check import check_local_pair
 
 __all__ = [
     "CancelFlag",
@@ -81,11 +87,21 @@ __all__ = [
     "EngineUnresponsive",
     "LoadRequest",
     "PairInfo",
+    "check_before_load",
     "describe_exit",
     "run_bench_in_child",
 ]
 
 WATCH_SECONDS = 0.1  # how often a waiting parent looks at the cancel flag
+
+
+def check_before_load(target: ModelSpec, draft: ModelSpec | None, source: DraftSource) -> None:
+    """The header check every load passes before llama.cpp sees the files
+    (``check_local_pair``: what ``check-pair`` checks, in its words). Raises
+    ``ModelLoadError`` or ``IncompatiblePairError``."""
+    used = draft if source is DraftSource.MODEL else None
+    check_local_pair(Path(target.path), Path(used.path) if used is not None else None)
+
 
 _live_hosts: weakref.WeakSet[EngineHost] = weakref.WeakSet()
 
@@ -194,7 +210,9 @@ class EngineHost:
     def load(
         self, request: LoadRequest, on_progress: Callable[[str, float], None] | None = None
     ) -> PairInfo:
-        """Load a pair (restarting the child if it is gone); ``on_progress(file, 0..1)``."""
+        """Load a pair (restarting the child if it is gone); ``on_progress(file, 0..1)``.
+        A pair ``check_before_load`` refuses never reaches the child: it keeps what it had."""
+        check_before_load(request.target, request.draft, request.draft_source)
         self.start()
         self._stage, self._model = "loading", Path(request.target.path).name
         seq = self._send(request)
@@ -306,6 +324,7 @@ class EngineHost:
         self, request: BenchRequest, on_row: Callable[[dict[str, Any]], None] | None = None
     ) -> dict[str, Any]:
         """``run_bench`` in the child; each chat template render is held to its bound."""
+        check_before_load(request.target, request.draft, request.source)
         self.start()
         files = [request.target.path] + ([request.draft.path] if request.draft else [])
         self._stage, self._model = "loading", Path(files[0]).name
