@@ -28,7 +28,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import multiprocessing
-import os
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -39,7 +38,7 @@ from typing import Any, NoReturn
 
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec
 from app.engine.engine_child import child_main
-from app.engine.engine_logs import new_log
+from app.engine.engine_logs import EngineLog, new_log
 from app.engine.engine_protocol import (
     BENCHMARKING,
     CLOSE_SECONDS,
@@ -122,7 +121,7 @@ class EngineHost:
         self._cancel = cancel if cancel is not None else CancelFlag()
         self._process: Any = None
         self._conn: Connection | None = None
-        self._log_path: Path | None = None
+        self._log: EngineLog | None = None
         self._seq = 0
         self._stage = "idle"
         self._model = ""
@@ -149,9 +148,9 @@ class EngineHost:
         if self.alive:
             return
         self._discard()
-        self._log_path = new_log()
+        self._log = new_log()
         parent_end, child_end = self._context.Pipe(duplex=True)
-        launch = ChildLaunch(child_end, self._cancel, str(self._log_path))
+        launch = ChildLaunch(child_end, self._cancel, self._log.for_child())
         process = self._context.Process(target=child_main, args=(launch,), name=PROCESS_NAME)
         process.start()
         child_end.close()  # so that the child's death reads as end-of-file here
@@ -187,9 +186,9 @@ class EngineHost:
             self._process.join(5)
             with contextlib.suppress(ValueError, AttributeError):
                 self._process.close()
-        if self._log_path is not None:
-            self._log_path.unlink(missing_ok=True)
-        self._process = self._conn = self._log_path = None
+        if self._log is not None:
+            self._log.close()
+        self._process = self._conn = self._log = None
         self.info = None
 
     # --- cancelling ------------------------------------------------------------------------
@@ -447,16 +446,7 @@ class EngineHost:
         raise EngineCrashed(stage, model, describe_exit(code), code, log)
 
     def _log_tail(self) -> str:
-        if self._log_path is None:
-            return ""
-        try:
-            with open(self._log_path, "rb") as handle:
-                handle.seek(0, os.SEEK_END)
-                size = handle.tell()
-                handle.seek(max(0, size - LOG_TAIL_BYTES))
-                return handle.read(LOG_TAIL_BYTES).decode("utf-8", errors="replace")
-        except OSError:
-            return ""
+        return self._log.tail(LOG_TAIL_BYTES) if self._log is not None else ""
 
 
 def run_bench_in_child(
