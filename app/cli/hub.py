@@ -13,14 +13,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from app.engine.hardware import detect_hardware
-from app.gguf.compat import first_mismatch
-from app.gguf.header import (
-    GGUFFormatError,
-    head_mismatch,
-    model_facts,
-    self_drafting,
-    vocab_info,
-)
+from app.gguf.check import not_a_target, pair_mismatch
+from app.gguf.header import GGUFFormatError, model_facts, self_drafting, vocab_info
 from app.models.downloads import DownloadCancelled, Downloader, DownloadProgress
 from app.models.fit import KV_BYTES_PER_ELEMENT, assess, estimate_pair, gib
 from app.models.hub import (
@@ -149,11 +143,9 @@ def cmd_check_pair(args: argparse.Namespace) -> int:
     for role, method in methods.items():
         print(f"{role}: {method.name}")
     target = methods["target"]
-    if target.is_head:
-        print(
-            f"not a target: an {target.name} drafts for another model and cannot answer "
-            "by itself; check it as the draft of its target"
-        )
+    problem = not_a_target(target)
+    if problem is not None:
+        print(f"{problem}; check it as the draft of its target")
         return 1
     if "draft" not in vocabs:
         if target.method == "mtp":
@@ -161,9 +153,7 @@ def cmd_check_pair(args: argparse.Namespace) -> int:
         else:
             print("no draft given: n-gram drafting (prompt lookup) needs none")
         return 0
-    mismatch = head_mismatch(headers["target"], methods["draft"]) or first_mismatch(
-        vocabs["target"], vocabs["draft"]
-    )
+    mismatch = pair_mismatch(headers["target"], headers["draft"])
     if mismatch is None:
         print("compatible")
         return 0

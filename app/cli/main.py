@@ -247,6 +247,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     prompts = load_prompts(Path(args.prompts))
     if args.in_process:
+        from app.engine.engine_host import check_before_load
+
+        check_before_load(target, draft, source)  # as every load through the engine host
         result = run_bench(target, draft, prompts, settings, source=source, on_row=show)
     else:  # a llama.cpp crash becomes an error naming the file; timings are taken in the child
         from app.engine.engine_host import run_bench_in_child

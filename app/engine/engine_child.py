@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.config import DraftSource, ModelSpec
+from app.engine.engine_logs import ChildLog
 from app.engine.engine_protocol import (
     BATCH_SECONDS,
     PROGRESS_STEP,
@@ -226,10 +227,10 @@ class _ChildSession:
         return summary
 
 
-def _redirect_stderr(log_path: str) -> None:
+def _redirect_stderr(log: ChildLog) -> None:
     """Native messages (a GGML_ASSERT's text) go to a file the parent reads after a crash."""
     try:
-        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+        fd = log.open()
         os.dup2(fd, 2)
         os.close(fd)
     except OSError:
@@ -269,7 +270,7 @@ def child_main(launch: ChildLaunch) -> None:
     with contextlib.suppress(ValueError, OSError):  # the parent turns Ctrl-C into a close
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.setdefault("GGML_NO_BACKTRACE", "1")  # no gdb attach on an abort
-    _redirect_stderr(launch.log_path)
+    _redirect_stderr(launch.log)
     limit_template_memory()  # this process does nothing else while a template runs
     with contextlib.suppress(Exception):
         faulthandler.enable(file=sys.__stderr__ or sys.stderr)

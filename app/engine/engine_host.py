@@ -11,6 +11,11 @@ callback. A child that ignores the flag for ``STOP_GRACE_SECONDS`` (stuck in nat
 stopped) is killed and reported as ``EngineUnresponsive``, whatever the request: a load, an
 answer, a benchmark.
 
+Before a pair is sent to the child, ``check_before_load`` reads the files' headers here and
+refuses what ``check-pair`` refuses (a head as the target, a head or an assistant made for
+another target, a draft with another vocabulary), in its words: llama.cpp would crash on some
+of those, or fail with a message that points elsewhere, and the child keeps what it had.
+
 When the child dies the parent raises ``EngineCrashed``, which says which model, at which
 stage and how it died, in words. A chat template that renders for longer than
 ``TEMPLATE_SECONDS`` is killed the same way and reported as ``ChatTemplateHung``, in the
@@ -23,7 +28,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import multiprocessing
-import os
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -34,7 +38,7 @@ from typing import Any, NoReturn
 
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec
 from app.engine.engine_child import child_main
-from app.engine.engine_logs import new_log
+from app.engine.engine_logs import EngineLog, new_log
 from app.engine.engine_protocol import (
     BENCHMARKING,
     CLOSE_SECONDS,
@@ -71,6 +75,7 @@ from app.engine.engine_protocol import (
 )
 from app.engine.events import Event, PrefillEvent, RunSummary, TokenEvent
 from app.errors import SpecDeckError
+from app.gguf.check import check_local_pair
 
 __all__ = [
     "CancelFlag",
@@ -81,11 +86,21 @@ __all__ = [
     "EngineUnresponsive",
     "LoadRequest",
     "PairInfo",
+    "check_before_load",
     "describe_exit",
     "run_bench_in_child",
 ]
 
 WATCH_SECONDS = 0.1  # how often a waiting parent looks at the cancel flag
+
+
+def check_before_load(target: ModelSpec, draft: ModelSpec | None, source: DraftSource) -> None:
+    """The header check every load passes before llama.cpp sees the files
+    (``check_local_pair``: what ``check-pair`` checks, in its words). Raises
+    ``ModelLoadError`` or ``IncompatiblePairError``."""
+    used = draft if source is DraftSource.MODEL else None
+    check_local_pair(Path(target.path), Path(used.path) if used is not None else None)
+
 
 _live_hosts: weakref.WeakSet[EngineHost] = weakref.WeakSet()
 
@@ -106,7 +121,7 @@ class EngineHost:
         self._cancel = cancel if cancel is not None else CancelFlag()
         self._process: Any = None
         self._conn: Connection | None = None
-        self._log_path: Path | None = None
+        self._log: EngineLog | None = None
         self._seq = 0
         self._stage = "idle"
         self._model = ""
@@ -133,9 +148,9 @@ class EngineHost:
         if self.alive:
             return
         self._discard()
-        self._log_path = new_log()
+        self._log = new_log()
         parent_end, child_end = self._context.Pipe(duplex=True)
-        launch = ChildLaunch(child_end, self._cancel, str(self._log_path))
+        launch = ChildLaunch(child_end, self._cancel, self._log.for_child())
         process = self._context.Process(target=child_main, args=(launch,), name=PROCESS_NAME)
         process.start()
         child_end.close()  # so that the child's death reads as end-of-file here
@@ -171,9 +186,9 @@ class EngineHost:
             self._process.join(5)
             with contextlib.suppress(ValueError, AttributeError):
                 self._process.close()
-        if self._log_path is not None:
-            self._log_path.unlink(missing_ok=True)
-        self._process = self._conn = self._log_path = None
+        if self._log is not None:
+            self._log.close()
+        self._process = self._conn = self._log = None
         self.info = None
 
     # --- cancelling ------------------------------------------------------------------------
@@ -194,7 +209,9 @@ class EngineHost:
     def load(
         self, request: LoadRequest, on_progress: Callable[[str, float], None] | None = None
     ) -> PairInfo:
-        """Load a pair (restarting the child if it is gone); ``on_progress(file, 0..1)``."""
+        """Load a pair (restarting the child if it is gone); ``on_progress(file, 0..1)``.
+        A pair ``check_before_load`` refuses never reaches the child: it keeps what it had."""
+        check_before_load(request.target, request.draft, request.draft_source)
         self.start()
         self._stage, self._model = "loading", Path(request.target.path).name
         seq = self._send(request)
@@ -306,6 +323,7 @@ class EngineHost:
         self, request: BenchRequest, on_row: Callable[[dict[str, Any]], None] | None = None
     ) -> dict[str, Any]:
         """``run_bench`` in the child; each chat template render is held to its bound."""
+        check_before_load(request.target, request.draft, request.source)
         self.start()
         files = [request.target.path] + ([request.draft.path] if request.draft else [])
         self._stage, self._model = "loading", Path(files[0]).name
@@ -428,16 +446,7 @@ class EngineHost:
         raise EngineCrashed(stage, model, describe_exit(code), code, log)
 
     def _log_tail(self) -> str:
-        if self._log_path is None:
-            return ""
-        try:
-            with open(self._log_path, "rb") as handle:
-                handle.seek(0, os.SEEK_END)
-                size = handle.tell()
-                handle.seek(max(0, size - LOG_TAIL_BYTES))
-                return handle.read(LOG_TAIL_BYTES).decode("utf-8", errors="replace")
-        except OSError:
-            return ""
+        return self._log.tail(LOG_TAIL_BYTES) if self._log is not None else ""
 
 
 def run_bench_in_child(

@@ -18,6 +18,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec
+from app.engine.engine_logs import ChildLog
 from app.engine.events import Event
 from app.errors import SpecDeckError
 
@@ -324,10 +325,10 @@ class CancelFlag:
 class ChildLaunch:
     """What the engine process starts with: ``EngineHost`` builds it, ``child_main`` reads it.
 
-    Pickled by the "spawn" start method, which hands the pipe end and the shared cancel byte
-    over to the child.
+    Pickled by the "spawn" start method, which hands the pipe end, the shared cancel byte and
+    the open log over to the child.
     """
 
     conn: Connection  # the child's end of the duplex pipe
     cancel: CancelFlag  # written by the parent only
-    log_path: str  # the child's stderr (native messages) goes here; the parent reads its tail
+    log: ChildLog  # the child's stderr (native messages) goes here; the parent reads its tail

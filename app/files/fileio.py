@@ -55,14 +55,19 @@ def atomic_write_text(path: Path, text: str) -> None:
     _fsync_directory(path.parent)
 
 
-def json_text(data: object, *, indent: int | None = 1, sort_keys: bool = False) -> str:
+def json_text(
+    data: object, *, indent: int | None = 1, sort_keys: bool = False, allow_nan: bool = True
+) -> str:
     """JSON for a stored file: readable UTF-8, or ASCII escapes when the data holds a lone
-    surrogate (``json.loads`` makes them from "\\ud800"), which UTF-8 cannot encode."""
-    text = json.dumps(data, ensure_ascii=False, indent=indent, sort_keys=sort_keys)
+    surrogate (``json.loads`` makes them from "\\ud800"), which UTF-8 cannot encode. With
+    ``allow_nan=False`` a NaN or an infinity raises ``ValueError`` instead of being written as
+    ``NaN``/``Infinity``, which is not JSON."""
+    options: dict[str, Any] = {"indent": indent, "sort_keys": sort_keys, "allow_nan": allow_nan}
+    text = json.dumps(data, ensure_ascii=False, **options)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return json.dumps(data, ensure_ascii=True, indent=indent, sort_keys=sort_keys)
+        return json.dumps(data, ensure_ascii=True, **options)
     return text
 
 

@@ -3,8 +3,11 @@
 llama.cpp only says "failed to load" (or aborts the process on some malformed vocabularies);
 this names the actual problem (wrong magic, truncated download, unreadable header, broken
 vocabulary) so a person knows what to do. It reads the header only (``gguf_header``).
-``check_local_pair`` adds the draft/target vocabulary rule (``compat``), so a pair chosen as
-files is refused before the pair that works is unloaded.
+``check_local_pair`` adds what ``check-pair`` checks: a head or an assistant is no target, a
+head drafts only for the target it was made for, and the draft/target vocabulary rule
+(``compat``). The engine host runs it before every load (the chat, the Lab, the benchmark,
+the server) and the window before it unloads the pair that works, so a pair llama.cpp would
+crash on is named in ``check-pair``'s words instead.
 """
 
 from __future__ import annotations
@@ -13,26 +16,63 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app.errors import ModelLoadError
-from app.gguf.compat import check_compatible
+from app.gguf.compat import IncompatiblePairError, first_mismatch
 from app.gguf.header import (
     GGUF_MAGIC,
     TOKENS_KEY,
     GGUFFormatError,
     GGUFHeader,
     GGUFTruncatedError,
+    SelfDrafting,
+    head_mismatch,
     read_local_header,
     self_drafting,
     vocab_info,
 )
 
 
+def not_a_target(method: SelfDrafting) -> str | None:
+    """``check-pair``'s words for a head or an assistant given as the target; None for a
+    model that can answer by itself."""
+    if not method.is_head:
+        return None
+    article = "an" if method.name[0].lower() in "aeiou" else "a"
+    return (
+        f"not a target: {article} {method.name} drafts for another model and cannot answer "
+        "by itself"
+    )
+
+
+def pair_mismatch(target: GGUFHeader, draft: GGUFHeader) -> str | None:
+    """``check-pair``'s words for why ``draft`` cannot draft for ``target``: a head or an
+    assistant made for another target, then the vocabulary rule; None when it can."""
+    return head_mismatch(target, self_drafting(draft)) or first_mismatch(
+        vocab_info(target), vocab_info(draft)
+    )
+
+
 def check_local_pair(target: Path, draft: Path | None) -> None:
-    """Refuse, from the headers alone, a pair llama.cpp would refuse or abort on: each file
-    as ``validate_gguf_file`` checks it, and the draft's vocabulary against the target's.
-    Raises ``ModelLoadError`` or ``compat.IncompatiblePairError``."""
+    """Refuse, from the headers alone, a pair llama.cpp would refuse, abort or crash on: each
+    file as ``validate_gguf_file`` checks it, a head as the target (``not_a_target``), and the
+    draft against the target (``pair_mismatch``: a head made for another target, a
+    vocabulary that differs). ``draft`` is the draft model, None when none is loaded (n-gram
+    or MTP drafting). Raises ``ModelLoadError`` or ``compat.IncompatiblePairError``."""
     target_header = validate_gguf_file(target)
-    if draft is not None:
-        check_compatible(vocab_info(target_header), vocab_info(validate_gguf_file(draft)))
+    problem = not_a_target(self_drafting(target_header))
+    if problem is not None:
+        raise ModelLoadError(
+            f"{target.name} is {problem}; choose it as the draft of the target it was made for"
+        )
+    if draft is None:
+        return
+    draft_header = validate_gguf_file(draft)
+    mismatch = pair_mismatch(target_header, draft_header)
+    if mismatch is not None:
+        error = IncompatiblePairError(f"{draft.name} cannot draft for {target.name}: {mismatch}")
+        error.mismatch = mismatch
+        if self_drafting(draft_header).is_head:
+            error.advice = "Choose the draft made for this target."
+        raise error
 
 
 def validate_gguf_file(path: Path) -> GGUFHeader:

@@ -34,6 +34,7 @@ class IncompatiblePairError(ValueError):
     """The draft cannot speculate for the target: it names the first mismatch."""
 
     mismatch = ""  # ``first_mismatch``'s sentence, to put in other words
+    advice = "Pick a draft made from the same tokenizer."  # what to do instead, in words
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,9 @@ MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 MAX_METRICS_BYTES = 16 * 1024 * 1024
 DEFAULT_DEADLINE_S = 600.0  # one whole request: the longest answer a lab run asks for
 MAX_MS = 1e10  # about four months
+# One request's generation speed no server reaches: a token per microsecond. Real servers
+# answer one request at well under 10,000 tokens/sec; a figure above this is a lie or damage.
+MAX_TOK_S = 1_000_000.0
 MAX_POSITIONS = 1024  # draft positions vLLM reports acceptance for
 MAX_SERVER_TEXT = 160  # characters of a reason phrase or error text passed on
 VLLM_DRAFTS = "vllm:spec_decode_num_drafts_total"
@@ -194,6 +197,66 @@ def read_counters(client: Any, url: str, budget: Budget) -> SpecCounters:
         raise RemoteError(f"{url}: {exc}") from None
 
 
+# --- the one check of a server's figures ---------------------------------------------------
+
+
+def _figure(value: float) -> str:
+    return f"{value:,.0f}" if value == int(value) else f"{value:.3g}"
+
+
+def check_figures(
+    source: str,
+    *,
+    tokens: float = 0.0,
+    ms: float | None = None,
+    drafted: float = 0.0,
+    accepted: float = 0.0,
+    counts: tuple[float, ...] = (),
+) -> None:
+    """Refuse figures no server can have measured, wherever they come from (llama-server's
+    timings, vLLM's counters, a completion's usage, what the chat measured here), so the Lab's
+    runs and the chat's answers show and store only possible ones: every figure finite and not
+    negative, no more tokens accepted than drafted, and no speed above ``MAX_TOK_S``.
+
+    ``source`` names where the figures came from; ``ms`` is the time the ``tokens`` took
+    (0 or None: not reported, so no speed is derived); ``counts`` are further counts (vLLM's
+    per-position acceptances). Raises ``RemoteError`` naming the figure that cannot be."""
+    named = [("tokens", tokens), ("drafted tokens", drafted), ("accepted tokens", accepted)]
+    named += [("milliseconds", ms)] if ms is not None else []
+    named += [("counts", count) for count in counts]
+    for name, value in named:
+        if not math.isfinite(value):
+            raise RemoteError(f"{source} give {name} that are not a finite number")
+        if value < 0:
+            raise RemoteError(f"{source} give {_figure(value)} {name}, fewer than none")
+    if accepted > drafted:
+        raise RemoteError(
+            f"{source} accept {_figure(accepted)} drafted tokens of {_figure(drafted)}"
+        )
+    if ms is not None and ms > 0 and tokens > MAX_TOK_S * ms / 1000.0:
+        raise RemoteError(
+            f"{source} give {_figure(tokens)} tokens in {ms:.3g} ms, faster than any model "
+            f"runs (more than {MAX_TOK_S:,.0f} tokens/sec)"
+        )
+
+
+def check_counters(where: str, delta: SpecCounters) -> SpecCounters:
+    """vLLM's counters over one request (after minus before), under ``check_figures``; a
+    counter that went down says the server restarted in between."""
+    if min(delta.drafts, delta.draft_tokens, delta.accepted, *delta.per_position) < 0:
+        raise RemoteError(
+            f"{where}: the spec-decode counters went down during the request "
+            "(was the server restarted?)"
+        )
+    check_figures(
+        f"{where}: the spec-decode counters",
+        drafted=delta.draft_tokens,
+        accepted=delta.accepted,
+        counts=(delta.drafts, *delta.per_position),
+    )
+    return delta
+
+
 # --- llama-server ------------------------------------------------------------------------
 
 
@@ -245,11 +308,13 @@ def parse_timings(response: dict[str, Any]) -> ServerTimings | None:
         )
     except BadValue as exc:
         raise RemoteError(f"the server's {exc}") from None
-    if parsed.draft_n_accepted > parsed.draft_n:
-        raise RemoteError(
-            f"the server's timings accept {parsed.draft_n_accepted} drafted tokens "
-            f"of {parsed.draft_n}"
-        )
+    check_figures(
+        "the server's timings",
+        tokens=parsed.predicted_n,
+        ms=parsed.predicted_ms,
+        drafted=parsed.draft_n,
+        accepted=parsed.draft_n_accepted,
+    )
     return parsed
 
 
@@ -370,12 +435,7 @@ def run_remote(
         after = read_counters(client, f"{base}/metrics", budget) if before is not None else None
     metrics = _completion_metrics(base, raw, wall_s)
     if before is not None and after is not None:
-        delta = after.minus(before)
-        if min(delta.drafts, delta.draft_tokens, delta.accepted, *delta.per_position) < 0:
-            raise RemoteError(
-                f"{base}/metrics: the spec-decode counters went down during the request "
-                "(was the server restarted?)"
-            )
+        delta = check_counters(f"{base}/metrics", after.minus(before))
         metrics.update(
             acceptance=delta.acceptance,
             tokens_per_pass=delta.tokens_per_pass,
@@ -440,6 +500,6 @@ def _completion_metrics(base: str, raw: bytes, wall_s: float) -> dict[str, Any]:
             drafted=timings.draft_n,
             accepted=timings.draft_n_accepted,
         )
-    if not all(math.isfinite(float(metrics[k])) for k in ("tok_s", "tokens_per_pass")):
-        raise RemoteError(f"{base}: the timings give no finite speed")
+    else:  # the speed measured here, of the tokens the server says it wrote
+        check_figures(f"{base}: the answer's usage", tokens=tokens, ms=wall_s * 1000.0)
     return metrics

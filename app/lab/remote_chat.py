@@ -13,7 +13,9 @@ turned off for one request there.
 
 Every read is bounded like the Lab's (``app.lab.remote``): one total deadline for the whole
 request, a cap on the bytes, on one event line and on the events, type checks on every value,
-a cancel that cuts the connection, and no redirect followed.
+a cancel that cuts the connection, and no redirect followed. Every figure passes the Lab's
+``check_figures`` (finite, not negative, no more accepted than drafted, no impossible speed),
+so the chat shows and stores only figures a server can have measured.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from app.lab.remote import (
     _json_body,
     _request,
     answer,
+    check_counters,
+    check_figures,
     check_url,
     parse_timings,
     plain,
@@ -233,12 +237,10 @@ def stream_chat(
             )
         counters = None
         if before is not None:
-            counters = read_counters(client, f"{base}/metrics", budget).minus(before)
-            if min(counters.drafts, counters.draft_tokens, counters.accepted) < 0:
-                raise RemoteError(
-                    f"{base}/metrics: the spec-decode counters went down during the request "
-                    "(was the server restarted?)"
-                )
+            after = read_counters(client, f"{base}/metrics", budget)
+            counters = check_counters(f"{base}/metrics", after.minus(before))
+    if timings is None:  # the speed is then measured here: the pieces over the wall time
+        check_figures(f"{endpoint}: the stream", tokens=len(pieces), ms=wall_s * 1000.0)
     yield RemoteAnswer(
         base, "".join(pieces), len(pieces), wall_s, first_ms, finish, timings, counters
     )

@@ -4,13 +4,16 @@ Files live under platformdirs' ``user_data_dir("specdeck")/conversations``; the 
 variable ``SPECDECK_DATA_DIR`` overrides the data directory. Each save writes a temporary
 file in the same directory, fsyncs it and ``os.replace``-s it over the old one, so a crash or
 kill leaves either the previous or the new version, never a torn file. The UI saves after
-every acknowledged message. No Qt here.
+every acknowledged message. A stored conversation never holds a number that is not finite:
+such a figure is left out when it is saved and when it is read (``NaN``/``Infinity`` are
+not JSON, and a speed of "inf tok/s" is no figure). No Qt here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import time
 import uuid
@@ -110,6 +113,46 @@ def _stamp(value: object) -> float | None:
     return stamp if 0.0 <= stamp <= _LATEST_TIME else None
 
 
+def finite_only(value: Any) -> tuple[Any, list[str]]:
+    """``value`` (decoded JSON) without the numbers that are not finite, at any depth, and
+    where each one was ("baseline.tok_s"). Iterative, so no nesting the JSON reader allows
+    can exhaust the stack; None for a lone number that is not finite."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None, ["the value"]
+    if not isinstance(value, dict | list | tuple):
+        return value, []
+    dropped: list[str] = []
+    root: dict[Any, Any] | list[Any] = {} if isinstance(value, dict) else []
+    stack: list[tuple[Any, Any, str]] = [(value, root, "")]
+    while stack:
+        source, copy, where = stack.pop()
+        pairs = source.items() if isinstance(source, dict) else enumerate(source)
+        for key, item in pairs:
+            if isinstance(item, float) and not math.isfinite(item):
+                dropped.append(_place(where, key, isinstance(source, dict)))
+                continue
+            if isinstance(item, dict | list | tuple):
+                inner: dict[Any, Any] | list[Any] = {} if isinstance(item, dict) else []
+                stack.append((item, inner, _place(where, key, isinstance(source, dict))))
+                item = inner
+            if isinstance(copy, dict):
+                copy[key] = item
+            else:
+                copy.append(item)
+    return root, dropped
+
+
+def _place(where: str, key: object, named: bool) -> str:
+    if not named:
+        return f"{where}[{key}]"
+    return f"{where}.{key}" if where else str(key)
+
+
+def stored_json(conversation: Conversation) -> dict[str, Any]:
+    """What is written for ``conversation``: its JSON without numbers that are not finite."""
+    return finite_only(conversation.to_json())[0]
+
+
 def baseline_from_json(raw: object) -> dict[str, Any] | None:
     """A stored baseline (the target-only answer beside a message), or None when it is not
     one: text within ``BASELINE_TEXT_LIMIT``, counts and figures as numbers."""
@@ -140,6 +183,12 @@ def _message_from_json(raw: object, index: int, repairs: list[str]) -> ChatMessa
     if not isinstance(content, str):
         raise ValueError(f"message {index + 1} has no text content")
     stats = dict(raw["stats"]) if isinstance(raw.get("stats"), dict) else {}
+    stats, dropped = finite_only(stats)
+    if dropped:
+        repairs.append(
+            f"message {index + 1} had figures that are not finite numbers "
+            f"({', '.join(dropped)[:120]}); they are left out"
+        )
     # the flag is kept as True whatever its stored value: a damaged flag never turns a figure
     # from uneven machines into a plain speedup
     if UNEVEN_MACHINE in stats:
@@ -258,7 +307,7 @@ class ConversationStore:
     def save(self, conversation: Conversation) -> None:
         """Raises ``OSError`` when the folder is read-only or full; the caller says so."""
         path = self._path(conversation.id)
-        atomic_write_text(path, json_text(conversation.to_json(), indent=1))
+        atomic_write_text(path, json_text(stored_json(conversation), indent=1, allow_nan=False))
 
     def load(self, conversation_id: str) -> Conversation:
         """Raises ``ValueError`` (with the file and the reason) or ``OSError``."""
@@ -393,7 +442,8 @@ def _written_by(stats: dict[str, Any]) -> str:
 
 
 def to_json_text(conversation: Conversation) -> str:
-    return json.dumps(conversation.to_json(), ensure_ascii=False, indent=2) + "\n"
+    text = json.dumps(stored_json(conversation), ensure_ascii=False, indent=2, allow_nan=False)
+    return text + "\n"
 
 
 def export(conversation: Conversation, path: Path) -> None:

@@ -153,16 +153,21 @@ def _from_wizard(parent: QWidget) -> PairChoice | None | bool:
 
 def files_problem(target: str, draft: str | None) -> str | None:
     """Why these files cannot load as a pair, from their headers (``check_local_pair``, the
-    rule the engine applies after loading), in words; None when they can. Read here, before
-    the pair that works is unloaded for them."""
+    check every load passes: ``check-pair``'s), in words; None when they can. Read here,
+    before the pair that works is unloaded for them."""
     QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)  # two headers: under a second
     try:
         check_local_pair(Path(target), Path(draft) if draft else None)
     except IncompatiblePairError as error:
+        advice = (
+            "Choose a draft made with the target's tokenizer, usually a smaller model of the "
+            "same family."
+            if error.advice == IncompatiblePairError.advice
+            else error.advice  # a head or an assistant made for another target
+        )
         return (
             f"{Path(draft or '').name} cannot draft for {Path(target).name}: "
-            f"{_in_words(error.mismatch or str(error))}. Choose a draft made with the "
-            "target's tokenizer, usually a smaller model of the same family."
+            f"{_in_words(error.mismatch or str(error))}. {advice}"
         )
     except (SpecDeckError, OSError, ValueError) as error:
         title, message = describe_error(error)

@@ -111,7 +111,7 @@ def describe_error(error: BaseException) -> tuple[str, str]:
     if isinstance(error, RemoteError):
         return "Remote server", str(error)
     if isinstance(error, IncompatiblePairError):
-        return "Incompatible pair", f"{error}. Pick a draft made from the same tokenizer."
+        return "Incompatible pair", f"{error}. {error.advice}"
     if isinstance(error, ContextOverflowError):
         return "Context full", str(error)
     if isinstance(error, ModelLoadError):

@@ -49,7 +49,8 @@ def summary(run: str, answer: RemoteAnswer) -> RunSummary:
     """The run's figures as far as the server reported them; nothing is estimated."""
     t = answer.timings
     tokens = t.predicted_n if t is not None else answer.chunks
-    tok_s = answer.tok_s if answer.tok_s is not None else tokens / max(answer.wall_s, 1e-9)
+    measured = tokens / answer.wall_s if answer.wall_s > 0 else 0.0  # under check_figures
+    tok_s = answer.tok_s if answer.tok_s is not None else measured
     accepted = answer.accepted or 0
     passes = tokens - accepted
     return RunSummary(

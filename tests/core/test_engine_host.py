@@ -25,6 +25,7 @@ from app.engine.engine_host import (
     LoadRequest,
     describe_exit,
 )
+from app.engine.engine_logs import new_log
 from app.engine.engine_protocol import (
     PROCESS_NAME,
     CancelFlag,
@@ -243,12 +244,12 @@ def test_the_pipe_costs_well_under_the_per_token_budget(tiny_pair) -> None:
 
 
 def test_the_child_reads_its_launch_and_writes_native_output_to_its_log(tmp_path) -> None:
-    """``child_main`` started by hand from one ``ChildLaunch``, as ``EngineHost`` starts it."""
+    """``child_main`` started by hand from one ``ChildLaunch``, as ``EngineHost`` starts it
+    (its log handed over open, without a name where that can be done)."""
     context = multiprocessing.get_context("spawn")
     parent_end, child_end = context.Pipe(duplex=True)
-    log = tmp_path / "engine.log"
-    log.touch()
-    launch = ChildLaunch(child_end, CancelFlag(), str(log))
+    log = new_log(tmp_path)
+    launch = ChildLaunch(child_end, CancelFlag(), log.for_child())
     process = context.Process(target=child_main, args=(launch,), name=PROCESS_NAME)
     process.start()
     child_end.close()
@@ -262,7 +263,7 @@ def test_the_child_reads_its_launch_and_writes_native_output_to_its_log(tmp_path
             os.kill(process.pid, signal.SIGABRT)
             process.join(30)
             assert process.exitcode == -signal.SIGABRT
-            assert "Fatal Python error" in log.read_text(errors="replace")
+            assert "Fatal Python error" in log.tail(1 << 16)
         else:
             parent_end.send((0, CloseRequest()))
             process.join(30)
@@ -272,6 +273,8 @@ def test_the_child_reads_its_launch_and_writes_native_output_to_its_log(tmp_path
             process.kill()
         process.join(5)
         parent_end.close()
+        log.close()
+    assert list(tmp_path.glob("specdeck-engine-*")) == []
 
 
 def test_bench_holds_each_chat_template_render_to_the_chats_bound(tmp_path) -> None:

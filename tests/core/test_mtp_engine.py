@@ -28,6 +28,7 @@ from app.engine.synthetic import write_tiny_llama, write_tiny_qwen35, write_tiny
 from app.engine.synthetic_eagle3 import write_tiny_eagle3_pair
 from app.engine.synthetic_gemma4 import write_tiny_gemma4, write_tiny_gemma4_assistant
 from app.errors import ModelLoadError
+from app.gguf.compat import IncompatiblePairError
 
 PROMPTS = (
     (1, 300, 310, 320, 330, 301),
@@ -244,9 +245,9 @@ def test_an_eagle3_head_drafts_from_three_target_layers(host, eagle3_pair) -> No
 
 def test_a_head_for_a_deeper_target_is_refused_before_it_runs(host, eagle3_pair, tmp_path) -> None:
     """llama.cpp aborts the process when a head reads a layer the target lacks: the engine
-    refuses the pair in words first."""
+    host refuses the pair in check-pair's words first, before the engine process sees it."""
     shallow = write_tiny_llama(tmp_path / "two-layers.gguf")  # the head reads layers 1, 2, 3
-    with pytest.raises(ModelLoadError, match="reads target layers"):
+    with pytest.raises(IncompatiblePairError, match=r"reads target layers \[1, 2, 3\], but the"):
         host.load(LoadRequest(_spec(shallow), _spec(eagle3_pair[1])))
 
 
