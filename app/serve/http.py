@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -216,17 +217,22 @@ def _error_of(outcome: Failed | Cancelled) -> ApiError:
 def build_app(
     runner: Engine,
     *,
-    model: str,
+    model: str | Callable[[], str],
     defaults: Sampling,
     api_key: str | None = None,
     meta: dict[str, Any] | None = None,
 ) -> ASGIApp:
     """The ASGI application: ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``,
-    and ``/health`` (llama-server's name) with the request counts and live acceptance."""
+    and ``/health`` (llama-server's name) with the request counts and live acceptance.
+    ``model`` is the served name, or a function read at each request for it (the window's
+    pair can change while it serves)."""
     created = int(time.time())
 
+    def name() -> str:
+        return model() if callable(model) else model
+
     async def models(_: Request) -> Response:
-        entry = {"id": model, "object": "model", "created": created, "owned_by": "specdeck"}
+        entry = {"id": name(), "object": "model", "created": created, "owned_by": "specdeck"}
         if meta:
             entry["meta"] = meta
         return JSONResponse({"object": "list", "data": [entry]})
@@ -249,11 +255,11 @@ def build_app(
 
     async def chat(request: Request) -> Response:
         call = chat_call(read_json(await read_body(request)), defaults)
-        return _Answer(runner, call, Reply(model, chat=True))
+        return _Answer(runner, call, Reply(name(), chat=True))
 
     async def completions(request: Request) -> Response:
         call = completion_call(read_json(await read_body(request)), defaults)
-        return _Answer(runner, call, Reply(model, chat=False))
+        return _Answer(runner, call, Reply(name(), chat=False))
 
     async def api_error(_: Request, error: Exception) -> Response:
         assert isinstance(error, ApiError)
