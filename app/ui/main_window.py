@@ -734,6 +734,7 @@ class MainWindow(QMainWindow):
         if message.pair.draft_path:
             changes["draft_path"] = message.pair.draft_path
         self.settings_panel.update_settings(**changes)
+        self.lab.follow_pair(message.pair.target_path, message.pair.draft_path)  # unless edited
         self._update_resources()
         if not message.restored:
             self.statusBar().showMessage(f"Pair loaded in {message.load_s:.1f} s", 5000)
