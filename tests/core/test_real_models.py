@@ -231,15 +231,8 @@ def test_a_draft_too_expensive_to_pay_is_paused_for_cost(smollm2_pair) -> None:
         assert guards, "the guard never paused a draft that cannot pay"
         assert guards[0].reason == "cost", guards[0].message
         assert "a draft pass costs" in guards[0].message and "smaller draft" in guards[0].message
-        events = list(eng.generate(request))
-        second = events[-1]
+        second = _summary(eng, request)
         # probes only: far fewer draft passes than tokens
         assert second.draft_passes <= 0.25 * second.tokens, second
-        # the second answer starts paused, and says why at its first step (issue 33: a chat
-        # message after a served request said "drafting paused for 49 of 49 tokens", no more)
-        carried = next(e for e in events if isinstance(e, GuardEvent))
-        assert carried.paused and carried.step == 0 and carried.reason == "cost"
-        assert "a draft pass costs" in carried.message, carried.message
-        assert carried.message in second.guard_notes
     finally:
         eng.close()

@@ -229,7 +229,13 @@ def test_resume_refuses_a_changed_model_and_run_refuses_to_overwrite(
 
 
 def test_reports_are_self_contained(looping_models, tmp_path: Path) -> None:
-    plan = _plan(looping_models, Claim(1.3), categories=("structured", "scripts"), max_tokens=16)
+    plan = _plan(
+        looping_models,
+        Claim(1.3),
+        categories=("structured", "scripts"),
+        max_tokens=16,
+        repeats=2,  # three held-out prompts twice: enough runs to judge the claim
+    )
     LabRunner.start(plan, tmp_path / "r.jsonl").run()
     log = ResultLog.open(tmp_path / "r.jsonl")
     page = to_html(log)
