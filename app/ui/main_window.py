@@ -867,8 +867,8 @@ class MainWindow(QMainWindow):
         self.charts.reset()
         self.charts.set_remote(remote is not None)
         self.chat.set_generating(True)
-        self.client.chat(job)
         self.serving.chat_sent()  # waiting behind served requests: the pending answer says so
+        self.client.chat(job)
         self._sync_actions()
 
     def stop(self) -> None:

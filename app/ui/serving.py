@@ -164,7 +164,7 @@ class ServingControl(QObject):
     # --- a chat message that waits its turn ----------------------------------------------
 
     def chat_sent(self) -> None:
-        """A chat job was just queued: while served requests go first, say so."""
+        """A chat job is queued now: while the served requests before it go first, say so."""
         self._mark = self.server.mark()
         if self._mark is None:
             return
