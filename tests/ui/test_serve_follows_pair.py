@@ -102,14 +102,17 @@ def test_a_chat_message_behind_a_served_request_says_what_it_waits_for(
     window = make_window(replace(settings(port), max_tokens=16, baseline=False))
     load(window, qtbot, *chat_pair)
     serve(window, qtbot)
-    first_chunk = threading.Event()
+    first_chunk, enough = threading.Event(), threading.Event()
 
     def stream() -> None:
         chunks = client(port).completions.create(
-            model="any", prompt="hello the model", max_tokens=600, stream=True
+            model="any", prompt="hello the model", max_tokens=3000, stream=True
         )
         for _chunk in chunks:
             first_chunk.set()
+            if enough.is_set():  # the client goes away: its request ends, the chat's turn
+                chunks.close()
+                return
 
     worker, served = in_thread(stream)
     qtbot.waitUntil(first_chunk.is_set, timeout=60_000)
@@ -129,6 +132,8 @@ def test_a_chat_message_behind_a_served_request_says_what_it_waits_for(
         qtbot.waitUntil(lambda: "— your message is next" in transcript.toPlainText(), timeout=5_000)
         label = window.serving_label
         qtbot.waitUntil(lambda: " · answering a request (" in label.text(), timeout=5_000)
+        assert not finished.signal_triggered  # all this while, the message waited
+        enough.set()
     worker.join(60)
     assert "error" not in served, served.get("error")
     assert not finished.args[0].cancelled
