@@ -38,6 +38,7 @@ MIN_HELD_OUT_RUNS = 5
 # (1.18–1.18), from two to four little more than their range.
 MIN_INTERVAL_RUNS = MIN_HELD_OUT_RUNS
 TOO_FEW = "too few runs"  # a verdict's status when the held-out runs cannot decide the claim
+UNDECIDED = "undecided"  # the interval reaches both sides of the claimed speedup
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ class Verdict:
     config: str | None
     category: str
     threshold: float
-    status: str  # "confirmed" | "falsified" | "not run" | TOO_FEW
+    status: str  # "confirmed" | "falsified" | "not run" | TOO_FEW | UNDECIDED
     tuning: Interval | None
     confirmation: Interval | None
     disturbed: int = 0  # held-out runs of the claim measured under outside load
@@ -146,6 +147,12 @@ class Verdict:
                 f"{TOO_FEW.upper()} to judge: {self.claim}. {measured}. Neither confirmed nor "
                 f"falsified: a verdict needs at least {MIN_INTERVAL_RUNS} held-out runs"
                 f"{self.raise_to}"
+            )
+        elif self.status == UNDECIDED:
+            text = (
+                f"{UNDECIDED.upper()}: {self.claim}. {measured}: the interval reaches both sides "
+                f"of {self.threshold:g}×, so these runs neither confirm nor falsify it; more "
+                "held-out runs would"
             )
         else:
             text = f"{self.status.upper()}: {self.claim}. {measured}"
@@ -393,8 +400,12 @@ def verdict(
         status = "not run"
     elif confirmation.n < MIN_INTERVAL_RUNS:  # one run is no evidence either way
         status = TOO_FEW
-    else:
-        status = "confirmed" if confirmation.median >= claim.threshold else "falsified"
+    elif confirmation.low >= claim.threshold:
+        status = "confirmed"
+    elif confirmation.high < claim.threshold:
+        status = "falsified"
+    else:  # the claim is inside the interval: the runs cannot tell
+        status = UNDECIDED
     disturbed = sum(1 for r in chosen("confirmation") if r.load)
     prompts = len({r.prompt for r in chosen("confirmation")})
     return Verdict(

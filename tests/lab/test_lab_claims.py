@@ -12,6 +12,7 @@ from app.lab.stats import (
     MIN_HELD_OUT_RUNS,
     MIN_INTERVAL_RUNS,
     TOO_FEW,
+    UNDECIDED,
     Row,
     bootstrap_median,
     choose,
@@ -162,3 +163,16 @@ def test_failures_list_slowdowns_and_divergences_with_margins() -> None:
     assert set(found) == {("a", "slowdown"), ("b", "divergence"), ("c", "divergence")}
     assert "(near-tie)" in found[("b", "divergence")]
     assert "NOT a near-tie" in found[("c", "divergence")]
+
+
+def test_an_interval_on_both_sides_of_the_claim_decides_nothing() -> None:
+    rows = [_row("demo", s) for s in (1.1, 1.2, 1.3, 1.25)]
+    rows += [
+        _row("demo", s, phase="confirmation", prompt=f"h{i}")
+        for i, s in enumerate((1.05, 1.15, 1.3, 1.45, 1.55, 1.6))
+    ]
+    judged = verdict(rows, Claim(1.3), "demo")
+    assert judged.confirmation.low < 1.3 < judged.confirmation.high
+    assert judged.status == UNDECIDED
+    assert judged.describe().startswith("UNDECIDED: demo is at least 1.3×")
+    assert "neither confirm nor falsify" in judged.describe()
