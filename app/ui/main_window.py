@@ -721,9 +721,9 @@ class MainWindow(QMainWindow):
         self.reload_button.hide()
         self._set_loading(None)
         self._show_pair_state()
-        self.serving.pair_changed(message)  # serving follows the pair, or stops and says why
         if message.remote is not None:
             self.statusBar().showMessage(f"Chatting with {message.remote.url}", 5000)
+            self.serving.pair_changed(message)  # stops serving, and says so after the above
             self.pair_loaded.emit(message)
             return
         changes: dict[str, object] = {
@@ -738,6 +738,7 @@ class MainWindow(QMainWindow):
         self._update_resources()
         if not message.restored:
             self.statusBar().showMessage(f"Pair loaded in {message.load_s:.1f} s", 5000)
+        self.serving.pair_changed(message)  # serving follows the pair, and says so
         self.pair_loaded.emit(message)
 
     def _show_pair_state(self) -> None:

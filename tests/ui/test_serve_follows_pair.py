@@ -53,11 +53,10 @@ def test_the_served_name_follows_a_pair_change_while_serving(
     load(window, qtbot, *chat_pair)
     serve(window, qtbot)
     assert served_models(port) == ["target.gguf"]
-    shown = status_messages(window)
 
     load(window, qtbot, other_target, None)  # as the wizard loads another pair
     assert window.serve_action.isChecked() and window.serving_label.isVisible()
-    assert "Serving now answers with other-target.gguf" in shown
+    assert window.statusBar().currentMessage() == "Serving now answers with other-target.gguf"
     assert served_models(port) == ["other-target.gguf"]  # as found: still target.gguf
     worker, result = in_thread(
         lambda: client(port).chat.completions.create(
@@ -88,6 +87,7 @@ def test_switching_to_a_remote_server_stops_serving_and_says_so(
     # as found: "Serving on 127.0.0.1:8080" stayed, and every request got no_pair
     assert not window.serve_action.isChecked() and window.serving_label.isHidden()
     assert any(text.startswith(STOPPED_REMOTE) for text in shown), shown
+    assert window.statusBar().currentMessage().startswith(STOPPED_REMOTE)  # the last word
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
     window.serve_action.trigger()  # serving a remote server is refused in words
