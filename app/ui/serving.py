@@ -154,7 +154,7 @@ class ServingControl(QObject):
         if loaded is None:
             self.stop(STOPPED_NO_PAIR)
         elif loaded.remote is not None:
-            self.stop(f"{STOPPED_REMOTE} ({loaded.remote.url})")
+            self.stop(STOPPED_REMOTE)  # the pair bar names the server: the words must fit
         else:
             name = served_name(loaded)
             if name != self.server.model:
