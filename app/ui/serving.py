@@ -46,11 +46,9 @@ def waiting_words(activity: Activity) -> str:
     if activity.serving_s is None:
         return f"Waiting for {requests} — your message is next"
     running = f"Serving a request from another program ({activity.serving_s:.0f} s)"
-    return (
-        f"{running} — then {requests}, then your message"
-        if ahead
-        else (f"{running} — your message is next")
-    )
+    if ahead:
+        return f"{running} — then {requests}, then your message"
+    return f"{running} — your message is next"
 
 
 class ServingControl(QObject):
