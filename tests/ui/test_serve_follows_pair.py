@@ -16,7 +16,7 @@ import pytest
 
 from app.lab.remote_chat import RemotePair
 from app.ui.chat_panel import FIRST_TOKEN
-from app.ui.serving import STOPPED_REMOTE, waiting_words
+from app.ui.serving import STOPPED_NO_PAIR, STOPPED_REMOTE, waiting_words
 from app.workers.serve_bridge import Activity
 from tests.conftest import CHATML
 from tests.serve.conftest import ServeProcess, pair_args
@@ -153,3 +153,17 @@ def test_the_waiting_words() -> None:
     assert waiting_words(Activity(None, 1)) == (
         "Waiting for 1 request from other programs — your message is next"
     )
+
+
+def test_a_pair_that_is_gone_stops_serving_and_says_so(make_window, qtbot, chat_pair) -> None:
+    """A failed load that could not bring the old pair back leaves no pair (the window's
+    ``_on_error`` with ``unloaded``): the server stops instead of answering ``no_pair``."""
+    port = free_port()
+    window = make_window(settings(port))
+    load(window, qtbot, *chat_pair)
+    serve(window, qtbot)
+    window.serving.pair_changed(None)
+    assert not window.serve_action.isChecked() and window.serving_label.isHidden()
+    assert window.statusBar().currentMessage() == STOPPED_NO_PAIR
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
