@@ -1075,6 +1075,24 @@ class DraftController:
             return None
         return self._paused_event(self._pause("cost", self.economics.ratio()), step)
 
+    def carried_pause(self, step: int) -> GuardEvent | None:
+        """The pause for cost an earlier answer on this pair left (``restore``), said at the
+        start of this one: an answer the target writes alone from its first token gets the
+        reason too, not only "drafting paused for 49 of 49 tokens". (A served request is such
+        an earlier answer: the chat message after it starts paused.)"""
+        if not self.paused or self.last_pause is not None:
+            return None
+        self.last_pause = PauseDecision(
+            "cost",
+            self.acceptance.value or 0.0,
+            self.pause_threshold(),
+            None,
+            self.costs.draft_cost_fraction(),
+            self.probe_in,
+            never_pays=not self.can_ever_pay(),
+        )
+        return self._paused_event(self.last_pause, step)
+
     def _paused_event(self, decision: PauseDecision, step: int) -> GuardEvent:
         return GuardEvent(
             True,

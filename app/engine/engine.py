@@ -295,17 +295,19 @@ class Engine:
         controller = DraftController(request.spec, self.costs, self.calibration)
         memory_key = drafter.name if drafter is not None else ""
         controller.restore(self._guard_memory.get(memory_key))
-        never_pays = None
+        first_pause = None
         if isinstance(drafter, SampledDrafter | CombinedDrafter):  # drafters that pay passes
             self.costs.at_depth(len(prompt))
-            never_pays = controller.pause_if_never_pays(step=0)
+            first_pause = controller.pause_if_never_pays(step=0)
         if drafter is not None:
             drafter.prefill(prompt, drafting=not controller.paused)
         yield PrefillEvent(len(prompt), reused, clock.prefill_done())
         pauses: list[GuardEvent] = []
-        if never_pays is not None:
-            pauses.append(never_pays)
-            yield never_pays
+        if first_pause is None and drafter is not None:
+            first_pause = controller.carried_pause(step=0)  # paused since an earlier answer
+        if first_pause is not None:
+            pauses.append(first_pause)
+            yield first_pause
         verifier = Verifier(
             self.target.n_vocab,
             sampler,

@@ -64,7 +64,8 @@ def cell_columns(cell: CellSummary) -> tuple[str, ...]:
     each figure: the medians over the runs the result file holds)."""
     m = cell.medians
     s = m["speedup"]
-    speedup = f"{s.median:.2f}× ({s.low:.2f}–{s.high:.2f})"
+    spread = f"{s.low:.2f}–{s.high:.2f}" if s.shown else s.spread()
+    speedup = f"{s.median:.2f}× ({spread})"
     return (
         cell.phase,
         cell.category,

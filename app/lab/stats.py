@@ -6,6 +6,7 @@ all read the same numbers, and a finished or half-finished file can be analysed 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,12 @@ METRICS = (
 # A recommendation rests on at least this many held-out runs of its configuration in its
 # category (prompts × repeats); fewer, and one lucky prompt decides it.
 MIN_HELD_OUT_RUNS = 5
+# A 95 % interval of a median is shown from this many runs on, and a claim is judged from
+# this many held-out runs on: from one run the bootstrap gives a zero-width "interval"
+# (1.18–1.18), from two to four little more than their range.
+MIN_INTERVAL_RUNS = MIN_HELD_OUT_RUNS
+TOO_FEW = "too few runs"  # a verdict's status when the held-out runs cannot decide the claim
+UNDECIDED = "undecided"  # the interval reaches both sides of the claimed speedup
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,19 @@ class Interval:
     high: float
     n: int
 
+    @property
+    def shown(self) -> bool:
+        """Whether there are runs enough for the interval to mean anything."""
+        return self.n >= MIN_INTERVAL_RUNS
+
+    def spread(self) -> str:
+        """The interval in words: "95% CI 1.10–1.30", or why there is none."""
+        if self.shown:
+            return f"95% CI {self.low:.2f}–{self.high:.2f}"
+        if self.n == 1:
+            return "one run: no interval"
+        return f"{self.n} runs: too few for an interval"
+
 
 @dataclass(frozen=True)
 class CellSummary:
@@ -99,20 +119,43 @@ class Verdict:
     config: str | None
     category: str
     threshold: float
-    status: str  # "confirmed" | "falsified" | "not run"
+    status: str  # "confirmed" | "falsified" | "not run" | TOO_FEW | UNDECIDED
     tuning: Interval | None
     confirmation: Interval | None
     disturbed: int = 0  # held-out runs of the claim measured under outside load
+    held_out_prompts: int = 0  # the distinct prompts of those runs
+
+    @property
+    def raise_to(self) -> str:
+        """What to raise for enough held-out runs (" (raise repeats to 5)"), or ""."""
+        if not self.held_out_prompts:
+            return ""
+        return f" (raise repeats to {repeats_for(self.held_out_prompts)}, or add prompts)"
 
     def describe(self) -> str:
         if self.confirmation is None:
             return f"NOT RUN: {self.claim} (no confirmation results yet)"
         c = self.confirmation
-        text = (
-            f"{self.status.upper()}: {self.claim}. On the held-out confirmation part "
-            f"{self.config} ran at a median {c.median:.2f}× (95% CI {c.low:.2f}–{c.high:.2f}, "
-            f"{c.n} runs) against the claimed {self.threshold:g}×"
+        runs = "run" if c.n == 1 else "runs"
+        spread = f"95% CI {c.low:.2f}–{c.high:.2f}, {c.n} {runs}" if c.shown else c.spread()
+        measured = (
+            f"On the held-out confirmation part {self.config} ran at a median {c.median:.2f}× "
+            f"({spread}) against the claimed {self.threshold:g}×"
         )
+        if self.status == TOO_FEW:
+            text = (
+                f"{TOO_FEW.upper()} to judge: {self.claim}. {measured}. Neither confirmed nor "
+                f"falsified: a verdict needs at least {MIN_INTERVAL_RUNS} held-out runs"
+                f"{self.raise_to}"
+            )
+        elif self.status == UNDECIDED:
+            text = (
+                f"{UNDECIDED.upper()}: {self.claim}. {measured}: the interval reaches both sides "
+                f"of {self.threshold:g}×, so these runs neither confirm nor falsify it; more "
+                "held-out runs would"
+            )
+        else:
+            text = f"{self.status.upper()}: {self.claim}. {measured}"
         if self.disturbed:
             return (
                 f"{interference.RERUN.upper()} ({self.disturbed} of {c.n} held-out runs shared the "
@@ -355,16 +398,38 @@ def verdict(
     tuning, confirmation = interval("tuning"), interval("confirmation")
     if confirmation is None:
         status = "not run"
-    else:
-        status = "confirmed" if confirmation.median >= claim.threshold else "falsified"
+    elif confirmation.n < MIN_INTERVAL_RUNS:  # one run is no evidence either way
+        status = TOO_FEW
+    elif confirmation.low >= claim.threshold:
+        status = "confirmed"
+    elif confirmation.high < claim.threshold:
+        status = "falsified"
+    else:  # the claim is inside the interval: the runs cannot tell
+        status = UNDECIDED
     disturbed = sum(1 for r in chosen("confirmation") if r.load)
+    prompts = len({r.prompt for r in chosen("confirmation")})
     return Verdict(
-        text, claim_config, category, claim.threshold, status, tuning, confirmation, disturbed
+        text,
+        claim_config,
+        category,
+        claim.threshold,
+        status,
+        tuning,
+        confirmation,
+        disturbed,
+        prompts,
     )
+
+
+def repeats_for(held_out_prompts: int, runs: int = MIN_HELD_OUT_RUNS) -> int:
+    """The repeats that give ``held_out_prompts`` prompts ``runs`` held-out runs."""
+    return max(1, math.ceil(runs / max(held_out_prompts, 1)))
 
 
 def _ci(interval: Interval) -> str:
     runs = "run" if interval.n == 1 else "runs"
+    if not interval.shown:
+        return f"{interval.median:.2f}× on {interval.n} held-out {runs} (no interval)"
     return (
         f"{interval.median:.2f}× (95% CI {interval.low:.2f}–{interval.high:.2f}) "
         f"on {interval.n} held-out {runs}"
@@ -416,9 +481,10 @@ def recommend_one(
             confirmed,
         )
     if confirmed.n < MIN_HELD_OUT_RUNS:
+        prompts = len({r.prompt for r in held_out})
         return withheld(
             f"{config} ran at {_ci(confirmed)}; a recommendation needs at least "
-            f"{MIN_HELD_OUT_RUNS} (add prompts or repeats)",
+            f"{MIN_HELD_OUT_RUNS} (raise repeats to {repeats_for(prompts)}, or add prompts)",
             confirmed,
         )
     if confirmed.high < 1.0:

@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -291,7 +292,7 @@ def _error_of(outcome: Failed | Cancelled) -> ApiError:
 def build_app(
     runner: Engine,
     *,
-    model: str,
+    model: str | Callable[[], str],
     defaults: Sampling,
     hosts: frozenset[str] | None,
     api_key: str | None = None,
@@ -300,11 +301,16 @@ def build_app(
     """The ASGI application: ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``,
     and ``/health`` (llama-server's name) with the request counts and live acceptance.
 
-    ``hosts``: the ``Host`` values requests may carry (``app.serve.server.host_names``)."""
+    ``model`` is the served name, or a function read at each request for it (the window's
+    pair can change while it serves). ``hosts``: the ``Host`` values requests may carry
+    (``app.serve.server.host_names``)."""
     created = int(time.time())
 
+    def name() -> str:
+        return model() if callable(model) else model
+
     async def models(_: Request) -> Response:
-        entry = {"id": model, "object": "model", "created": created, "owned_by": "specdeck"}
+        entry = {"id": name(), "object": "model", "created": created, "owned_by": "specdeck"}
         if meta:
             entry["meta"] = meta
         return JSONResponse({"object": "list", "data": [entry]})
@@ -327,11 +333,11 @@ def build_app(
 
     async def chat(request: Request) -> Response:
         call = with_caller(chat_call(await read_call_body(request), defaults), request)
-        return _Answer(runner, call, Reply(model, chat=True))
+        return _Answer(runner, call, Reply(name(), chat=True))
 
     async def completions(request: Request) -> Response:
         call = with_caller(completion_call(await read_call_body(request), defaults), request)
-        return _Answer(runner, call, Reply(model, chat=False))
+        return _Answer(runner, call, Reply(name(), chat=False))
 
     async def api_error(_: Request, error: Exception) -> Response:
         assert isinstance(error, ApiError)

@@ -36,7 +36,7 @@ from app.ui.palette import STYLE_LABELS, STYLES, legend_html
 from app.ui.plain_text import markup, plain_label, tooltip
 from app.ui.theme import BANNERS
 from app.ui.token_view import TokenView
-from app.ui.transcript import Transcript, char_kinds
+from app.ui.transcript import ANSWERING, Transcript, char_kinds
 from app.workers.messages import TIMING_RULE, EventBatch
 
 CONTINUE_TIP = (
@@ -49,6 +49,7 @@ REMEASURE_TIP = (
 )
 
 FLUSH_MS = 40
+FIRST_TOKEN = "waiting for the first token…"  # the speculative pane before an answer starts
 # Of a reopened answer and its baseline, the comparison panes show this many characters
 # (painting 50,000 coloured characters takes Qt about 0.3 s); the chat has the rest.
 COMPARISON_CHARS = 50_000
@@ -156,6 +157,7 @@ class ChatPanel(QWidget):
         self._last_answer = ""
         self._comparison_cut = False  # the pane shows only part of a stored answer
         self._live_note = ""  # figures of the answer being written, under its message
+        self._waiting = False  # the answer waits behind requests served to other programs
         self._spec_summary: RunSummary | None = None  # the speculative run's, once it ended
         self._baseline = False  # the answer being written is followed by the target alone
         self._can_continue = False
@@ -303,7 +305,8 @@ class ChatPanel(QWidget):
         self._live_note = ""
         self._spec_summary = None
         self._baseline = baseline
-        self.spec_view.clear_tokens("waiting for the first token…")
+        self._waiting = False
+        self.spec_view.clear_tokens(FIRST_TOKEN)
         self.base_view.clear_tokens("runs after the speculative answer" if baseline else "")
         self.base_box.setVisible(baseline)
         self.legend.setVisible(not remote)
@@ -314,6 +317,16 @@ class ChatPanel(QWidget):
         self.error_banner.hide()
         self.spec_header.setText("<b>Speculative</b>")
         self.base_header.setText("<b>Baseline — target only</b>")
+
+    def show_waiting(self, text: str) -> None:
+        """Why the answer has not started (the engine serves other programs first), under
+        the pending message and in the speculative pane; "" when its turn came."""
+        if not text and not self._waiting:
+            return
+        self._waiting = bool(text)
+        self.spec_view.setPlaceholderText(text or FIRST_TOKEN)
+        self._live_note = text or ANSWERING
+        self._start_flush()
 
     def ingest(self, batch: EventBatch) -> None:
         speculative = batch.run == "speculative"

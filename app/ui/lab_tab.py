@@ -12,13 +12,12 @@ a second, ends its engine processes: the window closes within ``SHUTDOWN_MS``.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QObject, Qt, QThread, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QCloseEvent, QFontMetrics, QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -36,6 +35,7 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QTableWidget,
     QTableWidgetItem,
@@ -45,11 +45,10 @@ from PySide6.QtWidgets import (
 from superqt.utils import signals_blocked
 
 from app.engine.config import DraftSource
-from app.engine.engine_host import CancelFlag
 from app.errors import SpecDeckError
 from app.files.fileio import atomic_write_text
 from app.files.paths import data_dir
-from app.lab.colours import series_colour, verdict_colour
+from app.lab.colours import verdict_colour
 from app.lab.configs import (
     ConfigError,
     check_drafting,
@@ -60,12 +59,20 @@ from app.lab.configs import (
 from app.lab.plan import Claim, LabPlan
 from app.lab.report import CELL_COLUMNS, analysis_of, cell_columns, ordered_cells, to_html
 from app.lab.results import ResultFileError, ResultLog
-from app.lab.runner import LabRunner, Progress, target_spec
-from app.lab.stats import ALL, MIN_HELD_OUT_RUNS, USE, Analysis, Row, rows_from
-from app.lab.suites import BUILTIN_CATEGORIES, SuiteError, builtin, from_conversations, load_jsonl
-from app.models.drafting import self_drafting_problem
+from app.lab.runner import Progress, target_spec
+from app.lab.stats import ALL, MIN_HELD_OUT_RUNS, USE, Analysis, Row, repeats_for, rows_from
+from app.lab.suites import (
+    BUILTIN_CATEGORIES,
+    Prompt,
+    SuiteError,
+    builtin,
+    from_conversations,
+    load_jsonl,
+)
 from app.store.conversations import ConversationStore
 from app.store.settings import Settings
+from app.ui.lab_plot import draw_strips
+from app.ui.lab_start import LabFinished, LabThread, default_configs, held_out, runs_note
 from app.ui.plain_text import plain_label
 from app.ui.wheel_focus import wheel_needs_focus
 
@@ -74,64 +81,11 @@ REFRESH_S = 1.0  # live redraws of the plot; the full analysis (bootstraps) runs
 # In a narrow dock the tab scrolls sideways rather than squeezing (see _keep_readable):
 MIN_FIELD_CHARS = 36  # the target path and the configuration lines
 MIN_TEXT_CHARS = 48  # the verdict and messages, so they wrap into lines, not a thin column
+NARROWEST_TEXT_CHARS = 24  # in a dock narrower than that, the texts scroll with the tab
 TABLE_KEY_COLUMNS = 5  # phase … speedup stay in view; the table scrolls the rest itself
 CATEGORY_GAP_PX = 18  # between the plot's category labels
 SHUTDOWN_MS = 2_000  # closing the window during a run waits at most this long
 _detached: set[LabThread] = set()  # runs that outlived a shutdown, kept until they end
-
-
-@dataclass(frozen=True)
-class LabFinished:
-    path: str
-    finished: bool  # False: cancelled or failed part-way
-    error: str | None = None
-
-
-class LabThread(QThread):
-    """Runs (or resumes) one lab plan; ``plan`` None resumes the file at ``path``."""
-
-    progressed = Signal(object)  # Progress
-    ended = Signal(object)  # LabFinished
-
-    def __init__(self, path: Path, plan: LabPlan | None) -> None:
-        super().__init__()
-        self.setObjectName("LabThread")
-        self.path = path
-        self.plan = plan
-        self.cancel = CancelFlag()  # shared with the run's engine processes
-        self.runner: LabRunner | None = None
-
-    def kill(self) -> None:
-        """Cancel and end the run's engine processes now (any thread)."""
-        self.cancel.set()
-        runner = self.runner
-        if runner is not None:
-            runner.kill()
-
-    def run(self) -> None:
-        try:
-            runner = self.runner = (
-                LabRunner.start(self.plan, self.path, self.cancel)
-                if self.plan is not None
-                else LabRunner.resume(self.path, self.cancel)
-            )
-            finished = runner.run(self.progressed.emit)
-            self.ended.emit(LabFinished(str(self.path), finished))
-        except (SpecDeckError, ValueError, OSError) as exc:
-            self.ended.emit(LabFinished(str(self.path), False, str(exc)))
-        except Exception as exc:  # noqa: BLE001 - a worker must report, never die silently
-            self.ended.emit(LabFinished(str(self.path), False, f"{type(exc).__name__}: {exc}"))
-
-
-def default_configs(settings: Settings) -> str:
-    lines = []
-    if settings.draft_path:
-        lines.append(f"adaptive:draft={settings.draft_path}")
-        lines.append(f"fixed8:draft={settings.draft_path},n=8")
-    if settings.target_path and self_drafting_problem(settings.target_path) is None:
-        lines.append("mtp:mtp")
-    lines.append("ngram:ngram")
-    return "\n".join(lines)
 
 
 class LabTab(QWidget):
@@ -161,6 +115,11 @@ class LabTab(QWidget):
         self._watched: QWidget | None = None
 
         self.target = QLineEdit(settings.target_path)
+        # what the tab itself put in the fields: the loaded pair replaces it, never an edit
+        self._auto_target = settings.target_path
+        self._auto_configs = default_configs(settings)
+        self._repeats_auto = True  # repeats follow the chosen suites until the person sets them
+        self._area: QScrollArea | None = None  # the dock's scroll area, when in one
         self.target.setPlaceholderText("target GGUF")
         browse = QPushButton("…")
         browse.clicked.connect(self._browse_target)
@@ -170,10 +129,11 @@ class LabTab(QWidget):
             item.setCheckState(Qt.CheckState.Checked)
             self.suites.addItem(item)
         self.suites.setMaximumHeight(110)
+        self.suites.itemChanged.connect(lambda _item: self._update_runs_note())
         self.my_chats = QCheckBox("my recent chat prompts (anonymised)")
         add_suite = QPushButton("Add JSONL suite…")
         add_suite.clicked.connect(self._add_suite)
-        self.configs = QPlainTextEdit(default_configs(settings))
+        self.configs = QPlainTextEdit(self._auto_configs)
         self.configs.setMaximumHeight(80)
         self.configs.setToolTip(
             "one per line: NAME:key=value,… with keys draft=FILE, ngram[=N], mtp (the "
@@ -183,6 +143,12 @@ class LabTab(QWidget):
         )
         self.repeats = QSpinBox()
         self.repeats.setRange(1, 20)
+        self.repeats.valueChanged.connect(self._repeats_set)
+        # whether the runs can lead to a recommendation, and what to raise when they cannot
+        self.runs_note = plain_label()
+        self.runs_note.setObjectName("labRunsNote")
+        self.runs_note.setWordWrap(True)
+        self.runs_note.setStyleSheet("font-size: 11px;")
         self.max_tokens = QSpinBox()
         self.max_tokens.setRange(8, 2048)
         self.max_tokens.setValue(64)
@@ -233,6 +199,10 @@ class LabTab(QWidget):
         self.apply_button = QPushButton("Apply to chat")
         self.apply_button.setEnabled(False)
         self.apply_button.clicked.connect(self._apply)
+        self.apply_note = plain_label("Apply is off: nothing has run yet.")
+        self.apply_note.setObjectName("labApplyNote")
+        self.apply_note.setWordWrap(True)
+        self.apply_note.setStyleSheet("font-size: 11px;")
 
         form = QFormLayout()
         target_row = QHBoxLayout()
@@ -277,14 +247,17 @@ class LabTab(QWidget):
         apply_row.addWidget(self.apply_button)
         column = QVBoxLayout(self)
         column.addLayout(form)
+        column.addWidget(self.runs_note)
         column.addLayout(buttons)
         column.addLayout(status)
         column.addWidget(self.message)
         column.addWidget(self.verdict)
         column.addWidget(self.plot, 2)
         column.addLayout(apply_row)
+        column.addWidget(self.apply_note)
         column.addWidget(self.table, 1)
         self._keep_readable()
+        self._update_runs_note()
 
     def _keep_readable(self) -> None:
         """Minimum widths, so that a narrow dock scrolls the tab instead of squeezing it."""
@@ -293,8 +266,30 @@ class LabTab(QWidget):
         # one configuration per line: a wrapped path would read as a second configuration
         self.configs.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.configs.setMinimumWidth(chars * MIN_FIELD_CHARS)
-        for label in (self.message, self.verdict):
+        for label in self._texts():
             label.setMinimumWidth(chars * MIN_TEXT_CHARS)
+
+    def _texts(self) -> tuple[QLabel, ...]:
+        return (self.message, self.verdict, self.runs_note, self.apply_note)
+
+    def _fit_texts_to_view(self) -> None:
+        """The texts wrap within the part of the tab the dock shows: a tab wider than its
+        dock scrolls sideways, and a verdict as wide as the tab was cut at the dock's edge."""
+        area = self._area
+        if area is None:
+            return
+        layout = self.layout()
+        if layout is None:
+            return
+        margins = layout.contentsMargins()
+        width = area.viewport().width() - margins.left() - margins.right()
+        chars = self.fontMetrics().averageCharWidth()
+        width = max(width, chars * NARROWEST_TEXT_CHARS)
+        for label in self._texts():
+            label.setMinimumWidth(0)  # so that the hint below is the label's own
+            fits = max(width, label.minimumSizeHint().width())
+            label.setMaximumWidth(fits)
+            label.setMinimumWidth(min(chars * MIN_TEXT_CHARS, fits))
 
     def _fit_plot_to_categories(self, labels: list[str]) -> None:
         """Wide enough for every category's full name side by side."""
@@ -307,6 +302,55 @@ class LabTab(QWidget):
         columns = sum(self.table.columnWidth(c) for c in range(TABLE_KEY_COLUMNS))
         frame = 2 * self.table.frameWidth() + self.table.verticalScrollBar().sizeHint().width()
         self.table.setMinimumWidth(columns + frame)
+
+    # --- the starting configuration ----------------------------------------------------
+
+    def follow_pair(self, target: str, draft: str | None) -> None:
+        """The loaded pair becomes the starting configuration: the target, and ``draft=``
+        configurations for its draft; a field the person edited is left as they wrote it."""
+        if self.target.text().strip() == self._auto_target.strip():
+            self.target.setText(target)
+            self._auto_target = target
+        configs = default_configs(Settings(target_path=target, draft_path=draft or ""))
+        if self.configs.toPlainText().strip() == self._auto_configs.strip():
+            self.configs.setPlainText(configs)
+            self._auto_configs = configs
+        self._update_runs_note()
+
+    def _repeats_set(self, _value: int) -> None:
+        self._repeats_auto = False  # the person chose: the tab says what it means, no more
+        self._update_runs_note()
+
+    def _chosen_prompts(self, *, chats: bool = True) -> list[Prompt]:
+        prompts: list[Prompt] = []
+        chosen = []
+        for row in range(self.suites.count()):
+            item = self.suites.item(row)
+            if item.checkState() != Qt.CheckState.Checked:
+                continue
+            extra = item.data(Qt.ItemDataRole.UserRole)
+            if extra:
+                prompts += load_jsonl(Path(extra))
+            else:
+                chosen.append(item.text())
+        if chosen:
+            prompts += builtin(chosen)
+        if chats and self.my_chats.isChecked():
+            prompts += from_conversations(ConversationStore())
+        return prompts
+
+    def _update_runs_note(self) -> None:
+        """Repeats that let every chosen category reach the held-out runs a recommendation
+        needs (while the person has not set them), and in words what the runs allow."""
+        try:
+            held = held_out(self._chosen_prompts(chats=False))
+        except (SpecDeckError, ValueError, OSError):
+            held = Counter()
+        needed = repeats_for(min(held.values())) if held else 1
+        if self._repeats_auto and held and self.repeats.value() != needed:
+            with signals_blocked(self.repeats):
+                self.repeats.setValue(needed)
+        self.runs_note.setText(runs_note(held, self.repeats.value()))
 
     # --- building a plan ------------------------------------------------------------------
 
@@ -327,26 +371,13 @@ class LabTab(QWidget):
         item.setCheckState(Qt.CheckState.Checked)
         item.setData(Qt.ItemDataRole.UserRole, str(path))
         self.suites.addItem(item)
+        self._update_runs_note()
 
     def plan(self) -> LabPlan:
         target = self.target.text().strip()
         if not target or not Path(target).is_file():
             raise SuiteError(f"choose a target model file (not found: {target or 'none'})")
-        prompts = []
-        chosen = []
-        for row in range(self.suites.count()):
-            item = self.suites.item(row)
-            if item.checkState() != Qt.CheckState.Checked:
-                continue
-            extra = item.data(Qt.ItemDataRole.UserRole)
-            if extra:
-                prompts += load_jsonl(Path(extra))
-            else:
-                chosen.append(item.text())
-        if chosen:
-            prompts += builtin(chosen)
-        if self.my_chats.isChecked():
-            prompts += from_conversations(ConversationStore())
+        prompts = self._chosen_prompts()
         configs = tuple(
             parse_config(line) for line in self.configs.toPlainText().splitlines() if line.strip()
         )
@@ -407,6 +438,7 @@ class LabTab(QWidget):
         return True
 
     def _launch(self, path: Path, plan: LabPlan | None) -> None:
+        self._clear_results()
         self.log_path = path
         self.progress.setRange(0, 0)
         self.eta.setText("loading…")
@@ -416,6 +448,19 @@ class LabTab(QWidget):
         self.worker = thread
         self._set_running(True)
         thread.start()
+
+    def _clear_results(self) -> None:
+        """A run starts: the last run's verdict and recommendations go, so they are never
+        read as this run's."""
+        self.analysis = None
+        self.verdict.setStyleSheet("")
+        self.verdict.setText(
+            "Running: the previous run's verdict is cleared; this run's comes when it ends."
+        )
+        with signals_blocked(self.recommendation):
+            self.recommendation.clear()
+        self.table.setRowCount(0)
+        self._recommendation_chosen()
 
     def cancel(self) -> None:
         if self.worker is not None:
@@ -447,6 +492,7 @@ class LabTab(QWidget):
         for button in (self.run_button, self.open_button, self.resume_button):
             button.setEnabled(not running)
         self.cancel_button.setEnabled(running)
+        self._recommendation_chosen()  # Apply's note says a run is under way, or not
 
     def _on_progress(self, progress: Progress) -> None:
         self.progress.setTextVisible(True)
@@ -520,54 +566,8 @@ class LabTab(QWidget):
         self._fill_recommendations(analysis)
 
     def _draw(self, plan: LabPlan, rows: list[Row], configs: list[str]) -> None:
-        self.plot.clear()
-        categories = list(plan.categories)
-        self.plot.addItem(pg.InfiniteLine(1.0, angle=0, pen=pg.mkPen("#555", width=1)))
-        self.plot.addItem(
-            pg.InfiniteLine(
-                plan.claim.threshold, angle=0, pen=pg.mkPen("#555", style=Qt.PenStyle.DashLine)
-            )
-        )
-        width = 0.8 / max(len(configs), 1)
-        for k, config in enumerate(configs):
-            colour = series_colour(k)
-            xs, ys, boxes = [], [], []
-            for c, category in enumerate(categories):
-                values = [r.speedup for r in rows if r.config == config and r.category == category]
-                if not values:
-                    continue
-                centre = c - 0.4 + width * (k + 0.5)
-                jitter = (
-                    np.linspace(-width * 0.3, width * 0.3, len(values))
-                    if len(values) > 1
-                    else np.zeros(1)
-                )
-                xs += list(centre + jitter)
-                ys += values
-                q1, median, q3 = np.percentile(values, [25, 50, 75])
-                boxes.append((centre, q1, q3, median))
-            if boxes:
-                self.plot.addItem(
-                    pg.BarGraphItem(
-                        x=[b[0] for b in boxes],
-                        y0=[b[1] for b in boxes],
-                        height=[max(b[2] - b[1], 1e-3) for b in boxes],
-                        width=width * 0.8,
-                        brush=pg.mkBrush(colour + "40"),
-                        pen=pg.mkPen(colour),
-                    )
-                )
-                medians = np.array(
-                    [[b[0] - width * 0.4, b[3], b[0] + width * 0.4, b[3]] for b in boxes]
-                ).reshape(-1, 2)
-                self.plot.plot(
-                    medians[:, 0], medians[:, 1], connect="pairs", pen=pg.mkPen(colour, width=3)
-                )
-            self.plot.addItem(
-                pg.ScatterPlotItem(xs, ys, size=6, brush=pg.mkBrush(colour), pen=None, name=config)
-            )
-        self.plot.getAxis("bottom").setTicks([list(enumerate(categories))])
-        self._fit_plot_to_categories(categories)
+        draw_strips(self.plot, plan, rows, configs)
+        self._fit_plot_to_categories(list(plan.categories))
 
     def _fill_table(self, analysis: Analysis) -> None:
         cells = ordered_cells(analysis)
@@ -594,7 +594,22 @@ class LabTab(QWidget):
         self._recommendation_chosen()
 
     def _recommendation_chosen(self) -> None:
-        self.apply_button.setEnabled(bool(self.recommendation.currentData()))
+        """Apply is on for a recommendation to use a configuration; else the note says why."""
+        usable = bool(self.recommendation.currentData())
+        self.apply_button.setEnabled(usable)
+        analysis, index = self.analysis, self.recommendation.currentIndex()
+        if usable:
+            why = ""
+        elif self.running:
+            why = "a run is under way."
+        elif analysis is None:
+            why = "nothing has run yet."
+        elif 0 <= index < len(analysis.recommendations):
+            why = analysis.recommendations[index].describe()
+        else:
+            why = "this run recommends nothing."
+        self.apply_note.setText(f"Apply is off: {why}" if why else "")
+        self.apply_note.setVisible(bool(why))
 
     def recommended_changes(self) -> dict | None:
         name = self.recommendation.currentData()
@@ -646,6 +661,12 @@ class LabTab(QWidget):
     # --- closing with the window -------------------------------------------------------------
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt override
+        viewport = self.parentWidget()
+        area = viewport.parentWidget() if viewport is not None else None
+        if isinstance(area, QScrollArea) and area is not self._area:
+            self._area = area
+            area.viewport().installEventFilter(self)
+            self._fit_texts_to_view()
         window = self.window()
         if window is not self and window is not self._watched:
             window.installEventFilter(self)
@@ -653,6 +674,9 @@ class LabTab(QWidget):
         super().showEvent(event)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        area = self._area
+        if area is not None and watched is area.viewport() and event.type() == QEvent.Type.Resize:
+            self._fit_texts_to_view()
         if watched is self._watched and event.type() == QEvent.Type.Close:
             self.shutdown()
         return False

@@ -4,8 +4,9 @@ window's own engine.
 uvicorn runs on its own thread (``app.serve.server.ServerThread``); each request becomes a
 task on the window's engine worker (``app.workers.serve_bridge``), so the chat and the
 requests share the one loaded pair. From the window the server listens on 127.0.0.1 only,
-so it needs no API key. ``stop`` cancels what runs and waits, and ends the server's thread
-within its timeout.
+so it needs no API key. The served name (``model``) is read at each request: a pair change
+while serving renames what the server answers as. ``stop`` cancels what runs and waits,
+and ends the server's thread within its timeout.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from app.serve.http import build_app
 from app.serve.params import Sampling
 from app.serve.server import Binding, ServerThread, bind, host_names, url_of
 from app.workers.engine_client import EngineClient
-from app.workers.serve_bridge import WindowEngine
+from app.workers.serve_bridge import Activity, WindowEngine
 
 STATUS_MS = 500  # how often the status item reads the server's counts
 
@@ -36,6 +37,7 @@ class LocalServer(QObject):
         self._thread: ServerThread | None = None
         self._where = ""
         self.url = ""
+        self.model = ""  # the served name: the loaded pair's, read at each request
         self._timer = QTimer(self)
         self._timer.setInterval(STATUS_MS)
         self._timer.timeout.connect(self._tick)
@@ -60,7 +62,8 @@ class LocalServer(QObject):
         self._where, self.url = f"{host}:{bound}", url_of(sock)
         engine = self._client.serving_engine(spec, DEFAULT_QUEUE)
         hosts = host_names(DEFAULT_HOST, bound)
-        app = build_app(engine, model=model, defaults=defaults, hosts=hosts, meta=meta)
+        self.model = model
+        app = build_app(engine, model=lambda: self.model, defaults=defaults, hosts=hosts, meta=meta)
         self._thread = ServerThread(app, sock, concurrency=max(64, 4 * DEFAULT_QUEUE))
         self._engine = engine
         self._thread.start()
@@ -81,6 +84,16 @@ class LocalServer(QObject):
         self.status_changed.emit("")
         return ended
 
+    def mark(self) -> int | None:
+        """The request queue's place now (None when not serving): see ``activity``."""
+        engine = self._engine
+        return engine.mark() if engine is not None else None
+
+    def activity(self, mark: int) -> Activity | None:
+        """What a chat job queued at ``mark`` waits for (None when not serving)."""
+        engine = self._engine
+        return engine.activity(mark) if engine is not None else None
+
     def status_text(self) -> str:
         engine = self._engine
         if engine is None:
@@ -95,7 +108,11 @@ class LocalServer(QObject):
         else:  # as the window's own figure says it: 0 % of nothing is not a rate
             shown = "— (nothing drafted)" if last is not None and not stats.running else "—"
         plural = "" if stats.served == 1 else "s"
-        return f"Serving on {self._where} · {stats.served} request{plural} · acceptance {shown}"
+        running = engine.activity(0).serving_s  # first: the elided end is the least needed
+        now = f" · answering a request ({running:.0f} s)" if running is not None else ""
+        return (
+            f"Serving on {self._where}{now} · {stats.served} request{plural} · acceptance {shown}"
+        )
 
     def _tick(self) -> None:
         self.status_changed.emit(self.status_text())

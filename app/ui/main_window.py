@@ -31,17 +31,14 @@ from PySide6.QtWidgets import (
     QToolBar,
     QWidget,
 )
-from superqt.utils import signals_blocked
 
 from app.engine.config import DraftSource
 from app.engine.events import TextTail, TokenEvent
 from app.engine.exactness import acceptance_text
 from app.engine.figures import speed_text
-from app.errors import SpecDeckError
 from app.lab.remote_chat import RemotePair
 from app.models.drafting import self_drafting_problem
 from app.models.fit import gib
-from app.serve.params import Sampling
 from app.store.conversations import Conversation, ConversationInfo, ConversationStore
 from app.store.pending_saves import PendingSaves, SaveFailure
 from app.store.settings import LOAD_FIELDS, Settings, SettingsStore
@@ -52,11 +49,11 @@ from app.ui.chat_panel import ChatPanel
 from app.ui.conversation_list import ConversationList
 from app.ui.elided_label import ElidedLabel
 from app.ui.first_run import HubProbe
-from app.ui.local_server import LocalServer
 from app.ui.open_guard import OpenGuard
 from app.ui.pair_bar import PairBar
 from app.ui.pair_chooser import PairChoice, active_pair_kv_type, choose_pair, choose_remote
 from app.ui.plain_text import markup
+from app.ui.serving import ServingControl
 from app.ui.settings_panel import SettingsPanel
 from app.ui.theme import CHOICES as THEME_CHOICES
 from app.ui.theme import apply_palette, is_dark
@@ -196,15 +193,13 @@ class MainWindow(QMainWindow):
             rule = "border-left: 1px solid palette(mid); " if index else ""
             label.setStyleSheet(f"QLabel {{ {rule}padding: 0 8px; }}")
             self.statusBar().addPermanentWidget(label)
-        self.server = LocalServer(self.client, self)
-        self.serving_label = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
-        self.serving_label.setObjectName("status_serving")
-        self.serving_label.setStyleSheet(
-            "QLabel { border-left: 1px solid palette(mid); padding: 0 8px; }"
+        # "Serve on localhost": its menu action, its status item, kept in step with the pair
+        self.serving = ServingControl(
+            self.client, lambda: self.settings, self.chat.show_waiting, self
         )
-        self.serving_label.hide()
+        self.server, self.serving_label = self.serving.server, self.serving.label
         self.statusBar().addPermanentWidget(self.serving_label)
-        self.server.status_changed.connect(self._show_serving)
+        self.serving.message.connect(self.statusBar().showMessage)
 
         self._add_engine_actions()
         self._wire()
@@ -345,55 +340,12 @@ class MainWindow(QMainWindow):
         pair.addAction(self.reload_action)
         pair.addAction(self.cancel_load_action)
         pair.addSeparator()
-        self.serve_action = self._action(
-            "&Serve on localhost",
-            self._toggle_serving,
-            tip="An OpenAI-compatible server on 127.0.0.1 for this pair; the chat shares it",
-        )
-        self.serve_action.setCheckable(True)
+        self.serve_action = self.serving.action
         pair.addAction(self.serve_action)
         help_menu = bar.addMenu("&Help")
         help_menu.addAction(self._action("&Keyboard shortcuts", self._show_keys))
         help_menu.addAction(self._action("&About SpecDeck", self._show_about))
         self.settings_panel.refusal_changed.connect(lambda _reason: self._sync_actions())
-
-    def _toggle_serving(self, on: bool) -> None:
-        """Serve the loaded local pair on 127.0.0.1 (the port from the settings), or stop."""
-        if not on:
-            self.server.stop()
-            return
-        loaded = self.loaded
-        try:
-            if loaded is None or loaded.remote is not None:
-                raise SpecDeckError("Load a local pair first: the server answers with it")
-            s = self.settings
-            defaults = Sampling(
-                temperature=s.temperature,
-                top_p=s.top_p,
-                top_k=s.top_k,
-                min_p=s.min_p,
-                max_tokens=s.max_tokens,
-                seed=s.seed,
-            )
-            url = self.server.start(
-                s.serve_port,
-                model=Path(loaded.pair.target_path).name,
-                defaults=defaults,
-                spec=lambda: self.settings.spec(),
-            )
-        except SpecDeckError as error:
-            with signals_blocked(self.serve_action):
-                self.serve_action.setChecked(False)
-            self.statusBar().showMessage(f"Not serving: {error}", 10000)
-            return
-        self.statusBar().showMessage(f"Serving {url} (OpenAI-compatible)", 5000)
-
-    def _show_serving(self, text: str) -> None:
-        self.serving_label.setText(text)
-        self.serving_label.setVisible(bool(text))
-        if not text and self.serve_action.isChecked():
-            with signals_blocked(self.serve_action):
-                self.serve_action.setChecked(False)
 
     def _show_side(self, page: QWidget) -> None:
         """A page of the side dock (settings, conversations, the Lab), shown and raised."""
@@ -777,6 +729,7 @@ class MainWindow(QMainWindow):
         self._show_pair_state()
         if message.remote is not None:
             self.statusBar().showMessage(f"Chatting with {message.remote.url}", 5000)
+            self.serving.pair_changed(message)  # stops serving, and says so after the above
             self.pair_loaded.emit(message)
             return
         changes: dict[str, object] = {
@@ -787,9 +740,11 @@ class MainWindow(QMainWindow):
         if message.pair.draft_path:
             changes["draft_path"] = message.pair.draft_path
         self.settings_panel.update_settings(**changes)
+        self.lab.follow_pair(message.pair.target_path, message.pair.draft_path)  # unless edited
         self._update_resources()
         if not message.restored:
             self.statusBar().showMessage(f"Pair loaded in {message.load_s:.1f} s", 5000)
+        self.serving.pair_changed(message)  # serving follows the pair, and says so
         self.pair_loaded.emit(message)
 
     def _show_pair_state(self) -> None:
@@ -840,6 +795,7 @@ class MainWindow(QMainWindow):
             self._undo_load()
             if message.unloaded:
                 self.loaded = None
+                self.serving.pair_changed(None)
         self._set_loading(None)
         self._show_pair_state()
         self.reload_button.setVisible(self._engine_lost and self.loaded is not None)
@@ -919,6 +875,7 @@ class MainWindow(QMainWindow):
         self.charts.reset()
         self.charts.set_remote(remote is not None)
         self.chat.set_generating(True)
+        self.serving.chat_sent()  # waiting behind served requests: the pending answer says so
         self.client.chat(job)
         self._sync_actions()
 
@@ -1119,7 +1076,7 @@ class MainWindow(QMainWindow):
         self.chat.stop_timers()
         self.charts.stop()
         self.save_retry.stop()
-        self.server.stop()  # before the engine: what it runs is cancelled, the thread ends
+        self.serving.close()  # before the engine: what it runs is cancelled, the thread ends
         if self.client.running:
             self.statusBar().showMessage("Stopping the engine…")
             self.client.shutdown()

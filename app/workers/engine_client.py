@@ -36,6 +36,7 @@ STOP_GRACE_MS = int(STOP_GRACE_SECONDS * 1000)
 
 class EngineClient(QObject):
     busy = Signal(object)  # Busy
+    started = Signal()  # the current chat job's turn on the engine came (after served requests)
     loaded = Signal(object)  # PairLoaded
     batch = Signal(object)  # EventBatch
     verdict = Signal(object)  # Verdict
@@ -62,6 +63,7 @@ class EngineClient(QObject):
         self._request_chat.connect(self._worker.run_chat)
         self._request_shutdown.connect(self._worker.shutdown)
         self._worker.busy.connect(self._on_busy)
+        self._worker.started.connect(self._on_started)
         self._worker.loaded.connect(self._on_loaded)
         self._worker.batch.connect(self._on_batch)
         self._worker.verdict.connect(self._on_verdict)
@@ -147,6 +149,10 @@ class EngineClient(QObject):
     def _on_busy(self, message: Busy) -> None:
         if message.request_id in (self._load_id, self._job_id):
             self.busy.emit(message)
+
+    def _on_started(self, request_id: int) -> None:
+        if request_id == self._job_id:
+            self.started.emit()
 
     def _on_loaded(self, message: PairLoaded) -> None:
         if message.request_id == self._load_id:

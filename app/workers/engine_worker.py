@@ -64,6 +64,7 @@ CRASH_DRILL_VAR = "SPECDECK_CRASH_DRILL_TOKENS"
 
 class EngineWorker(QObject):
     busy = Signal(object)  # Busy
+    started = Signal(int)  # a chat job's request id: its turn on the engine has come
     loaded = Signal(object)  # PairLoaded
     batch = Signal(object)  # EventBatch
     verdict = Signal(object)  # Verdict
@@ -128,6 +129,7 @@ class EngineWorker(QObject):
     @Slot(int, object)
     def run_chat(self, request_id: int, job: ChatJob) -> None:
         self._running_job = job
+        self.started.emit(request_id)
         try:
             self._run(request_id, job)
         except Exception as error:  # noqa: BLE001

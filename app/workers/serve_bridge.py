@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
@@ -50,6 +52,14 @@ NO_PAIR = ApiError(
 )
 
 
+@dataclass(frozen=True)
+class Activity:
+    """What the engine does for HTTP callers, as seen by a chat message sent at a mark."""
+
+    serving_s: float | None  # how long the served request that runs now has run; None: none
+    ahead: int  # served requests that wait and were sent before the chat message
+
+
 class WindowEngine(QObject):
     """Serves on the window's engine worker; any thread may submit, cancel or read stats."""
 
@@ -69,6 +79,9 @@ class WindowEngine(QObject):
         self._lock = threading.Lock()
         self._waiting: set[Ticket] = set()
         self._current: Ticket | None = None
+        self._order: dict[Ticket, int] = {}  # each waiting request's place in the queue
+        self._sent = 0  # requests submitted so far
+        self._since = 0.0  # when the current request started (monotonic)
         self._closed = False
         self._served = self._refused = self._cancelled = 0
         self._live: float | None = None
@@ -84,8 +97,24 @@ class WindowEngine(QObject):
                 self._refused += 1
                 raise QueueFull
             self._waiting.add(ticket)
-        self._task.emit(lambda host: self._run(ticket, host))
+            self._sent += 1
+            self._order[ticket] = self._sent
+            # queued under the lock: the order numbers are the order on the worker's queue
+            self._task.emit(lambda host: self._run(ticket, host))
         return ticket
+
+    def mark(self) -> int:
+        """The queue's place now: a chat job queued next waits for the requests before it."""
+        with self._lock:
+            return self._sent
+
+    def activity(self, mark: int) -> Activity:
+        """What a chat job queued at ``mark`` waits for: the served request that runs and
+        the ones sent before it."""
+        with self._lock:
+            running = None if self._current is None else time.monotonic() - self._since
+            ahead = sum(1 for t in self._waiting if self._order.get(t, mark + 1) <= mark)
+            return Activity(running, ahead)
 
     def cancel(self, ticket: Ticket) -> None:
         with self._lock:
@@ -120,11 +149,13 @@ class WindowEngine(QObject):
     def _run(self, ticket: Ticket, host: EngineHost | None) -> None:
         with self._lock:
             self._waiting.discard(ticket)
+            self._order.pop(ticket, None)
             skip = ticket.cancelled
             if not skip:
                 if host is not None:
                     host.reset_cancel()  # under the lock: a cancel from now on reaches it
                 self._current, self._live = ticket, None
+                self._since = time.monotonic()
         if skip:
             self._finish(ticket, Cancelled())
             return

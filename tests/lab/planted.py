@@ -99,8 +99,8 @@ def write(
 
 
 def falsified_ngram(folder: Path) -> Path:
-    """As found: the n-gram claim falsified at 0.97× overall, yet code's two held-out
-    n-gram runs at a median 1.05×."""
+    """As found: the n-gram claim falsified at 0.97× overall (five held-out runs), yet
+    code's two held-out n-gram runs at a median 1.05×."""
     target, draft = model_files(folder / "models")
     runs = [
         ("tuning", f"code{i}", "code", {"adaptive": 0.9, "ngram": s})
@@ -115,6 +115,7 @@ def falsified_ngram(folder: Path) -> Path:
         ("confirmation", "code9", "code", {"ngram": 1.08}),
         ("confirmation", "edit8", "edit", {"ngram": 0.92}),
         ("confirmation", "edit9", "edit", {"ngram": 0.95}),
+        ("confirmation", "edit7", "edit", {"ngram": 0.97}),  # five: enough to judge the claim
     ]
     return write(
         folder / "falsified.jsonl",

@@ -8,7 +8,19 @@ import pytest
 from app.engine.config import AcceptRule, DraftSource
 from app.lab.configs import ConfigError, LabConfig, parse_config
 from app.lab.plan import Claim
-from app.lab.stats import Row, bootstrap_median, choose, failures, recommend, verdict
+from app.lab.stats import (
+    MIN_HELD_OUT_RUNS,
+    MIN_INTERVAL_RUNS,
+    TOO_FEW,
+    UNDECIDED,
+    Row,
+    bootstrap_median,
+    choose,
+    failures,
+    recommend,
+    repeats_for,
+    verdict,
+)
 
 
 def test_config_strings_map_onto_the_engine_settings() -> None:
@@ -94,16 +106,35 @@ def test_bootstrap_interval_is_seeded_and_brackets_the_median() -> None:
 
 def test_a_planted_slow_configuration_is_falsified_and_a_fast_one_confirmed() -> None:
     rows = [_row("slow", s) for s in (0.6, 0.7, 0.8)] + [_row("fast", s) for s in (1.5, 1.6, 1.7)]
-    rows += [_row("slow", 0.7, phase="confirmation"), _row("fast", 1.4, phase="confirmation")]
+    held = MIN_HELD_OUT_RUNS
+    rows += [_row("slow", 0.7, phase="confirmation", prompt=f"h{i}") for i in range(held)]
+    rows += [_row("fast", 1.4, phase="confirmation", prompt=f"h{i}") for i in range(held)]
     assert choose(rows, Claim(), ["code"], ["slow", "fast"])["claim_config"] == "fast"
     confirmed = verdict(rows, Claim(1.3), "fast")
     assert confirmed.status == "confirmed" and confirmed.confirmation.median == 1.4
     falsified = verdict(rows, Claim(1.3, config="slow"), "slow")
     assert falsified.status == "falsified"
     assert "FALSIFIED" in falsified.describe() and "0.70×" in falsified.describe()
+    assert f"95% CI 0.70–0.70, {held} runs" in falsified.describe()
     # the claim is judged on the held-out part only: strong tuning numbers do not rescue it
     assert verdict(rows, Claim(1.45), "fast").status == "falsified"
     assert verdict(rows[:6], Claim(1.3), "fast").status == "not run"
+
+
+def test_one_held_out_run_gives_no_interval_and_no_verdict() -> None:
+    """As found: "FALSIFIED … median 1.18× (95 % CI 1.18–1.18, 1 runs)"."""
+    rows = [_row("demo", s) for s in (1.1, 1.2, 1.3, 1.25)]
+    rows.append(_row("demo", 1.18, phase="confirmation", prompt="held"))
+    judged = verdict(rows, Claim(1.3), "demo")
+    assert judged.status == TOO_FEW
+    text = judged.describe()
+    assert text.startswith("TOO FEW RUNS to judge: demo is at least 1.3×"), text
+    assert "median 1.18× (one run: no interval)" in text and "CI" not in text
+    assert "FALSIFIED" not in text and "CONFIRMED" not in text
+    assert f"needs at least {MIN_INTERVAL_RUNS} held-out runs (raise repeats to 5" in text
+    assert bootstrap_median([1.0, 1.1, 1.2]).spread() == "3 runs: too few for an interval"
+    assert bootstrap_median([1.0] * MIN_INTERVAL_RUNS).spread() == "95% CI 1.00–1.00"
+    assert repeats_for(2) == 3 and repeats_for(1) == MIN_HELD_OUT_RUNS and repeats_for(9) == 1
 
 
 def test_recommendation_prefers_the_target_alone_when_confirmation_is_slower() -> None:
@@ -132,3 +163,16 @@ def test_failures_list_slowdowns_and_divergences_with_margins() -> None:
     assert set(found) == {("a", "slowdown"), ("b", "divergence"), ("c", "divergence")}
     assert "(near-tie)" in found[("b", "divergence")]
     assert "NOT a near-tie" in found[("c", "divergence")]
+
+
+def test_an_interval_on_both_sides_of_the_claim_decides_nothing() -> None:
+    rows = [_row("demo", s) for s in (1.1, 1.2, 1.3, 1.25)]
+    rows += [
+        _row("demo", s, phase="confirmation", prompt=f"h{i}")
+        for i, s in enumerate((1.05, 1.15, 1.3, 1.45, 1.55, 1.6))
+    ]
+    judged = verdict(rows, Claim(1.3), "demo")
+    assert judged.confirmation.low < 1.3 < judged.confirmation.high
+    assert judged.status == UNDECIDED
+    assert judged.describe().startswith("UNDECIDED: demo is at least 1.3×")
+    assert "neither confirm nor falsify" in judged.describe()

@@ -20,7 +20,7 @@ from app.lab.plan import Claim, LabPlan
 from app.lab.report import CELL_COLUMNS, analysis_of, cell_columns, summary_lines, to_html, to_json
 from app.lab.results import ResultLog
 from app.lab.runner import LabRunner, target_spec
-from app.lab.stats import MIN_HELD_OUT_RUNS, NONE, TARGET_ALONE, USE, Row, recommend_one
+from app.lab.stats import MIN_HELD_OUT_RUNS, NONE, TARGET_ALONE, TOO_FEW, USE, Row, recommend_one
 from app.lab.suites import Prompt
 from tests.lab import planted
 
@@ -48,7 +48,7 @@ def test_a_falsified_claim_recommends_nothing_about_its_configuration(tmp_path: 
 
 def test_no_recommendation_from_fewer_held_out_runs_than_the_minimum(tmp_path: Path) -> None:
     few = _analysis(planted.confirmed_ngram(tmp_path / "few", held_out=MIN_HELD_OUT_RUNS - 1))
-    assert few.verdict.status == "confirmed"  # the claim stands; a recommendation needs more
+    assert few.verdict.status == TOO_FEW  # neither the claim nor a recommendation stands
     (rec,) = few.recommendations
     assert rec.status == NONE and rec.config is None
     assert f"on {MIN_HELD_OUT_RUNS - 1} held-out runs" in rec.reason

@@ -46,7 +46,8 @@ def _plan(
 
 
 def test_planted_pairs_one_confirmed_one_falsified(looping_models, tmp_path: Path) -> None:
-    plan = _plan(looping_models, Claim(1.3, category="code", config="disagrees"))
+    # code's two held-out prompts three times: enough held-out runs to judge the claim
+    plan = _plan(looping_models, Claim(1.3, category="code", config="disagrees"), repeats=3)
     runner = LabRunner.start(plan, tmp_path / "bad.jsonl")
     assert runner.run()
     log = ResultLog.open(tmp_path / "bad.jsonl")
@@ -79,7 +80,7 @@ def test_planted_pairs_one_confirmed_one_falsified(looping_models, tmp_path: Pat
         assert list(disagrees["per_drafter"]) == ["draft model"]
         assert disagrees["accepted_per_position"] == [0] * len(disagrees["drafted_per_position"])
 
-    plan = _plan(looping_models, Claim(1.2))  # about 2× when the machine is quiet
+    plan = _plan(looping_models, Claim(1.2), repeats=2)  # about 2× when the machine is quiet
     LabRunner.start(plan, tmp_path / "good.jsonl").run()
     data = json.loads(to_json(ResultLog.open(tmp_path / "good.jsonl")))
     assert data["verdict"]["config"] == "agrees"
@@ -228,7 +229,13 @@ def test_resume_refuses_a_changed_model_and_run_refuses_to_overwrite(
 
 
 def test_reports_are_self_contained(looping_models, tmp_path: Path) -> None:
-    plan = _plan(looping_models, Claim(1.3), categories=("structured", "scripts"), max_tokens=16)
+    plan = _plan(
+        looping_models,
+        Claim(1.3),
+        categories=("structured", "scripts"),
+        max_tokens=16,
+        repeats=2,  # three held-out prompts twice: enough runs to judge the claim
+    )
     LabRunner.start(plan, tmp_path / "r.jsonl").run()
     log = ResultLog.open(tmp_path / "r.jsonl")
     page = to_html(log)

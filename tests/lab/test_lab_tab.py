@@ -36,6 +36,7 @@ def _tab(qtbot, models: dict[str, Path], tmp_path: Path, categories: set[str]) -
         )
     tab.configs.setPlainText(f"agrees:draft={models['agrees']},n=8\nng:ngram,n=8")
     tab.max_tokens.setValue(24)
+    tab.repeats.setValue(1)  # quick: a test's own choice, not the newcomer's default
     tab.resize(900, 1000)
     tab.show()
     return tab
@@ -61,6 +62,7 @@ def test_lab_tab_runs_and_shows_the_verdict(
         f"agrees:draft={looping_models['agrees']},n=8\n"
         f"disagrees:draft={looping_models['disagrees']},n=16,guard=off,lookup=off"
     )
+    tab.repeats.setValue(2)  # three held-out prompts twice: enough runs to judge the claim
     assert tab.plan().target.n_threads == 1  # the chat's thread count
     with qtbot.waitSignal(tab.run_finished, timeout=180_000) as blocker:
         assert tab.start()
