@@ -292,7 +292,10 @@ class Engine:
             drafter.prefill(prompt, drafting=not controller.paused)
         yield PrefillEvent(len(prompt), reused, clock.prefill_done())
         pauses: list[GuardEvent] = []
+        # while the guard has the model paused, a combined drafter's prompt lookups go on
+        lookups_go_on = isinstance(drafter, CombinedDrafter)
         if never_pays is not None:
+            never_pays = replace(never_pays, lookups_go_on=lookups_go_on)
             pauses.append(never_pays)
             yield never_pays
         verifier = Verifier(
@@ -405,6 +408,7 @@ class Engine:
             guard = controller.guard(record)
             if guard is not None:
                 if guard.paused:
+                    guard = replace(guard, lookups_go_on=lookups_go_on)
                     pauses.append(guard)
                 yield guard
             if finished is not None:
