@@ -37,7 +37,7 @@ from app.engine.config import DraftSource
 from app.engine.events import TextTail, TokenEvent
 from app.errors import SpecDeckError
 from app.lab.remote_chat import RemotePair
-from app.models.drafting import pair_drafting, self_drafting_problem
+from app.models.drafting import pair_drafting, pair_words, self_drafting_problem
 from app.serve.params import Sampling
 from app.store.conversations import Conversation, ConversationInfo, ConversationStore
 from app.store.pending_saves import PendingSaves, SaveFailure
@@ -774,7 +774,8 @@ class MainWindow(QMainWindow):
         self.settings_panel.update_settings(**changes)
         self._update_resources()
         if not message.restored:
-            self.statusBar().showMessage(f"Pair loaded in {message.load_s:.1f} s", 5000)
+            words = pair_words(info.target_path, info.draft_path, source)
+            self.statusBar().showMessage(f"Pair loaded in {message.load_s:.1f} s: {words}", 5000)
         self.pair_loaded.emit(message)
 
     def _show_pair_state(self) -> None:

@@ -372,7 +372,9 @@ def test_the_answer_is_the_coloured_chat_message(make_window, qtbot, tiny_pair) 
     message = window.conversation.messages[-1]
     assert f"{spec.tokens} tokens" in text and f"accepted {spec.accepted}/{spec.drafted}" in text
     assert "cut off at Max tokens" in text  # 24 tokens: the answer was cut, and says so
-    assert message.stats["kinds"] and message.stats["pair"] == "target.gguf + draft.gguf (draft model)"
+    assert (
+        message.stats["kinds"] and message.stats["pair"] == "target.gguf + draft.gguf (draft model)"
+    )
     expected = {
         text_colour(e.kind).lower()
         for e in window.chat.spec_view.events
