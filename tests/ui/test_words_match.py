@@ -142,3 +142,18 @@ def test_tokens_per_pass_is_never_below_one(make_window, qtbot, tiny_pair) -> No
     assert spec.tokens_per_pass == (spec.passes + spec.accepted) / spec.passes
     if spec.accepted:
         assert "1.00 tokens/pass" not in window.status["acceptance"].text()
+
+
+def test_the_pair_bar_names_an_assistant_draft_as_check_pair_does(qtbot, isolated: Path) -> None:  # noqa: ANN001
+    """Seen: a Gemma 4 assistant pair shown only as "draft model"."""
+    from app.engine.synthetic_gemma4 import write_tiny_gemma4, write_tiny_gemma4_assistant
+    from app.ui.pair_bar import PairBar
+
+    gemma = write_tiny_gemma4(isolated / "gemma4.gguf")
+    helper = write_tiny_gemma4_assistant(isolated / "gemma4-assistant.gguf", gemma)
+    bar = PairBar()
+    qtbot.addWidget(bar)
+    bar.show_pair(str(gemma), str(helper), DraftSource.MODEL)
+    assert bar.source.currentText() == "assistant draft for gemma4"
+    bar.show_pair(str(gemma), None, DraftSource.NGRAM)
+    assert bar.source.itemText(bar.source.findData(DraftSource.MODEL.value)) == "draft model"
