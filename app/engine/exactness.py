@@ -112,32 +112,37 @@ class StepCosts:
         if not self.steps or spec.tokens <= 0 or spec.tok_s <= 0:
             return ""
         total_ms = spec.tokens * 1000.0 / spec.tok_s
-        text = f"{total_ms / spec.tokens:.0f} ms a token"
+        text = f"{_ms(total_ms / spec.tokens)} a token"
         if baseline_tok_s > 0:
-            text += f" against {1000.0 / baseline_tok_s:.0f} ms target-only"
+            text += f" against {_ms(1000.0 / baseline_tok_s)} target-only"
         steps_ms = self.draft_ms + self.verify_ms + self.other_ms
         made = min(self.accepted + self.steps, spec.tokens)  # accepted drafts + each own token
         per_step = (
-            f"a step: {self.draft_ms / self.steps:.0f} ms drafting + "
-            f"{self.verify_ms / self.steps:.0f} ms verifying"
+            f"a step: {_ms(self.draft_ms / self.steps)} drafting + "
+            f"{_ms(self.verify_ms / self.steps)} verifying"
         )
-        if self.other_ms / self.steps >= 0.5:
-            per_step += f" + {self.other_ms / self.steps:.0f} ms other"
+        if self.other_ms / self.steps >= 0.05:
+            per_step += f" + {_ms(self.other_ms / self.steps)} other"
         per_step += f" for {(self.accepted + self.steps) / self.steps:.2f} tokens"
         text += (
             f". {_tokens(made)} came from {self.steps} drafting "
-            f"step{'s' * (self.steps != 1)} at {steps_ms / max(made, 1):.0f} ms a token "
+            f"step{'s' * (self.steps != 1)} at {_ms(steps_ms / max(made, 1))} a token "
             f"({per_step})"
         )
         rest_tokens, rest_ms = spec.tokens - made, max(total_ms - steps_ms, 0.0)
         if rest_tokens > 0:
             text += (
                 f"; the other {_tokens(rest_tokens)} and the time between steps took "
-                f"{rest_ms:,.0f} ms ({rest_ms / rest_tokens:.0f} ms a token)"
+                f"{_ms(rest_ms)} ({_ms(rest_ms / rest_tokens)} a token)"
             )
-        elif rest_ms >= 0.5:
-            text += f"; the time between steps took {rest_ms:,.0f} ms"
+        elif rest_ms >= 0.05:
+            text += f"; the time between steps took {_ms(rest_ms)}"
         return text
+
+
+def _ms(value: float) -> str:
+    """Milliseconds with a decimal below 10 ms, so 3.2 against 1.1 is not "3 against 1"."""
+    return f"{value:.1f} ms" if value < 10 else f"{value:,.0f} ms"
 
 
 def _tokens(count: int) -> str:

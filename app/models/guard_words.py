@@ -105,7 +105,10 @@ def _meanwhile(event: GuardEvent, drafting: PairDrafting | None) -> str:
     probed = (drafting or _UNKNOWN).probed
     again = f"in {event.probe_in} tokens" if event.probe_in else "later"
     if event.lookups_go_on:
-        return f"Prompt lookups go on drafting from the conversation; {probed} again {again}."
+        return (
+            f"Prompt lookups still draft where the answer repeats the conversation; {probed} "
+            f"again {again}."
+        )
     return f"The target answers alone; {probed} again {again}."
 
 
@@ -141,7 +144,7 @@ def explanation(event: GuardEvent, drafting: PairDrafting | None) -> str:
         return f"{cost}{why}. {then}"
     agreement, break_even = percent_pair(event.acceptance, event.break_even)
     return (
-        f"the draft's recent agreement {agreement} (accepted ÷ judged draft tokens"
+        f"the recent agreement {agreement} (accepted ÷ judged draft tokens"
         f"{_over(event)}) is below the break-even {break_even}. {then}"
     )
 
@@ -208,7 +211,7 @@ class GuardHistory:
             return "", ""
         pauses = [e for e in self.events if e.paused]
         last = self.events[-1]
-        if len(self.events) == 1:
+        if len(self.events) == 1 and not self.lookup_tokens[0]:
             return headline(last), explanation(last, drafting)
         story = self.story()
         head = f"Drafting {story.split(',', 1)[0]}"

@@ -73,7 +73,7 @@ def test_lookups_that_go_on_drafting_are_named_not_a_target_alone() -> None:
     lookups = GuardEvent(**{**COST.__dict__, "lookups_go_on": True})
     words = message(lookups, SAME_MODEL)
     assert "target answers alone" not in words
-    assert "Prompt lookups go on drafting" in words and "probed again in 64 tokens" in words
+    assert "Prompt lookups still draft" in words and "probed again in 64 tokens" in words
 
 
 def _step(step: int, drafted: int, accepted: int) -> StepEvent:

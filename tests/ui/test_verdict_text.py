@@ -77,7 +77,7 @@ def test_speed_claims() -> None:
     # drafting steps (18 ms a token) and the rest of the answer's time (275 ms a token)
     assert "34 ms a token against 24 ms target-only" in slower
     assert "90 tokens came from 30 drafting steps at 18 ms a token" in slower
-    assert "12 ms drafting + 40 ms verifying + 3 ms other for 3.00 tokens" in slower
+    assert "12 ms drafting + 40 ms verifying + 3.0 ms other for 3.00 tokens" in slower
     assert "the other 6 tokens and the time between steps took 1,649 ms (275 ms a token)" in slower
 
     faster = judge(summary("speculative", 96, 50.0, 60, 50), BASE, same, **GREEDY).text

@@ -65,7 +65,7 @@ def test_the_banner_speaks_of_the_heads_and_keeps_why_it_paused(
     assert text.startswith("<b>Drafting paused at step 2</b>: ")
     assert "smaller draft" not in text and "lower quantization" not in text
     assert "lower the draft length" in text and "turn speculation off" in text
-    assert "Prompt lookups go on drafting" in text and "target answers alone" not in text
+    assert "Prompt lookups still draft" in text and "target answers alone" not in text
     assert "the target's own MTP heads are probed again in 64 tokens" in text
     window.chat.ingest(EventBatch(1, "speculative", (_step(9, 4, 2), RESUME), 2.0, 60))
     text = unescape(window.chat.guard_banner.label.text())
