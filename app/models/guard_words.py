@@ -150,7 +150,9 @@ def explanation(event: GuardEvent, drafting: PairDrafting | None) -> str:
 
 
 def _over(event: GuardEvent) -> str:
-    return f" over the last {event.window} steps" if event.window else ""
+    if not event.window:
+        return ""
+    return f" over the last {event.window} steps" if event.window > 1 else " over the last step"
 
 
 def message(event: GuardEvent, drafting: PairDrafting | None) -> str:
