@@ -72,7 +72,7 @@ class PairDrafting:
     method: str  # the method in a few words: "draft model", "MTP, 1 head", "EAGLE-3 head"
     # a draft model with the target's architecture and vocabulary (the headers say so)
     same_family: bool = False
-    same_model: bool = False  # ... and the target's layers and width: another quantization
+    same_model: bool = False  # ... and the target's layers and width (its size)
 
     @property
     def drafter(self) -> str:

@@ -72,12 +72,13 @@ def advice(event: GuardEvent, drafting: PairDrafting | None) -> str:
     if kind is DrafterKind.LOOKUP:
         return "Prompt lookup pays on text that repeats the conversation (code edits, quotes)."
     if drafting is not None and drafting.same_model:
-        same = "The draft is the target's own model (same architecture, vocabulary, layers)"
+        # the headers cannot tell the target in another quantization from a model as large
+        same = "The draft has the target's architecture, vocabulary and size"
         return (
             f"{same}: a draft of the family with fewer parameters costs less, or use prompt lookup."
             if cost
-            else f"{same}: a higher quantization of it agrees more, or use prompt lookup for "
-            "repetitive text."
+            else f"{same}: a higher quantization of the target agrees more, or use prompt "
+            "lookup for repetitive text."
         )
     if drafting is not None and drafting.same_family:
         return (

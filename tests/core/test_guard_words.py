@@ -57,7 +57,7 @@ def test_a_same_family_draft_is_not_told_to_try_the_same_family() -> None:
         for event in (COST, DISAGREE):
             words = advice(event, drafting)
             assert "Try a draft from the same model family" not in words, words
-    assert "target's own model" in advice(DISAGREE, SAME_MODEL)
+    assert "target's architecture, vocabulary and size" in advice(DISAGREE, SAME_MODEL)
     assert "higher quantization" in advice(DISAGREE, SAME_MODEL)
     assert "already of the target's family" in advice(DISAGREE, SAME_FAMILY)
     # a draft from another family may be told to try one of the target's

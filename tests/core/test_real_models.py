@@ -234,7 +234,9 @@ def test_a_draft_too_expensive_to_pay_is_paused_for_cost(smollm2_pair) -> None:
         words = message(guards[0], pair_drafting(str(target), str(target), DraftSource.MODEL))
         assert guards[0].reason is GuardReason.COST, words
         # the draft is the target itself: no "smaller draft (a lower quantization…)"
-        assert "a draft pass costs" in words and "the target's own model" in words
+        assert (
+            "a draft pass costs" in words and "target's architecture, vocabulary and size" in words
+        )
         assert "fewer parameters" in words and "lower quantization" not in words
         second = _summary(eng, request)
         # probes only: far fewer draft passes than tokens
