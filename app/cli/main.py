@@ -159,8 +159,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
     error message naming the file, not a dead terminal."""
     from app.engine.engine_host import EngineHost, LoadRequest
     from app.engine.events import GuardEvent, RunSummary, TextTail, TokenEvent
+    from app.models.drafting import pair_drafting
+    from app.models.guard_words import message
 
     target, draft, source = _specs(args)
+    drafting = pair_drafting(target.path, draft.path if draft else None, source)
     host = EngineHost()
     try:
         host.load(LoadRequest(target, draft, source))
@@ -182,7 +185,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
                 elif isinstance(event, TextTail):
                     sys.stdout.write(event.text)
                 elif isinstance(event, GuardEvent):
-                    print(f"\n[guard] {event.message}", file=sys.stderr)
+                    print(f"\n[guard] {message(event, drafting)}", file=sys.stderr)
                 elif isinstance(event, RunSummary):
                     summary = event
             sys.stdout.flush()

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.engine.config import SpecConfig
-from app.engine.events import GuardEvent
+from app.engine.events import GuardEvent, GuardReason
 from app.engine.sequences import common_prefix_length
 from app.engine.step_record import StepRecord
 
@@ -820,7 +820,7 @@ class GuardMemory:
 
 @dataclass(frozen=True)
 class PauseDecision:
-    reason: str  # "disagreement" or "cost"
+    reason: GuardReason  # disagreement or cost
     acceptance: float
     break_even: float
     speed_ratio: float | None
@@ -987,7 +987,7 @@ class DraftController:
 
     # --- the guard -----------------------------------------------------------------------------
 
-    def _pause(self, reason: str, ratio: float | None) -> PauseDecision:
+    def _pause(self, reason: GuardReason, ratio: float | None) -> PauseDecision:
         self.paused = True
         self._paused_tokens = 0
         self.probe_in = min(self.config.probe_every * 2**self._failed_probes, MAX_PROBE_INTERVAL)
@@ -1015,7 +1015,7 @@ class DraftController:
         window = self._window.maxlen or 1
         ratio = self.economics.ratio()
         if self.economics.steps >= 2 and not self.can_ever_pay():
-            return self._pause("cost", ratio)
+            return self._pause(GuardReason.COST, ratio)
         if len(self._window) >= window and self.rolling_acceptance < self.pause_threshold():
             return self._pause(self._reason(disagrees=True), ratio)
         if len(self._window) >= 3 and self._agreement_at_most() < self.pause_threshold():
@@ -1051,7 +1051,7 @@ class DraftController:
                     self.rolling_acceptance,
                     self.pause_threshold(),
                     record.step,
-                    reason="probe",
+                    reason=GuardReason.PROBE,
                 )
             return None
         if record.paid:
@@ -1073,7 +1073,7 @@ class DraftController:
             or self.can_ever_pay()
         ):
             return None
-        return self._paused_event(self._pause("cost", self.economics.ratio()), step)
+        return self._paused_event(self._pause(GuardReason.COST, self.economics.ratio()), step)
 
     def carried_pause(self, step: int) -> GuardEvent | None:
         """The pause for cost an earlier answer on this pair left (``restore``), said at the
@@ -1083,7 +1083,7 @@ class DraftController:
         if not self.paused or self.last_pause is not None:
             return None
         self.last_pause = PauseDecision(
-            "cost",
+            GuardReason.COST,
             self.acceptance.value or 0.0,
             self.pause_threshold(),
             None,
@@ -1114,7 +1114,7 @@ class DraftController:
         cost = (
             self.paused
             and last is not None
-            and last.reason == "cost"
+            and last.reason is GuardReason.COST
             and (last.draft_cost_fraction or 0.0) >= EXPENSIVE_DRAFT
         )
         return GuardMemory(cost, self.probe_in, self._failed_probes, self.acceptance.value)
@@ -1130,15 +1130,15 @@ class DraftController:
             self._paused_tokens = 0
             self.probe_in = memory.probe_in
 
-    def _reason(self, *, disagrees: bool) -> str:
+    def _reason(self, *, disagrees: bool) -> GuardReason:
         """Why drafting stops paying. A draft costing half a target pass or more needs near-
         perfect agreement to pay: its break-even is high because of its price, so while it is
         mostly right the price is the reason given; a draft mostly wrong disagrees."""
         fraction = self.costs.draft_cost_fraction()
         mostly_right = not self._window or self.rolling_acceptance >= 0.5
         if fraction is not None and fraction >= EXPENSIVE_DRAFT and mostly_right:
-            return "cost"
-        return "disagreement" if disagrees else "cost"
+            return GuardReason.COST
+        return GuardReason.DISAGREEMENT if disagrees else GuardReason.COST
 
     def can_ever_pay(self) -> bool:
         """Whether any draft length could beat the target alone, by the measured costs."""

@@ -26,7 +26,7 @@ from app.engine.chat_template import Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
 from app.engine.engine import Engine
 from app.engine.engine_protocol import BENCHMARKING, RENDERING
-from app.engine.events import RunSummary, drain
+from app.engine.events import RunSummary, drain, guard_record
 from app.engine.exactness import compare
 from app.engine.hardware import devices, llama_cpp_version, system_info
 from app.engine.ngram import copied_fraction
@@ -151,7 +151,8 @@ def bench_prompt(
         "tokens_per_pass": round(speculative.tokens_per_pass, 3),
         "draft_passes": speculative.draft_passes,
         "guard_pauses": speculative.guard_pauses,
-        "guard": speculative.guard_notes[0] if speculative.guard_notes else None,
+        # the guard's first pause as measured (its words are built above the engine)
+        "guard": guard_record(speculative.guard_events[0]) if speculative.guard_events else None,
         # the prompt's processing, which tok/s leaves out (speculative also readies the draft):
         # the first round's, the one round where neither mode's cache holds the prompt yet
         "ttft_ms": round(speculative.ttft_ms, 1),

@@ -303,9 +303,12 @@ class Engine:
             drafter.prefill(prompt, drafting=not controller.paused)
         yield PrefillEvent(len(prompt), reused, clock.prefill_done())
         pauses: list[GuardEvent] = []
+        # while the guard has the model paused, a combined drafter's prompt lookups go on
+        lookups_go_on = isinstance(drafter, CombinedDrafter)
         if first_pause is None and drafter is not None:
             first_pause = controller.carried_pause(step=0)  # paused since an earlier answer
         if first_pause is not None:
+            first_pause = replace(first_pause, lookups_go_on=lookups_go_on)
             pauses.append(first_pause)
             yield first_pause
         verifier = Verifier(
@@ -418,6 +421,7 @@ class Engine:
             guard = controller.guard(record)
             if guard is not None:
                 if guard.paused:
+                    guard = replace(guard, lookups_go_on=lookups_go_on)
                     pauses.append(guard)
                 yield guard
             if finished is not None:

@@ -85,61 +85,33 @@ class StepEvent:
         )
 
 
-MAX_SHOWN_COST = 10.0  # a draft pass dearer than ten target passes is "over 10 times the cost"
+class GuardReason(str, Enum):
+    """Why the collapse guard paused (or resumed) drafting, as measured."""
 
-
-def percent_pair(a: float, b: float) -> tuple[str, str]:
-    """Two fractions as percentages with just enough decimals to tell them apart."""
-    for decimals in range(0, 4):
-        first, second = f"{a * 100:.{decimals}f} %", f"{b * 100:.{decimals}f} %"
-        if first != second or a == b:
-            return first, second
-    return first, second
-
-
-def cost_share_text(fraction: float) -> str:
-    """One draft pass as a share of one target pass, bounded: a measured ratio comes from
-    two timings, and a timing distorted by the machine must not print as 2,693,993 %."""
-    if not math.isfinite(fraction) or fraction < 0:
-        return "an unknown share"
-    if fraction > MAX_SHOWN_COST:
-        return f"over {MAX_SHOWN_COST:g} times the cost"
-    return f"{fraction * 100:.0f} %"
+    DISAGREEMENT = "disagreement"  # the draft's recent agreement is below the break-even
+    COST = "cost"  # a draft pass costs too much for the agreement it gets
+    PROBE = "probe"  # the pause ran its course: the draft is tried again
 
 
 @dataclass(frozen=True)
 class GuardEvent:
-    """Drafting paused (or resumed) by the collapse guard, with the measured reason.
+    """Drafting paused (or resumed) by the collapse guard: the measured fields only.
 
-    ``message`` is the one text for it, shown in the window's banner, kept in the run's
-    notes and printed by the CLI.
+    The words for people are built from these fields and the pair's drafting method above
+    the engine (``app.models.guard_words``), for the window's banner and the CLI alike.
     """
 
     paused: bool
-    acceptance: float  # per-token agreement over the guard's window
+    acceptance: float  # the guard's agreement: accepted ÷ judged draft tokens over its window
     break_even: float  # agreement below which drafting costs more than it saves
     step: int
-    reason: str = "disagreement"  # "disagreement" | "cost" | "probe"
+    reason: GuardReason = GuardReason.DISAGREEMENT
     speed_ratio: float | None = None  # measured drafting speed / target-only speed
     draft_cost_fraction: float | None = None  # one draft pass / one target pass
     probe_in: int = 0  # target-only tokens before the draft is probed again
     window: int = 0  # verification steps the agreement was measured over
     never_pays: bool = False  # by the measured pass costs, no length beats the target alone
-
-    @property
-    def advice(self) -> str:
-        """What a person can do about it."""
-        if self.reason == "cost":
-            return (
-                "Try a smaller draft (a lower quantization or fewer parameters), fewer CPU "
-                "threads for the draft, or n-gram drafting."
-            )
-        return "Try a draft from the same model family, or n-gram drafting for repetitive text."
-
-    @property
-    def headline(self) -> str:
-        what = "paused" if self.paused else "resumed"
-        return f"Drafting {what} at step {self.step}"
+    lookups_go_on: bool = False  # prompt lookups keep drafting while the draft is paused
 
     @property
     def measured_loss(self) -> bool:
@@ -147,50 +119,22 @@ class GuardEvent:
         ratio = self.speed_ratio
         return ratio is not None and math.isfinite(ratio) and 0.0 <= ratio < 1.0
 
-    @property
-    def explanation(self) -> str:
-        if not self.paused:
-            return "probing the draft again."
-        probe = (
-            f"the draft is probed again in {self.probe_in} tokens"
-            if self.probe_in
-            else "the draft is probed again later"
-        )
-        then = f"The target answers alone; {probe}."
-        if self.reason == "cost":
-            fraction = self.draft_cost_fraction
-            cost = (
-                f"a draft pass costs {cost_share_text(fraction)} of a target pass"
-                if fraction is not None
-                else "drafting costs more than it saves"
-            )
-            if self.measured_loss:
-                why = (
-                    f" and drafting steps ran at {self.speed_ratio:.2f}× the target-only speed, "
-                    f"so it cannot pay at this agreement ({self.acceptance * 100:.1f} %)"
-                )
-            elif self.never_pays:
-                why = (
-                    ", so by the measured pass costs no draft length can beat the target "
-                    "alone, even with every drafted token accepted"
-                )
-            else:
-                agreement, break_even = percent_pair(self.acceptance, self.break_even)
-                why = (
-                    f", so at this agreement ({agreement}) it cannot pay: that needs "
-                    f"{break_even} or more"
-                )
-            return f"{cost}{why}. {then} {self.advice}"
-        agreement, break_even = percent_pair(self.acceptance, self.break_even)
-        over = f" over the last {self.window} steps" if self.window else ""
-        return (
-            f"the draft's recent agreement {agreement} (accepted ÷ judged draft tokens{over}) "
-            f"is below the break-even {break_even}. {then} {self.advice}"
-        )
 
-    @property
-    def message(self) -> str:
-        return f"{self.headline}: {self.explanation}"
+def guard_record(event: GuardEvent) -> dict[str, Any]:
+    """A guard event's measured fields as plain JSON values (bench rows)."""
+    return {
+        "paused": event.paused,
+        "step": event.step,
+        "reason": event.reason.value,
+        "agreement": round(event.acceptance, 4),
+        "break_even": round(event.break_even, 4),
+        "speed_ratio": None if event.speed_ratio is None else round(event.speed_ratio, 4),
+        "draft_cost_fraction": (
+            None if event.draft_cost_fraction is None else round(event.draft_cost_fraction, 4)
+        ),
+        "window": event.window,
+        "lookups_go_on": event.lookups_go_on,
+    }
 
 
 @dataclass(frozen=True)
@@ -240,7 +184,7 @@ class RunSummary:
     position_keyed: bool = False  # sampled with position-keyed randomness (see randomness.py)
     temperature: float = 0.0
     rule: str = ""  # acceptance rule of a speculative run
-    guard_notes: tuple[str, ...] = ()  # what the collapse guard said, in words
+    guard_events: tuple[GuardEvent, ...] = ()  # the collapse guard's pauses, as measured
     p99_itl_ms: float = 0.0
     paused_tokens: int = 0  # tokens the target wrote alone while the guard paused drafting
     # the machine the run got (run_stats.MachineMeter): its threads' CPU over what they could
@@ -261,6 +205,10 @@ class RunSummary:
     # where the sampler chain ran: "device" (llama.cpp returned each row's candidates), or
     # "host (why)" (full rows of logits crossed into Python)
     sampling: str = ""
+    # target passes of the decoding steps, and the tokens they produced: each pass's accepted
+    # drafts and its own token, the end of the answer and tokens past the limit included
+    passes: int = 0
+    verified: int = 0
 
     @property
     def acceptance_per_position(self) -> tuple[float, ...]:
@@ -291,7 +239,12 @@ class RunSummary:
 
     @property
     def tokens_per_pass(self) -> float:
-        """Tokens per target pass, the bonus token included (vLLM's mean acceptance length)."""
+        """Tokens per target pass, the bonus token included (vLLM's mean acceptance length):
+        1 + accepted ÷ passes, never below 1. Counted from what the passes produced: a pass
+        whose token ends the answer (end of text, the token limit) adds no token to the
+        answer, yet it was one pass making one token."""
+        if self.passes > 0:
+            return self.verified / self.passes
         passes = self.target_passes_per_token * self.tokens
         return self.tokens / passes if passes > 0 else 0.0
 

@@ -104,21 +104,49 @@ class StepCosts:
             sum(s.other_ms for s in steps),
         )
 
-    def reason(self, baseline_tok_s: float) -> str:
-        """Why speculation was slower, in measured milliseconds."""
-        if not self.steps:
+    def reason(self, spec: RunSummary, baseline_tok_s: float) -> str:
+        """Why speculation was slower, in measured milliseconds that add up: the answer's
+        time a token (prefill excluded, as in its tok/s) against the target's alone, split
+        into the drafting steps and everything outside them (steps that drafted nothing,
+        sampling, the time between steps)."""
+        if not self.steps or spec.tokens <= 0 or spec.tok_s <= 0:
             return ""
-        draft = self.draft_ms / self.steps
-        verify = self.verify_ms / self.steps
-        per_step = (self.draft_ms + self.verify_ms + self.other_ms) / self.steps
-        made = (self.accepted + self.steps) / self.steps  # accepted drafts + the target's own
-        text = (
-            f"a step spent {draft:.0f} ms drafting + {verify:.0f} ms verifying for "
-            f"{made:.2f} tokens ({per_step / made:.0f} ms a token)"
-        )
+        total_ms = spec.tokens * 1000.0 / spec.tok_s
+        text = f"{_ms(total_ms / spec.tokens)} a token"
         if baseline_tok_s > 0:
-            text += f" vs {1000.0 / baseline_tok_s:.0f} ms target-only"
+            text += f" against {_ms(1000.0 / baseline_tok_s)} target-only"
+        steps_ms = self.draft_ms + self.verify_ms + self.other_ms
+        made = min(self.accepted + self.steps, spec.tokens)  # accepted drafts + each own token
+        per_step = (
+            f"a step: {_ms(self.draft_ms / self.steps)} drafting + "
+            f"{_ms(self.verify_ms / self.steps)} verifying"
+        )
+        if self.other_ms / self.steps >= 0.05:
+            per_step += f" + {_ms(self.other_ms / self.steps)} other"
+        per_step += f" for {(self.accepted + self.steps) / self.steps:.2f} tokens"
+        text += (
+            f". {_tokens(made)} came from {self.steps} drafting "
+            f"step{'s' * (self.steps != 1)} at {_ms(steps_ms / max(made, 1))} a token "
+            f"({per_step})"
+        )
+        rest_tokens, rest_ms = spec.tokens - made, max(total_ms - steps_ms, 0.0)
+        if rest_tokens > 0:
+            text += (
+                f"; the other {_tokens(rest_tokens)} and the time between steps took "
+                f"{_ms(rest_ms)} ({_ms(rest_ms / rest_tokens)} a token)"
+            )
+        elif rest_ms >= 0.05:
+            text += f"; the time between steps took {_ms(rest_ms)}"
         return text
+
+
+def _ms(value: float) -> str:
+    """Milliseconds with a decimal below 10 ms, so 3.2 against 1.1 is not "3 against 1"."""
+    return f"{value:.1f} ms" if value < 10 else f"{value:,.0f} ms"
+
+
+def _tokens(count: int) -> str:
+    return f"{count} token{'s' * (count != 1)}"
 
 
 @dataclass(frozen=True)
@@ -135,17 +163,6 @@ class Judgement:
     @property
     def text(self) -> str:
         return " — ".join(part for part in (self.speed, *self.notes, self.exactness) if part)
-
-
-def acceptance_text(summary: RunSummary) -> str:
-    """The one acceptance figure: drafted tokens accepted ÷ drafted."""
-    if not summary.drafted:
-        return "acceptance — (nothing drafted)"
-    return (
-        f"acceptance {summary.acceptance_rate * 100:.0f} %"
-        f" ({summary.accepted}/{summary.drafted} drafted)"
-        f" · {summary.tokens_per_pass:.2f} tokens/pass"
-    )
 
 
 def uneven_machine(spec: RunSummary, base: RunSummary) -> str:
@@ -193,7 +210,7 @@ def speed_text(spec: RunSummary, base: RunSummary | None, costs: StepCosts) -> s
     ratio = spec.tok_s / base.tok_s
     if ratio >= 1.0:
         return f"{ratio:.2f}× faster ({both})"
-    reason = costs.reason(base.tok_s)
+    reason = costs.reason(spec, base.tok_s)
     slower = f"{ratio:.2f}× — {(1.0 - ratio) * 100:.0f} % slower ({both})"
     return f"{slower}: {reason}" if reason else slower
 

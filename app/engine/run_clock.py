@@ -182,7 +182,7 @@ class RunClock:
             position_keyed=position_keyed,
             temperature=temperature,
             rule=rule,
-            guard_notes=tuple(dict.fromkeys(p.message for p in pauses)),
+            guard_events=tuple(pauses),
             paused_tokens=sum(r.emitted for r in records if r.paused),
             cpu_share=cpu_share,
             outside_cores=outside_cores,
@@ -193,4 +193,6 @@ class RunClock:
             lone_passes=tuple(r.verify_ms for r in records if not r.paid),
             step_host_s=sum(r.host_ms for r in records) / 1000.0,
             sampling=sampling,
+            passes=len(records),
+            verified=sum(r.verified for r in records),
         )

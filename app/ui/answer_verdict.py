@@ -1,12 +1,14 @@
 """The verdict of the answer on screen (judged by ``ChatSession.verdict``) and the guard
-banner: the engine's own words (``GuardEvent.message``), with its headline in bold."""
+banner: the guard's story over the answer in words for the pair's drafter
+(``app.models.guard_words``), its headline in bold."""
 
 from __future__ import annotations
 
 from html import escape
 
-from app.engine.events import GuardEvent
 from app.engine.exactness import Comparison, Judgement
+from app.models.drafting import PairDrafting
+from app.models.guard_words import GuardHistory
 from app.store.settings import Settings
 from app.ui.plain_text import markup
 from app.ui.stats_export import AnswerStats
@@ -23,6 +25,7 @@ def judge_answer(
     return session.verdict(spec, stats.summaries.get("baseline"), comparison, stats.steps, settings)
 
 
-def guard_text(event: GuardEvent) -> str:
-    """The guard's message as the banner shows it: plain text, its headline in bold."""
-    return f"{markup(event.headline)}: {escape(event.explanation)}"
+def guard_text(history: GuardHistory, drafting: PairDrafting | None) -> str:
+    """The guard's story as the banner shows it: plain text, its headline in bold."""
+    head, rest = history.text(drafting)
+    return f"{markup(head)}: {escape(rest)}"

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.events import GuardEvent, RunSummary, StepEvent
+from app.models.guard_words import message
 from app.ui.palette import BASE_PEN, OKABE_ITO, SPEC_PEN
 from app.ui.stats_export import AnswerStats, to_csv, to_json, with_suffix
 from app.ui.theme import CHART
@@ -89,6 +90,11 @@ def _legend_below(plot: pg.PlotWidget, *curves: pg.PlotDataItem) -> pg.LegendIte
     for curve in curves:
         legend.addItem(curve, curve.name())
     return legend
+
+
+def break_even_words(break_even: float | None) -> str:
+    """The legend's break-even: a figure only once the step costs measured one."""
+    return "break-even —" if break_even is None else f"break-even {break_even * 100:.1f} %"
 
 
 def _keys(legend: pg.LegendItem) -> str:
@@ -334,7 +340,7 @@ class ChartsPanel(QWidget):
             elif isinstance(event, RunSummary):
                 self.stats.summaries[event.mode] = event
             elif isinstance(event, GuardEvent):
-                self.stats.guard_messages.append(event.message)
+                self.stats.guard_messages.append(message(event, self.stats.drafting))
         if not self._timer.isActive():
             self._timer.start()
 
@@ -347,7 +353,8 @@ class ChartsPanel(QWidget):
         self.acceptance.append(event.step, rate, so_far, event.rolling_acceptance)
         self.draft_len.append(event.step, event.drafted)
         self.hist[min(event.accepted, MAX_LEN)] += 1
-        self.break_even = event.break_even
+        if 0.0 < event.break_even <= 1.0:  # 0 is "not measured yet": the last one stands
+            self.break_even = event.break_even
         self.samples += 1
         self._dirty.update(("acceptance", "accepted_lengths", "draft_length"))
 
@@ -389,16 +396,15 @@ class ChartsPanel(QWidget):
             self.accept_mean.setData(acc[:, 0], acc[:, 2], connect=connect, skipFiniteCheck=True)
             self.agreement.setData(acc[:, 0], acc[:, 3], connect=connect, skipFiniteCheck=True)
             self._fit("acceptance", float(acc[-1, 0]) if len(acc) else 0.0)
-            if self.break_even is not None and 0.0 < self.break_even <= 1.0:
+            known = self.break_even is not None
+            if self.break_even is not None:
                 self.break_line.setValue(self.break_even)
-                self.break_line.setVisible(True)
-                label = self.legends[0].getLabel(self.break_key)
-                if label is not None:
-                    label.setText(f"break-even {self.break_even * 100:.1f} %")
-                if not self._legend_shown[0]:
-                    self.accept_plot.setToolTip(_keys(self.legends[0]))
-            else:
-                self.break_line.setVisible(False)
+            self.break_line.setVisible(known)
+            label = self.legends[0].getLabel(self.break_key)
+            if label is not None:  # unknown until the step costs are measured: no "0.0 %"
+                label.setText(break_even_words(self.break_even))
+            if not self._legend_shown[0]:
+                self.accept_plot.setToolTip(_keys(self.legends[0]))
         if "tok_s" in dirty:
             peak_t, peak_v = 0.0, 0.0
             for run, ring in self.speed.items():

@@ -25,10 +25,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.events import GuardEvent, RunSummary, TextTail, TokenEvent
+from app.engine.events import RunSummary, TextTail, TokenEvent
 from app.engine.exactness import Judgement
 from app.engine.figures import speed_text
 from app.lab.remote_chat import RemoteAnswer, describe
+from app.models.drafting import PairDrafting
+from app.models.guard_words import AGREEMENT_MEANS, GuardHistory
 from app.store.conversations import ChatMessage
 from app.ui.answer_verdict import guard_text
 from app.ui.chat_input import ChatInput
@@ -37,6 +39,7 @@ from app.ui.plain_text import markup, plain_label, tooltip
 from app.ui.theme import BANNERS
 from app.ui.token_view import TokenView
 from app.ui.transcript import ANSWERING, Transcript, char_kinds
+from app.workers.live_figures import LiveRate, tokens_text
 from app.workers.messages import TIMING_RULE, EventBatch
 
 CONTINUE_TIP = (
@@ -145,6 +148,7 @@ class ChatPanel(QWidget):
         self.transcript.set_style(style)
         self.error_banner = Banner("errorBanner", BANNERS[False]["error"])
         self.guard_banner = Banner("guardBanner", BANNERS[False]["guard"])
+        self.guard_banner.setToolTip(tooltip(AGREEMENT_MEANS))  # not the answer's acceptance
         self._dark = False
         # Stored-state banners outlive an answer: begin_answer leaves them as they are.
         self.save_banner = Banner("saveBanner", "background: #FBE3E4; color: #7A0010;")
@@ -160,6 +164,9 @@ class ChatPanel(QWidget):
         self._waiting = False  # the answer waits behind requests served to other programs
         self._spec_summary: RunSummary | None = None  # the speculative run's, once it ended
         self._baseline = False  # the answer being written is followed by the target alone
+        self.live_rate = LiveRate()  # each run's speed from its first token on
+        self.guard_history = GuardHistory()  # the guard's pauses and resumes in this answer
+        self.drafting: PairDrafting | None = None  # how the loaded pair drafts (its words)
         self._can_continue = False
         self._refusal = ""
         self._no_pair = ""  # why no answer can start: no pair loaded ("" when one is)
@@ -314,6 +321,8 @@ class ChatPanel(QWidget):
         self.remeasure.hide()
         self._remote = None
         self.guard_banner.hide()
+        self.guard_history.clear()
+        self.live_rate.clear()
         self.error_banner.hide()
         self.spec_header.setText("<b>Speculative</b>")
         self.base_header.setText("<b>Baseline — target only</b>")
@@ -334,6 +343,8 @@ class ChatPanel(QWidget):
         view.queue(batch.events)
         if speculative:
             self.transcript.stream(batch.events)
+            if self.guard_history.add(batch.events):
+                self.guard_banner.show_text(guard_text(self.guard_history, self.drafting))
         header = self.spec_header if speculative else self.base_header
         name = "Speculative" if speculative else "Baseline — target only"
         for event in batch.events:
@@ -342,23 +353,21 @@ class ChatPanel(QWidget):
                 base = event if batch.run == "baseline" else None
                 if self._remote is not None:
                     self.verdict.setText(describe(self._remote, base))
-            elif isinstance(event, GuardEvent):
-                self.guard_banner.show_text(guard_text(event))
             elif isinstance(event, RunSummary):  # final figure: generation time, no prefill
                 header.setText(
-                    f"<b>{name}</b> · {event.tokens} tokens · {speed_text(event.tok_s)}"
+                    f"<b>{name}</b> · {tokens_text(event.tokens)} · {speed_text(event.tok_s)}"
                     f" · TTFT {event.ttft_ms:.0f} ms"
                 )
                 if speculative:
                     self._spec_summary = event
                     then = " · now the target alone answers, to compare" if self._baseline else ""
-                    self._live_note = f"{event.tokens} tokens written{then}"
+                    self._live_note = f"{tokens_text(event.tokens)} written{then}"
                 return self._start_flush()
-        if batch.tokens and batch.elapsed_s > 0:
-            rate = batch.tokens / batch.elapsed_s
-            header.setText(f"<b>{name}</b> · {batch.tokens} tokens · {speed_text(rate)}")
+        if batch.tokens and batch.elapsed_s > 0:  # no rate until a second token came
+            figures = self.live_rate.text(batch.run, batch.tokens, batch.elapsed_s)
+            header.setText(f"<b>{name}</b> · {figures}")
             if speculative:
-                self._live_note = f"answering… {batch.tokens} tokens · {speed_text(rate)}"
+                self._live_note = f"answering… {figures}"
         self._start_flush()
 
     def _start_flush(self) -> None:

@@ -34,11 +34,8 @@ from PySide6.QtWidgets import (
 
 from app.engine.config import DraftSource
 from app.engine.events import TextTail, TokenEvent
-from app.engine.exactness import acceptance_text
-from app.engine.figures import speed_text
 from app.lab.remote_chat import RemotePair
-from app.models.drafting import self_drafting_problem
-from app.models.fit import gib
+from app.models.drafting import pair_drafting, pair_words, self_drafting_problem
 from app.store.conversations import Conversation, ConversationInfo, ConversationStore
 from app.store.pending_saves import PendingSaves, SaveFailure
 from app.store.settings import LOAD_FIELDS, Settings, SettingsStore
@@ -47,7 +44,6 @@ from app.ui.answer_verdict import judge_answer
 from app.ui.charts import ChartsPanel
 from app.ui.chat_panel import ChatPanel
 from app.ui.conversation_list import ConversationList
-from app.ui.elided_label import ElidedLabel
 from app.ui.first_run import HubProbe
 from app.ui.open_guard import OpenGuard
 from app.ui.pair_bar import PairBar
@@ -55,6 +51,7 @@ from app.ui.pair_chooser import PairChoice, active_pair_kv_type, choose_pair, ch
 from app.ui.plain_text import markup
 from app.ui.serving import ServingControl
 from app.ui.settings_panel import SettingsPanel
+from app.ui.status_bar import StatusFields
 from app.ui.theme import CHOICES as THEME_CHOICES
 from app.ui.theme import apply_palette, is_dark
 from app.ui.window_layout import WindowLayout
@@ -178,21 +175,8 @@ class MainWindow(QMainWindow):
         self.splitDockWidget(self.settings_dock, self.charts_dock, Qt.Orientation.Horizontal)
         for action in (self.settings_dock.toggleViewAction(), self.charts_dock.toggleViewAction()):
             self.pair_toolbar.addAction(action)
-        self.status = {
-            name: ElidedLabel(text, mode=Qt.TextElideMode.ElideRight)
-            for name, text in (
-                ("device", "device —"),
-                ("speed", "tok/s —"),
-                ("acceptance", "acceptance —"),
-                ("memory", "memory —"),
-            )
-        }
-        for index, label in enumerate(self.status.values()):
-            label.setObjectName(f"status_{label.text().split()[0].replace('/', '_')}")
-            # a rule between the items, so figures never read as one run of words
-            rule = "border-left: 1px solid palette(mid); " if index else ""
-            label.setStyleSheet(f"QLabel {{ {rule}padding: 0 8px; }}")
-            self.statusBar().addPermanentWidget(label)
+        self.status_fields = StatusFields(self.statusBar())
+        self.status = self.status_fields.labels
         # "Serve on localhost": its menu action, its status item, kept in step with the pair
         self.serving = ServingControl(
             self.client, lambda: self.settings, self.chat.show_waiting, self
@@ -722,6 +706,12 @@ class MainWindow(QMainWindow):
             )
         self._before_load = None
         self.loaded = message
+        self.status_fields.show_pair(message)  # no figures of the last pair or answer
+        info, source = message.pair, DraftSource(message.pair.draft_source)
+        drafting = (
+            None if message.remote else pair_drafting(info.target_path, info.draft_path, source)
+        )
+        self.chat.drafting = self.charts.stats.drafting = drafting
         self._loaded_key = self.settings.load_key()
         self._engine_lost = False
         self.reload_button.hide()
@@ -743,7 +733,8 @@ class MainWindow(QMainWindow):
         self.lab.follow_pair(message.pair.target_path, message.pair.draft_path)  # unless edited
         self._update_resources()
         if not message.restored:
-            self.statusBar().showMessage(f"Pair loaded in {message.load_s:.1f} s", 5000)
+            words = pair_words(info.target_path, info.draft_path, source)
+            self.statusBar().showMessage(f"Pair loaded in {message.load_s:.1f} s: {words}", 5000)
         self.serving.pair_changed(message)  # serving follows the pair, and says so
         self.pair_loaded.emit(message)
 
@@ -782,11 +773,8 @@ class MainWindow(QMainWindow):
         if rss is not None and engine_rss is not None:
             rss += engine_rss  # the models live in the engine process
         self.pair_bar.show_resources(self.loaded.pair.device, self.loaded.pair.weights_bytes, rss)
-        self.status["device"].setText(self.loaded.pair.device)
-        weights = gib(self.loaded.pair.weights_bytes)
-        self.status["memory"].setText(
-            f"memory {gib(rss)} (weights {weights})" if rss else f"weights {weights}"
-        )
+        if self.loaded.remote is None:
+            self.status_fields.show_memory(rss, self.loaded.pair.weights_bytes)
 
     def _on_error(self, message: WorkerError) -> None:
         if message.can_reload:
@@ -872,6 +860,7 @@ class MainWindow(QMainWindow):
         # a remote pair runs a baseline only on the baseline server it was given
         baseline = job.baseline and (remote is None or remote.baseline_url is not None)
         self.chat.begin_answer(baseline, remote=remote is not None)
+        self.status_fields.begin_answer()
         self.charts.reset()
         self.charts.set_remote(remote is not None)
         self.chat.set_generating(True)
@@ -899,6 +888,7 @@ class MainWindow(QMainWindow):
         self.chat.begin_answer(self.settings.baseline)
         self.chat.clear_placeholders()
         self.charts.reset()
+        self.status_fields.clear_answer()
         self._show_conversation()
 
     def open_conversation(self, conversation_id: str) -> None:
@@ -1023,9 +1013,7 @@ class MainWindow(QMainWindow):
     def _on_batch(self, batch: EventBatch) -> None:
         self.chat.ingest(batch)
         self.charts.ingest(batch)
-        if batch.tokens and batch.elapsed_s > 0:
-            rate = batch.tokens / batch.elapsed_s
-            self.status["speed"].setText(f"{batch.run} {speed_text(rate)}")
+        self.status_fields.ingest(batch)
 
     def _on_verdict(self, verdict: Verdict) -> None:
         judgement = judge_answer(self.charts.stats, verdict.comparison, self.session, self.settings)
@@ -1043,12 +1031,7 @@ class MainWindow(QMainWindow):
         judgement = self.session.judgement
         self.chat.answer_done(judgement is not None and judgement.divergence is not None)
         spec, base = done.speculative, done.baseline
-        if spec is not None:
-            speed = f"spec {speed_text(spec.tok_s)}"
-            if base is not None:
-                speed += f" · base {speed_text(base.tok_s)}"
-            self.status["speed"].setText(speed)
-            self.status["acceptance"].setText(acceptance_text(spec))
+        self.status_fields.done(spec, base)
         if done.cancelled:
             lost = self._engine_lost
             self.statusBar().showMessage("The engine crashed." if lost else "Stopped.", 4000)

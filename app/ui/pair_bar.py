@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 from app.engine.config import DraftSource
 from app.gguf.header import SelfDrafting
 from app.lab.remote_chat import RemotePair
-from app.models.drafting import local_drafting
+from app.models.drafting import local_drafting, pair_drafting
 from app.models.fit import gib
 from app.models.library import Library, LibraryError
 from app.models.shipped import is_demo_pair
@@ -245,6 +245,11 @@ class PairBar(QFrame):
         else:
             self.draft.setText(Path(draft).name if draft else "—")
             self.draft.setToolTip(tooltip(draft or ""))
+        # the draft-model choice names the method the draft's header declares: an assistant
+        # or a head drafts from its target's hidden state, not as a model of its own
+        method = pair_drafting(target, draft, source).method if source is DraftSource.MODEL else ""
+        index = self.source.findData(DraftSource.MODEL.value)
+        self.source.setItemText(index, method if draft and method else "draft model")
         self._offer_mtp(target, own)
         self.source.blockSignals(True)
         self.source.setCurrentIndex(max(self.source.findData(DraftSource(source).value), 0))

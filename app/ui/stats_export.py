@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.events import RunSummary, StepEvent
+from app.models.drafting import PairDrafting
 
 DEFINITIONS = {
     "acceptance_rate": "drafted tokens accepted ÷ drafted tokens (the window's acceptance)",
@@ -49,6 +50,7 @@ class AnswerStats:
     summaries: dict[str, RunSummary] = field(default_factory=dict)
     verdict: str = ""
     guard_messages: list[str] = field(default_factory=list)
+    drafting: PairDrafting | None = None  # the pair's method: the guard's words depend on it
 
     def clear(self) -> None:
         self.steps.clear()

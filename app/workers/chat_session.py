@@ -15,12 +15,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 
-from app.engine.config import AcceptRule
+from app.engine.config import AcceptRule, DraftSource
 from app.engine.events import RunSummary, StepEvent, StopReason, TextTail, TokenEvent, TokenKind
 from app.engine.exactness import Comparison, Judgement, judge, pause_note
 from app.engine.figures import rate
+from app.models.drafting import pair_words
 from app.store.conversations import (
     BASELINE_TEXT_LIMIT,
     UNEVEN_MACHINE,
@@ -112,8 +112,8 @@ def pair_record(pair: PairLoaded) -> str:
     if pair.remote is not None:
         base = f", baseline {pair.remote.baseline_url}" if pair.remote.baseline_url else ""
         return f"{pair.remote.url} ({pair.remote.server}{base})"
-    draft = Path(pair.pair.draft_path).name if pair.pair.draft_path else "n-gram drafting"
-    return f"{Path(pair.pair.target_path).name} + {draft}"
+    info = pair.pair
+    return pair_words(info.target_path, info.draft_path, DraftSource(info.draft_source))
 
 
 def baseline_record(

@@ -101,7 +101,7 @@ def test_a_finished_answer_is_stored_with_its_figures_kinds_pair_and_settings() 
     assert stats["tokens_per_pass"] == 2.0 and stats["stop_reason"] == "eog"
     assert stats["verdict"] == "2.00× faster — identical to the baseline"
     assert stats["kinds"] == [["a", 2], ["b", 4]]
-    assert stats["pair"] == "target.gguf + draft.gguf"
+    assert stats["pair"] == "target.gguf + draft.gguf (draft model)"
     assert stats["settings"]["seed"] == 7 and stats["settings"]["max_tokens"] == 32
     assert "stopped" not in stats
 
@@ -413,7 +413,7 @@ def test_an_answer_cut_off_by_an_engine_crash_keeps_what_streamed(tmp_path: Path
     assert kept.stats["tokens"] == 4
     assert (kept.stats["accepted"], kept.stats["drafted"]) == (1, 2)
     assert kept.stats["kinds"] == [["a", 4], ["r", 5], ["b", 2], ["t", 5]]
-    assert kept.stats["pair"] == "target.gguf + draft.gguf"
+    assert kept.stats["pair"] == "target.gguf + draft.gguf (draft model)"
     assert "spec_tok_s" not in kept.stats  # the run never ended: no speed is claimed
     assert [m.role for m in session.conversation.messages] == ["user", "assistant"]
     store = ConversationStore(tmp_path)

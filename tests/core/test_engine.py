@@ -19,6 +19,7 @@ from app.engine.config import (
 from app.engine.engine import Engine
 from app.engine.events import (
     GuardEvent,
+    GuardReason,
     PrefillEvent,
     RunSummary,
     StepEvent,
@@ -31,6 +32,7 @@ from app.engine.llama_backend import LlamaContext
 from app.engine.synthetic import write_tiny_llama
 from app.errors import ContextOverflowError, ModelLoadError
 from app.gguf.compat import IncompatiblePairError
+from app.models.guard_words import message
 
 PROMPTS = ["the code of the model", "import data for self", "what is the draft token"]
 
@@ -380,11 +382,11 @@ def test_collapse_guard_falls_back_to_target_and_stays_exact(tiny_dir: Path, tin
         assert guards[0].acceptance < guards[0].break_even
         # The named reason follows the measured costs: on a loaded machine the tiny draft's
         # pass can time as dearer than the target's, and then its price is the reason given.
-        if guards[0].reason == "disagreement":
-            assert "below the break-even" in guards[0].message
+        if guards[0].reason is GuardReason.DISAGREEMENT:
+            assert "below the break-even" in message(guards[0], None)
         else:
-            assert guards[0].reason == "cost"
-            assert "of a target pass" in guards[0].message
+            assert guards[0].reason is GuardReason.COST
+            assert "of a target pass" in message(guards[0], None)
         paused_at = events.index(guards[0])
         after = [e for e in events[paused_at:] if isinstance(e, TokenEvent)]
         assert after and after[0].kind is TokenKind.TARGET

@@ -25,6 +25,7 @@ from app.engine.config import AcceptRule, GenerationRequest, ModelSpec
 from app.engine.engine import Engine
 from app.engine.events import GuardEvent, RunSummary, drain
 from app.engine.exactness import judge
+from app.models.guard_words import message
 
 PALINDROME = "Write a Python function that checks whether a string is a palindrome, with tests"
 
@@ -67,16 +68,17 @@ def test_a_fresh_engines_first_answer_is_not_paused_by_warm_up(qwen_pair) -> Non
                 # the Q2_K draft is far cheaper than its F32 target; even timings distorted
                 # by a busy machine put it nowhere near ten target passes
                 fraction = pause.draft_cost_fraction
-                assert fraction is not None and fraction < 10.0, pause.message
-                speeds, shares = _cited(pause.message)
-                assert all(speed < 1.0 for speed in speeds), pause.message
-                assert all(share <= 1000 for share in shares), pause.message
+                words = message(pause, None)
+                assert fraction is not None and fraction < 10.0, words
+                speeds, shares = _cited(words)
+                assert all(speed < 1.0 for speed in speeds), words
+                assert all(share <= 1000 for share in shares), words
             assert priced_at_load
             print(f"load {load}: CPU share {summary.cpu_share:.2f}, {len(pauses)} pause(s)")
             if summary.cpu_share < CALM:
                 continue  # another process had the cores: its timings say nothing of the pair
             calm += 1
-            assert not [p.message for p in pauses if p.never_pays], f"load {load}"
+            assert not [message(p, None) for p in pauses if p.never_pays], f"load {load}"
             single, draft_pass = costs.verify_ms(1), costs.draft_ms(1)
             assert single is not None and draft_pass is not None and draft_pass < single
             assert costs.can_ever_pay(16)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.engine.chat_template import Message
-from app.engine.config import GenerationRequest, ModelSpec, SpecConfig
+from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SpecConfig
 from app.engine.engine import Engine
 from app.engine.events import PrefillEvent, RunSummary
 from app.engine.exactness import NEAR_TIE_LOGIT_MARGIN, compare
@@ -216,7 +216,9 @@ def test_a_draft_too_expensive_to_pay_is_paused_for_cost(smollm2_pair) -> None:
     pass costs a whole target pass, so drafting cannot pay on any machine. Not drafting must
     cost nothing: the guard pauses for cost, says why, and the next answer makes almost no
     draft passes."""
-    from app.engine.events import GuardEvent
+    from app.engine.events import GuardEvent, GuardReason
+    from app.models.drafting import pair_drafting
+    from app.models.guard_words import message
 
     target, _ = smollm2_pair
     eng = Engine(
@@ -229,8 +231,13 @@ def test_a_draft_too_expensive_to_pay_is_paused_for_cost(smollm2_pair) -> None:
         first = list(eng.generate(request))
         guards = [e for e in first if isinstance(e, GuardEvent) and e.paused]
         assert guards, "the guard never paused a draft that cannot pay"
-        assert guards[0].reason == "cost", guards[0].message
-        assert "a draft pass costs" in guards[0].message and "smaller draft" in guards[0].message
+        words = message(guards[0], pair_drafting(str(target), str(target), DraftSource.MODEL))
+        assert guards[0].reason is GuardReason.COST, words
+        # the draft is the target itself: no "smaller draft (a lower quantization…)"
+        assert (
+            "a draft pass costs" in words and "target's architecture, vocabulary and size" in words
+        )
+        assert "fewer parameters" in words and "lower quantization" not in words
         second = _summary(eng, request)
         # probes only: far fewer draft passes than tokens
         assert second.draft_passes <= 0.25 * second.tokens, second

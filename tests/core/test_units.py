@@ -7,7 +7,7 @@ import pytest
 
 from app.engine.adaptive import CostModel, DraftController, expected_tokens
 from app.engine.config import SamplerConfig, SpecConfig
-from app.engine.events import GuardEvent
+from app.engine.events import GuardEvent, GuardReason
 from app.engine.ngram import copied_fraction, propose
 from app.engine.sampling import (
     _top_k_ids,
@@ -450,14 +450,17 @@ def test_the_cost_banner_cites_a_measured_speed_only_where_it_supports_the_claim
     """Cost lines timed while the machine was busy can say no length can pay while the last
     steps measured a gain; the banner then gives the costs, not "ran at 1.24x, so it cannot
     pay"."""
+    from app.models.guard_words import message
+
+    cost = GuardReason.COST
     busy = GuardEvent(
-        True, 1.0, 1.0, 3, reason="cost", speed_ratio=1.24, draft_cost_fraction=1.2,
-        never_pays=True,
-    )  # fmt: skip
-    assert "no draft length can beat the target" in busy.message and "ran at" not in busy.message
-    assert "a draft pass costs 120 % of a target pass" in busy.message
-    slower = GuardEvent(True, 1.0, 1.0, 3, reason="cost", speed_ratio=0.9)
-    assert "ran at 0.90×" in slower.message
+        True, 1.0, 1.0, 3, reason=cost, speed_ratio=1.24, draft_cost_fraction=1.2, never_pays=True
+    )
+    words = message(busy, None)
+    assert "no draft length can beat the target" in words and "ran at" not in words
+    assert "a draft pass costs 120 % of a target pass" in words
+    slower = GuardEvent(True, 1.0, 1.0, 3, reason=cost, speed_ratio=0.9)
+    assert "ran at 0.90×" in message(slower, None)
 
 
 def test_each_setting_is_described_once_and_completely() -> None:

@@ -6,9 +6,10 @@ import re
 from dataclasses import replace
 
 from app.engine.config import AcceptRule
-from app.engine.events import GuardEvent, RunSummary, StepEvent, StopReason, percent_pair
+from app.engine.events import GuardEvent, GuardReason, RunSummary, StepEvent, StopReason
 from app.engine.exactness import Comparison, judge
 from app.engine.figures import rate, speed_text
+from app.models.guard_words import GuardHistory, explanation, headline, message, percent_pair
 from app.store.conversations import ConversationStore
 from app.store.settings import Settings
 from app.ui.answer_verdict import guard_text
@@ -72,8 +73,12 @@ def test_speed_claims() -> None:
     steps = [StepEvent(i, 2, 2, 12.0, 40.0, 3.0, 2, 1.0, 0.9) for i in range(30)]
     slower = judge(SPEC, BASE, same, steps=steps, **GREEDY).text
     assert slower.startswith("0.70× — 30 % slower (29.1 vs 41.6 tok/s target-only)")
-    assert "12 ms drafting + 40 ms verifying for 3.00 tokens" in slower
-    assert "(18 ms a token) vs 24 ms target-only" in slower
+    # the per-token costs add up to the ratio: 34 ms a token against 24, split into the
+    # drafting steps (18 ms a token) and the rest of the answer's time (275 ms a token)
+    assert "34 ms a token against 24 ms target-only" in slower
+    assert "90 tokens came from 30 drafting steps at 18 ms a token" in slower
+    assert "12 ms drafting + 40 ms verifying + 3.0 ms other for 3.00 tokens" in slower
+    assert "the other 6 tokens and the time between steps took 1,649 ms (275 ms a token)" in slower
 
     faster = judge(summary("speculative", 96, 50.0, 60, 50), BASE, same, **GREEDY).text
     assert faster.startswith("1.20× faster")
@@ -93,21 +98,28 @@ def test_speed_claims() -> None:
 def test_guard_banner_tells_its_figures_apart() -> None:
     assert percent_pair(0.9812, 0.9849) == ("98.1 %", "98.5 %")
     assert percent_pair(0.5, 0.75) == ("50 %", "75 %")
-    text = guard_text(GuardEvent(True, 0.98012, 0.98046, 40, probe_in=16, window=8))
+    text = guard_text(_history(GuardEvent(True, 0.98012, 0.98046, 40, probe_in=16, window=8)), None)
     assert "98.01 %" in text and "98.05 %" in text
     assert "probed again in 16 tokens" in text and "last 8 steps" in text
 
 
 def test_guard_banner_says_a_cost_pause_is_about_cost_and_what_to_do() -> None:
     event = GuardEvent(
-        True, 0.86, 0.99, 12, reason="cost", speed_ratio=0.61, draft_cost_fraction=0.74, probe_in=64
-    )
-    text = guard_text(event)
+        True, 0.86, 0.99, 12, reason=GuardReason.COST, speed_ratio=0.61, draft_cost_fraction=0.74,
+        probe_in=64,
+    )  # fmt: skip
+    text = guard_text(_history(event), None)
     assert "a draft pass costs 74 % of a target pass" in text
     assert "0.61× the target-only speed" in text
     assert "probed again in 64 tokens" in text  # the doubled interval, not the setting
     assert "below the break-even" not in text
-    assert "smaller draft" in text and "n-gram" in text
+    assert "smaller draft" in text and "prompt lookup" in text
+
+
+def _history(*events: GuardEvent) -> GuardHistory:
+    history = GuardHistory()
+    history.add(events)
+    return history
 
 
 def test_window_shows_the_engines_comparison(make_window) -> None:
@@ -123,6 +135,7 @@ def test_window_shows_the_engines_comparison(make_window) -> None:
 
 
 def _banner(window, event: GuardEvent) -> str:  # noqa: ANN001
+    window.chat.begin_answer(False)  # one answer, one event
     window.chat.ingest(EventBatch(1, "speculative", (event,), 1.0, 0))
     return window.chat.guard_banner.label.text()
 
@@ -134,17 +147,18 @@ def test_the_guard_banner_never_cites_a_speed_of_1x_or_more_and_bounds_its_figur
     on the demo pair "a draft pass costs 2693993 % of a target pass"."""
     window = make_window()
     faster = GuardEvent(
-        True, 0.944, 0.97, 1, reason="cost", speed_ratio=1.14, draft_cost_fraction=0.57,
+        True, 0.944, 0.97, 1, reason=GuardReason.COST, speed_ratio=1.14, draft_cost_fraction=0.57,
         probe_in=16, never_pays=True,
     )  # fmt: skip
     text = _banner(window, faster)
     assert "1.14" not in text and "ran at" not in text
     assert "a draft pass costs 57 % of a target pass" in text
     assert "no draft length can beat the target alone" in text
-    # one text for the guard: the banner is the engine's message, its headline in bold
-    assert text == f"<b>{faster.headline}</b>: {faster.explanation}"
-    assert faster.message == f"{faster.headline}: {faster.explanation}"
-    assert faster.message.startswith("Drafting paused at step 1: ")
+    # one text for the guard: the banner is the CLI's message, its headline in bold
+    words = headline(faster), explanation(faster, None)
+    assert text == f"<b>{words[0]}</b>: {words[1]}"
+    assert message(faster, None) == f"{words[0]}: {words[1]}"
+    assert message(faster, None).startswith("Drafting paused at step 1: ")
 
     absurd = replace(faster, speed_ratio=0.31, draft_cost_fraction=26939.93)
     text = _banner(window, absurd)

@@ -372,7 +372,9 @@ def test_the_answer_is_the_coloured_chat_message(make_window, qtbot, tiny_pair) 
     message = window.conversation.messages[-1]
     assert f"{spec.tokens} tokens" in text and f"accepted {spec.accepted}/{spec.drafted}" in text
     assert "cut off at Max tokens" in text  # 24 tokens: the answer was cut, and says so
-    assert message.stats["kinds"] and message.stats["pair"] == "target.gguf + draft.gguf"
+    assert (
+        message.stats["kinds"] and message.stats["pair"] == "target.gguf + draft.gguf (draft model)"
+    )
     expected = {
         text_colour(e.kind).lower()
         for e in window.chat.spec_view.events
@@ -415,5 +417,5 @@ def test_markdown_export_names_the_pair_and_settings(make_window, qtbot, tiny_pa
     load(window, qtbot, *tiny_pair)
     ask(window, qtbot, "hello the model")
     text = to_markdown(window.conversation)
-    assert "> target.gguf + draft.gguf" in text
+    assert "> target.gguf + draft.gguf (draft model)" in text
     assert "temperature 0.5" in text and "rule rejection" in text and "seed 3" in text
