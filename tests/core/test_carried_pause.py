@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from app.engine.adaptive import DraftController, GuardMemory
 from app.engine.config import SpecConfig
+from app.models import guard_words
 
 
 def test_a_restored_pause_for_cost_is_said_at_step_zero_and_carried_again() -> None:
@@ -15,7 +16,7 @@ def test_a_restored_pause_for_cost_is_said_at_step_zero_and_carried_again() -> N
     event = controller.carried_pause(step=0)
     assert event is not None and event.paused and event.step == 0
     assert event.reason == "cost" and event.probe_in == 64
-    assert event.message.startswith("Drafting paused at step 0: ")
+    assert guard_words.message(event, None).startswith("Drafting paused at step 0: ")
     assert controller.carried_pause(step=0) is None  # said once
 
 
@@ -53,5 +54,5 @@ def test_the_engine_says_a_carried_pause_before_the_first_token(tiny_pair) -> No
     assert guards[0].paused and guards[0].step == 0 and guards[0].reason == "cost"
     summary = events[-1]
     assert isinstance(summary, RunSummary)
-    assert summary.guard_pauses >= 1 and guards[0].message in summary.guard_notes
+    assert summary.guard_pauses >= 1 and guards[0] in summary.guard_events
     assert summary.paused_tokens == summary.tokens  # written alone, and now said why
