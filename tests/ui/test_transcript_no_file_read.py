@@ -266,3 +266,26 @@ def test_images_in_a_streamed_answer_show_as_text_and_open_no_file(
     _settle(qapp, transcript)
     assert watch.touched() == [], "the finished answer opened a file"
     assert _fifo_has_no_reader(plant.fifo)
+
+
+def test_the_colours_after_an_image_stay_with_their_characters(qapp) -> None:  # noqa: ANN001
+    from app.ui.transcript import Transcript
+
+    head, tail = "See ![a diagram](/tmp/x.png) here, ", "then the accepted words."
+    kinds = [["t", len(head)], ["a", len(tail)]]
+    answer = ChatMessage("assistant", head + tail, stats={"tokens": 9, "kinds": kinds})
+    transcript = Transcript()
+    transcript.show_messages([ChatMessage("user", "a picture?"), answer])
+    qapp.processEvents()
+    text = transcript.toPlainText()
+    assert "See [image: a diagram] here, then the accepted words." in text
+    document = transcript.document()
+    start = text.index("then the accepted")
+    for offset, char in enumerate("then the accepted words."):
+        if char != " ":
+            found = transcript.kind_at(start + offset)
+            assert found is not None and found[0] is TokenKind.ACCEPTED, (offset, char)
+            assert document.characterAt(start + offset) == char
+    assert transcript.kind_at(text.index("See")) is not None
+    assert transcript.kind_at(text.index("[image:") + 3) is None  # the image's text is no token
+    transcript.close()
