@@ -10,8 +10,8 @@ IN_ACCESS): a FIFO, the file standing in for standard input, a large PNG, a smal
 stylesheet, named as paths, ``file:`` URLs with one to five slashes, relative names, ``~``,
 ``qrc:`` and ``:/``, in Markdown and in raw HTML. The real window opens a stored conversation
 holding them, then the same text streams as an answer and is rendered when it ends. Nothing in
-the folder is opened, the FIFO never gets a reader, and each image shows as its alt text with
-its address in the tooltip.
+the folder is opened, the FIFO never gets a reader, each image shows as its alt text with its
+address in the tooltip, and a link's title (rich text to a tooltip) shows as plain text.
 """
 
 from __future__ import annotations
@@ -136,6 +136,7 @@ def planted(
         f"<style>@import url({folder}/style.css);</style>",
         f'<link rel="stylesheet" href="{folder}/style.css"/>',
         f"[a link]({folder}/fifo) and [another](file://{folder}/small.png)",
+        f"[titled](https://example.com \"<img src='{folder}/fifo'>\")",  # a rich-text tooltip
     ]
     images["html-img"] = f"{folder}/small.png"
     markdown = "Look:\n\n" + "\n\n".join(lines) + "\n\nThe end."
@@ -209,6 +210,9 @@ def _check_shown(transcript, planted: Planted) -> None:  # noqa: ANN001
     hover = _hover_text(transcript, middle)
     assert f"{planted.folder}/fifo" in hover, f"hovering {text} showed {hover!r}"
     assert "The end." in transcript.toPlainText()
+    titled = transcript.toPlainText().index("titled") + 2
+    hover = _hover_text(transcript, titled)
+    assert escape(f"<img src='{planted.folder}/fifo'>") in hover  # shown as text, not loaded
 
 
 def _settle(qapp, transcript) -> None:  # noqa: ANN001
