@@ -209,16 +209,35 @@ def end_line(cursor: QTextCursor, fmt: QTextCharFormat) -> None:
         cursor.setBlockFormat(block)
 
 
-def insert_bounded(cursor: QTextCursor, text: str, fmt: QTextCharFormat) -> None:
-    """``cursor.insertText(text, fmt)``, with no paragraph longer than ``LINE_CHARS``."""
+def insert_bounded(cursor: QTextCursor, text: str, fmt: QTextCharFormat) -> list[int]:
+    """``cursor.insertText(text, fmt)``, with no paragraph longer than ``LINE_CHARS``; returns
+    where in ``text`` a line was cut (a paragraph break goes before that character)."""
+    cuts: list[int] = []
+    offset = 0
     for index, line in enumerate(text.split("\n")):
         if index:
             end_line(cursor, fmt)
+            offset += 1
         for number, piece in enumerate(line_pieces(line, cursor.positionInBlock())):
             if number:
                 continue_line(cursor, fmt)
+                cuts.append(offset)
             if piece:
                 cursor.insertText(piece, fmt)
+                offset += len(piece)
+    return cuts
+
+
+def joined_text(document: QTextDocument) -> str:
+    """``document.toPlainText()`` with the lines cut for layout joined again."""
+    parts: list[str] = []
+    block = document.begin()
+    while block.isValid():
+        if parts and not block.blockFormat().hasProperty(CONTINUED):
+            parts.append("\n")
+        parts.append(block.text())
+        block = block.next()
+    return "".join(parts).replace(NO_BREAK_SPACE, " ").replace("\u2028", "\n")
 
 
 def copied(selection: QTextDocumentFragment) -> QMimeData | None:

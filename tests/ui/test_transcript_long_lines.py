@@ -18,6 +18,7 @@ from PySide6.QtGui import QTextCursor
 from app.engine.events import TokenEvent, TokenKind
 from app.store.conversations import ChatMessage, Conversation, ConversationStore
 from app.ui.message_text import LINE_CHARS
+from app.ui.token_view import TokenView
 from app.ui.transcript import Transcript
 from tests.ui.transcript_helpers import click_anchor
 
@@ -122,3 +123,39 @@ def test_a_stored_million_character_line_opens_and_shows_more_in_time(
     assert _longest_paragraph(transcript) <= LINE_CHARS
     transcript.selectAll()
     assert "x" * 220_000 in transcript.createMimeDataFromSelection().text()
+
+
+def test_the_token_pane_shows_a_million_characters_without_a_space_in_bounded_flushes(
+    qapp,
+) -> None:  # noqa: ANN001
+    view = TokenView()
+    view.resize(800, 600)
+    view.show()
+    text = "".join(chr(ord("a") + i % 26) * PIECE for i in range(2000))
+    kinds = (TokenKind.TARGET, TokenKind.ACCEPTED)
+    events, worst = [], 0.0
+    for index, at in enumerate(range(0, len(text), PIECE)):
+        events.append(TokenEvent(index, index, text[at : at + PIECE], kinds[index % 2], index))
+        view.queue([events[-1]])
+        began = clock()
+        view.flush()
+        qapp.processEvents()
+        worst = max(worst, clock() - began)
+    print(f"token pane: the worst of {len(events)} flushes took {worst * 1000:.0f} ms")
+    longest, block = 0, view.document().begin()
+    while block.isValid():
+        longest = max(longest, block.length() - 1)
+        block = block.next()
+    assert longest <= LINE_CHARS and worst < FLUSH_SECONDS
+    assert view.text() == text  # what Copy answer copies
+    for index in range(0, len(events), 37):  # hover finds each token where it is shown
+        start, _ = view.token_span(index) or (0, 0)
+        assert view.token_at(start) is events[index]
+        assert view.document().characterAt(start) == events[index].piece[0]
+    view.selectAll()
+    assert view.createMimeDataFromSelection().text() == text
+    view.show_text(text[:50_000])  # a stored answer, its divergence marked
+    view.mark_characters(12_000, 12_010)
+    selections = view.extraSelections()
+    assert selections[0].cursor.selectedText() == text[12_000:12_010]
+    view.close()
