@@ -533,7 +533,7 @@ class ChatPanel(QWidget):
             if isinstance(at, int) and not isinstance(at, bool):
                 diverged = True
                 for view in (self.spec_view, self.base_view):
-                    view.mark_characters(at, _word_end(view.toPlainText(), at))
+                    view.mark_characters(at, _word_end(view.text(), at))
         else:
             self.base_view.clear_tokens("Not kept: this answer ran without the baseline.")
             self.base_box.setVisible(False)

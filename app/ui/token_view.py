@@ -9,15 +9,16 @@ selection without touching the token formats.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from html import escape
 
-from PySide6.QtCore import QEvent
+from PySide6.QtCore import QEvent, QMimeData
 from PySide6.QtGui import QFontDatabase, QHelpEvent, QTextCursor
 from PySide6.QtWidgets import QPlainTextEdit, QTextEdit, QToolTip, QWidget
 
 from app.engine.events import TextTail, TokenEvent, TokenKind
+from app.ui.message_text import copied, insert_bounded, joined_text
 from app.ui.palette import KIND_LABELS, divergence_format, kind_format
 
 
@@ -62,6 +63,9 @@ class TokenView(QPlainTextEdit):
         # a stored answer: its text and the kind of each character (no token detail)
         self._stored: tuple[str, list[TokenKind] | None] | None = None
         self._stored_mark: tuple[int, int] | None = None  # characters marked in it
+        # where a long line was cut into paragraphs (``insert_bounded``): offsets in the text
+        self._cuts: list[int] = []
+        self._chars = 0  # characters of text shown (the cuts not counted)
 
     # --- content -------------------------------------------------------------------------
 
@@ -74,7 +78,18 @@ class TokenView(QPlainTextEdit):
         return self._style
 
     def text(self) -> str:
-        return self.toPlainText()
+        """The text shown, a long line whole (not as cut for layout)."""
+        return joined_text(self.document()) if self._cuts else self.toPlainText()
+
+    def createMimeDataFromSelection(self) -> QMimeData:  # noqa: N802 - Qt override
+        joined = copied(self.textCursor().selection()) if self._cuts else None
+        return joined if joined is not None else super().createMimeDataFromSelection()
+
+    def _position(self, offset: int, text: str, *, end: bool = False) -> int:
+        """The document position of character ``offset`` of ``text`` (``self.text()``), or
+        with ``end`` the position after the character before it."""
+        cuts = (bisect_left if end else bisect_right)(self._cuts, offset)
+        return _units(text[:offset]) + cuts
 
     def stream(self) -> list[TokenEvent | TextTail]:
         """Every painted token, then the released tail: the answer's text in order."""
@@ -87,6 +102,8 @@ class TokenView(QPlainTextEdit):
         self._pending.clear()
         self._tail = ""
         self._length = 0
+        self._cuts = []
+        self._chars = 0
         self._divergence = None
         self._stored = None
         self._stored_mark = None
@@ -116,10 +133,12 @@ class TokenView(QPlainTextEdit):
             if end < len(text) and (kinds is None or kinds[end] is kinds[start]):
                 continue
             kind = kinds[start] if kinds is not None else TokenKind.TARGET
-            cursor.insertText(text[start:end], kind_format(kind, self._style, self._dark))
+            fmt = kind_format(kind, self._style, self._dark)
+            self._cuts += [start + cut for cut in insert_bounded(cursor, text[start:end], fmt)]
             start = end
         cursor.endEditBlock()
-        self._length = _units(text)
+        self._chars = len(text)
+        self._length = _units(text) + len(self._cuts)
 
     def queue(self, events: Iterable[object]) -> None:
         self._pending.extend(e for e in events if isinstance(e, TokenEvent | TextTail))
@@ -145,12 +164,22 @@ class TokenView(QPlainTextEdit):
         cursor.beginEditBlock()
         run_kind: TokenKind | None = None
         run_text: list[str] = []
+        run_tokens: list[int] = []  # where each of the run's tokens starts in its text
 
         def emit() -> None:
             if run_text:
-                kind = run_kind or TokenKind.TARGET
-                cursor.insertText("".join(run_text), kind_format(kind, self._style, self._dark))
+                text = "".join(run_text)
+                fmt = kind_format(run_kind or TokenKind.TARGET, self._style, self._dark)
+                cuts = insert_bounded(cursor, text, fmt)
+                if cuts:  # the run's tokens start one position later for each cut before
+                    first = len(self._starts) - len(run_tokens)
+                    for number, at in enumerate(run_tokens):
+                        self._starts[first + number] += bisect_right(cuts, at)
+                    self._length += len(cuts)
+                    self._cuts += [self._chars + cut for cut in cuts]
+                self._chars += len(text)
                 run_text.clear()
+            run_tokens.clear()
 
         for event in events:
             if isinstance(event, TextTail):
@@ -163,6 +192,7 @@ class TokenView(QPlainTextEdit):
             if event.kind is not run_kind:
                 emit()
                 run_kind = event.kind
+            run_tokens.append(sum(len(part) for part in run_text))
             self._starts.append(self._length)
             self._events.append(event)
             run_text.append(event.piece)
@@ -219,11 +249,11 @@ class TokenView(QPlainTextEdit):
 
     def mark_characters(self, start: int, end: int) -> None:
         """Mark where a stored answer parts from the other (characters, not tokens)."""
-        text = self.toPlainText()
+        text = self.text()
         if 0 <= start < len(text):
             self._stored_mark = (start, end)
-            begin, stop = _units(text[:start]), _units(text[: max(end, start + 1)])
-            self._highlight((begin, stop))
+            begin = self._position(start, text)
+            self._highlight((begin, self._position(max(end, start + 1), text, end=True)))
 
     def _highlight(self, span: tuple[int, int] | None) -> None:
         if span is None:

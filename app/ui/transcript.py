@@ -17,24 +17,23 @@ import quadratic in rows): a message over ``MARKDOWN_CHARS`` characters or ``TAB
 table cells is shown as plain text with a note, a long one only in part (``SHOWN_CHARS``,
 then more on request), and a conversation opens on its last messages (``OPEN_BUDGET``),
 with the earlier ones a click away. Rendered messages stay rendered: a new message renders
-only itself and the one before it, and all of it happens in one edit block (the document
-lays itself out once). Links open only after the address is shown, and only web ones.
+only itself and the one before it, all in one edit block (the document lays itself out once).
+Links open only after the address is shown, and only web ones. No file is read for a message
+(its images show as text) and no paragraph is long enough to freeze the window: ``message_text``.
 """
 
 from __future__ import annotations
 
-import re
 import secrets
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from PySide6.QtCore import QByteArray, QEvent, Qt, QUrl
+from PySide6.QtCore import QEvent, QMimeData, Qt, QUrl
 from PySide6.QtGui import (
     QColor,
     QDesktopServices,
-    QFontDatabase,
     QHelpEvent,
     QTextBlockFormat,
     QTextCharFormat,
@@ -46,6 +45,24 @@ from PySide6.QtWidgets import QAbstractButton, QMessageBox, QTextBrowser, QToolT
 from app.engine.events import TextTail, TokenEvent, TokenKind
 from app.engine.figures import speed_text
 from app.store.conversations import ChatMessage
+from app.ui.message_text import (
+    FENCES,
+    address_shown,
+    align,
+    continue_line,
+    copied,
+    end_line,
+    fence_state,
+    image_text_at,
+    insert_bounded,
+    insert_markdown,
+    keep_line_breaks,
+    line_pieces,
+    mono_family,
+    no_resource,
+    open_code_fence,
+    plain_block,
+)
 from app.ui.palette import KIND_LABELS, kind_format
 from app.ui.theme import CODE_BACKGROUND
 from app.ui.token_view import token_tooltip
@@ -68,9 +85,7 @@ MORE_CHARS = 200_000  # added by each "Show more"
 OPEN_BUDGET = 150_000  # characters rendered when a conversation opens (and per "Show earlier")
 CELL_COST = 60  # a table cell costs Qt about as much as 60 characters
 WEB_SCHEMES = ("http", "https")
-ADDRESS_SHOWN = 1000  # characters of a link's address shown before it is opened
 ANSWERING = "answering…"
-FENCES = ("```", "~~~")  # a line starting with one opens or closes a code block
 STOP_WORDS = {
     "eog": "finished",
     "max_tokens": "cut off at Max tokens",
@@ -93,65 +108,6 @@ def char_kinds(runs: object, length: int) -> list[TokenKind] | None:
             return None
         kinds += [CODE_KINDS[run[0]]] * count
     return kinds if len(kinds) == length else None
-
-
-_LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
-NO_BREAK_SPACE = "\u00a0"
-
-
-def keep_line_breaks(markdown: str) -> str:
-    """Hard line breaks for single newlines outside code fences (Markdown joins them), and
-    the indentation of lines outside fences as no-break spaces (Markdown drops it, so code
-    pasted into a message lost its shape); list items and the lines under them keep theirs."""
-    lines = markdown.split("\n")
-    fenced = in_list = False
-    out = []
-    for index, line in enumerate(lines):
-        stripped = line.lstrip()
-        if stripped.startswith(("```", "~~~")):
-            fenced = not fenced
-        elif not fenced and stripped:
-            if _LIST_ITEM.match(line):
-                in_list = True
-            elif stripped != line and not in_list:
-                indent = line[: len(line) - len(stripped)].replace("\t", "    ")
-                line = NO_BREAK_SPACE * len(indent) + stripped
-            elif stripped == line:
-                in_list = False
-        following = lines[index + 1] if index + 1 < len(lines) else ""
-        joins = line.strip() and following.strip() and not fenced
-        if joins and not stripped.startswith(("```", "~~~")) and not line.endswith("  "):
-            line += "  "
-        out.append(line)
-    return "\n".join(out)
-
-
-def align(source: str, rendered: str) -> list[int]:
-    """For each source character, the index of the rendered character it became (-1: markup)."""
-    mapping = [-1] * len(source)
-    j = 0
-    for i, char in enumerate(source):
-        if j >= len(rendered):
-            break
-        shown = rendered[j]
-        if char == shown or (char.isspace() and shown.isspace()):
-            mapping[i] = j
-            j += 1
-    return mapping
-
-
-def _fence_state(text: str) -> tuple[bool, str]:
-    """Whether ``text`` ends inside a code fence, and its unfinished last line."""
-    lines = text.split("\n")
-    fenced = False
-    for line in lines[:-1]:
-        if line.lstrip().startswith(FENCES):
-            fenced = not fenced
-    return fenced, lines[-1]
-
-
-def _mono_family() -> str:
-    return QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont).family()
 
 
 def stats_line(stats: dict[str, object]) -> str:
@@ -178,27 +134,6 @@ def stats_line(stats: dict[str, object]) -> str:
     if isinstance(pair, str) and pair:
         bits.append(pair)
     return " · ".join(bits)
-
-
-def _plain_block(cursor: QTextCursor) -> None:
-    """A new paragraph that inherits nothing (not the code fence, not the rule above it)."""
-    cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
-
-
-def _open_code_fence(cursor: QTextCursor, markdown: str) -> None:
-    """``insertMarkdown`` merges the first block it makes into the cursor's plain block, so
-    an answer that opens with a code fence lost its first line from the block: the cursor's
-    block becomes that code block first."""
-    first = markdown.lstrip(" ").split("\n", 1)[0]
-    if not first.startswith(("```", "~~~")):
-        return
-    code = QTextBlockFormat()
-    code.setNonBreakableLines(True)
-    code.setProperty(QTextFormat.Property.BlockCodeFence, first[0])
-    language = first.lstrip(first[0]).strip()
-    if language:
-        code.setProperty(QTextFormat.Property.BlockCodeLanguage, language)
-    cursor.setBlockFormat(code)
 
 
 def renders_as_markdown(content: str) -> bool:
@@ -229,13 +164,6 @@ def _opening(visible: Sequence[ChatMessage], end: int, budget: int = OPEN_BUDGET
 def _is_unfinished_answer(message: ChatMessage) -> bool:
     """An answer Continue can extend (cut off, stopped or interrupted)."""
     return message.role == "assistant" and unfinished(message.stats)
-
-
-def link_address(url: QUrl) -> str:
-    """A link's address as shown before opening it: encoded (a look-alike host reads as
-    punycode) and cut to ``ADDRESS_SHOWN`` characters."""
-    address = bytes(url.toEncoded().data()).decode("ascii", errors="replace")
-    return address if len(address) <= ADDRESS_SHOWN else address[:ADDRESS_SHOWN] + "…"
 
 
 @dataclass
@@ -298,8 +226,14 @@ class Transcript(QTextBrowser):
     def loadResource(self, kind: int, name: QUrl | str) -> object:  # noqa: N802 - Qt override
         """Nothing is loaded for the text shown here: messages come from files and models, and
         an image such as ``![x](/dev/zero)`` would otherwise be read until memory runs out.
-        An empty (but valid) answer, since on a null one QTextDocument reads the file itself."""
-        return QByteArray()
+        Messages reach the document with their images as text (``insert_markdown``); were one
+        left, it gets a blank image, since on a null or undecodable answer Qt reads the file."""
+        return no_resource(kind)
+
+    def createMimeDataFromSelection(self) -> QMimeData:  # noqa: N802 - Qt override
+        """A copied long line is the message's own: the cuts made for layout are joined."""
+        joined = copied(self.textCursor().selection())
+        return joined if joined is not None else super().createMimeDataFromSelection()
 
     def set_dark(self, dark: bool) -> None:
         if dark != self._dark:
@@ -371,7 +305,7 @@ class Transcript(QTextBrowser):
         cursor.beginEditBlock()
         if kept == 0:
             if not visible and not pending:
-                cursor.insertMarkdown(WELCOME)
+                insert_markdown(cursor, WELCOME)
             elif self._first:
                 self._earlier_note(cursor)
         else:
@@ -398,10 +332,10 @@ class Transcript(QTextBrowser):
         if pending:
             if visible:
                 self._rule(cursor)
-            cursor.insertMarkdown("**Assistant**")
-            _plain_block(cursor)
+            insert_markdown(cursor, "**Assistant**")
+            plain_block(cursor)
             live_at = cursor.position()
-            _plain_block(cursor)
+            plain_block(cursor)
             note = ANSWERING
             self._note(cursor, note)
         self._tint_code_blocks(tint_from)
@@ -410,7 +344,7 @@ class Transcript(QTextBrowser):
             self._live.cursor.setPosition(live_at)
             if continuing and visible:  # more of the last answer: inside its code block?
                 self._live.started = True
-                self._live.code, self._live.line = _fence_state(visible[-1].content)
+                self._live.code, self._live.line = fence_state(visible[-1].content)
             self._coloured.append(self._live.coloured)
             self._append_live(self._live_events)
         cursor.endEditBlock()
@@ -422,7 +356,7 @@ class Transcript(QTextBrowser):
             f"<span style='font-size: small;'><i>{words} not shown.</i> "
             f"<a href='{self._scheme}:earlier'>Show earlier messages</a></span>"
         )
-        _plain_block(cursor)
+        plain_block(cursor)
 
     def _section(
         self,
@@ -439,24 +373,24 @@ class Transcript(QTextBrowser):
         self._sections.append(_Section(message, cursor.position()))
         if len(self._sections) > 1:
             self._rule(cursor)
-        cursor.insertMarkdown(f"**{NAMES.get(message.role, message.role)}**")
-        _plain_block(cursor)
+        insert_markdown(cursor, f"**{NAMES.get(message.role, message.role)}**")
+        plain_block(cursor)
         start = cursor.position()
         if renders_as_markdown(message.content):
             body = message.content.strip("\n") or "*(empty answer)*"
-            _open_code_fence(cursor, body)
-            cursor.insertMarkdown(keep_line_breaks(body))
+            open_code_fence(cursor, body)
+            insert_markdown(cursor, keep_line_breaks(body))
             if message.role == "assistant":
                 self._colour(message, start, cursor.position(), events)
         else:
             self._plain(cursor, index)
             if live:  # more of it goes below the note, not into it
-                _plain_block(cursor)
+                plain_block(cursor)
         end = cursor.position()
         if message.role == "assistant":
             line = stats_line(message.stats) + suffix
             if line:
-                _plain_block(cursor)
+                plain_block(cursor)
                 cursor.insertHtml(f"<span style='font-size: small;'>{escape(line)}</span>")
         return end
 
@@ -514,14 +448,16 @@ class Transcript(QTextBrowser):
             head = run[0]
             kind = head.kind if isinstance(head, TokenEvent) else TokenKind.TARGET
             position = cursor.position()
-            self._insert_live(live, text, kind_format(kind, self._style, self._dark))
+            cuts = self._insert_live(live, text, kind_format(kind, self._style, self._dark))
             if hover:
                 tokens: list[TokenEvent | None] = []
                 for event in run:
                     piece = event.piece if isinstance(event, TokenEvent) else event.text
                     tokens += [event if isinstance(event, TokenEvent) else None] * len(piece)
                 tokens = tokens[len(tokens) - len(text) :]
-                for char, token in zip(text, tokens, strict=True):
+                for at, (char, token) in enumerate(zip(text, tokens, strict=True)):
+                    if at in cuts:  # the paragraph break before it
+                        position += 1
                     if not char.isspace():
                         shown.positions.append(position)
                         shown.kinds.append(kind)
@@ -536,14 +472,18 @@ class Transcript(QTextBrowser):
             run.append(event)
         emit()
 
-    def _insert_live(self, live: _Live, text: str, fmt: QTextCharFormat) -> None:
-        """Streamed text at the live cursor, code fences shown as code blocks as they come."""
+    def _insert_live(self, live: _Live, text: str, fmt: QTextCharFormat) -> set[int]:
+        """Streamed text at the live cursor, code fences shown as code blocks as they come, no
+        paragraph over ``LINE_CHARS``; returns where in ``text`` a long line was cut."""
         cursor = live.cursor
+        cuts: set[int] = set()
+        offset = 0
         for index, part in enumerate(text.split("\n")):
             if index:  # a line ended: was it a fence?
                 fence = live.line.lstrip().startswith(FENCES)
                 live.line = ""
-                cursor.insertText("\n", fmt)
+                end_line(cursor, fmt)
+                offset += 1
                 if fence:
                     live.code = not live.code
                 if fence or live.code:
@@ -554,16 +494,23 @@ class Transcript(QTextBrowser):
                 shown = fmt
                 if live.code:
                     shown = QTextCharFormat(fmt)
-                    shown.setFontFamilies([_mono_family()])
-                cursor.insertText(part, shown)
+                    shown.setFontFamilies([mono_family()])
+                for number, piece in enumerate(line_pieces(part, cursor.positionInBlock())):
+                    if number:
+                        continue_line(cursor, shown)
+                        cuts.add(offset)
+                    if piece:
+                        cursor.insertText(piece, shown)
+                        offset += len(piece)
+        return cuts
 
     def _plain(self, cursor: QTextCursor, index: int) -> None:
         """A message too large for the Markdown renderer: its text (the first part of it,
         when long) as plain text, and a note that says so."""
         content = self._visible[index].content
         shown = min(len(content), self._more.get(index, SHOWN_CHARS))
-        cursor.insertText(content[:shown], QTextCharFormat())
-        _plain_block(cursor)
+        insert_bounded(cursor, content[:shown], QTextCharFormat())
+        plain_block(cursor)
         if shown < len(content):
             note = (
                 f"A long message: the first {shown:,} of its {len(content):,} characters, "
@@ -583,7 +530,7 @@ class Transcript(QTextBrowser):
         if url.scheme() == self._scheme:
             self._own_link(url.path())
             return
-        address = link_address(url)
+        address = address_shown(url)
         if url.scheme().lower() in WEB_SCHEMES and url.host():
             box = QMessageBox(
                 QMessageBox.Icon.Question,
@@ -636,9 +583,9 @@ class Transcript(QTextBrowser):
 
     @staticmethod
     def _rule(cursor: QTextCursor) -> None:
-        _plain_block(cursor)
+        plain_block(cursor)
         cursor.insertHtml("<hr/>")
-        _plain_block(cursor)
+        plain_block(cursor)
 
     # --- colouring -----------------------------------------------------------------------
 
@@ -672,9 +619,12 @@ class Transcript(QTextBrowser):
         units = [0]
         for char in rendered:
             units.append(units[-1] + (2 if ord(char) > 0xFFFF else 1))
-        mapping = align(source, rendered)
+        images = image_text_at(self.document(), start, end)  # shown for an image: not aligned
+        kept = [j for j in range(len(rendered)) if start + units[j] not in images]
+        mapping = align(source, "".join(rendered[j] for j in kept))
         shown = _Coloured(start, [], [], [])
-        for i, j in enumerate(mapping):
+        for i, k in enumerate(mapping):
+            j = kept[k] if k >= 0 else -1
             if j >= 0 and not rendered[j].isspace():
                 shown.positions.append(start + units[j])
                 shown.kinds.append(kinds[i])
@@ -738,6 +688,6 @@ class Transcript(QTextBrowser):
                     QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor
                 )
                 char = QTextCharFormat()  # the font only: token colours stay
-                char.setFontFamilies([_mono_family()])
+                char.setFontFamilies([mono_family()])
                 cursor.mergeCharFormat(char)
             block = block.next()
