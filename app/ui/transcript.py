@@ -45,6 +45,7 @@ from PySide6.QtWidgets import QAbstractButton, QMessageBox, QTextBrowser, QToolT
 from app.engine.events import TextTail, TokenEvent, TokenKind
 from app.engine.figures import speed_text
 from app.store.conversations import ChatMessage
+from app.ui.follow_stream import StreamFollower
 from app.ui.message_text import (
     FENCES,
     address_shown,
@@ -222,6 +223,7 @@ class Transcript(QTextBrowser):
         self._live_queue: list[TokenEvent | TextTail] = []  # not shown yet (next flush)
         # links the transcript makes itself; a message cannot forge one without the nonce
         self._scheme = f"specdeck-{secrets.token_hex(8)}"
+        self.follower = StreamFollower(self)  # the answer being written stays in view
 
     def loadResource(self, kind: int, name: QUrl | str) -> object:  # noqa: N802 - Qt override
         """Nothing is loaded for the text shown here: messages come from files and models, and
@@ -267,8 +269,11 @@ class Transcript(QTextBrowser):
             self._first = _opening(visible, len(visible))
             kept = 0
         self._render(visible, kept)
-        bar = self.verticalScrollBar()
-        bar.setValue(bar.maximum())
+        if pending or continuing:
+            self.follower.begin()
+        else:
+            self.follower.end()
+            self.follower.to_end()
 
     def _kept(self, visible: Sequence[ChatMessage]) -> int | None:
         """How many rendered sections stay for ``visible``; None: render it afresh."""
@@ -414,8 +419,6 @@ class Transcript(QTextBrowser):
         if live is None or not (queued or (note and live.note and note != live.note)):
             return 0
         self._live_events.extend(queued)
-        bar = self.verticalScrollBar()
-        at_bottom = bar.value() >= bar.maximum() - 4
         live.cursor.beginEditBlock()
         self._append_live(queued)
         if note and live.note and note != live.note:
@@ -424,8 +427,7 @@ class Transcript(QTextBrowser):
             line.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
             self._note(line, note)
         live.cursor.endEditBlock()
-        if at_bottom:
-            bar.setValue(bar.maximum())
+        self.follower.catch_up()
         return len(queued)
 
     def _append_live(self, events: Sequence[TokenEvent | TextTail]) -> None:
