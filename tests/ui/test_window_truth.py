@@ -290,9 +290,31 @@ def test_screenshots_at_1024_and_1920(make_window, qtbot, tmp_path: Path) -> Non
 # --- 3 (colours) and 6. theme ---------------------------------------------------------------
 
 
+WCAG_AA = 4.5  # the contrast ratio coloured text needs on its background
+
+
+def _relative_luminance(colour: QColor) -> float:
+    def channel(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (channel(v) for v in (colour.redF(), colour.greenF(), colour.blueF()))
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast_ratio(a: QColor, b: QColor) -> float:
+    """WCAG 2 contrast ratio of two opaque colours (1 to 21)."""
+    high, low = sorted((_relative_luminance(a), _relative_luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_the_contrast_ratio_follows_wcag() -> None:
+    assert contrast_ratio(QColor("black"), QColor("white")) == pytest.approx(21.0)
+    assert contrast_ratio(QColor("#777777"), QColor("white")) == pytest.approx(4.48, abs=0.01)
+
+
 @pytest.mark.parametrize("theme", ["light", "dark"])
 def test_token_colours_meet_wcag_contrast(make_window, qtbot, tiny_pair, theme: str) -> None:
-    from app.ui.palette import WCAG_AA, contrast_ratio, text_colour
+    from app.ui.palette import text_colour
 
     window = make_window(FAST)
     window.set_theme(theme)
