@@ -19,10 +19,9 @@ from app.gguf.compat import (
     GGUF_TOKENIZER_TO_VOCAB_TYPE,
     VocabInfo,
 )
-from app.gguf.fields import header_bool, header_int, header_str
+from app.gguf.fields import header_bool, header_int, header_layer_max, header_str
 from app.gguf.reader import (
     TOKENS_KEY,
-    ArraySummary,
     GGUFFormatError,
     GGUFHeader,
     describe_value,
@@ -103,18 +102,6 @@ def vocab_info(header: GGUFHeader) -> VocabInfo:
         ),
         tokens=tokens,
     )
-
-
-def _per_layer_max(header: GGUFHeader, key: str, default: int, high: int) -> int:
-    # Some architectures store head counts per layer as an array.
-    value = header.get(key)
-    if isinstance(value, tuple):
-        if not all(type(v) is int and 0 <= v <= high for v in value):
-            raise GGUFFormatError(f"{header.source}: {key} should hold integers from 0 to {high:,}")
-        return max(value, default=default)
-    if isinstance(value, ArraySummary):
-        return default
-    return header_int(header, key, default, high=high)
 
 
 def quantization_name(file_type: int | None) -> str:
@@ -258,8 +245,8 @@ def model_facts(header: GGUFHeader) -> ModelFacts:
         return header_int(header, f"{arch}.{suffix}", default, high=high)
 
     n_embd = arch_int("embedding_length", 0, 1 << 20)
-    n_head = _per_layer_max(header, f"{arch}.attention.head_count", 0, 1 << 16)
-    n_head_kv = _per_layer_max(header, f"{arch}.attention.head_count_kv", n_head, 1 << 16)
+    n_head = header_layer_max(header, f"{arch}.attention.head_count", 0, 1 << 16)
+    n_head_kv = header_layer_max(header, f"{arch}.attention.head_count_kv", n_head, 1 << 16)
     default_head_dim = n_embd // n_head if n_head else 0
     file_type = header_int(header, "general.file_type", -1, high=1 << 16)
     tokens = header.get(TOKENS_KEY, ())

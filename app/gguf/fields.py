@@ -4,7 +4,7 @@ an error that names the file and the key.
 
 from __future__ import annotations
 
-from app.gguf.reader import INT64_MAX, GGUFFormatError, GGUFHeader, describe_value
+from app.gguf.reader import INT64_MAX, ArraySummary, GGUFFormatError, GGUFHeader, describe_value
 
 
 def header_int(
@@ -45,3 +45,15 @@ def header_str(header: GGUFHeader, key: str, default: str) -> str:
             f"{header.source}: {key} should be text, found {describe_value(value)}"
         )
     return value
+
+
+def header_layer_max(header: GGUFHeader, key: str, default: int, high: int) -> int:
+    """An integer that some architectures store per layer as an array: the largest."""
+    value = header.get(key)
+    if isinstance(value, tuple):
+        if not all(type(v) is int and 0 <= v <= high for v in value):
+            raise GGUFFormatError(f"{header.source}: {key} should hold integers from 0 to {high:,}")
+        return max(value, default=default)
+    if isinstance(value, ArraySummary):
+        return default
+    return header_int(header, key, default, high=high)
