@@ -14,7 +14,8 @@ from typing import Any
 
 from app.engine.hardware import detect_hardware
 from app.gguf.check import not_a_target, pair_mismatch
-from app.gguf.header import GGUFFormatError, model_facts, self_drafting, vocab_info
+from app.gguf.facts import model_facts, self_drafting, vocab_info
+from app.gguf.reader import GGUFFormatError
 from app.models.downloads import DownloadCancelled, Downloader, DownloadProgress
 from app.models.fit import KV_BYTES_PER_ELEMENT, assess, estimate_pair, gib
 from app.models.hub import (

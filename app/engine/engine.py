@@ -54,7 +54,7 @@ from app.engine.textstream import TextStream
 from app.errors import ContextOverflowError, ModelLoadError
 from app.gguf.check import validate_gguf_file
 from app.gguf.compat import check_compatible
-from app.gguf.header import model_facts
+from app.gguf.facts import model_facts
 
 CancelCheck = Callable[[], bool]
 WARM_UP_TIMED = 3  # timed single passes per model after loading: the cost lines' first prices

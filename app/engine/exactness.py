@@ -38,10 +38,6 @@ class Comparison:
     margin: float | None  # target's top-1 minus top-2 logit at the divergence
     compared: int  # tokens compared (the shorter of the two outputs)
 
-    @property
-    def near_tie(self) -> bool:
-        return is_near_tie(self.margin)
-
     def describe(self) -> str:
         if self.identical:
             return "identical"

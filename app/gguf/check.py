@@ -2,7 +2,7 @@
 
 llama.cpp only says "failed to load" (or aborts the process on some malformed vocabularies);
 this names the actual problem (wrong magic, truncated download, unreadable header, broken
-vocabulary) so a person knows what to do. It reads the header only (``gguf_header``).
+vocabulary) so a person knows what to do. It reads the header only (``reader``).
 ``check_local_pair`` adds what ``check-pair`` checks: a head or an assistant is no target, a
 head drafts only for the target it was made for, and the draft/target vocabulary rule
 (``compat``). The engine host runs it before every load (the chat, the Lab, the benchmark,
@@ -17,17 +17,14 @@ from pathlib import Path
 
 from app.errors import ModelLoadError
 from app.gguf.compat import IncompatiblePairError, first_mismatch
-from app.gguf.header import (
+from app.gguf.facts import SelfDrafting, head_mismatch, self_drafting, vocab_info
+from app.gguf.reader import (
     GGUF_MAGIC,
     TOKENS_KEY,
     GGUFFormatError,
     GGUFHeader,
     GGUFTruncatedError,
-    SelfDrafting,
-    head_mismatch,
     read_local_header,
-    self_drafting,
-    vocab_info,
 )
 
 

@@ -59,9 +59,6 @@ class Split:
     salt: str
     confirm_fraction: float
 
-    def part_of(self, prompt_id: str) -> str:
-        return "confirmation" if any(p.id == prompt_id for p in self.confirmation) else "tuning"
-
 
 def _check_id(value: object, where: str) -> str:
     if not isinstance(value, str | int) or isinstance(value, bool):

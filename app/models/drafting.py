@@ -13,16 +13,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from app.engine.config import DraftSource
-from app.gguf.header import (
-    LLAMA_MAX_LAYERS,
-    TOKENS_KEY,
-    GGUFFormatError,
-    SelfDrafting,
-    header_int,
-    header_str,
-    read_local_header,
-    self_drafting,
-)
+from app.gguf.facts import LLAMA_MAX_LAYERS, SelfDrafting, self_drafting
+from app.gguf.fields import header_int, header_str
+from app.gguf.reader import TOKENS_KEY, GGUFFormatError, read_local_header
 
 
 @lru_cache(maxsize=64)

@@ -22,7 +22,7 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from app.engine.config import KV_TYPES
 from app.engine.hardware import Device, Hardware
-from app.gguf.header import ModelFacts
+from app.gguf.facts import ModelFacts
 
 MIB = 1 << 20
 # bytes per cached element of each KV-cache type llama.cpp is offered (ggml's block sizes)

@@ -29,7 +29,7 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
-from app.gguf.header import GGUFHeader, read_header, read_local_header
+from app.gguf.reader import GGUFHeader, read_header, read_local_header
 from app.models.hub_http import (
     DEFAULT_HEADER_DEADLINE_S,
     BadResponse,

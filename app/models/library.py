@@ -26,7 +26,8 @@ from app.files.fileio import (
     read_json_object,
 )
 from app.files.paths import data_dir
-from app.gguf.header import GGUFFormatError, model_facts, read_local_header
+from app.gguf.facts import model_facts
+from app.gguf.reader import GGUFFormatError, read_local_header
 from app.models.hub import unsafe_repo_id_reason
 from app.models.split_names import part_names
 from app.store.current_pair import LIBRARY_FILE, LIBRARY_LIMIT, V1_ACTIVE_KEY, same_file

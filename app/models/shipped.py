@@ -154,10 +154,3 @@ def fast_pair() -> tuple[Path, Path]:
     tmp_draft.replace(draft)
     tmp_target.replace(target)
     return target, draft
-
-
-def expensive_draft_pair() -> tuple[Path, Path]:
-    """A pair where speculation cannot pay on a CPU: SmolLM2-135M F16 target with its own
-    Q4_1 file as draft, so a draft pass costs most of a target pass (the collapse-by-cost
-    benchmark and test)."""
-    return smollm2_pair()

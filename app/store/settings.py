@@ -362,21 +362,6 @@ def _as_text(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def validate(settings: Settings) -> dict[str, str]:
-    """Every refused field of ``settings`` with its reason (empty when all are fine)."""
-    problems: dict[str, str] = {}
-    for f in fields(Settings):
-        value = getattr(settings, f.name)
-        text = _as_text(value)
-        try:
-            parse_field(f.name, text)
-        except Invalid as refused:
-            problems[f.name] = str(refused)
-    for name, why in cross_check(settings).items():
-        problems.setdefault(name, why)
-    return problems
-
-
 # --- persistence --------------------------------------------------------------------------
 
 SETTINGS_LIMIT = 1 << 20  # bytes; real files are about 1 KB plus the system prompt

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.config import DraftSource
-from app.gguf.header import SelfDrafting
+from app.gguf.facts import SelfDrafting
 from app.lab.remote_chat import RemotePair
 from app.models.drafting import local_drafting, pair_drafting
 from app.models.fit import gib

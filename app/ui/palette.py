@@ -35,25 +35,10 @@ KIND_TEXT_COLOURS: dict[bool, dict[TokenKind, str | None]] = {  # keyed by "dark
         TokenKind.TARGET: None,
     },
 }
-WCAG_AA = 4.5
 
 
 def text_colour(kind: TokenKind, dark: bool = False) -> str | None:
     return KIND_TEXT_COLOURS[dark][kind]
-
-
-def relative_luminance(colour: QColor) -> float:
-    def channel(c: float) -> float:
-        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
-
-    r, g, b = (channel(v) for v in (colour.redF(), colour.greenF(), colour.blueF()))
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b
-
-
-def contrast_ratio(a: QColor, b: QColor) -> float:
-    """WCAG 2 contrast ratio of two opaque colours (1 to 21)."""
-    high, low = sorted((relative_luminance(a), relative_luminance(b)), reverse=True)
-    return (high + 0.05) / (low + 0.05)
 
 
 KIND_LABELS = {

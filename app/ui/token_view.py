@@ -143,9 +143,6 @@ class TokenView(QPlainTextEdit):
     def queue(self, events: Iterable[object]) -> None:
         self._pending.extend(e for e in events if isinstance(e, TokenEvent | TextTail))
 
-    def has_pending(self) -> bool:
-        return bool(self._pending)
-
     def flush(self) -> int:
         """Paint queued tokens; returns how many were painted."""
         if not self._pending:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from app.engine.hardware import Hardware
 from app.gguf.compat import VocabInfo
-from app.gguf.header import ModelFacts
+from app.gguf.facts import ModelFacts
 from app.models.catalog import Catalog, DraftCandidate
 from app.models.downloads import DownloadProgress
 from app.models.hub import ModelHit, QuantGroup

@@ -24,12 +24,8 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 from app.engine.hardware import detect_hardware
 from app.errors import GenerationCancelled
 from app.gguf.compat import VocabInfo, first_mismatch
-from app.gguf.header import (
-    GGUFFormatError,
-    model_facts,
-    read_local_header,
-    vocab_info,
-)
+from app.gguf.facts import model_facts, vocab_info
+from app.gguf.reader import GGUFFormatError, read_local_header
 from app.models.catalog import DraftCandidate, parse_family
 from app.models.downloads import (
     DownloadCancelled,

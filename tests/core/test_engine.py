@@ -27,7 +27,7 @@ from app.engine.events import (
     TokenEvent,
     TokenKind,
 )
-from app.engine.exactness import NEAR_TIE_LOGIT_MARGIN, compare
+from app.engine.exactness import NEAR_TIE_LOGIT_MARGIN, compare, is_near_tie
 from app.engine.llama_backend import LlamaContext
 from app.engine.synthetic import write_tiny_llama
 from app.errors import ContextOverflowError, ModelLoadError
@@ -167,7 +167,7 @@ def test_ngram_drafting_is_exact(tiny_pair: tuple[Path, Path]) -> None:
         spec_run = summary_of(run(eng, request))
         base_run = summary_of(run(eng, replace(request, speculative=False)))
         check = compare(prompt, spec_run.token_ids, base_run.token_ids, eng)
-        assert check.identical or check.near_tie, check.describe()
+        assert check.identical or is_near_tie(check.margin), check.describe()
         assert spec_run.drafted > 0
     finally:
         eng.close()
@@ -233,7 +233,7 @@ def test_multi_turn_reuses_prefix_and_stays_exact(engine: Engine) -> None:
         run(engine, GenerationRequest(second, max_tokens=20, speculative=False))
     ).token_ids
     check = compare(second, spec_ids, base_ids, engine)
-    assert check.identical or check.near_tie
+    assert check.identical or is_near_tie(check.margin)
 
 
 def test_a_request_that_may_not_reuse_reads_its_whole_prompt_and_answers_the_same(
@@ -250,7 +250,7 @@ def test_a_request_that_may_not_reuse_reads_its_whole_prompt_and_answers_the_sam
     assert next(e for e in kept if isinstance(e, PrefillEvent)).reused_tokens > 0
     assert next(e for e in fresh if isinstance(e, PrefillEvent)).reused_tokens == 0
     check = compare(second, summary_of(fresh).token_ids, summary_of(kept).token_ids, engine)
-    assert check.identical or check.near_tie
+    assert check.identical or is_near_tie(check.margin)
 
 
 def test_context_overflow(tiny_pair: tuple[Path, Path]) -> None:
@@ -339,6 +339,9 @@ def test_sampler_seed_reproduces(engine: Engine, spec: SpecConfig) -> None:
     a = summary_of(run(engine, request)).token_ids
     b = summary_of(run(engine, request)).token_ids
     assert a == b
+    # the seed is what fixes the answer: another seed samples another one
+    other = replace(request, sampler=replace(sampler, seed=8))
+    assert summary_of(run(engine, other)).token_ids != a
 
 
 @pytest.mark.parametrize("temperature", [0.8, 1.5])
@@ -363,7 +366,7 @@ def test_sample_and_match_with_position_keys_equals_seeded_baseline(
         assert spec_run.drafted > 0 and spec_run.accepted > 0
         assert spec_run.position_keyed
         check = compare(prompt, spec_run.token_ids, base_run.token_ids, engine)
-        assert check.identical or check.near_tie, check.describe()
+        assert check.identical or is_near_tie(check.margin), check.describe()
 
 
 def test_collapse_guard_falls_back_to_target_and_stays_exact(tiny_dir: Path, tiny_pair) -> None:
@@ -394,7 +397,7 @@ def test_collapse_guard_falls_back_to_target_and_stays_exact(tiny_dir: Path, tin
             assert not guards[1].paused  # probing the draft again
         base = summary_of(run(eng, GenerationRequest(prompt, max_tokens=80, speculative=False)))
         check = compare(prompt, summary_of(events).token_ids, base.token_ids, eng)
-        assert check.identical or check.near_tie
+        assert check.identical or is_near_tie(check.margin)
     finally:
         eng.close()
 

@@ -17,7 +17,7 @@ import pytest
 
 from app.engine.synthetic_gemma4 import write_tiny_gemma4, write_tiny_gemma4_assistant
 from app.gguf.check import validate_gguf_file
-from app.gguf.header import SelfDrafting, model_facts
+from app.gguf.facts import SelfDrafting, model_facts
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = ["1,300,310,320,330,301", "1,290,291", "1,275,280,285,270,299,300,301,302,303"]

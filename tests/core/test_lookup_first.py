@@ -31,7 +31,7 @@ def combined(tiny_pair: tuple[Path, Path]):
         engine.costs = CostModel()
         engine.costs.observe_verify(1, 10.0)
         engine.costs.observe_verify(17, 30.0)
-        engine.costs.observe_draft(2.0)
+        engine.costs.observe_draft_pass(1, 2.0)
         request = GenerationRequest((1, 2, 3), sampler=SamplerConfig(), spec=SpecConfig())
         drafter = engine._drafter(request, Randomness(None))
         assert isinstance(drafter, CombinedDrafter)

@@ -20,7 +20,7 @@ import pytest
 from app.engine.synthetic import TinyQwen35Shape, write_tiny_llama, write_tiny_qwen35
 from app.errors import ModelLoadError
 from app.gguf.check import validate_gguf_file
-from app.gguf.header import SelfDrafting, model_facts
+from app.gguf.facts import SelfDrafting, model_facts
 
 ROOT = Path(__file__).resolve().parents[2]
 

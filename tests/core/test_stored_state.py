@@ -32,7 +32,7 @@ from app.store.conversations import (
 )
 from app.store.migrations import MigrationError, Schema, upgrade
 from app.store.pending_saves import PendingSaves
-from app.store.settings import SETTINGS_SCHEMA, Settings, SettingsStore
+from app.store.settings import SETTINGS_SCHEMA, LoadedSettings, Settings, SettingsStore
 from tests.unwritable import make_writable, unwritable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +96,9 @@ def test_wrong_types_fall_back_to_defaults_with_a_note_naming_each_field(tmp_pat
         assert any(f'"{name}"' in note for note in loaded.notes), name
     note = next(n for n in loaded.notes if '"max_tokens"' in n)
     assert '"100"' in note and "whole number" in note and "default 256" in note
-    assert settings_module.validate(s) == {} and settings_module.cross_check(s) == {}
+    # what was kept passes every check: saved and read back, nothing is refused or repaired
+    store.save(s)
+    assert store.read() == LoadedSettings(s, ())
 
 
 def test_context_too_small_for_the_default_answer_resets_both(tmp_path: Path) -> None:

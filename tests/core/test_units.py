@@ -160,7 +160,7 @@ def test_text_stream_holds_back_stop_prefix() -> None:
 
 def test_cost_model_break_even_and_speedup() -> None:
     costs = CostModel()
-    costs.observe_draft(10.0)
+    costs.observe_draft_pass(1, 10.0)
     costs.observe_verify(1, 100.0)
     costs.observe_verify(5, 120.0)
     assert costs.verify_ms(3) == pytest.approx(110.0)
@@ -175,7 +175,7 @@ def test_cost_model_break_even_and_speedup() -> None:
 @pytest.mark.parametrize("draft_ms", [2.0, 25.0, 60.0, 99.0, 140.0])
 def test_break_even_is_where_speculation_starts_to_pay(draft_ms: float) -> None:
     costs = CostModel()
-    costs.observe_draft(draft_ms)
+    costs.observe_draft_pass(1, draft_ms)
     costs.observe_verify(1, 70.0)
     costs.observe_verify(17, 160.0)
     for k in (1, 2, 4, 8, 16):
@@ -192,7 +192,7 @@ def test_bench_reports_the_pair_ceiling_from_measured_costs() -> None:
 
     costs = CostModel()
     assert pair_economics(costs, 16) == {}  # nothing measured: no claim
-    costs.observe_draft(25.0)
+    costs.observe_draft_pass(1, 25.0)
     costs.observe_verify(1, 70.0)
     costs.observe_verify(17, 160.0)
     report = pair_economics(costs, 16)
@@ -204,7 +204,7 @@ def test_bench_reports_the_pair_ceiling_from_measured_costs() -> None:
     assert report["break_even_acceptance"]["4"] == pytest.approx(costs.break_even(4), abs=1e-4)
     # a draft as slow as its target can never pay, whatever it proposes
     slow = CostModel()
-    slow.observe_draft(70.0)
+    slow.observe_draft_pass(1, 70.0)
     slow.observe_verify(1, 70.0)
     slow.observe_verify(17, 160.0)
     assert pair_economics(slow, 16)["ceiling_speedup"] < 1.0
@@ -212,12 +212,12 @@ def test_bench_reports_the_pair_ceiling_from_measured_costs() -> None:
 
 def test_controller_pauses_below_break_even_and_probes_again() -> None:
     controller = DraftController(SpecConfig(guard_window=4, probe_every=3, draft_max=4))
-    controller.costs.observe_draft(40.0)  # an expensive draft: break-even is high
+    controller.costs.observe_draft_pass(1, 40.0)  # an expensive draft: break-even is high
     controller.costs.observe_verify(1, 100.0)
     controller.costs.observe_verify(5, 130.0)
     for _ in range(4):
         controller.observe_step(drafted=4, accepted=0)
-    assert controller.should_pause()
+    assert controller.check_pause() is not None
     assert controller.paused
     assert not controller.tick_paused() and not controller.tick_paused()
     assert controller.tick_paused() and not controller.paused
@@ -242,7 +242,7 @@ def _record(step: int, proposed: int, accepted: int, **kw: object) -> StepRecord
 
 def test_controller_and_guard_read_the_step_record() -> None:
     controller = DraftController(SpecConfig(guard_window=4, probe_every=2, draft_max=4))
-    controller.costs.observe_draft(40.0)
+    controller.costs.observe_draft_pass(1, 40.0)
     controller.costs.observe_verify(1, 100.0)
     controller.costs.observe_verify(5, 130.0)
     events = []
@@ -283,7 +283,7 @@ def test_step_records_aggregate_per_position_and_per_drafter() -> None:
 
 def test_adaptive_length_grows_with_agreement() -> None:
     controller = DraftController(SpecConfig(draft_max=12))
-    controller.costs.observe_draft(5.0)
+    controller.costs.observe_draft_pass(1, 5.0)
     controller.costs.observe_verify(1, 100.0)
     controller.costs.observe_verify(9, 110.0)
     controller.acceptance.value = 0.95
@@ -339,7 +339,7 @@ def test_a_probe_after_a_failed_one_is_judged_within_three_steps() -> None:
     from app.engine.adaptive import DraftController
 
     controller = DraftController(SpecConfig(guard_window=8, probe_every=4, draft_max=4))
-    controller.costs.observe_draft(30.0)  # a draft pass costs 30 % of a target pass
+    controller.costs.observe_draft_pass(1, 30.0)  # a draft pass costs 30 % of a target pass
     controller.costs.observe_verify(1, 100.0)
     controller.costs.observe_verify(5, 110.0)
     controller.economics.observe_target_only(100.0)  # 100 ms a token target-only
@@ -374,7 +374,7 @@ def test_an_early_loss_pauses_a_fixed_length_at_once_and_an_adaptive_one_after_a
 
     config = SpecConfig(guard_window=8, probe_every=16, draft_max=8, adaptive=adaptive)
     controller = DraftController(config)
-    controller.costs.observe_draft(20.0)
+    controller.costs.observe_draft_pass(1, 20.0)
     controller.costs.observe_verify(1, 100.0)
     controller.costs.observe_verify(9, 140.0)
     controller.economics.observe_target_only(100.0)
@@ -393,7 +393,7 @@ def test_an_adaptive_length_pauses_for_disagreement_only_where_no_length_pays() 
 
     for adaptive in (False, True):
         controller = DraftController(SpecConfig(draft_max=16, adaptive=adaptive))
-        controller.costs.observe_draft(20.0)
+        controller.costs.observe_draft_pass(1, 20.0)
         controller.costs.observe_verify(1, 100.0)
         controller.costs.observe_verify(17, 180.0)
         for _ in range(8):
@@ -408,7 +408,7 @@ def test_break_even_follows_the_blocks_actually_drafted() -> None:
     from app.engine.adaptive import DraftController
 
     controller = DraftController(SpecConfig(draft_max=16))
-    controller.costs.observe_draft(20.0)
+    controller.costs.observe_draft_pass(1, 20.0)
     controller.costs.observe_verify(1, 100.0)
     controller.costs.observe_verify(17, 180.0)
     ceiling = controller.costs.break_even(16)
@@ -422,7 +422,7 @@ def test_a_draft_as_slow_as_its_target_is_paused_at_once_and_rarely_probed() -> 
     from app.engine.adaptive import DraftController
 
     controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=8))
-    controller.costs.observe_draft(100.0)  # a draft pass costs a whole target pass
+    controller.costs.observe_draft_pass(1, 100.0)  # a draft pass costs a whole target pass
     controller.costs.observe_verify(1, 100.0)
     controller.costs.observe_verify(9, 120.0)
     assert not controller.can_ever_pay()
@@ -527,7 +527,7 @@ def test_a_single_pass_is_never_extrapolated_below_what_batching_allows() -> Non
     costs.observe_verify(16, 175.9)
     single = costs.verify_ms(1)
     assert single is not None and 175.9 / 16 <= single <= 175.9
-    costs.observe_draft(16.0)
+    costs.observe_draft_pass(1, 16.0)
     fraction = costs.draft_cost_fraction()
     assert fraction is not None and fraction <= 16.0 / (175.9 / 16)
 
@@ -538,11 +538,11 @@ def test_one_slow_pass_does_not_reprice_a_model() -> None:
     costs = CostModel()
     costs.observe_verify(1, 100.0)
     for ms in (17.0, 16.5, 17.2, 835.0, 16.8):
-        costs.observe_draft(ms)
+        costs.observe_draft_pass(1, ms)
     assert costs.draft_ms(1) == pytest.approx(17.0, abs=0.5)
     assert costs.can_ever_pay(16)
     for _ in range(4):  # a lasting change is followed within a few passes
-        costs.observe_draft(60.0)
+        costs.observe_draft_pass(1, 60.0)
     assert costs.draft_ms(1) == pytest.approx(60.0)
 
 

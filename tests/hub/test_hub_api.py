@@ -8,12 +8,8 @@ from pathlib import Path
 import pytest
 
 from app.gguf.compat import IncompatiblePairError, check_compatible, first_mismatch
-from app.gguf.header import (
-    GGUFFormatError,
-    model_facts,
-    read_local_header,
-    vocab_info,
-)
+from app.gguf.facts import model_facts, vocab_info
+from app.gguf.reader import GGUFFormatError, read_local_header
 from app.models.hub import (
     GGUFFile,
     HubError,
@@ -114,7 +110,7 @@ def test_range_read_reads_only_the_header(
 
 
 def test_range_read_grows_the_window(populated_hub: FakeHub) -> None:
-    from app.gguf.header import read_header
+    from app.gguf.reader import read_header
     from app.models.hub import file_url
     from app.models.hub_http import HttpRangeSource
 

@@ -7,15 +7,13 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("PySide6")
-
-from app.engine.hardware import Hardware  # noqa: E402
-from app.models.catalog import Catalog, CatalogModel, CatalogPair  # noqa: E402
-from app.models.library import Library  # noqa: E402
-from app.ui.wizard.wizard import PairWizard  # noqa: E402
-from app.workers.hub_messages import HubFailure, InspectRepo, Search  # noqa: E402
-from app.workers.hub_worker import HubClient  # noqa: E402
-from tests.hub.fake_hub import FakeHub, FakeRepo  # noqa: E402
+from app.engine.hardware import Hardware
+from app.models.catalog import Catalog, CatalogModel, CatalogPair
+from app.models.library import Library
+from app.ui.wizard.wizard import PairWizard
+from app.workers.hub_messages import HubFailure, InspectRepo, Search
+from app.workers.hub_worker import HubClient
+from tests.hub.fake_hub import FakeHub, FakeRepo
 
 REPO, FILE = "acme/Slow-GGUF", "slow-Q8_0.gguf"
 

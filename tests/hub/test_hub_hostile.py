@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from app.gguf.header import read_header
+from app.gguf.reader import read_header
 from app.models.downloads import (
     AlreadyDownloading,
     DownloadCancelled,

@@ -13,12 +13,8 @@ import pytest
 
 from app.errors import ModelLoadError
 from app.gguf.check import validate_gguf_file
-from app.gguf.header import (
-    GGUFFormatError,
-    model_facts,
-    read_local_header,
-    vocab_info,
-)
+from app.gguf.facts import model_facts, vocab_info
+from app.gguf.reader import GGUFFormatError, read_local_header
 from app.models.library import Library, LibraryError
 from tests.ggufs import (
     GGUF_ARRAY,
@@ -233,7 +229,7 @@ def test_invalid_utf8_header_prints(tmp_path: Path) -> None:
 
 _MEASURE = textwrap.dedent("""
     import json, resource, sys, time
-    from app.gguf.header import GGUFFormatError, read_local_header
+    from app.gguf.reader import GGUFFormatError, read_local_header
     began, cpu = time.perf_counter(), time.process_time()
     try:
         read_local_header(sys.argv[1])

@@ -13,7 +13,8 @@ import pytest
 from app.engine.config import ModelSpec
 from app.engine.llama_backend import LlamaModel
 from app.gguf.compat import first_mismatch
-from app.gguf.header import model_facts, read_local_header, vocab_info
+from app.gguf.facts import model_facts, vocab_info
+from app.gguf.reader import read_local_header
 from app.models.hub import read_remote_header
 from app.models.shipped import QWEN_CODER_05B, ModelUnavailableError, fetch_shipped
 from tests.hub.fake_hub import FakeHub, FakeRepo

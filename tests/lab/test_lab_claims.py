@@ -99,6 +99,7 @@ def test_bootstrap_interval_is_seeded_and_brackets_the_median() -> None:
     values = list(np.random.default_rng(1).lognormal(0.2, 0.3, 40))
     first = bootstrap_median(values, seed=5)
     assert first == bootstrap_median(values, seed=5)
+    assert first != bootstrap_median(values, seed=6)  # the seed is used
     assert first.low <= first.median <= first.high and first.low < first.high
     assert first.median == pytest.approx(float(np.median(values)))
     assert bootstrap_median([2.0]).low == 2.0 and bootstrap_median([]).n == 0

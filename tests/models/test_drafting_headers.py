@@ -11,14 +11,8 @@ import pytest
 
 from app.errors import ModelLoadError
 from app.gguf.check import validate_gguf_file
-from app.gguf.header import (
-    NEXTN_KEY,
-    GGUFFormatError,
-    SelfDrafting,
-    model_facts,
-    read_local_header,
-    self_drafting,
-)
+from app.gguf.facts import NEXTN_KEY, SelfDrafting, model_facts, self_drafting
+from app.gguf.reader import GGUFFormatError, read_local_header
 from tests.ggufs import (
     GGUF_BOOL,
     GGUF_I32,

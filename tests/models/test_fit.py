@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from app.engine.hardware import Device, Hardware, detect_hardware
-from app.gguf.header import ModelFacts, model_facts, read_local_header
+from app.gguf.facts import ModelFacts, model_facts
+from app.gguf.reader import read_local_header
 from app.models.fit import (
     MARGIN_FIXED,
     FitLabel,

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from app.engine.hardware import Hardware
 from app.engine.synthetic import write_tiny_qwen35
-from app.gguf.header import model_facts, read_local_header
+from app.gguf.facts import model_facts
+from app.gguf.reader import read_local_header
 from app.models.fit import (
     ROLLBACK_SNAPSHOTS,
     FitLabel,

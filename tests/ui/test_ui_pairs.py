@@ -108,7 +108,8 @@ def test_saved_pair_loads_with_its_settings(
 def test_demo_tooltip_names_the_pair_it_loads(qtbot, isolated: Path) -> None:  # type: ignore[no-untyped-def]
     import pytest
 
-    from app.gguf.header import model_facts, read_local_header
+    from app.gguf.facts import model_facts
+    from app.gguf.reader import read_local_header
     from app.models.shipped import ModelUnavailableError, demo_pair
 
     try:

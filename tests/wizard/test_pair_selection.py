@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from app.gguf.compat import VocabInfo
-from app.gguf.header import ModelFacts, SelfDrafting
+from app.gguf.facts import ModelFacts, SelfDrafting
 from app.models.catalog import DraftCandidate
 from app.models.fit import FitLabel, gib
 from app.models.hub import GGUFFile, QuantGroup

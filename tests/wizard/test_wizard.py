@@ -7,18 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
+from PySide6.QtCore import Qt
 
-pytest.importorskip("PySide6")
-
-from PySide6.QtCore import Qt  # noqa: E402
-
-from app.models.catalog import Catalog, CatalogModel, CatalogPair  # noqa: E402
-from app.models.library import Library  # noqa: E402
-from app.ui.wizard.wizard import PairWizard  # noqa: E402
-from app.workers.hub_messages import Calibrated  # noqa: E402
-from tests.hub.fake_hub import FakeHub  # noqa: E402
-from tests.wizard.helpers import DRAFT, HARDWARE, STRANGER, TARGET, shoot, tiny_catalog  # noqa: E402
+from app.models.catalog import Catalog, CatalogModel, CatalogPair
+from app.models.library import Library
+from app.ui.wizard.wizard import PairWizard
+from app.workers.hub_messages import Calibrated
+from tests.hub.fake_hub import FakeHub
+from tests.wizard.helpers import DRAFT, HARDWARE, STRANGER, TARGET, shoot, tiny_catalog
 
 
 def test_wizard_to_saved_active_pair(qtbot, tiny_hub: FakeHub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -9,18 +9,16 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("PySide6")
-
-from app.models.catalog import Catalog, CatalogModel, CatalogPair  # noqa: E402
-from app.models.hub import GGUFFile, QuantGroup  # noqa: E402
-from app.models.library import Library, models_dir  # noqa: E402
-from app.ui.wizard.pair_selection import still_to_download  # noqa: E402
-from app.ui.wizard.wizard import PairWizard  # noqa: E402
-from app.ui.wizard.words import mismatch_in_words  # noqa: E402
-from app.workers.hub_messages import DownloadItem  # noqa: E402
-from tests.ggufs import kv_u32, llama_kvs, raw_gguf, tensor_entry  # noqa: E402
-from tests.hub.fake_hub import FakeHub, FakeRepo  # noqa: E402
-from tests.wizard.helpers import DRAFT, HARDWARE, shoot, tiny_catalog  # noqa: E402
+from app.models.catalog import Catalog, CatalogModel, CatalogPair
+from app.models.hub import GGUFFile, QuantGroup
+from app.models.library import Library, models_dir
+from app.ui.wizard.pair_selection import still_to_download
+from app.ui.wizard.wizard import PairWizard
+from app.ui.wizard.words import mismatch_in_words
+from app.workers.hub_messages import DownloadItem
+from tests.ggufs import kv_u32, llama_kvs, raw_gguf, tensor_entry
+from tests.hub.fake_hub import FakeHub, FakeRepo
+from tests.wizard.helpers import DRAFT, HARDWARE, shoot, tiny_catalog
 
 
 def wizard_on(qtbot, catalog: Catalog, tmp_path: Path, **kwargs: object) -> PairWizard:  # type: ignore[no-untyped-def]

@@ -13,17 +13,15 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("PySide6")
-
-from app.engine.config import DraftSource  # noqa: E402
-from app.engine.synthetic import write_tiny_qwen35  # noqa: E402
-from app.models.catalog import Catalog, CatalogFile, CatalogModel  # noqa: E402
-from app.models.library import Library  # noqa: E402
-from app.ui.pair_chooser import choice_for_profile  # noqa: E402
-from app.ui.wizard.wizard import PairWizard  # noqa: E402
-from tests.ggufs import GGUF_U32, head_header, kv_array  # noqa: E402
-from tests.hub.fake_hub import FakeHub, FakeRepo  # noqa: E402
-from tests.wizard.helpers import HARDWARE, shoot  # noqa: E402
+from app.engine.config import DraftSource
+from app.engine.synthetic import write_tiny_qwen35
+from app.models.catalog import Catalog, CatalogFile, CatalogModel
+from app.models.library import Library
+from app.ui.pair_chooser import choice_for_profile
+from app.ui.wizard.wizard import PairWizard
+from tests.ggufs import GGUF_U32, head_header, kv_array
+from tests.hub.fake_hub import FakeHub, FakeRepo
+from tests.wizard.helpers import HARDWARE, shoot
 
 SELF = "acme/Self-MTP-GGUF"
 HEAD = "acme/Gemma4-Assistant-GGUF"

@@ -14,25 +14,23 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QWizard
 
-pytest.importorskip("PySide6")
-
-from PySide6.QtCore import Qt  # noqa: E402
-from PySide6.QtWidgets import QWizard  # noqa: E402
-
-from app.models.catalog import Catalog, CatalogModel, CatalogPair  # noqa: E402
-from app.models.hub import HubError, explain  # noqa: E402
-from app.models.library import Library  # noqa: E402
-from app.ui.wizard.wizard import PairWizard  # noqa: E402
-from app.workers.hub_messages import Calibrated  # noqa: E402
-from app.workers.hub_worker import (  # noqa: E402
+from app.engine import synthetic
+from app.models.catalog import Catalog, CatalogModel, CatalogPair
+from app.models.hub import HubError, explain
+from app.models.library import Library
+from app.ui.wizard.wizard import PairWizard
+from app.workers.hub_messages import Calibrated
+from app.workers.hub_worker import (
     CALIBRATION_DRAFT_LENGTHS,
     PROBE_DEADLINE_S,
     is_unreachable,
 )
-from tests.ggufs import write_gguf  # noqa: E402
-from tests.hub.fake_hub import FakeHub, FakeRepo  # noqa: E402
-from tests.wizard.helpers import DRAFT, HARDWARE, TARGET, shoot, tiny_catalog  # noqa: E402
+from tests.ggufs import write_gguf
+from tests.hub.fake_hub import FakeHub, FakeRepo
+from tests.wizard.helpers import DRAFT, HARDWARE, TARGET, shoot, tiny_catalog
 
 
 @pytest.fixture
@@ -49,7 +47,6 @@ def silent_server() -> Iterator[str]:
 
 @pytest.fixture
 def local_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
-    synthetic = pytest.importorskip("app.engine.synthetic")
     monkeypatch.setenv("SPECDECK_DATA_DIR", str(tmp_path / "specdeck"))
     cache = tmp_path / "model-cache"  # where the demo pair lives; empty unless a test fills it
     cache.mkdir()
@@ -184,7 +181,6 @@ LONELY = "solo/Lonely-1B-GGUF"
 @pytest.fixture
 def lonely_hub(fake_hub: FakeHub, tmp_path: Path) -> FakeHub:
     """A target whose family has no smaller model anywhere: only its own quantizations."""
-    synthetic = pytest.importorskip("app.engine.synthetic")
     base = synthetic.write_tiny_llama(tmp_path / "lonely.gguf", seed=0).read_bytes()
     draft = synthetic.write_tiny_llama(
         tmp_path / "d.gguf", seed=1, noise_from=0, noise=0.02
@@ -357,7 +353,6 @@ def test_calibration_text_and_saved_draft_length_agree(  # type: ignore[no-untyp
 def test_models_on_this_computer_include_the_model_cache(  # type: ignore[no-untyped-def]
     qtbot, closed_port: str, local_models: dict[str, Path]
 ) -> None:
-    synthetic = pytest.importorskip("app.engine.synthetic")
     cache = local_models["cache"]
     synthetic.write_tiny_llama(cache / "demo-target.F32.gguf", seed=0)
     synthetic.write_tiny_llama(cache / "demo-draft.Q2_K.gguf", seed=1, noise_from=0, noise=0.02)

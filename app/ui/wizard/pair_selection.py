@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from app.engine.hardware import Hardware
-from app.gguf.header import ModelFacts, SelfDrafting
+from app.gguf.facts import ModelFacts, SelfDrafting
 from app.models.catalog import Catalog, CatalogModel
 from app.models.fit import (
     FitResult,

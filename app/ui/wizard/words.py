@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from app.gguf.header import SelfDrafting
+from app.gguf.facts import SelfDrafting
 
 _EXPLANATIONS = (
     (
