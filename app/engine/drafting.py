@@ -22,12 +22,12 @@ from app.engine.adaptive import (
     ConfidenceCalibration,
     CostModel,
     LookupGate,
-    _Ema,
     judged,
 )
 from app.engine.config import SamplerConfig, SpecConfig
 from app.engine.llama_backend import LlamaContext
 from app.engine.randomness import DRAW, Randomness
+from app.engine.running_stats import Ema
 from app.engine.sampling import Distribution, Row
 
 
@@ -334,7 +334,7 @@ class CombinedDrafter:
         self.lookup = lookup
         self.model = model
         self.name = f"{lookup.name} + {model.name}"
-        self.rates = {lookup.name: _Ema(alpha=0.3), model.name: _Ema(alpha=0.3)}
+        self.rates = {lookup.name: Ema(alpha=0.3), model.name: Ema(alpha=0.3)}
 
     def prefill(self, prompt: list[int], *, drafting: bool = True) -> None:
         self.lookup.prefill(prompt)
