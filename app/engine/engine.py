@@ -21,9 +21,9 @@ from app.engine.acceptance import Verifier
 from app.engine.adaptive import ConfidenceCalibration, CostModel, DraftController, GuardMemory
 from app.engine.chat_template import ChatFormatter, Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig
+from app.engine.draft_block import DraftBlock
 from app.engine.drafting import (
     CombinedDrafter,
-    DraftBlock,
     Drafter,
     DraftLimits,
     ModelDrafter,

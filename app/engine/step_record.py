@@ -16,7 +16,7 @@ from app.engine.events import DrafterFigures
 
 if TYPE_CHECKING:
     from app.engine.acceptance import Outcome
-    from app.engine.drafting import DraftBlock
+    from app.engine.draft_block import DraftBlock
 
 
 @dataclass(frozen=True)
