@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import run
+from app.devtools.test_models.synthetic import write_tiny_llama, write_tiny_qwen35
 from app.engine.config import DraftSource
-from app.engine.synthetic import write_tiny_llama, write_tiny_qwen35
 from app.lab import runner
 from app.lab.configs import (
     ConfigError,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from app.devtools.test_models.synthetic import write_tiny_qwen35
 from app.engine.hardware import Hardware
-from app.engine.synthetic import write_tiny_qwen35
 from app.gguf.header import model_facts, read_local_header
 from app.models.fit import (
     ROLLBACK_SNAPSHOTS,

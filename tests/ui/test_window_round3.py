@@ -32,7 +32,7 @@ LONG = Settings(max_tokens=3000, n_ctx=4096, temperature=0.0, seed=1, n_threads=
 @pytest.fixture(scope="session")
 def foreign_draft(tiny_dir: Path) -> Path:
     """A loadable tiny model whose vocabulary differs from the tiny target's."""
-    from app.engine.synthetic import write_tiny_llama
+    from app.devtools.test_models.synthetic import write_tiny_llama
 
     words = ("zebra", "quartz")
     return write_tiny_llama(tiny_dir / "foreign-vocab.gguf", seed=3, extra_words=words)

@@ -15,8 +15,8 @@ import pytest
 
 pytest.importorskip("PySide6")
 
+from app.devtools.test_models.synthetic import write_tiny_qwen35  # noqa: E402
 from app.engine.config import DraftSource  # noqa: E402
-from app.engine.synthetic import write_tiny_qwen35  # noqa: E402
 from app.models.catalog import Catalog, CatalogFile, CatalogModel  # noqa: E402
 from app.models.library import Library  # noqa: E402
 from app.ui.pair_chooser import choice_for_profile  # noqa: E402

@@ -49,7 +49,7 @@ def silent_server() -> Iterator[str]:
 
 @pytest.fixture
 def local_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
-    synthetic = pytest.importorskip("app.engine.synthetic")
+    synthetic = pytest.importorskip("app.devtools.test_models.synthetic")
     monkeypatch.setenv("SPECDECK_DATA_DIR", str(tmp_path / "specdeck"))
     cache = tmp_path / "model-cache"  # where the demo pair lives; empty unless a test fills it
     cache.mkdir()
@@ -184,7 +184,7 @@ LONELY = "solo/Lonely-1B-GGUF"
 @pytest.fixture
 def lonely_hub(fake_hub: FakeHub, tmp_path: Path) -> FakeHub:
     """A target whose family has no smaller model anywhere: only its own quantizations."""
-    synthetic = pytest.importorskip("app.engine.synthetic")
+    synthetic = pytest.importorskip("app.devtools.test_models.synthetic")
     base = synthetic.write_tiny_llama(tmp_path / "lonely.gguf", seed=0).read_bytes()
     draft = synthetic.write_tiny_llama(
         tmp_path / "d.gguf", seed=1, noise_from=0, noise=0.02
@@ -357,7 +357,7 @@ def test_calibration_text_and_saved_draft_length_agree(  # type: ignore[no-untyp
 def test_models_on_this_computer_include_the_model_cache(  # type: ignore[no-untyped-def]
     qtbot, closed_port: str, local_models: dict[str, Path]
 ) -> None:
-    synthetic = pytest.importorskip("app.engine.synthetic")
+    synthetic = pytest.importorskip("app.devtools.test_models.synthetic")
     cache = local_models["cache"]
     synthetic.write_tiny_llama(cache / "demo-target.F32.gguf", seed=0)
     synthetic.write_tiny_llama(cache / "demo-draft.Q2_K.gguf", seed=1, noise_from=0, noise=0.02)
