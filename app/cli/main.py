@@ -4,6 +4,8 @@ window."""
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
 import sys
 from dataclasses import replace
@@ -25,10 +27,13 @@ from app.engine.figures import rate, speed_text
 from app.errors import SpecDeckError
 
 if TYPE_CHECKING:
+    from app.engine.bench import ReferenceRun
     from app.engine.events import RunSummary
 
 COLOURS = {"accepted": "\033[32m", "resampled": "\033[31m", "bonus": "\033[34m", "target": ""}
 RESET = "\033[0m"
+# ``bench --reference``'s runner: a developer tool, looked up by name (see ``reference_run``)
+REFERENCE_MODULE = "app.devtools.reference"
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -90,17 +95,37 @@ def _print_summary(s: RunSummary) -> None:
     )
 
 
+def reference_run() -> ReferenceRun:
+    """llama.cpp's own speculative program for ``bench --reference``, from the developer tools.
+
+    The command line sits below the developer tools (``pyproject.toml``'s contracts) and the
+    installers leave them out, so they are looked up by name when asked for, never imported;
+    where they are absent, ``--reference`` is refused in words."""
+    try:
+        found = importlib.util.find_spec(REFERENCE_MODULE)
+    except ModuleNotFoundError:
+        found = None
+    if found is None:
+        raise SpecDeckError(
+            "bench --reference is not in this build: the developer tools are left out of "
+            "installers. Run SpecDeck from its source to compare with llama.cpp's own program."
+        )
+    runner: ReferenceRun = importlib.import_module(REFERENCE_MODULE).run_reference
+    return runner
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from app.engine.bench import BenchSettings, load_prompts, run_bench
 
     if not args.draft and not args.ngram and args.draft_source is None:
         raise SpecDeckError("bench needs --draft FILE, --ngram or --draft-source mtp")
+    reference = reference_run() if args.reference else None
     target, draft, source = model_specs(args)
     settings = BenchSettings(
         max_tokens=args.max_tokens,
         sampler=sampler_config(args),
         spec=spec_config(args),
-        reference=args.reference,
+        reference=reference,
         ignore_eos=args.ignore_eos,
         token_probs=not args.no_token_probs,
         rounds=args.rounds,
