@@ -26,7 +26,7 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_pair(tiny_dir: Path) -> tuple[Path, Path]:
     """A tiny llama target and a noisy copy of it as draft: same vocabulary, close weights."""
-    from app.engine.synthetic import write_tiny_llama
+    from app.devtools.test_models.synthetic import write_tiny_llama
 
     target = write_tiny_llama(tiny_dir / "target.gguf", seed=1)
     draft = write_tiny_llama(tiny_dir / "draft.gguf", seed=2, noise_from=1, noise=0.15)
@@ -37,9 +37,12 @@ def tiny_pair(tiny_dir: Path) -> tuple[Path, Path]:
 def misused_heads(tiny_dir: Path) -> dict[str, Path]:
     """Heads to use wrongly: a tiny llama target, a gemma4 assistant (made for a tiny gemma4,
     so it cannot draft for the llama) and an EAGLE-3 head (no target by itself)."""
-    from app.engine.synthetic import write_tiny_llama
-    from app.engine.synthetic_eagle3 import write_tiny_eagle3_pair
-    from app.engine.synthetic_gemma4 import write_tiny_gemma4, write_tiny_gemma4_assistant
+    from app.devtools.test_models.synthetic import write_tiny_llama
+    from app.devtools.test_models.synthetic_eagle3 import write_tiny_eagle3_pair
+    from app.devtools.test_models.synthetic_gemma4 import (
+        write_tiny_gemma4,
+        write_tiny_gemma4_assistant,
+    )
 
     folder = tiny_dir / "heads"
     folder.mkdir(exist_ok=True)

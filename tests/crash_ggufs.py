@@ -6,7 +6,13 @@ from pathlib import Path
 
 import numpy as np
 
-from app.engine.synthetic import TinyShape, _weights, spm_tokenizer, vocabulary, write_llama
+from app.devtools.test_models.synthetic import (
+    TinyShape,
+    _weights,
+    spm_tokenizer,
+    vocabulary,
+    write_llama,
+)
 
 
 def write_bert_tokenizer_llama(path: Path, *, chat_template: str | None = None) -> Path:
@@ -28,6 +34,6 @@ HUNG_TEMPLATE = (
 
 def write_hung_template_llama(path: Path) -> Path:
     """A tiny llama whose chat template loops for hours (10^10 empty iterations)."""
-    from app.engine.synthetic import write_tiny_llama
+    from app.devtools.test_models.synthetic import write_tiny_llama
 
     return write_tiny_llama(path, seed=1, chat_template=HUNG_TEMPLATE)

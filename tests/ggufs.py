@@ -1,7 +1,7 @@
 """Tiny synthetic GGUF files for header, compatibility and download tests.
 
 The tensors are small random arrays: enough for the header reader and the tensor table,
-not a model llama.cpp could run (``app.engine.synthetic`` makes those).
+not a model llama.cpp could run (``app.devtools.test_models.synthetic`` makes those).
 """
 
 from __future__ import annotations

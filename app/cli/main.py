@@ -4,6 +4,8 @@ window."""
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
 import sys
 from dataclasses import replace
@@ -11,147 +13,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app import __version__
+from app.cli.options import (
+    add_model_options,
+    add_sampling_options,
+    model_specs,
+    sampler_config,
+    spec_config,
+)
 from app.engine.config import (
-    DEFAULT_SEED,
-    KV_TYPES,
-    AcceptRule,
-    DraftSource,
     GenerationRequest,
-    ModelSpec,
-    SamplerConfig,
-    SpecConfig,
 )
 from app.engine.figures import rate, speed_text
 from app.errors import SpecDeckError
 
 if TYPE_CHECKING:
+    from app.engine.bench import ReferenceRun
     from app.engine.events import RunSummary
 
 COLOURS = {"accepted": "\033[32m", "resampled": "\033[31m", "bonus": "\033[34m", "target": ""}
 RESET = "\033[0m"
-
-
-def _add_model_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target", required=True, help="target GGUF file")
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--draft", help="draft GGUF file (same vocabulary as the target)")
-    source.add_argument("--ngram", action="store_true", help="prompt-lookup drafting, no model")
-    parser.add_argument(
-        "--draft-source",
-        choices=[s.value for s in DraftSource],
-        help="where drafts come from: model (--draft), ngram (prompt lookup) or mtp (the "
-        "target's own next-token layers, no second file); default: model with --draft, "
-        "else ngram",
-    )
-    parser.add_argument("--ctx", type=int, default=4096, help="context size (tokens)")
-    parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
-    parser.add_argument("--gpu-layers", type=int, default=-1, help="target layers on GPU (-1 all)")
-    parser.add_argument("--draft-gpu-layers", type=int, default=-1)
-    parser.add_argument("--kv-type", default="f16", choices=list(KV_TYPES))
-    parser.add_argument("--flash-attn", default="auto", choices=["auto", "on", "off"])
-    parser.add_argument(
-        "--repack",
-        default="auto",
-        choices=["auto", "on", "off"],
-        help="CPU weight repacking (auto: on unless it crashes this CPU)",
-    )
-    parser.add_argument(
-        "--sampling",
-        default="auto",
-        choices=["auto", "device", "host"],
-        help="where the sampler chain runs (auto: in llama_decode where the output layer is on "
-        "a GPU, on the host where it is on the CPU)",
-    )
-
-
-def _add_sampling_options(parser: argparse.ArgumentParser, *, max_tokens: int) -> None:
-    parser.add_argument("--temperature", type=float, default=SamplerConfig.temperature)
-    parser.add_argument("--top-k", type=int, default=SamplerConfig.top_k)
-    parser.add_argument("--top-p", type=float, default=SamplerConfig.top_p)
-    parser.add_argument("--min-p", type=float, default=SamplerConfig.min_p)
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    parser.add_argument("--max-tokens", type=int, default=max_tokens)
-    length = parser.add_mutually_exclusive_group()
-    length.add_argument("--draft-max", type=int, default=None, help="fixed draft length N")
-    length.add_argument("--adaptive", action="store_true", help="adaptive draft length (default)")
-    parser.add_argument("--adaptive-max", type=int, default=16, help="ceiling when adaptive")
-    parser.add_argument(
-        "--p-min",
-        type=float,
-        default=0.0,
-        help="draft confidence cut-off per token (like llama.cpp --draft-p-min)",
-    )
-    parser.add_argument("--rule", default="rejection", choices=[r.value for r in AcceptRule])
-    parser.add_argument("--no-guard", action="store_true", help="disable the collapse guard")
-    parser.add_argument(
-        "--no-ngram-first",
-        action="store_true",
-        help="with --draft: never let prompt-lookup drafts go first",
-    )
-    parser.add_argument(
-        "--ignore-eos", action="store_true", help="do not stop at end-of-generation tokens"
-    )
-
-
-def draft_source(args: argparse.Namespace) -> DraftSource:
-    """The draft source the options ask for, refused with a reason when they disagree."""
-    if args.draft_source is None:
-        return DraftSource.MODEL if args.draft else DraftSource.NGRAM
-    source = DraftSource(args.draft_source)
-    if source is DraftSource.MODEL and not args.draft:
-        raise SpecDeckError("--draft-source model needs --draft FILE")
-    if source is not DraftSource.MODEL and args.draft:
-        raise SpecDeckError(
-            f"--draft-source {source.value} drafts without a draft model: leave --draft out"
-        )
-    if source is DraftSource.MTP and args.ngram:
-        raise SpecDeckError("--ngram and --draft-source mtp name different draft sources")
-    if source is DraftSource.MTP:
-        from app.models.drafting import self_drafting_problem
-
-        problem = self_drafting_problem(args.target)
-        if problem is not None:
-            raise SpecDeckError(problem)
-    return source
-
-
-def _specs(args: argparse.Namespace) -> tuple[ModelSpec, ModelSpec | None, DraftSource]:
-    source = draft_source(args)
-    common = dict(
-        n_ctx=args.ctx,
-        n_threads=args.threads,
-        kv_type=args.kv_type,
-        flash_attn=args.flash_attn,
-        repack=args.repack,
-        sampling=args.sampling,
-    )
-    target = ModelSpec(args.target, n_gpu_layers=args.gpu_layers, **common)
-    if source is DraftSource.MODEL:
-        draft = ModelSpec(args.draft, n_gpu_layers=args.draft_gpu_layers, **common)
-        return target, draft, source
-    return target, None, source
-
-
-def _sampler(args: argparse.Namespace) -> SamplerConfig:
-    return SamplerConfig(
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        min_p=args.min_p,
-        seed=args.seed,
-    )
-
-
-def _spec_config(args: argparse.Namespace) -> SpecConfig:
-    fixed = args.draft_max is not None
-    return SpecConfig(
-        draft_max=args.draft_max if fixed else args.adaptive_max,
-        adaptive=not fixed,
-        p_min=args.p_min,
-        rule=AcceptRule(args.rule),
-        collapse_guard=not args.no_guard,
-        ngram_first=not args.no_ngram_first,
-    )
+# ``bench --reference``'s runner: a developer tool, looked up by name (see ``reference_run``)
+REFERENCE_MODULE = "app.devtools.reference"
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -162,7 +44,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from app.models.drafting import pair_drafting
     from app.models.guard_words import message
 
-    target, draft, source = _specs(args)
+    target, draft, source = model_specs(args)
     drafting = pair_drafting(target.path, draft.path if draft else None, source)
     host = EngineHost()
     try:
@@ -171,8 +53,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         request = GenerationRequest(
             prompt,
             max_tokens=args.max_tokens,
-            sampler=_sampler(args),
-            spec=_spec_config(args),
+            sampler=sampler_config(args),
+            spec=spec_config(args),
             ignore_eos=args.ignore_eos,
         )
         colour = sys.stdout.isatty() and not args.no_colour
@@ -213,17 +95,37 @@ def _print_summary(s: RunSummary) -> None:
     )
 
 
+def reference_run() -> ReferenceRun:
+    """llama.cpp's own speculative program for ``bench --reference``, from the developer tools.
+
+    The command line sits below the developer tools (``pyproject.toml``'s contracts) and the
+    installers leave them out, so they are looked up by name when asked for, never imported;
+    where they are absent, ``--reference`` is refused in words."""
+    try:
+        found = importlib.util.find_spec(REFERENCE_MODULE)
+    except ModuleNotFoundError:
+        found = None
+    if found is None:
+        raise SpecDeckError(
+            "bench --reference is not in this build: the developer tools are left out of "
+            "installers. Run SpecDeck from its source to compare with llama.cpp's own program."
+        )
+    runner: ReferenceRun = importlib.import_module(REFERENCE_MODULE).run_reference
+    return runner
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from app.engine.bench import BenchSettings, load_prompts, run_bench
 
     if not args.draft and not args.ngram and args.draft_source is None:
         raise SpecDeckError("bench needs --draft FILE, --ngram or --draft-source mtp")
-    target, draft, source = _specs(args)
+    reference = reference_run() if args.reference else None
+    target, draft, source = model_specs(args)
     settings = BenchSettings(
         max_tokens=args.max_tokens,
-        sampler=_sampler(args),
-        spec=_spec_config(args),
-        reference=args.reference,
+        sampler=sampler_config(args),
+        spec=spec_config(args),
+        reference=reference,
         ignore_eos=args.ignore_eos,
         token_probs=not args.no_token_probs,
         rounds=args.rounds,
@@ -285,15 +187,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--demo", action="store_true", help="with --screenshot: run a demo answer")
     sub = parser.add_subparsers(dest="command")
     gen = sub.add_parser("generate", help="stream one answer with coloured tokens")
-    _add_model_options(gen)
-    _add_sampling_options(gen, max_tokens=256)
+    add_model_options(gen)
+    add_sampling_options(gen, max_tokens=256)
     gen.add_argument("--compare", action="store_true", help="also run target-only and compare")
     gen.add_argument("--no-colour", action="store_true")
     gen.add_argument("prompt")
     gen.set_defaults(func=cmd_generate)
     bench = sub.add_parser("bench", help="target-only vs speculative on a JSONL prompt set")
-    _add_model_options(bench)
-    _add_sampling_options(bench, max_tokens=128)
+    add_model_options(bench)
+    add_sampling_options(bench, max_tokens=128)
     bench.add_argument("--prompts", required=True, help="JSONL with id and prompt")
     bench.add_argument("--json", required=True, help="where to write the results")
     bench.add_argument(

@@ -13,7 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.cli.main import _add_model_options, _add_sampling_options, _sampler, _spec_config, _specs
+from app.cli.options import (
+    add_model_options,
+    add_sampling_options,
+    model_specs,
+    sampler_config,
+    spec_config,
+)
 
 API_KEY_VAR = "SPECDECK_API_KEY"
 
@@ -24,8 +30,8 @@ def register(subparsers: Any) -> None:
     serve = subparsers.add_parser(
         "serve", help="OpenAI-compatible HTTP server for a pair (127.0.0.1 by default)"
     )
-    _add_model_options(serve)
-    _add_sampling_options(serve, max_tokens=512)
+    add_model_options(serve)
+    add_sampling_options(serve, max_tokens=512)
     serve.set_defaults(seed=None, func=cmd_serve)
     serve.add_argument("--host", default=DEFAULT_HOST, help="address to listen on")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (0: any free one)")
@@ -55,8 +61,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ValueError("--queue must be at least 1")
     api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_VAR) or None
     sock = bind(Binding(args.host, args.port, api_key))
-    target, draft, source = _specs(args)
-    sampler = _sampler(args)
+    target, draft, source = model_specs(args)
+    sampler = sampler_config(args)
     defaults = Sampling(
         temperature=sampler.temperature,
         top_p=sampler.top_p,
@@ -67,7 +73,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     runner = EngineRunner(
         LoadRequest(target, draft, source),
-        _spec_config(args),
+        spec_config(args),
         queue_size=args.queue,
         ignore_eos=args.ignore_eos,
     )

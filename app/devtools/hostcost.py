@@ -3,7 +3,8 @@ at T=0 and T=0.8, speculative (fixed draft length 8, no guard) and target-only, 
 A developer's benchmark, not a test: ``python -m app.devtools.hostcost TARGET DRAFT [tokens]
 [threads] [--probs-off]`` (``--probs-off`` adds the T=0 paths without hover probabilities:
 the rest of the loop's cost, without the full-vocabulary softmax normaliser)
-(the fast pair: ``app.models.shipped.fast_pair()``; the CPU pair: ``qwen_coder_pair()``).
+(the fast pair: ``app.devtools.test_models.fast_pair.fast_pair()``; the CPU pair:
+``qwen_coder_pair()``).
 ``python -m app bench`` reports the same figure per prompt as ``host_ms_per_token``.
 
 At depth: ``python -m app.devtools.hostcost TARGET DRAFT --depths 256,1024,4096,8192

@@ -16,7 +16,6 @@ probes again after a number of tokens that doubles each time a probe fails.
 from __future__ import annotations
 
 import math
-import statistics
 from collections import OrderedDict, deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import numpy as np
 
 from app.engine.config import SpecConfig
 from app.engine.events import GuardEvent, GuardReason
+from app.engine.running_stats import Ema, FadingShare, RecentMedian
 from app.engine.sequences import common_prefix_length
 from app.engine.step_record import StepRecord
 
@@ -40,53 +40,6 @@ def judged(confidences: Sequence[float | None], accepted: int) -> Iterator[tuple
 def expected_tokens(acceptance: float, k: int) -> float:
     a = min(max(acceptance, 0.0), 0.999)
     return (1.0 - a ** (k + 1)) / (1.0 - a)
-
-
-@dataclass
-class _Ema:
-    value: float | None = None
-    alpha: float = 0.2
-
-    def update(self, sample: float) -> None:
-        self.value = (
-            sample if self.value is None else self.value + self.alpha * (sample - self.value)
-        )
-
-
-@dataclass
-class _FadingShare:
-    """part / whole over recent evidence: both sums are halved once the whole reaches
-    ``memory``, so older evidence fades."""
-
-    part: float
-    whole: float
-    memory: float
-
-    def add(self, part: float, whole: float) -> None:
-        if self.whole >= self.memory:
-            self.part, self.whole = self.part / 2, self.whole / 2
-        self.part += part
-        self.whole += whole
-
-    @property
-    def share(self) -> float:
-        return self.part / self.whole
-
-
-class _RecentMedian:
-    """The median of the last few samples: one pass slowed by a scheduler hiccup or a page
-    fault (hundreds of ms where the rest take 15) moves it not at all, a lasting change
-    within a few samples."""
-
-    def __init__(self, size: int = 7) -> None:
-        self._samples: deque[float] = deque(maxlen=size)
-
-    def update(self, sample: float) -> None:
-        self._samples.append(sample)
-
-    @property
-    def value(self) -> float | None:
-        return statistics.median(self._samples) if self._samples else None
 
 
 # Context depth changes a pass's cost: every token in the batch attends to every cached one.
@@ -126,7 +79,7 @@ class _Cell:
     size: int
     depth: float  # the depth of its first pass: all of its passes lie within one range
     weight: float  # 1 / (first ms)^2: each cell counts by its relative error
-    median: _RecentMedian
+    median: RecentMedian
 
 
 def _nonnegative_least_squares(
@@ -197,7 +150,7 @@ class PassCost:
         cell = self._cells.get(key)
         created = cell is None
         if cell is None:
-            cell = _Cell(n_tokens, float(depth), 1.0 / max(ms, 1e-3) ** 2, _RecentMedian())
+            cell = _Cell(n_tokens, float(depth), 1.0 / max(ms, 1e-3) ** 2, RecentMedian())
             self._cells[key] = cell
             self._by_size.setdefault(n_tokens, []).append(cell)
             if len(self._cells) > MAX_CELLS:
@@ -337,10 +290,6 @@ class CostModel:
 
     def _at(self, depth: int | None) -> int:
         return self.depth if depth is None else depth
-
-    def observe_draft(self, ms_per_token: float, depth: int | None = None) -> None:
-        """One single-token draft pass."""
-        self.observe_draft_pass(1, ms_per_token, depth)
 
     def observe_draft_pass(self, n_tokens: int, ms: float, depth: int | None = None) -> None:
         self._observed(self.draft.observe(n_tokens, ms, self._at(depth)))
@@ -526,16 +475,16 @@ class LookupGate:
         # a match's first token: after a match that agreed (True), after a refusal or at the
         # start (False); the first copy starts from what every match so far showed
         self._first = {
-            False: _Ema(value=self.FIRST_PRIOR, alpha=self.FIRST_RATE),
-            True: _Ema(alpha=self.FIRST_RATE),
+            False: Ema(value=self.FIRST_PRIOR, alpha=self.FIRST_RATE),
+            True: Ema(alpha=self.FIRST_RATE),
         }
         self.copying = False  # the last judged match agreed as far as it was judged
         # tokens kept of those judged after an accepted one: a prior of 0.9 worth ten tokens
-        self._continued = _FadingShare(9.0, 10.0, self.CONTINUED_MEMORY)
+        self._continued = FadingShare(9.0, 10.0, self.CONTINUED_MEMORY)
         # (position, tokens, what verifying it would have promised) of a match held back
         self._held: tuple[int, list[int], Promise | None] | None = None
         # lookup tokens accepted, and promised, over the matches judged to the end
-        self._kept = _FadingShare(self.KEPT_PRIOR, self.KEPT_PRIOR, self.KEPT_MEMORY)
+        self._kept = FadingShare(self.KEPT_PRIOR, self.KEPT_PRIOR, self.KEPT_MEMORY)
         self._pending: Promise | None = None  # the match being verified
         self._would: Promise | None = None  # the best length of the match last priced
         # a held match whose first tokens were right: (position, tokens, judged so far,
@@ -543,7 +492,7 @@ class LookupGate:
         self._followed: tuple[int, list[int], int, Promise | None] | None = None
 
     @property
-    def first(self) -> _Ema:
+    def first(self) -> Ema:
         """The first-token rate that judges the next match: the one for the present state."""
         return self._first[self.copying]
 
@@ -765,9 +714,9 @@ class Economics:
     def __init__(self, window: int) -> None:
         # (tokens, ms, target-only ms per token at that step's depth)
         self._spec: deque[tuple[int, float, float]] = deque(maxlen=window)
-        self.base_ms = _Ema(alpha=0.1)  # one target-only token, whole step
-        self.overhead_ms = _Ema(alpha=0.1)  # of it, the time beyond its target pass
-        self.host_ms = _Ema(alpha=0.1)  # a step's time outside llama_decode
+        self.base_ms = Ema(alpha=0.1)  # one target-only token, whole step
+        self.overhead_ms = Ema(alpha=0.1)  # of it, the time beyond its target pass
+        self.host_ms = Ema(alpha=0.1)  # a step's time outside llama_decode
 
     def observe_speculative(self, tokens: int, ms: float, base_ms: float | None) -> None:
         if base_ms is not None:
@@ -842,7 +791,7 @@ class DraftController:
         self.config = config
         self.costs = costs or CostModel()
         self.calibration = calibration or ConfidenceCalibration()
-        self.acceptance = _Ema(value=0.8, alpha=0.15)  # per drafted token, optimistic prior
+        self.acceptance = Ema(value=0.8, alpha=0.15)  # per drafted token, optimistic prior
         self._window: deque[tuple[int, int]] = deque(maxlen=config.guard_window)
         self._lookup_window: deque[tuple[int, int]] = deque(maxlen=config.guard_window)
         self._drafted: deque[int] = deque(maxlen=config.guard_window)  # block lengths drafted
@@ -1003,11 +952,6 @@ class DraftController:
             never_pays=not self.can_ever_pay(),
         )
         return self.last_pause
-
-    def should_pause(self) -> bool:
-        """After a drafting step: did agreement collapse, or does drafting cost more than it
-        saves?"""
-        return self.check_pause() is not None
 
     def check_pause(self) -> PauseDecision | None:
         if not self.config.collapse_guard or self.paused or not self.costs.verify.ready:

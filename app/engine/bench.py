@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 from app.engine.adaptive import CostModel
 from app.engine.chat_template import Message
@@ -35,12 +36,47 @@ from app.engine.repacking import repacking_enabled
 from app.files.fileio import file_sha256
 
 
+class ReferenceFigures(Protocol):
+    """What the bench reads from a reference run."""
+
+    @property
+    def tok_s(self) -> float: ...
+
+    @property
+    def acceptance_rate(self) -> float: ...
+
+
+class ReferenceRun(Protocol):
+    """llama.cpp's own speculative program on one prompt, beside the bench's runs
+    (``bench --reference``). It is a developer tool (``app.devtools.reference.run_reference``),
+    which the engine never imports: the command line passes it in where the developer tools
+    are present, and the installers leave them out."""
+
+    def __call__(
+        self,
+        target: Path,
+        draft: Path,
+        prompt_text: str,
+        *,
+        max_tokens: int,
+        draft_max: int,
+        p_min: float,
+        threads: int,
+        n_ctx: int,
+        seed: int,
+        ignore_eos: bool = False,
+        repack: bool | None = None,
+    ) -> ReferenceFigures: ...
+
+
 @dataclass(frozen=True)
 class BenchSettings:
     max_tokens: int = 128
     sampler: SamplerConfig = SamplerConfig()
     spec: SpecConfig = SpecConfig()
-    reference: bool = False  # also run llama.cpp's llama-speculative-simple
+    # also run llama.cpp's llama-speculative-simple on each prompt (a module-level function, so
+    # that the settings still cross into the engine process)
+    reference: ReferenceRun | None = None
     ignore_eos: bool = False
     token_probs: bool = True  # p(x)/q(x) per token, as the window's hover details need
     rounds: int = 2  # target-only and speculative runs per prompt, taking turns to go first
@@ -161,10 +197,8 @@ def bench_prompt(
         **speculative.acceptance_figures(),
         **_steadiness_figures(pairs, ratios),
     }
-    if settings.reference and engine.draft_spec is not None:
-        from app.devtools.reference import run_reference
-
-        ref = run_reference(
+    if settings.reference is not None and engine.draft_spec is not None:
+        ref = settings.reference(
             Path(engine.target_spec.path),
             Path(engine.draft_spec.path),
             prompt_text,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from app.engine import ngram
@@ -22,29 +22,14 @@ from app.engine.adaptive import (
     ConfidenceCalibration,
     CostModel,
     LookupGate,
-    _Ema,
     judged,
 )
 from app.engine.config import SamplerConfig, SpecConfig
+from app.engine.draft_block import DraftBlock
 from app.engine.llama_backend import LlamaContext
 from app.engine.randomness import DRAW, Randomness
-from app.engine.sampling import Distribution, Row
-
-
-@dataclass
-class DraftBlock:
-    tokens: list[int] = field(default_factory=list)
-    qdists: list[Distribution] = field(default_factory=list)  # only when sampling from q
-    probs: list[float | None] = field(default_factory=list)  # q(x) of each drafted token
-    confidences: list[float | None] = field(default_factory=list)  # draft's top probability
-    ms: float = 0.0
-    passes: int = 0  # draft-model passes paid for this block (0 for prompt lookup)
-    catch_up_ms: float = 0.0  # the first pass, over the tokens the draft had not seen
-    catch_up: int = 0  # how many tokens that first pass decoded
-    # the token the draft computed but declined to propose (confidence too low), with its
-    # confidence: the target's next token says whether it would have been accepted
-    declined: tuple[int, float] | None = None
-    source: str = "model"
+from app.engine.running_stats import Ema
+from app.engine.sampling import Row
 
 
 @dataclass(frozen=True)
@@ -334,7 +319,7 @@ class CombinedDrafter:
         self.lookup = lookup
         self.model = model
         self.name = f"{lookup.name} + {model.name}"
-        self.rates = {lookup.name: _Ema(alpha=0.3), model.name: _Ema(alpha=0.3)}
+        self.rates = {lookup.name: Ema(alpha=0.3), model.name: Ema(alpha=0.3)}
 
     def prefill(self, prompt: list[int], *, drafting: bool = True) -> None:
         self.lookup.prefill(prompt)

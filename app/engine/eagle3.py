@@ -30,7 +30,8 @@ import numpy as np
 
 from app.engine.adaptive import ConfidenceCalibration, CostModel
 from app.engine.config import ModelSpec, SamplerConfig, SpecConfig
-from app.engine.drafting import DraftBlock, SampledDrafter
+from app.engine.draft_block import DraftBlock
+from app.engine.drafting import SampledDrafter
 from app.engine.eagle3_functions import eagle3_functions
 from app.engine.llama_backend import LlamaContext, LlamaModel
 from app.engine.randomness import Randomness

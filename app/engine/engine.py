@@ -21,9 +21,9 @@ from app.engine.acceptance import Verifier
 from app.engine.adaptive import ConfidenceCalibration, CostModel, DraftController, GuardMemory
 from app.engine.chat_template import ChatFormatter, Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig
+from app.engine.draft_block import DraftBlock
 from app.engine.drafting import (
     CombinedDrafter,
-    DraftBlock,
     Drafter,
     DraftLimits,
     ModelDrafter,
@@ -35,7 +35,6 @@ from app.engine.events import (
     Event,
     GuardEvent,
     PrefillEvent,
-    StepEvent,
     StopReason,
     TextTail,
 )
@@ -412,8 +411,7 @@ class Engine:
                 drafter.observe(block, outcome.accepted)
             controller.observe(record)
             if record.proposed:
-                yield StepEvent.of(
-                    record,
+                yield record.event(
                     next_draft_len=controller.draft_len,
                     rolling_acceptance=controller.rolling_acceptance,
                     break_even=controller.pause_threshold(),

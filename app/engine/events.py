@@ -1,6 +1,7 @@
 """Typed events yielded by the engine's ``generate()``.
 
-Every event is a frozen dataclass so it can cross a Qt signal boundary unchanged.
+Every event is a frozen dataclass so it can cross a Qt signal boundary unchanged. They are
+plain data and import nothing of the engine: the step record builds its ``StepEvent``.
 """
 
 from __future__ import annotations
@@ -9,10 +10,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from app.engine.step_record import StepRecord
+from typing import Any
 
 
 class TokenKind(str, Enum):
@@ -61,28 +59,6 @@ class StepEvent:
     next_draft_len: int
     rolling_acceptance: float
     break_even: float  # acceptance below which drafting costs more than it saves
-
-    @classmethod
-    def of(
-        cls,
-        record: StepRecord,
-        *,
-        next_draft_len: int,
-        rolling_acceptance: float,
-        break_even: float,
-    ) -> StepEvent:
-        """The charts' view of one step record, with the controller's state after it."""
-        return cls(
-            step=record.step,
-            drafted=record.proposed,
-            accepted=record.accepted,
-            draft_ms=record.draft_ms,
-            verify_ms=record.verify_ms,
-            other_ms=record.other_ms,
-            next_draft_len=next_draft_len,
-            rolling_acceptance=rolling_acceptance,
-            break_even=break_even,
-        )
 
 
 class GuardReason(str, Enum):

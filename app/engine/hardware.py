@@ -13,7 +13,7 @@ from importlib.metadata import version
 import llama_cpp
 import psutil
 
-from app.engine.llama_backend import ensure_backend
+from app.engine.llama_runtime import ensure_backend
 from app.engine.repacking import repacking_enabled
 
 _DEVICE_TYPES = {0: "CPU", 1: "GPU", 2: "iGPU", 3: "accelerator"}

@@ -8,7 +8,6 @@ and KV-cache rollback with ``llama_memory_seq_rm``.
 from __future__ import annotations
 
 import ctypes
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ import llama_cpp
 import numpy as np
 
 from app.engine.config import KV_TYPES, MAX_DRAFT_LEN, ModelSpec, SamplerConfig
+from app.engine.llama_runtime import ensure_backend, logged_by
 from app.engine.load_hooks import current_load_observer
 from app.engine.repacking import repacking_enabled
 from app.engine.sampling import (
@@ -61,19 +61,6 @@ RECURRENT_ROLLBACK = 16
 # longest draft. llama.cpp sizes the chain's graph by it (its default is 1).
 SAMPLED_ROWS = MAX_DRAFT_LEN + 1
 
-_backend_lock = threading.Lock()
-_backend_ready = False
-_log_capture: list[str] | None = None  # set while a call's warnings are wanted
-
-
-@llama_cpp.llama_log_callback
-def _quiet_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
-    # llama.cpp logs every tensor at load time; errors reach the user through return codes.
-    # A device that lacks an op a sampler stage needs is said only in a warning, though.
-    capture = _log_capture
-    if capture is not None and text:
-        capture.append(text.decode("utf-8", errors="replace"))
-
 
 def next_token_functions() -> ModuleType:
     """llama.cpp's staging functions for next-token (MTP) heads, looked up by mangled name.
@@ -89,15 +76,6 @@ def next_token_functions() -> ModuleType:
             f"({exc}); choose a draft model or n-gram drafting instead"
         ) from exc
     return llama_cpp_ext
-
-
-def ensure_backend() -> None:
-    global _backend_ready
-    with _backend_lock:
-        if not _backend_ready:
-            llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p(0))
-            llama_cpp.llama_backend_init()
-            _backend_ready = True
 
 
 class LlamaModel:
@@ -562,7 +540,6 @@ class LlamaContext:
         llama.cpp runs only the prefix of a chain whose ops the device supports and says so
         in a warning; a partly offloaded chain is detached, never half applied.
         """
-        global _log_capture
         if chain == self._chain:
             return chain is not None
         self._candidates = None
@@ -585,13 +562,7 @@ class LlamaContext:
         ptr = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
         for stage in stages:
             llama_cpp.llama_sampler_chain_add(ptr, stage)  # the chain owns and frees it
-        with _backend_lock:
-            _log_capture = []
-            try:
-                attached = bool(llama_cpp.llama_set_sampler(self.ptr, 0, ptr))
-                warnings = _log_capture
-            finally:
-                _log_capture = None
+        attached, warnings = logged_by(lambda: bool(llama_cpp.llama_set_sampler(self.ptr, 0, ptr)))
         partial = any("does not have support for op" in line for line in warnings)
         if attached and partial:
             llama_cpp.llama_set_sampler(self.ptr, 0, None)

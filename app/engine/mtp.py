@@ -28,7 +28,8 @@ import numpy as np
 
 from app.engine.adaptive import ConfidenceCalibration, CostModel
 from app.engine.config import ModelSpec, SamplerConfig, SpecConfig
-from app.engine.drafting import DraftBlock, DraftLimits, SampledDrafter
+from app.engine.draft_block import DraftBlock
+from app.engine.drafting import DraftLimits, SampledDrafter
 from app.engine.llama_backend import LlamaContext, LlamaModel
 from app.engine.randomness import Randomness
 from app.engine.sampling import Row

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import gguf
 
+from app.engine.llama_runtime import ensure_backend
 from app.errors import ModelUnavailableError
 
 # llama_ftype values (llama.h)
@@ -31,8 +32,6 @@ def quantized_path(source: Path, ftype: str) -> Path:
 def quantize(source: Path, ftype: str, *, threads: int = 0) -> Path:
     """Requantize ``source`` with llama.cpp's quantizer; cached by name."""
     import llama_cpp
-
-    from app.engine.llama_backend import ensure_backend
 
     out = quantized_path(source, ftype)
     if out.exists():

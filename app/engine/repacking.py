@@ -5,8 +5,9 @@ tiles). It is a real speed-up, but the llama.cpp inside llama-cpp-python 0.3.36 
 in ``ggml_backend_amx_mul_mat`` on CPUs with AMX (llama.cpp issue #20824): the first matrix
 product with an AMX-type weight (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS) kills the
 process. A segfault cannot be caught, so the verdict comes from a child process that loads
-a tiny Q4_0 model with repacking on and multiplies with it; if the child dies, repacking is
-turned off. The verdict is cached per (llama.cpp build, CPU), so the probe runs once.
+a tiny Q4_0 model with repacking on and multiplies with it (``repack_probe``); if the child
+dies, repacking is turned off. The verdict is cached per (llama.cpp build, CPU), so the probe
+runs once.
 
 Precedence: the environment variable ``SPECDECK_REPACK`` (``on``/``off``/``auto``), then the
 setting, then the cached or probed verdict.
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from app.engine.repack_probe import probe_child
 from app.files.fileio import StoredFileError, atomic_write_text, read_json_object
 from app.files.paths import cache_dir
 
@@ -110,28 +112,8 @@ def _write_cache(key: str, verdict: RepackVerdict) -> None:
         atomic_write_text(_cache_path(), json.dumps(cache, indent=1))
 
 
-def _probe_child(model_dir: str) -> None:
-    """Runs in the child: a real AMX-type matrix product with repacking on."""
-    from app.engine.config import ModelSpec
-    from app.engine.llama_backend import LlamaContext, LlamaModel
-    from app.engine.quantize import quantize
-    from app.engine.synthetic import TinyShape, write_tiny_llama
-
-    # 256-wide rows satisfy both the Q4_0 (32) and the K-quant (256) tile alignment
-    shape = TinyShape(n_embd=256, n_layer=1, n_head=4, n_head_kv=4, n_ff=512, n_ctx=64)
-    source = write_tiny_llama(Path(model_dir) / "probe.gguf", shape=shape)
-    quantized = quantize(source, "Q4_0", threads=1)
-    spec = ModelSpec(str(quantized), n_ctx=64, n_threads=2, repack="on")
-    model = LlamaModel(spec)
-    ctx = LlamaContext(model, spec, n_batch=32)
-    ctx.decode(list(range(3, 19)), logits="all")  # a batch: the AMX matrix-matrix kernel
-    ctx.decode([20], logits="last")  # one token: the matrix-vector path
-    ctx.close()
-    model.close()
-
-
 def run_probe(
-    child: Callable[[str], None] = _probe_child, timeout_s: float = PROBE_TIMEOUT_S
+    child: Callable[[str], None] = probe_child, timeout_s: float = PROBE_TIMEOUT_S
 ) -> tuple[bool, str]:
     """Run ``child`` in a fresh process; (survived, what happened)."""
     spawn = multiprocessing.get_context("spawn")

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from app.engine.events import DrafterFigures
+from app.engine.events import DrafterFigures, StepEvent
 
 if TYPE_CHECKING:
     from app.engine.acceptance import Outcome
-    from app.engine.drafting import DraftBlock
+    from app.engine.draft_block import DraftBlock
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,22 @@ class StepRecord:
     @property
     def other_ms(self) -> float:
         return max(self.step_ms - self.draft_ms - self.verify_ms, 0.0)
+
+    def event(
+        self, *, next_draft_len: int, rolling_acceptance: float, break_even: float
+    ) -> StepEvent:
+        """The charts' view of this record, with the controller's state after it."""
+        return StepEvent(
+            step=self.step,
+            drafted=self.proposed,
+            accepted=self.accepted,
+            draft_ms=self.draft_ms,
+            verify_ms=self.verify_ms,
+            other_ms=self.other_ms,
+            next_draft_len=next_draft_len,
+            rolling_acceptance=rolling_acceptance,
+            break_even=break_even,
+        )
 
     @classmethod
     def of(

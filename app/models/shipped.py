@@ -137,20 +137,3 @@ def is_demo_pair(target: str | None, draft: str | None) -> bool:
     source = model_cache_dir() / QWEN_CODER_05B.filename
     demo = (str(quantized_path(source, "F32")), str(quantized_path(source, "Q2_K")))
     return (target, draft) == demo
-
-
-def fast_pair() -> tuple[Path, Path]:
-    """A pair that decodes in milliseconds with Qwen2.5's real 151,936-token vocabulary: the
-    host cost per token measured on it is what a GPU user pays (see synthetic.py)."""
-    from app.engine.synthetic import write_vocab_donor_pair
-
-    source = fetch_shipped(QWEN_CODER_05B)
-    target = source.with_name("fast-qwen-vocab.target.gguf")
-    draft = source.with_name("fast-qwen-vocab.draft.gguf")
-    if target.exists() and draft.exists():
-        return target, draft
-    tmp_target, tmp_draft = target.with_suffix(".tmp"), draft.with_suffix(".tmp")
-    write_vocab_donor_pair(source, tmp_target, tmp_draft)
-    tmp_draft.replace(draft)
-    tmp_target.replace(target)
-    return target, draft

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app.devtools.test_models.synthetic import write_tiny_qwen35
 from app.engine.config import (
     DraftSource,
     GenerationRequest,
@@ -29,7 +30,6 @@ from app.engine.sampling import (
     distribution,
     top_two_margin,
 )
-from app.engine.synthetic import write_tiny_qwen35
 
 PROMPTS = ["the code of the model", "import data for self", "what is the draft token"]
 FORCED = SpecConfig(draft_max=4, adaptive=False, collapse_guard=False)

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
+from app.devtools.test_models.synthetic import write_tiny_llama
 from app.engine.config import AcceptRule, GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
 from app.engine.engine import Engine
 from app.engine.events import RunSummary
 from app.engine.llama_backend import LlamaContext
 from app.engine.sampling import Distribution, distribution
-from app.engine.synthetic import write_tiny_llama
 
 SAMPLER = SamplerConfig(temperature=1.0, top_k=8, top_p=1.0, min_p=0.0)
 # every stage of the chain cuts or reshapes: top-k, then top-p and min-p, then temperature

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from app.engine.eagle3_functions import eagle3_functions
-from app.engine.synthetic_eagle3 import (
+from app.devtools.test_models.synthetic_eagle3 import (
     EAGLE3_TARGET_LAYERS,
     EAGLE3_TARGET_SHAPE,
     write_tiny_eagle3,
     write_tiny_eagle3_pair,
 )
+from app.engine.eagle3_functions import eagle3_functions
 from app.errors import ModelLoadError
 from app.gguf.check import validate_gguf_file
 from app.gguf.facts import SelfDrafting, model_facts

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app.devtools.test_models.synthetic import write_tiny_llama
 from app.engine.config import (
     AcceptRule,
     DraftSource,
@@ -29,7 +30,6 @@ from app.engine.events import (
 )
 from app.engine.exactness import NEAR_TIE_LOGIT_MARGIN, compare, is_near_tie
 from app.engine.llama_backend import LlamaContext
-from app.engine.synthetic import write_tiny_llama
 from app.errors import ContextOverflowError, ModelLoadError
 from app.gguf.compat import IncompatiblePairError
 from app.models.guard_words import message

@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from app.devtools.test_models.synthetic import TinyShape, write_tiny_llama
 from app.engine.chat_template import ChatFormatter, ChatTemplateError, Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec
 from app.engine.engine_child import child_main
@@ -35,7 +36,6 @@ from app.engine.engine_protocol import (
     PlainChatRequest,
 )
 from app.engine.events import RunSummary, TokenEvent
-from app.engine.synthetic import TinyShape, write_tiny_llama
 from app.errors import ContextOverflowError, GenerationCancelled
 from tests.crash_ggufs import write_bert_tokenizer_llama, write_hung_template_llama
 from tests.processes import engine_processes, gone, kill_all, run_app, seconds_until_gone

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from app.engine.synthetic_gemma4 import write_tiny_gemma4, write_tiny_gemma4_assistant
+from app.devtools.test_models.synthetic_gemma4 import write_tiny_gemma4, write_tiny_gemma4_assistant
 from app.gguf.check import validate_gguf_file
 from app.gguf.facts import SelfDrafting, model_facts
 

@@ -16,7 +16,7 @@ from app.devtools.gpu_check.prepare import (
     needed_by_build,
     pack_python,
 )
-from app.engine.synthetic import TinyShape, write_tiny_llama, write_tiny_qwen35
+from app.devtools.test_models.synthetic import TinyShape, write_tiny_llama, write_tiny_qwen35
 
 
 @pytest.mark.parametrize(
@@ -63,7 +63,7 @@ def _header(path: Path) -> dict[str, int]:
 
 
 def test_the_carried_donor_tokenizer_makes_a_pair_at_the_chosen_shape(tmp_path: Path) -> None:
-    from app.engine.synthetic import write_vocab_donor_pair
+    from app.devtools.test_models.synthetic import write_vocab_donor_pair
 
     donor = write_tiny_llama(tmp_path / "donor.gguf")
     pack_python(tmp_path / "python.tar.gz", donor)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from app.devtools.test_models.synthetic import write_tiny_llama, write_tiny_qwen35
+from app.devtools.test_models.synthetic_eagle3 import write_tiny_eagle3_pair
+from app.devtools.test_models.synthetic_gemma4 import write_tiny_gemma4, write_tiny_gemma4_assistant
 from app.engine.config import DraftSource
 from app.engine.events import GuardEvent, GuardReason, StepEvent
-from app.engine.synthetic import write_tiny_llama, write_tiny_qwen35
-from app.engine.synthetic_eagle3 import write_tiny_eagle3_pair
-from app.engine.synthetic_gemma4 import write_tiny_gemma4, write_tiny_gemma4_assistant
 from app.models.drafting import DrafterKind, PairDrafting, pair_drafting, pair_words
 from app.models.guard_words import GuardHistory, advice, message
 

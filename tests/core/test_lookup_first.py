@@ -14,7 +14,8 @@ import pytest
 
 from app.engine.adaptive import CostModel
 from app.engine.config import GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
-from app.engine.drafting import CombinedDrafter, DraftBlock, DraftLimits, NgramDrafter
+from app.engine.draft_block import DraftBlock
+from app.engine.drafting import CombinedDrafter, DraftLimits, NgramDrafter
 from app.engine.engine import Engine
 from app.engine.randomness import Randomness
 

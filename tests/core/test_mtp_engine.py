@@ -14,6 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from app.devtools.test_models.synthetic import (
+    write_tiny_llama,
+    write_tiny_qwen35,
+    write_tiny_step35,
+)
+from app.devtools.test_models.synthetic_eagle3 import write_tiny_eagle3_pair
+from app.devtools.test_models.synthetic_gemma4 import write_tiny_gemma4, write_tiny_gemma4_assistant
 from app.engine.config import (
     AcceptRule,
     DraftSource,
@@ -24,9 +31,6 @@ from app.engine.config import (
 )
 from app.engine.engine_host import EngineCrashed, EngineHost, LoadRequest
 from app.engine.events import RunSummary
-from app.engine.synthetic import write_tiny_llama, write_tiny_qwen35, write_tiny_step35
-from app.engine.synthetic_eagle3 import write_tiny_eagle3_pair
-from app.engine.synthetic_gemma4 import write_tiny_gemma4, write_tiny_gemma4_assistant
 from app.errors import ModelLoadError
 from app.gguf.compat import IncompatiblePairError
 

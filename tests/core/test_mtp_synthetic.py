@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from app.engine.synthetic import TinyQwen35Shape, write_tiny_llama, write_tiny_qwen35
+from app.devtools.test_models.synthetic import TinyQwen35Shape, write_tiny_llama, write_tiny_qwen35
 from app.errors import ModelLoadError
 from app.gguf.check import validate_gguf_file
 from app.gguf.facts import SelfDrafting, model_facts

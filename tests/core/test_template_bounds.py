@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from app.devtools.test_models.synthetic import write_tiny_llama
 from app.engine.chat_template import (
     TEMPLATE_MEMORY_BYTES,
     ChatFormatter,
@@ -20,7 +21,6 @@ from app.engine.chat_template import (
 from app.engine.config import DraftSource, ModelSpec
 from app.engine.engine_host import EngineHost, LoadRequest
 from app.engine.engine_protocol import TEMPLATE_SECONDS
-from app.engine.synthetic import write_tiny_llama
 
 MIB = 1 << 20
 LINUX = sys.platform.startswith("linux")

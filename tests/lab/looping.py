@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.engine.synthetic import TinyShape, spm_tokenizer, vocabulary, write_llama
+from app.devtools.test_models.synthetic import TinyShape, spm_tokenizer, vocabulary, write_llama
 
 MID = TinyShape(n_embd=512, n_layer=4, n_head=8, n_head_kv=4, n_ff=1536, n_ctx=1024)
 SMALL = TinyShape(n_ctx=1024)

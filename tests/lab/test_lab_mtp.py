@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import run
+from app.devtools.test_models.synthetic import write_tiny_llama, write_tiny_qwen35
 from app.engine.config import DraftSource
-from app.engine.synthetic import write_tiny_llama, write_tiny_qwen35
 from app.lab import runner
 from app.lab.configs import (
     ConfigError,
@@ -115,7 +115,7 @@ def test_the_command_line_draft_source(tmp_path: Path, capsys: pytest.CaptureFix
 def test_the_command_line_picks_mtp_for_a_target_with_heads(tmp_path: Path) -> None:
     import argparse
 
-    from app.cli.main import _specs
+    from app.cli.options import model_specs
 
     mtp = write_tiny_qwen35(tmp_path / "mtp.gguf")
     base = dict(
@@ -130,7 +130,7 @@ def test_the_command_line_picks_mtp_for_a_target_with_heads(tmp_path: Path) -> N
         repack="auto",
         sampling="auto",
     )
-    target, draft, source = _specs(argparse.Namespace(**base, draft=None, draft_source="mtp"))
+    target, draft, source = model_specs(argparse.Namespace(**base, draft=None, draft_source="mtp"))
     assert (target.path, draft, source) == (str(mtp), None, DraftSource.MTP)
-    _, _, source = _specs(argparse.Namespace(**base, draft=None, draft_source=None))
+    _, _, source = model_specs(argparse.Namespace(**base, draft=None, draft_source=None))
     assert source is DraftSource.NGRAM

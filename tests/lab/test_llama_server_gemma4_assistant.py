@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from app.engine.synthetic_gemma4 import write_tiny_gemma4, write_tiny_gemma4_assistant
+from app.devtools.test_models.synthetic_gemma4 import write_tiny_gemma4, write_tiny_gemma4_assistant
 from tests.lab.llama_server import llama_server as start_llama_server
 
 pytestmark = pytest.mark.slow

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from app.devtools.test_models.synthetic import write_tiny_qwen35
 from app.engine.hardware import Hardware
-from app.engine.synthetic import write_tiny_qwen35
 from app.gguf.facts import model_facts
 from app.gguf.reader import read_local_header
 from app.models.fit import (

@@ -100,7 +100,7 @@ class ServeProcess:
 @pytest.fixture(scope="session")
 def chat_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The tiny target and draft of ``tiny_pair``, with a ChatML template."""
-    from app.engine.synthetic import write_tiny_llama
+    from app.devtools.test_models.synthetic import write_tiny_llama
 
     folder = tmp_path_factory.mktemp("serve-pair")
     target = write_tiny_llama(folder / "target.gguf", seed=1, chat_template=CHATML)

@@ -10,8 +10,8 @@ from pathlib import Path
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QApplication
 
+from app.devtools.test_models.synthetic import write_tiny_qwen35
 from app.engine.config import DraftSource
-from app.engine.synthetic import write_tiny_qwen35
 from app.models.library import Library, Profile
 from app.store.settings import Settings, SettingsStore
 from app.ui.pair_bar import PairBar

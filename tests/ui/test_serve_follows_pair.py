@@ -28,7 +28,7 @@ __all__ = ["chat_pair"]  # the module fixture, shared with the window's serving 
 
 @pytest.fixture(scope="module")
 def other_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from app.engine.synthetic import write_tiny_llama
+    from app.devtools.test_models.synthetic import write_tiny_llama
 
     folder = tmp_path_factory.mktemp("window-serve-other")
     return write_tiny_llama(folder / "other-target.gguf", seed=3, chat_template=CHATML)

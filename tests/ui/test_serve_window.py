@@ -23,7 +23,7 @@ SERVE_THREAD = "specdeck-serve-http"
 
 @pytest.fixture(scope="module")
 def chat_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    from app.engine.synthetic import write_tiny_llama
+    from app.devtools.test_models.synthetic import write_tiny_llama
 
     folder = tmp_path_factory.mktemp("window-serve-pair")
     target = write_tiny_llama(folder / "target.gguf", seed=1, chat_template=CHATML)

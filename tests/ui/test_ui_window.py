@@ -146,7 +146,7 @@ def test_errors_are_messages_and_app_keeps_running(make_window, qtbot, tiny_pair
     assert "Change pair" in window.chat.error_banner.label.text()
     assert not window.chat.error_banner.isHidden()
 
-    from app.engine.synthetic import write_tiny_llama
+    from app.devtools.test_models.synthetic import write_tiny_llama
 
     other = write_tiny_llama(tmp_path / "other.gguf", seed=3, extra_words=("zebra", "quartz"))
     with qtbot.waitSignal(window.failed, timeout=30_000) as blocker:

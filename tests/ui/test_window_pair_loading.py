@@ -23,7 +23,7 @@ FAST = Settings(max_tokens=24, n_ctx=1024, temperature=0.0, seed=1, n_threads=1)
 @pytest.fixture(scope="session")
 def foreign_draft(tiny_dir: Path) -> Path:
     """A loadable tiny model whose vocabulary differs from the tiny target's."""
-    from app.engine.synthetic import write_tiny_llama
+    from app.devtools.test_models.synthetic import write_tiny_llama
 
     words = ("zebra", "quartz")
     return write_tiny_llama(tiny_dir / "foreign-vocab.gguf", seed=3, extra_words=words)

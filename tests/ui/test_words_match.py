@@ -8,9 +8,9 @@ from dataclasses import replace
 from html import unescape
 from pathlib import Path
 
+from app.devtools.test_models.synthetic import write_tiny_qwen35
 from app.engine.config import DraftSource
 from app.engine.events import GuardEvent, GuardReason, StepEvent, TokenEvent, TokenKind
-from app.engine.synthetic import write_tiny_qwen35
 from app.store.conversations import ConversationStore
 from app.store.settings import Settings
 from app.workers.messages import EventBatch
@@ -146,7 +146,10 @@ def test_tokens_per_pass_is_never_below_one(make_window, qtbot, tiny_pair) -> No
 
 def test_the_pair_bar_names_an_assistant_draft_as_check_pair_does(qtbot, isolated: Path) -> None:  # noqa: ANN001
     """Seen: a Gemma 4 assistant pair shown only as "draft model"."""
-    from app.engine.synthetic_gemma4 import write_tiny_gemma4, write_tiny_gemma4_assistant
+    from app.devtools.test_models.synthetic_gemma4 import (
+        write_tiny_gemma4,
+        write_tiny_gemma4_assistant,
+    )
     from app.ui.pair_bar import PairBar
 
     gemma = write_tiny_gemma4(isolated / "gemma4.gguf")

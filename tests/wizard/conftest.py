@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.synthetic import write_tiny_llama
+from app.devtools.test_models.synthetic import write_tiny_llama
 from tests.ggufs import write_gguf
 from tests.hub.fake_hub import FakeHub, FakeRepo
 from tests.wizard.helpers import DRAFT, STRANGER, TARGET

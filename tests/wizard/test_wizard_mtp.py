@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from app.devtools.test_models.synthetic import write_tiny_qwen35
 from app.engine.config import DraftSource
-from app.engine.synthetic import write_tiny_qwen35
 from app.models.catalog import Catalog, CatalogFile, CatalogModel
 from app.models.library import Library
 from app.ui.pair_chooser import choice_for_profile

@@ -17,7 +17,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QWizard
 
-from app.engine import synthetic
+from app.devtools.test_models import synthetic
 from app.models.catalog import Catalog, CatalogModel, CatalogPair
 from app.models.hub import HubError, explain
 from app.models.library import Library

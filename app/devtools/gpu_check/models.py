@@ -18,7 +18,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from app.engine.synthetic import (
+from app.devtools.test_models.synthetic import (
     TinyQwen35Shape,
     TinyShape,
     write_tiny_qwen35,

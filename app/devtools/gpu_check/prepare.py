@@ -19,7 +19,7 @@ import tempfile
 from importlib.metadata import distribution, version
 from pathlib import Path, PurePosixPath
 
-from app.engine.synthetic import TinyShape, _donor_tokenizer, write_llama
+from app.devtools.test_models.synthetic import TinyShape, _donor_tokenizer, write_llama
 from app.files.fileio import file_sha256
 from app.files.paths import model_cache_dir
 

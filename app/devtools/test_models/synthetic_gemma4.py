@@ -24,7 +24,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from app.engine.synthetic import spm_tokenizer, vocabulary
+from app.devtools.test_models.synthetic import spm_tokenizer, vocabulary
 
 ASSISTANT_ARCH = "gemma4-assistant"  # the installed gguf package predates the name
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from app.engine.synthetic import (
+from app.devtools.test_models.synthetic import (
     TinyShape,
     _donor_tokenizer,
     _weights,
