@@ -6,6 +6,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QPlainTextEdit, QWidget
 
+MAX_HEIGHT = 110
+
 
 class ChatInput(QPlainTextEdit):
     submitted = Signal(str)
@@ -15,7 +17,7 @@ class ChatInput(QPlainTextEdit):
         self.setObjectName("chatInput")
         self.setPlaceholderText("Message — Enter sends, Shift+Enter adds a line")
         self.setTabChangesFocus(True)
-        self.setMaximumHeight(110)
+        self.setMaximumHeight(MAX_HEIGHT)
         self.setMinimumHeight(56)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override

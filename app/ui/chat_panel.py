@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QGuiApplication, QResizeEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QFrame,
+    QGridLayout,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -33,6 +33,8 @@ from app.models.drafting import PairDrafting
 from app.models.guard_words import AGREEMENT_MEANS, GuardHistory
 from app.store.conversations import ChatMessage
 from app.ui.answer_verdict import guard_text
+from app.ui.banner import Banner
+from app.ui.chat_input import MAX_HEIGHT as INPUT_MAX_HEIGHT
 from app.ui.chat_input import ChatInput
 from app.ui.palette import STYLE_LABELS, STYLES, legend_html
 from app.ui.plain_text import markup, plain_label, tooltip
@@ -52,42 +54,11 @@ REMEASURE_TIP = (
 )
 
 FLUSH_MS = 40
+COMPACT_HEIGHT = 600  # px of chat: below it banners and buttons give way to the answer
 FIRST_TOKEN = "waiting for the first token…"  # the speculative pane before an answer starts
 # Of a reopened answer and its baseline, the comparison panes show this many characters
 # (painting 50,000 coloured characters takes Qt about 0.3 s); the chat has the rest.
 COMPARISON_CHARS = 50_000
-
-
-class Banner(QFrame):
-    """A one-line message with a close button. Its text is markup the app composes, with
-    every outside part escaped (see ``app.ui.plain_text``)."""
-
-    def __init__(self, name: str, colours: str, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName(name)
-        self.set_colours(colours)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(8, 4, 4, 4)
-        self.label = QLabel()
-        self.label.setWordWrap(True)
-        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        close = QToolButton()
-        close.setText("✕")
-        close.setAutoRaise(True)
-        close.clicked.connect(self.hide)
-        layout.addWidget(self.label, 1)
-        layout.addWidget(close)
-        self.hide()
-
-    def set_colours(self, colours: str) -> None:
-        self.setStyleSheet(f"#{self.objectName()} {{ {colours} border-radius: 4px; }}")
-
-    def show_text(self, text: str) -> None:
-        self.label.setText(text)
-        self.show()
-
-    def text(self) -> str:
-        return self.label.text() if self.isVisible() or not self.isHidden() else ""
 
 
 def _figures(tokens: object, tok_s: object) -> str:
@@ -251,12 +222,12 @@ class ChatPanel(QWidget):
         self.copy.clicked.connect(self.copy_answer)
         self.new_chat = QPushButton("New chat")
         self.new_chat.clicked.connect(self.new_chat_requested)
-        buttons = QVBoxLayout()
-        for button in (self.send, self.continue_button, self.regenerate, self.copy, self.new_chat):
-            buttons.addWidget(button)
+        self._buttons = QGridLayout()
+        self._buttons.setAlignment(Qt.AlignmentFlag.AlignTop)
+        self._compact: bool | None = None
         input_row = QHBoxLayout()
         input_row.addWidget(self.input, 1)
-        input_row.addLayout(buttons)
+        input_row.addLayout(self._buttons)
 
         self.answer_box = QWidget()  # the comparison under the answer, collapsible
         answer_layout = QVBoxLayout(self.answer_box)
@@ -280,6 +251,28 @@ class ChatPanel(QWidget):
         self.base_box.setVisible(baseline)
         self.set_comparison_open(False)
         self.set_generating(False)
+        self._set_compact(False)
+
+    # --- small windows -------------------------------------------------------------------
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self._set_compact(self.height() < COMPACT_HEIGHT)
+
+    def _set_compact(self, compact: bool) -> None:
+        """In a small window the banners and buttons give way to the answer: a long banner
+        shows its first lines (More shows the rest) and the buttons stand in two columns."""
+        if compact == self._compact:
+            return
+        self._compact = compact
+        for banner in (self.save_banner, self.notes_banner, self.error_banner, self.guard_banner):
+            banner.set_compact(compact)
+        order = (self.send, self.regenerate, self.copy, self.new_chat, self.continue_button)
+        columns = 2 if compact else 1
+        for index, button in enumerate(order):
+            self._buttons.removeWidget(button)
+            self._buttons.addWidget(button, index // columns, index % columns)
+        self.input.setMaximumHeight(80 if compact else INPUT_MAX_HEIGHT)
 
     # --- streaming -----------------------------------------------------------------------
 

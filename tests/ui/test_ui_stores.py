@@ -15,7 +15,7 @@ from app.store.conversations import (
     export,
     to_markdown,
 )
-from app.store.settings import Invalid, Settings, SettingsStore, validate, with_field
+from app.store.settings import Invalid, Settings, SettingsStore, cross_check, with_field
 
 
 @pytest.mark.parametrize(
@@ -43,7 +43,7 @@ def test_valid_values_parse() -> None:
     s = with_field(s, "seed", "")
     s = with_field(s, "draft_adaptive", "false")
     assert (s.temperature, s.seed, s.draft_adaptive) == (0.7, None, False)
-    assert validate(s) == {}
+    assert cross_check(s) == {}
     assert s.sampler().temperature == 0.7 and not s.spec().adaptive
 
 
