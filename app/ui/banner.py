@@ -26,6 +26,7 @@ class Banner(QFrame):
         layout.setContentsMargins(8, 4, 4, 4)
         self.label = QLabel()
         self.label.setWordWrap(True)
+        self.label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.more = QToolButton()
         self.more.setObjectName(f"{name}More")
@@ -75,7 +76,7 @@ class Banner(QFrame):
         self._fit()
 
     def _fit(self) -> None:
-        cap = COMPACT_LINES * self.label.fontMetrics().lineSpacing() + 2
+        cap = COMPACT_LINES * self.label.fontMetrics().lineSpacing()
         width = self.label.width()
         long = self._compact and width > 0 and self.label.heightForWidth(width) > cap
         shorten = long and not self._expanded

@@ -66,8 +66,32 @@ class Ring:
         self.count = 0
 
 
+MIN_TICK_PX = 16  # px between labelled ticks on the value axis: a label is ~12 px, none overlap
+
+
+class _SparseAxis(pg.AxisItem):
+    """A value axis whose major ticks stand at least ``MIN_TICK_PX`` apart, however short
+    the plot (the minor ones are drawn unlabelled: ``maxTextLevel=0``)."""
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float):  # noqa: N802, N803
+        levels = super().tickSpacing(minVal, maxVal, size)
+        span = abs(maxVal - minVal)
+        if not levels or span == 0 or size <= 0:
+            return levels
+        major = levels[0][0]
+        steps = (2.0, 2.5, 2.0)  # 1, 2, 5, 10 × 10^k
+        index = 0
+        while major * size / span < MIN_TICK_PX:
+            major *= steps[index % 3]
+            index += 1
+        finer = [level for level in levels[1:] if level[0] < major]
+        return [(major, 0.0), *finer[:1]]
+
+
 def _plot(title: str, left: str, bottom: str) -> pg.PlotWidget:
-    widget = pg.PlotWidget()
+    axis = _SparseAxis(orientation="left")
+    axis.setStyle(maxTextLevel=0)
+    widget = pg.PlotWidget(axisItems={"left": axis})
     widget.setTitle(title, size="10pt")
     widget.setLabel("left", left)
     widget.setLabel("bottom", bottom)

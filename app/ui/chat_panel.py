@@ -167,6 +167,7 @@ class ChatPanel(QWidget):
         self.verdict.setStyleSheet("padding: 2px 0;")
         self.verdict.setWordWrap(True)  # the verdict wraps; it never widens the window
         self.verdict.setTextFormat(Qt.TextFormat.PlainText)  # stored verdicts come from files
+        self.verdict.hide()  # until there is one
         # offered when the two runs did not get the same machine: their speeds are no speedup
         self.remeasure = QPushButton("Measure again")
         self.remeasure.setObjectName("remeasureButton")
@@ -310,7 +311,7 @@ class ChatPanel(QWidget):
         self.base_view.clear_tokens("runs after the speculative answer" if baseline else "")
         self.base_box.setVisible(baseline)
         self.legend.setVisible(not remote)
-        self.verdict.setText("")
+        self._set_verdict("")
         self.remeasure.hide()
         self._remote = None
         self.guard_banner.hide()
@@ -345,7 +346,7 @@ class ChatPanel(QWidget):
                 self._remote = event if batch.run == "speculative" else self._remote
                 base = event if batch.run == "baseline" else None
                 if self._remote is not None:
-                    self.verdict.setText(describe(self._remote, base))
+                    self._set_verdict(describe(self._remote, base))
             elif isinstance(event, RunSummary):  # final figure: generation time, no prefill
                 header.setText(
                     f"<b>{name}</b> · {tokens_text(event.tokens)} · {speed_text(event.tok_s)}"
@@ -425,9 +426,15 @@ class ChatPanel(QWidget):
         self.base_view.clear_tokens(reason)
         self.base_header.setText("<b>Baseline — target only</b> · not run")
 
+    def _set_verdict(self, text: str) -> None:
+        """The verdict line, hidden while there is none (its empty line is room for the
+        answer in a small window)."""
+        self.verdict.setText(text)
+        self.verdict.setVisible(bool(text))
+
     def show_verdict(self, text: str, divergence: int | None) -> None:
         self.flush()
-        self.verdict.setText(text)
+        self._set_verdict(text)
         self.verdict.setToolTip(tooltip(text))
         self.spec_view.mark_divergence(divergence)
         self.base_view.mark_divergence(divergence)
@@ -499,7 +506,7 @@ class ChatPanel(QWidget):
             self._comparison_cut = False
             self.spec_view.clear_tokens()
             self.base_view.clear_tokens()
-            self.verdict.setText("")
+            self._set_verdict("")
             self.base_box.setVisible(self.baseline_box.isChecked())
             self.set_comparison_open(False)
             return
@@ -511,7 +518,7 @@ class ChatPanel(QWidget):
         figures = _figures(stats.get("tokens"), stats.get("spec_tok_s"))
         self.spec_header.setText(f"<b>Speculative</b>{figures}{_cut_note(len(content))}")
         verdict = stats.get("verdict")
-        self.verdict.setText(verdict if isinstance(verdict, str) else "")
+        self._set_verdict(verdict if isinstance(verdict, str) else "")
         self.verdict.setToolTip(tooltip(self.verdict.text()))
         baseline = stats.get("baseline")
         diverged = False
@@ -552,7 +559,7 @@ class ChatPanel(QWidget):
     def show_stopped(self, text: str, before_first_token: str = "") -> None:
         """Why an answer has no verdict (stopped, the engine crashed); an answer stopped
         before its first token says so in its pane instead of still waiting for it."""
-        self.verdict.setText(text)
+        self._set_verdict(text)
         if before_first_token and not self.spec_view.text():
             self.spec_view.setPlaceholderText(before_first_token)
 

@@ -51,3 +51,17 @@ def test_a_large_window_shows_the_whole_banner(qtbot) -> None:  # noqa: ANN001
     panel = _panel(qtbot, COMPACT_HEIGHT + 300)
     banner = panel.guard_banner
     assert not banner.cut and banner.more.isHidden() and banner.label.toolTip() == ""
+
+
+def test_a_short_charts_value_axis_labels_ticks_far_enough_apart_not_to_overlap(qtbot) -> None:  # noqa: ANN001
+    from app.ui.charts import MIN_TICK_PX, ChartsPanel
+
+    charts = ChartsPanel()
+    qtbot.addWidget(charts)
+    axis = charts.plots["acceptance"].getAxis("left")
+    for low, high, size in ((0.0, 1.05, 50.0), (0.0, 60.0, 40.0), (0.0, 16.0, 30.0)):
+        major = axis.tickSpacing(low, high, size)[0][0]
+        assert major * size / (high - low) >= MIN_TICK_PX
+    tall = axis.tickSpacing(0.0, 1.05, 400.0)[0][0]
+    assert tall <= 0.25  # a tall plot keeps its finer labels
+    charts.stop()
