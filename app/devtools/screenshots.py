@@ -11,7 +11,9 @@ Cases:
   which);
 - ``continue``: an answer cut off at Max tokens, with Continue offered;
 - ``streaming``: the Qwen pair's code answer while it streams into its message (light, then
-  dark: a theme change mid-answer), and once it is done.
+  dark: a theme change mid-answer), and once it is done;
+- ``small``: SmolLM2 F16 + Q4_1 at 1024x640 with the comparison open, while a long answer
+  streams, once it is written, and the charts dock.
 The wizard's pages are shot by its own tests: ``SPECDECK_SCREENSHOTS=DIR pytest
 tests/wizard``.
 """
@@ -113,6 +115,33 @@ class Shooter:
         settle()
 
 
+def small(shooter: Shooter, pair: tuple[Path, Path]) -> MainWindow:
+    """At 1024x640 the answer being written stays in view with the comparison open and a
+    guard banner shown (banners give way, the buttons stand in two columns), and once it is
+    written the charts dock's short plots label their ticks apart."""
+    window = shooter.window(replace(BASE, max_tokens=200), *pair)
+    window.new_chat()
+    settle()
+    window.resize(1024, 640)
+    window.share_width()
+    window.chat.set_comparison_open(True)
+    window.chat.input.setPlainText("Write a long story about a cat who learns to code.")
+    window.chat.input.submit()
+    began = time.monotonic()
+    while len(window.chat.spec_view.events) < 120 and time.monotonic() - began < 600:
+        settle(5)
+    window.grab().save(str(shooter.out / "small-1024x640-streaming.png"))
+    if window.client.generating and wait(window.answer_finished) is None:
+        raise SystemExit("no answer")
+    settle(40)
+    window.grab().save(str(shooter.out / "small-1024x640-written.png"))
+    window.charts_dock.raise_()
+    settle()
+    window.grab().save(str(shooter.out / "small-1024x640-charts.png"))
+    print("saved", shooter.out / "small-1024x640-*.png", flush=True)
+    return window
+
+
 def main(argv: list[str]) -> int:
     out = Path(argv[0])
     cases = argv[1:] or ["code", "sampled", "divergence", "continue"]
@@ -158,6 +187,8 @@ def main(argv: list[str]) -> int:
                 raise SystemExit("no answer")
             settle(40)
             shooter.save(window, "streamed-message-done", sizes=((1024, 640),), themes=("light",))
+        elif case == "small":
+            window = small(shooter, smol)
         else:
             raise SystemExit(f"unknown case {case!r}")
         window.close()
