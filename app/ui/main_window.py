@@ -12,19 +12,15 @@ from pathlib import Path
 import psutil
 from PySide6.QtCore import QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
-    QAction,
-    QActionGroup,
     QCloseEvent,
     QGuiApplication,
     QIcon,
-    QKeySequence,
     QResizeEvent,
     QShowEvent,
 )
 from PySide6.QtWidgets import (
     QDockWidget,
     QMainWindow,
-    QMessageBox,
     QPushButton,
     QScrollArea,
     QTabWidget,
@@ -55,6 +51,7 @@ from app.ui.status_bar import StatusFields
 from app.ui.theme import CHOICES as THEME_CHOICES
 from app.ui.theme import apply_palette, is_dark
 from app.ui.window_layout import WindowLayout
+from app.ui.window_menus import WindowCommands, WindowMenus
 from app.workers.chat_session import ChatSession
 from app.workers.engine_client import EngineClient
 from app.workers.messages import (
@@ -231,104 +228,40 @@ class MainWindow(QMainWindow):
         self.cancel_load_button.clicked.connect(self.client.cancel_load)
         self.pair_bar.add_beside_progress(self.cancel_load_button)
 
-    def _action(
-        self,
-        text: str,
-        slot: object,
-        keys: Sequence[QKeySequence | QKeySequence.StandardKey | str] = (),
-        tip: str = "",
-    ) -> QAction:
-        action = QAction(text, self)
-        action.triggered.connect(slot)
-        if keys:
-            action.setShortcuts([QKeySequence(key) for key in keys])
-        if tip:
-            action.setStatusTip(tip)
-            action.setToolTip(tip)
-        self.addAction(action)  # its shortcut works wherever the focus is in the window
-        return action
-
     def _add_menus(self) -> None:
-        """The menu bar: every action the window has, with the keys people expect (Esc
-        stops, Ctrl+Enter sends, Ctrl+N starts a new chat)."""
-        chat = self.chat
-        self.new_chat_action = self._action(
-            "&New chat", self.new_chat, [QKeySequence.StandardKey.New]
+        """The menu bar (app/ui/window_menus.py); the actions tests and shortcuts reach."""
+        chat, side = self.chat, self._show_side
+        self.menus = WindowMenus(
+            self,
+            WindowCommands(
+                new_chat=self.new_chat,
+                send=chat.input.submit,
+                stop=self.stop,
+                continue_answer=self.continue_answer,
+                regenerate=self.regenerate,
+                copy_answer=chat.copy_answer,
+                show_conversations=lambda: side(self.conversations),
+                export=lambda suffix: self.conversations.export(self.conversation.id, suffix),
+                quit=self.close,
+                show_settings=lambda: side(self.settings_panel),
+                show_lab=lambda: side(self.lab),
+                toggle_comparison=chat.compare.toggle,
+                set_theme=self.set_theme,
+                pair_wizard=self.change_pair,
+                pair_files=lambda: self.change_pair(files=True),
+                load_demo=self.load_demo,
+                choose_remote=self.choose_remote,
+                manage_pairs=self.pair_bar.manage_pairs,
+                reload_pair=self.reload_pair,
+                cancel_load=self.client.cancel_load,
+            ),
+            [self.settings_dock.toggleViewAction(), self.charts_dock.toggleViewAction()],
+            self.serving.action,
         )
-        self.send_action = self._action(
-            "&Send", chat.input.submit, ["Ctrl+Return", "Ctrl+Enter"], "Send the message"
-        )
-        self.stop_action = self._action("S&top", self.stop, ["Esc"], "Stop the answer")
-        self.continue_action = self._action(
-            "&Continue",
-            self.continue_answer,
-            ["Ctrl+Shift+Return"],
-            "Write more of the last answer",
-        )
-        self.regenerate_action = self._action(
-            "&Regenerate", self.regenerate, ["Ctrl+R"], "Answer the last question again"
-        )
-        self.copy_action = self._action(
-            "Cop&y answer", chat.copy_answer, ["Ctrl+Shift+C"], "Copy the last answer"
-        )
-        bar = self.menuBar()
-        file = bar.addMenu("&File")
-        file.addAction(self.new_chat_action)
-        file.addAction(self._action("&Conversations…", lambda: self._show_side(self.conversations)))
-        for suffix, label in (("md", "Markdown"), ("json", "JSON")):
-            file.addAction(
-                self._action(
-                    f"Export conversation as {label}…",
-                    lambda _=False, s=suffix: self.conversations.export(self.conversation.id, s),
-                )
-            )
-        file.addSeparator()
-        file.addAction(self._action("&Quit", self.close, [QKeySequence.StandardKey.Quit]))
-        edit = bar.addMenu("&Edit")
-        for action in (self.send_action, self.stop_action, self.continue_action):
-            edit.addAction(action)
-        edit.addAction(self.regenerate_action)
-        edit.addSeparator()
-        edit.addAction(self.copy_action)
-        edit.addSeparator()
-        edit.addAction(
-            self._action(
-                "Se&ttings",
-                lambda: self._show_side(self.settings_panel),
-                [QKeySequence.StandardKey.Preferences, "Ctrl+,"],
-            )
-        )
-        view = bar.addMenu("&View")
-        view.addAction(self.settings_dock.toggleViewAction())
-        view.addAction(self.charts_dock.toggleViewAction())
-        view.addAction(self._action("&Lab", lambda: self._show_side(self.lab)))
-        view.addSeparator()
-        view.addAction(self._action("&Comparison under the answer", self.chat.compare.toggle))
-        theme = view.addMenu("&Theme")
-        self.theme_actions = QActionGroup(self)
-        for choice in THEME_CHOICES:
-            action = theme.addAction(choice.capitalize())
-            action.setCheckable(True)
-            action.setData(choice)
-            action.triggered.connect(lambda _=False, c=choice: self.set_theme(c))
-            self.theme_actions.addAction(action)
-        pair = bar.addMenu("&Pair")
-        pair.addAction(self._action("Pair &wizard…", self.change_pair))
-        pair.addAction(self._action("&Local GGUF files…", lambda: self.change_pair(files=True)))
-        pair.addAction(self._action("&Demo pair", self.load_demo))
-        pair.addAction(self._action("Re&mote server…", self.choose_remote))
-        pair.addAction(self._action("Rename or delete saved pairs…", self.pair_bar.manage_pairs))
-        pair.addSeparator()
-        self.reload_action = self._action("&Reload pair", self.reload_pair)
-        self.cancel_load_action = self._action("Cancel &loading", self.client.cancel_load)
-        pair.addAction(self.reload_action)
-        pair.addAction(self.cancel_load_action)
-        pair.addSeparator()
-        self.serve_action = self.serving.action
-        pair.addAction(self.serve_action)
-        help_menu = bar.addMenu("&Help")
-        help_menu.addAction(self._action("&Keyboard shortcuts", self._show_keys))
-        help_menu.addAction(self._action("&About SpecDeck", self._show_about))
+        menus = self.menus
+        self.new_chat_action, self.send_action = menus.new_chat_action, menus.send_action
+        self.stop_action, self.continue_action = menus.stop_action, menus.continue_action
+        self.regenerate_action, self.serve_action = menus.regenerate_action, self.serving.action
         self.settings_panel.refusal_changed.connect(lambda _reason: self._sync_actions())
 
     def _show_side(self, page: QWidget) -> None:
@@ -341,48 +274,13 @@ class MainWindow(QMainWindow):
                 self.side.setCurrentIndex(index)
 
     def _sync_actions(self) -> None:
-        """Menu actions follow the buttons they stand for (a disabled Stop leaves Esc free)."""
-        chat, generating = self.chat, self.client.generating
-        self.stop_action.setEnabled(generating)
-        self.send_action.setEnabled(not generating and chat.send.isEnabled())
-        self.continue_action.setEnabled(
-            not chat.continue_button.isHidden() and chat.continue_button.isEnabled()
-        )
-        self.regenerate_action.setEnabled(chat.regenerate.isEnabled())
-        self.copy_action.setEnabled(chat.copy.isEnabled())
-        self.new_chat_action.setEnabled(not generating)
-        self.reload_action.setEnabled(self.loaded is not None and not self.client.loading)
-        self.cancel_load_action.setEnabled(self.client.loading)
-        for action in self.theme_actions.actions():
-            action.setChecked(action.data() == self.theme_choice)
-
-    def _show_keys(self) -> None:
-        rows = [
-            ("Enter", "send the message"),
-            ("Shift+Enter", "a new line in the message"),
-            ("Ctrl+Enter", "send, from anywhere in the window"),
-            ("Esc", "stop the answer"),
-            ("Ctrl+Shift+Enter", "continue the last answer"),
-            ("Ctrl+R", "regenerate the last answer"),
-            ("Ctrl+N", "new chat"),
-            ("Ctrl+Shift+C", "copy the last answer"),
-            ("Ctrl+,", "settings"),
-        ]
-        box = QMessageBox(self)
-        box.setWindowTitle("Keyboard shortcuts")
-        box.setTextFormat(Qt.TextFormat.PlainText)
-        box.setText("\n".join(f"{keys}: {what}" for keys, what in rows))
-        box.exec()
-
-    def _show_about(self) -> None:
-        from app import __version__
-
-        QMessageBox.about(
-            self,
-            "About SpecDeck",
-            f"SpecDeck {__version__}\n\nSpeculative decoding on your own computer with "
-            "llama.cpp: a small draft model proposes tokens, the target model checks them, "
-            "and the window shows what it gained.",
+        client = self.client
+        self.menus.sync(
+            self.chat,
+            generating=client.generating,
+            loading=client.loading,
+            loaded=self.loaded is not None,
+            theme=self.theme_choice,
         )
 
     def _pair_toolbar(self) -> QToolBar:
