@@ -33,13 +33,14 @@ from app.engine.events import TextTail, TokenEvent
 from app.lab.remote_chat import RemotePair
 from app.models.drafting import pair_drafting, pair_words, self_drafting_problem
 from app.store.conversations import Conversation, ConversationInfo, ConversationStore
-from app.store.pending_saves import PendingSaves, SaveFailure
+from app.store.pending_saves import PendingSaves
 from app.store.settings import LOAD_FIELDS, Settings, SettingsStore
 from app.store.unsent import UnsentMessage
 from app.ui.answer_verdict import judge_answer
 from app.ui.charts import ChartsPanel
 from app.ui.chat_panel import ChatPanel
 from app.ui.conversation_list import ConversationList
+from app.ui.conversation_saving import ConversationSaving
 from app.ui.first_run import HubProbe
 from app.ui.open_guard import OpenGuard
 from app.ui.pair_bar import PairBar
@@ -69,7 +70,6 @@ NARROW_WINDOW = 1280  # px: below this the settings and charts docks share one c
 PREFERRED_SIZE = QSize(1560, 960)  # the first window, where the screen has room for it
 FRAME_ROOM = QSize(16, 48)  # px a window manager's title bar and borders may take around it
 ICON_DIR = Path(__file__).resolve().parents[2] / "resources" / "icons"
-SAVE_RETRY_MS = 5000  # while a save is failing, try again this often
 NOTES_SHOWN = 6
 
 
@@ -129,9 +129,6 @@ class MainWindow(QMainWindow):
         self.settings: Settings = self.settings_store.load()
         self.store = conversation_store or ConversationStore()
         self.saves = PendingSaves(self.settings_store, self.store)
-        self.save_retry = QTimer(self)
-        self.save_retry.setInterval(SAVE_RETRY_MS)
-        self.save_retry.timeout.connect(self.retry_saves)
         self.client = EngineClient(self)
         self.loaded: PairLoaded | None = None
         self.pair_kv_type = "f16"  # the KV cache type of the chosen saved pair
@@ -150,6 +147,15 @@ class MainWindow(QMainWindow):
         self.settings_panel = SettingsPanel(self.settings)
         self.conversations = ConversationList(self.store)
         self.conversations.unsaved = self.saves.unsaved_conversations
+        self.saving = ConversationSaving(
+            self.saves,
+            self.chat,
+            self.conversations,
+            lambda: self.conversation.id,
+            lambda text, ms: self.statusBar().showMessage(text, ms),
+            self,
+        )
+        self.save_retry = self.saving.retry
         self.charts = ChartsPanel()
         self.side = QTabWidget()
         self.side.addTab(self.settings_panel, "Settings")
@@ -693,7 +699,7 @@ class MainWindow(QMainWindow):
 
     def _settings_changed(self, settings: Settings) -> None:
         old, self.settings = self.settings, settings
-        self._report_save(self.saves.save_settings(settings))
+        self.saving.save_settings(settings)
         local = self.loaded is not None and self.loaded.remote is None
         if local and self.loaded is not None and self._loaded_key != settings.load_key():
             # the pair reloads with them; if it cannot, it stays loaded with the old ones
@@ -716,7 +722,7 @@ class MainWindow(QMainWindow):
         self.session.add_user(text)
         # Acknowledged: on disk it survives a crash; when it cannot be written it stays in
         # memory (and in the transcript) and is written at the next save that works.
-        self._save_conversation()
+        self.saving.save_conversation(self.conversation)
         self.conversations.refresh(self.conversation.id)
         self._start_answer(self.session.start(self.settings))
 
@@ -776,7 +782,7 @@ class MainWindow(QMainWindow):
             return
         if not self.session.drop_last_answer():
             return
-        self._save_conversation()
+        self.saving.save_conversation(self.conversation)
         self._start_answer(self.session.start(self.settings))
 
     def new_chat(self) -> None:
@@ -875,31 +881,6 @@ class MainWindow(QMainWindow):
         for note in notes:
             print(f"specdeck: {note}", file=sys.stderr)
 
-    def _save_conversation(self) -> None:
-        self._report_save(self.saves.save_conversation(self.conversation))
-
-    def retry_saves(self) -> None:
-        self._report_save(self.saves.flush())
-
-    def _report_save(self, failure: SaveFailure | None) -> None:
-        if failure is None:
-            if self.chat.clear_save_failure():
-                self.conversations.refresh(self.conversation.id)  # drop "not saved yet"
-                self.statusBar().showMessage(
-                    "Saved: everything kept in memory is on disk now.", 5000
-                )
-            self.save_retry.stop()
-            return
-        kept = "it is" if failure.waiting == 1 else f"{failure.waiting} items are"
-        self.chat.show_save_failure(
-            f"<b>{html.escape(failure.describe())}</b><br>Nothing is lost: {kept} kept in "
-            "memory and saved as soon as the folder can be written to (retried every "
-            f"{SAVE_RETRY_MS // 1000} s). Free some space or fix the folder's permissions."
-        )
-        self.statusBar().showMessage(failure.describe(), SAVE_RETRY_MS * 2)
-        if not self.save_retry.isActive():
-            self.save_retry.start()
-
     def _show_conversation(self, last_events: Sequence[TokenEvent | TextTail] = ()) -> None:
         messages = self.conversation.messages
         session = self.session
@@ -924,7 +905,7 @@ class MainWindow(QMainWindow):
         self.chat.set_generating(False)
         stream = self.chat.answer_stream()
         if self.session.finish(done, stream, self.loaded) is not None:
-            self._save_conversation()
+            self.saving.save_conversation(self.conversation)
         self._show_conversation(stream)
         judgement = self.session.judgement
         self.chat.answer_done(judgement is not None and judgement.divergence is not None)
