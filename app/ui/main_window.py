@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import psutil
-from PySide6.QtCore import QRect, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtGui import (
     QCloseEvent,
     QGuiApplication,
@@ -19,12 +19,10 @@ from PySide6.QtGui import (
     QShowEvent,
 )
 from PySide6.QtWidgets import (
-    QDockWidget,
     QMainWindow,
     QPushButton,
     QScrollArea,
     QTabWidget,
-    QToolBar,
     QWidget,
 )
 
@@ -51,6 +49,7 @@ from app.ui.settings_panel import SettingsPanel
 from app.ui.status_bar import StatusFields
 from app.ui.theme import CHOICES as THEME_CHOICES
 from app.ui.theme import apply_palette, is_dark
+from app.ui.window_docks import WindowDocks
 from app.ui.window_layout import WindowLayout
 from app.ui.window_menus import WindowCommands, WindowMenus
 from app.workers.chat_session import ChatSession
@@ -66,9 +65,6 @@ from app.workers.messages import (
     WorkerError,
 )
 
-NARROW_WINDOW = 1280  # px: below this the settings and charts docks share one column as tabs
-PREFERRED_SIZE = QSize(1560, 960)  # the first window, where the screen has room for it
-FRAME_ROOM = QSize(16, 48)  # px a window manager's title bar and borders may take around it
 ICON_DIR = Path(__file__).resolve().parents[2] / "resources" / "icons"
 NOTES_SHOWN = 6
 
@@ -135,7 +131,6 @@ class MainWindow(QMainWindow):
         self.pair_name = self.settings.pair_name  # the chosen saved pair ("" for plain files)
         self._loaded_key: tuple[object, ...] | None = None
         self._shown_once = False
-        self._narrow: bool | None = None  # the docks' arrangement: tabbed (narrow) or side by side
         self.layout_file = WindowLayout(self.settings_store.directory)
         self._engine_lost = False  # the engine process died; Reload pair brings it back
         self._load_request = -1  # the pair load in progress
@@ -172,12 +167,9 @@ class MainWindow(QMainWindow):
         self.lab.apply_requested.connect(self._apply_lab)
         self.setCentralWidget(self.chat)
         self.setDockNestingEnabled(True)
-        self.pair_toolbar = self._pair_toolbar()
-        self.settings_dock = self._dock("settingsDock", "Settings", self.side)
-        self.charts_dock = self._dock("chartsDock", "Charts", self.charts)
-        self.splitDockWidget(self.settings_dock, self.charts_dock, Qt.Orientation.Horizontal)
-        for action in (self.settings_dock.toggleViewAction(), self.charts_dock.toggleViewAction()):
-            self.pair_toolbar.addAction(action)
+        self.docks = WindowDocks(self, self.pair_bar, self.side, self.charts)
+        self.pair_toolbar = self.docks.pair_toolbar
+        self.settings_dock, self.charts_dock = self.docks.settings_dock, self.docks.charts_dock
         self.status_fields = StatusFields(self.statusBar())
         self.status = self.status_fields.labels
         # "Serve on localhost": its menu action, its status item, kept in step with the pair
@@ -202,7 +194,7 @@ class MainWindow(QMainWindow):
             self.chat.input.setPlainText(unsent)
         notes = [*self.settings_store.notes, *scan.notes, *layout_notes, *skipped, *unsent_notes]
         self.show_notes(notes)
-        self._fit_to_screen()
+        self.docks.fit_to_screen()
         self._docks_restored = self.layout_file.restore(self, self.side)
         self._follow_theme()
         if autoload and is_existing_file(self.settings.target_path):
@@ -236,7 +228,7 @@ class MainWindow(QMainWindow):
 
     def _add_menus(self) -> None:
         """The menu bar (app/ui/window_menus.py); the actions tests and shortcuts reach."""
-        chat, side = self.chat, self._show_side
+        chat, side = self.chat, self.docks.show_side
         self.menus = WindowMenus(
             self,
             WindowCommands(
@@ -270,15 +262,6 @@ class MainWindow(QMainWindow):
         self.regenerate_action, self.serve_action = menus.regenerate_action, self.serving.action
         self.settings_panel.refusal_changed.connect(lambda _reason: self._sync_actions())
 
-    def _show_side(self, page: QWidget) -> None:
-        """A page of the side dock (settings, conversations, the Lab), shown and raised."""
-        self.settings_dock.show()
-        self.settings_dock.raise_()
-        for index in range(self.side.count()):
-            widget = self.side.widget(index)
-            if widget is page or (isinstance(widget, QScrollArea) and widget.widget() is page):
-                self.side.setCurrentIndex(index)
-
     def _sync_actions(self) -> None:
         client = self.client
         self.menus.sync(
@@ -288,28 +271,6 @@ class MainWindow(QMainWindow):
             loaded=self.loaded is not None,
             theme=self.theme_choice,
         )
-
-    def _pair_toolbar(self) -> QToolBar:
-        bar = QToolBar("Model pair", self)
-        bar.setObjectName("pairToolbar")
-        bar.setMovable(False)
-        bar.setFloatable(False)
-        bar.addWidget(self.pair_bar)
-        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, bar)
-        return bar
-
-    def _dock(self, name: str, title: str, widget: QWidget) -> QDockWidget:
-        dock = QDockWidget(title, self)
-        dock.setObjectName(name)
-        dock.setWidget(widget)
-        dock.setFeatures(
-            QDockWidget.DockWidgetFeature.DockWidgetClosable
-            | QDockWidget.DockWidgetFeature.DockWidgetMovable
-            | QDockWidget.DockWidgetFeature.DockWidgetFloatable
-        )
-        dock.toggleViewAction().setToolTip(f"Show or hide the {title.lower()} panel")
-        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
-        return dock
 
     # --- theme -----------------------------------------------------------------------------
 
@@ -373,64 +334,21 @@ class MainWindow(QMainWindow):
 
     # --- layout --------------------------------------------------------------------------
 
-    def _fit_to_screen(self) -> None:
-        """The first window: its preferred size where the screen has room, else the screen's
-        available area (less room for the window frame), centred on it. A saved geometry,
-        restored after this, replaces it."""
-        screen = self.screen() or QGuiApplication.primaryScreen()
-        if screen is None:
-            self.resize(PREFERRED_SIZE)
-            return
-        room = screen.availableGeometry()
-        size = PREFERRED_SIZE.boundedTo(room.size() - FRAME_ROOM)
-        self.resize(size)
-        placed = QRect(room.topLeft(), size)
-        placed.moveCenter(room.center())
-        self.move(placed.topLeft())
-
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt override
         super().showEvent(event)
         if not self._shown_once:
             self._shown_once = True
             self.open_guard.settle_later()
             self.layout_file.restore_splitters(self.chat.splitters())
-            if self._docks_restored:  # as the person left them, unless they no longer fit
-                self._narrow = self.settings_dock in self.tabifiedDockWidgets(self.charts_dock)
-            QTimer.singleShot(0, self, self._follow_width)  # once the layout has its final size
+            self.docks.first_shown(self._docks_restored)
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
         if self._shown_once:
-            self._follow_width()
+            self.docks.follow_width()
 
-    def _follow_width(self) -> None:
-        """Tabbed docks below ``NARROW_WINDOW``, side by side above: whenever the width
-        crosses the line, not only at the first start."""
-        if self._narrow is None or (self.width() < NARROW_WINDOW) != self._narrow:
-            self.share_width()
-
-    def share_width(self) -> None:
-        """The docks' layout for the window's width: the chat keeps half the width, settings
-        and charts share the rest. On a narrow window the two docks share one column as tabs
-        instead of squeezing the chat. A floating dock is left where the person put it."""
-        width = self.width()
-        self._narrow = width < NARROW_WINDOW
-        docks = [self.settings_dock, self.charts_dock]
-        if any(dock.isFloating() for dock in docks):
-            return
-        if self._narrow:
-            self.tabifyDockWidget(self.settings_dock, self.charts_dock)
-            self.settings_dock.raise_()
-            self.resizeDocks([self.settings_dock], [int(width * 0.42)], Qt.Orientation.Horizontal)
-            return
-        if self.settings_dock in self.tabifiedDockWidgets(self.charts_dock):
-            # a tab behind another is open but not visible: it comes back open, unless closed
-            opened = self.charts_dock.toggleViewAction().isChecked()
-            self.removeDockWidget(self.charts_dock)
-            self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.charts_dock)
-            self.splitDockWidget(self.settings_dock, self.charts_dock, Qt.Orientation.Horizontal)
-            self.charts_dock.setVisible(opened)
-        self.resizeDocks(docks, [int(width * 0.22), int(width * 0.28)], Qt.Orientation.Horizontal)
+    def share_width(self) -> None:  # app/devtools/screenshots.py: the first-run layout
+        self.docks.share_width()
 
     # --- pair ------------------------------------------------------------------------------
 
