@@ -6,7 +6,6 @@ import gc
 import html
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import psutil
@@ -29,10 +28,10 @@ from PySide6.QtWidgets import (
 from app.engine.config import DraftSource
 from app.engine.events import TextTail, TokenEvent
 from app.lab.remote_chat import RemotePair
-from app.models.drafting import pair_drafting, pair_words, self_drafting_problem
+from app.models.drafting import pair_drafting, pair_words
 from app.store.conversations import Conversation, ConversationInfo, ConversationStore
 from app.store.pending_saves import PendingSaves
-from app.store.settings import LOAD_FIELDS, Settings, SettingsStore
+from app.store.settings import Settings, SettingsStore
 from app.store.unsent import UnsentMessage
 from app.ui.answer_verdict import judge_answer
 from app.ui.charts import ChartsPanel
@@ -42,7 +41,8 @@ from app.ui.conversation_saving import ConversationSaving
 from app.ui.first_run import HubProbe
 from app.ui.open_guard import OpenGuard
 from app.ui.pair_bar import PairBar
-from app.ui.pair_chooser import PairChoice, active_pair_kv_type, choose_pair, choose_remote
+from app.ui.pair_chooser import PairChoice, active_pair_kv_type
+from app.ui.pair_loading import PairLoading
 from app.ui.plain_text import markup
 from app.ui.serving import ServingControl
 from app.ui.settings_panel import SettingsPanel
@@ -59,7 +59,6 @@ from app.workers.messages import (
     ChatJob,
     EventBatch,
     JobDone,
-    LoadPair,
     PairLoaded,
     Verdict,
     WorkerError,
@@ -67,17 +66,6 @@ from app.workers.messages import (
 
 ICON_DIR = Path(__file__).resolve().parents[2] / "resources" / "icons"
 NOTES_SHOWN = 6
-
-
-@dataclass(frozen=True)
-class BeforeLoad:
-    """What the window had before it started a load, put back when that load fails (the
-    pair loaded before stays loaded, so the window must describe it again)."""
-
-    pair_name: str
-    kv_type: str
-    loaded_key: tuple[object, ...] | None
-    settings: dict[str, object] = field(default_factory=dict)  # changed fields, old values
 
 
 def is_existing_file(path: str) -> bool:
@@ -127,14 +115,9 @@ class MainWindow(QMainWindow):
         self.saves = PendingSaves(self.settings_store, self.store)
         self.client = EngineClient(self)
         self.loaded: PairLoaded | None = None
-        self.pair_kv_type = "f16"  # the KV cache type of the chosen saved pair
-        self.pair_name = self.settings.pair_name  # the chosen saved pair ("" for plain files)
-        self._loaded_key: tuple[object, ...] | None = None
         self._shown_once = False
         self.layout_file = WindowLayout(self.settings_store.directory)
         self._engine_lost = False  # the engine process died; Reload pair brings it back
-        self._load_request = -1  # the pair load in progress
-        self._before_load: BeforeLoad | None = None  # put back when that load fails
         self.theme_choice = "system"
 
         self.pair_bar = PairBar()
@@ -179,6 +162,17 @@ class MainWindow(QMainWindow):
         self.server, self.serving_label = self.serving.server, self.serving.label
         self.statusBar().addPermanentWidget(self.serving_label)
         self.serving.message.connect(self.statusBar().showMessage)
+        # the pair chosen, the load in progress, what a failed load puts back
+        self.pairs = PairLoading(
+            self,
+            self.client,
+            self.chat,
+            self.pair_bar,
+            self.settings_panel,
+            lambda: self.settings,
+            lambda: self.server.url if self.server.serving else "",
+            self._show_pair_state,
+        )
 
         self._add_engine_actions()
         self._wire()
@@ -198,7 +192,7 @@ class MainWindow(QMainWindow):
         self._docks_restored = self.layout_file.restore(self, self.side)
         self._follow_theme()
         if autoload and is_existing_file(self.settings.target_path):
-            self.pair_kv_type = active_pair_kv_type(self.pair_name, self.settings.target_path)
+            self.pairs.kv_type = active_pair_kv_type(self.pairs.name, self.settings.target_path)
             self.load_pair(
                 self.settings.target_path,
                 self.settings.draft_path or None,
@@ -248,7 +242,7 @@ class MainWindow(QMainWindow):
                 pair_wizard=self.change_pair,
                 pair_files=lambda: self.change_pair(files=True),
                 load_demo=self.load_demo,
-                choose_remote=self.choose_remote,
+                choose_remote=self.pairs.choose_remote,
                 manage_pairs=self.pair_bar.manage_pairs,
                 reload_pair=self.reload_pair,
                 cancel_load=self.client.cancel_load,
@@ -313,11 +307,11 @@ class MainWindow(QMainWindow):
         self.client.error.connect(self._on_error)
         self.pair_bar.change_requested.connect(self.change_pair)
         self.pair_bar.files_requested.connect(lambda: self.change_pair(files=True))
-        self.pair_bar.remote_requested.connect(self.choose_remote)
+        self.pair_bar.remote_requested.connect(self.pairs.choose_remote)
         self.pair_bar.saved_pair_requested.connect(lambda name: self.change_pair(saved=name))
-        self.pair_bar.current_renamed.connect(self._pair_renamed)
+        self.pair_bar.current_renamed.connect(self.pairs.renamed)
         self.pair_bar.demo_requested.connect(self.load_demo)
-        self.pair_bar.source_changed.connect(self._source_changed)
+        self.pair_bar.source_changed.connect(self.pairs.source_changed)
         self.chat.send_requested.connect(self.send)
         self.chat.stop_requested.connect(self.stop)
         self.chat.regenerate_requested.connect(self.regenerate)
@@ -353,93 +347,23 @@ class MainWindow(QMainWindow):
     # --- pair ------------------------------------------------------------------------------
 
     def load_pair(self, target: str, draft: str | None, source: DraftSource) -> int:
-        """Load a pair. Until it has loaded, the pair bar, Send and the answers stay with the
-        pair loaded now; a pair that fails to load leaves that one loaded."""
-        source = DraftSource(source)
-        if source is DraftSource.MTP:
-            problem = self_drafting_problem(target)
-            if problem is not None:  # a saved "mtp" for a file without heads: n-gram instead
-                self.chat.show_notes(markup("Drafting with n-gram lookup instead:", problem))
-                source, draft = DraftSource.NGRAM, None
-        s = self.settings
-        kv = self.pair_kv_type
-        draft_spec = replace(s.draft_spec(draft), kv_type=kv) if draft else None
-        self.pair_bar.set_busy(f"Loading {Path(target).name}…")
-        return self._load(LoadPair(replace(s.target_spec(target), kv_type=kv), draft_spec, source))
+        return self.pairs.load_pair(target, draft, source)
 
-    def load_demo(self) -> int:
-        s = self.settings
-        self.pair_bar.set_busy("Preparing the demo pair…")
-        before = self._before()
-        self.pair_name = ""
-        self.pair_kv_type = "f16"
-        spec = s.target_spec("")
-        load = self._load(LoadPair(spec, s.draft_spec(""), DraftSource.MODEL, demo=True))
-        self._before_load = before
-        return load
-
-    def _load(self, request: LoadPair) -> int:
-        self._load_request = self.client.load(request)
-        self._before_load = None
-        self._show_pair_state()
-        return self._load_request
-
-    def _before(self, settings: dict[str, object] | None = None) -> BeforeLoad:
-        return BeforeLoad(self.pair_name, self.pair_kv_type, self._loaded_key, settings or {})
-
-    def choose_remote(self) -> None:
-        s = self.settings
-        last = RemotePair(s.remote_url, s.remote_server, s.remote_baseline_url or None)
-        own = self.server.url if self.server.serving else ""
-        pair = choose_remote(self, last if s.remote_url else None, own)
-        if pair is not None:
-            self.settings_panel.update_settings(
-                remote_url=pair.url,
-                remote_server=pair.server,
-                remote_baseline_url=pair.baseline_url or "",
-            )
-            self.load_remote(pair)
+    def load_demo(self) -> int:  # the pair bar's Demo pair, the menu's and the first start's
+        return self.pairs.load_demo()
 
     def load_remote(self, pair: RemotePair) -> int:
-        """Chat with a server instead of the local engine (the settings keep the local pair)."""
-        self.pair_bar.set_busy(f"Connecting to {pair.url}…")
-        self.pair_name = ""
-        return self.client.load(LoadPair(self.settings.target_spec(""), None, remote=pair))
+        return self.pairs.load_remote(pair)
 
     def change_pair(self, files: bool = False, saved: str | None = None) -> None:
-        start = str(Path(self.settings.target_path).parent) if self.settings.target_path else ""
-        try:
-            choice = choose_pair(self, start, files=files, saved=saved)
-        except Exception as error:  # noqa: BLE001 - a broken wizard must not take the app down
-            self.chat.show_error("Could not choose a pair.", str(error))
-            return
-        if choice is not None:
-            self.apply_pair_choice(choice)
+        self.pairs.change_pair(files, saved)
 
     def apply_pair_choice(self, choice: PairChoice) -> None:
-        """Load a chosen pair with the settings it was saved with (context size, KV cache
-        type, draft length); a pair of plain files keeps the window's settings."""
-        changes = choice.settings.settings_changes() if choice.settings else {}
-        before = self._before({name: getattr(self.settings, name) for name in changes})
-        self.pair_kv_type = choice.settings.kv_type if choice.settings else "f16"
-        self.pair_name = choice.settings.name if choice.settings else ""
-        if changes:
-            # The new pair loads with these below: the old one is not reloaded for them.
-            self._loaded_key = replace(self.settings, **changes).load_key()  # type: ignore[arg-type]
-            self.settings_panel.update_settings(**changes)
-        self.load_pair(choice.target_path, choice.draft_path, choice.draft_source)
-        self._before_load = before
+        self.pairs.apply_pair_choice(choice)
 
-    def _undo_load(self) -> None:
-        """A load failed and the pair loaded before is still (or again) loaded: the window
-        describes that one again, with the name, KV cache type and settings it had."""
-        before, self._before_load = self._before_load, None
-        if before is None:
-            return
-        self.pair_name, self.pair_kv_type = before.pair_name, before.kv_type
-        if before.settings:
-            self._loaded_key = before.loaded_key
-            self.settings_panel.update_settings(**before.settings)
+    @property
+    def pair_kv_type(self) -> str:
+        return self.pairs.kv_type
 
     def _first_start(self, hub_reachable: bool) -> None:
         """No pair yet: the wizard when the Hub answers, else the offline demo pair."""
@@ -457,24 +381,6 @@ class MainWindow(QMainWindow):
             )
         self.load_demo()
 
-    def _source_changed(self, source: DraftSource) -> None:
-        if not self.settings.target_path:
-            return
-        draft = self.settings.draft_path or None
-        if source is DraftSource.MTP:
-            problem = self_drafting_problem(self.settings.target_path)
-            if problem is not None:
-                self.chat.show_error("The target cannot draft for itself:", problem)
-                self._show_pair_state()
-                return
-        if source is DraftSource.MODEL and not draft:
-            self.chat.show_error("No draft model chosen yet:", "use Change pair….")
-            self.pair_bar.show_pair(
-                self.settings.target_path, None, DraftSource.NGRAM, self.pair_name
-            )
-            return
-        self.load_pair(self.settings.target_path, draft, source)
-
     def _apply_lab(self, changes: dict) -> None:
         """A Lab recommendation: its settings, and its drafting when the pair differs."""
         self.settings_panel.update_settings(**changes)
@@ -486,11 +392,6 @@ class MainWindow(QMainWindow):
         )
         if target and current != (source, draft):
             self.load_pair(target, draft, source)
-
-    def _pair_renamed(self, name: str) -> None:
-        """The current saved pair was renamed ("" when deleted) in the saved-pairs dialog."""
-        self.pair_name = name
-        self.settings_panel.update_settings(pair_name=name)
 
     def reload_pair(self) -> None:
         """Start the engine again with the pair it had before it died."""
@@ -526,7 +427,7 @@ class MainWindow(QMainWindow):
                 f"The pair that was loaded is loaded again ({Path(message.pair.target_path).name})",
                 10000,
             )
-        self._before_load = None
+        self.pairs.before = None
         self.loaded = message
         self.status_fields.show_pair(message)  # no figures of the last pair or answer
         info, source = message.pair, DraftSource(message.pair.draft_source)
@@ -534,7 +435,7 @@ class MainWindow(QMainWindow):
             None if message.remote else pair_drafting(info.target_path, info.draft_path, source)
         )
         self.chat.drafting = self.charts.stats.drafting = drafting
-        self._loaded_key = self.settings.load_key()
+        self.pairs.loaded_key = self.settings.load_key()
         self._engine_lost = False
         self.reload_button.hide()
         self._set_loading(None)
@@ -573,7 +474,7 @@ class MainWindow(QMainWindow):
                 loaded.pair.target_path,
                 loaded.pair.draft_path,
                 loaded.pair.draft_source,
-                self.pair_name,
+                self.pairs.name,
             )
         if self.client.loading:
             missing = ""
@@ -601,8 +502,8 @@ class MainWindow(QMainWindow):
     def _on_error(self, message: WorkerError) -> None:
         if message.can_reload:
             self._engine_lost = True
-        if message.request_id == self._load_request:  # the pair loaded before is kept
-            self._undo_load()
+        if message.request_id == self.pairs.request:  # the pair loaded before is kept
+            self.pairs.undo()
             if message.unloaded:
                 self.loaded = None
                 self.serving.pair_changed(None)
@@ -618,17 +519,7 @@ class MainWindow(QMainWindow):
     def _settings_changed(self, settings: Settings) -> None:
         old, self.settings = self.settings, settings
         self.saving.save_settings(settings)
-        local = self.loaded is not None and self.loaded.remote is None
-        if local and self.loaded is not None and self._loaded_key != settings.load_key():
-            # the pair reloads with them; if it cannot, it stays loaded with the old ones
-            before = self._before({name: getattr(old, name) for name in LOAD_FIELDS})
-            self._loaded_key = settings.load_key()
-            self.load_pair(
-                self.loaded.pair.target_path,
-                self.loaded.pair.draft_path,
-                self.loaded.pair.draft_source,
-            )
-            self._before_load = before
+        self.pairs.settings_changed(old, settings, self.loaded)
 
     # --- chat ------------------------------------------------------------------------------
 
