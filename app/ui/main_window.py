@@ -8,22 +8,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import psutil
 from PySide6.QtCore import Signal
-from PySide6.QtGui import (
-    QCloseEvent,
-    QGuiApplication,
-    QIcon,
-    QResizeEvent,
-    QShowEvent,
-)
-from PySide6.QtWidgets import (
-    QMainWindow,
-    QPushButton,
-    QScrollArea,
-    QTabWidget,
-    QWidget,
-)
+from PySide6.QtGui import QCloseEvent, QGuiApplication, QIcon, QResizeEvent, QShowEvent
+from PySide6.QtWidgets import QMainWindow, QPushButton, QScrollArea, QTabWidget, QWidget
 
 from app.engine.config import DraftSource
 from app.engine.events import TextTail, TokenEvent
@@ -44,6 +31,7 @@ from app.ui.pair_bar import PairBar
 from app.ui.pair_chooser import PairChoice, active_pair_kv_type
 from app.ui.pair_loading import PairLoading
 from app.ui.plain_text import markup
+from app.ui.resource_monitor import memory_in_use
 from app.ui.serving import ServingControl
 from app.ui.settings_panel import SettingsPanel
 from app.ui.status_bar import StatusFields
@@ -83,14 +71,6 @@ def app_icon() -> QIcon:
         if path.is_file():
             icon.addFile(str(path))
     return icon
-
-
-def process_rss(pid: int | None = None) -> int | None:
-    """Resident memory of this process, or of process ``pid`` (the engine process)."""
-    try:
-        return int(psutil.Process(pid).memory_info().rss)
-    except (psutil.Error, OSError):
-        return None
 
 
 class MainWindow(QMainWindow):
@@ -490,11 +470,7 @@ class MainWindow(QMainWindow):
     def _update_resources(self) -> None:
         if self.loaded is None:
             return
-        rss = process_rss()
-        engine_pid = self.client.engine_pid
-        engine_rss = process_rss(engine_pid) if engine_pid else None
-        if rss is not None and engine_rss is not None:
-            rss += engine_rss  # the models live in the engine process
+        rss = memory_in_use(self.client.engine_pid)
         self.pair_bar.show_resources(self.loaded.pair.device, self.loaded.pair.weights_bytes, rss)
         if self.loaded.remote is None:
             self.status_fields.show_memory(rss, self.loaded.pair.weights_bytes)
