@@ -16,7 +16,7 @@ from app.engine.config import DraftSource
 from app.engine.events import TextTail, TokenEvent
 from app.lab.remote_chat import RemotePair
 from app.models.drafting import pair_drafting, pair_words
-from app.store.conversations import Conversation, ConversationInfo, ConversationStore
+from app.store.conversations import Conversation, ConversationStore
 from app.store.pending_saves import PendingSaves
 from app.store.settings import Settings, SettingsStore
 from app.store.unsent import UnsentMessage
@@ -161,7 +161,7 @@ class MainWindow(QMainWindow):
         self.open_guard = OpenGuard(self.layout_file, self)
         scan = self.store.scan()
         self.session = ChatSession()
-        skipped = self._restore_conversation(scan.conversations)
+        skipped = self.open_guard.reopen_latest(self.store, scan.conversations, self._show_session)
         self.unsent = UnsentMessage(self.settings_store.directory)
         unsent, unsent_notes = self.unsent.read()  # typed, not sent, when the window closed
         if unsent:
@@ -607,41 +607,6 @@ class MainWindow(QMainWindow):
         self.session = session
         self.chat.show_stored_answer(session.last_reply)
         self._show_conversation()
-
-    def _restore_conversation(self, listed: Sequence[ConversationInfo]) -> list[str]:
-        """Show the most recent conversation that reads and shows (a file may change
-        meanwhile); a note, in words, for each one skipped."""
-        notes = []
-        tried = 0
-        for info in listed:
-            name = f"“{info.title}” ({info.id})"
-            if self.open_guard.skips(info.id):
-                if info.id == self.open_guard.died_on:
-                    notes.append(
-                        f"the conversation {name} was not reopened: SpecDeck stopped while "
-                        "showing it last time. It is still in the Conversations list."
-                    )
-                continue
-            if tried == 3:
-                break
-            tried += 1
-            try:
-                conversation = self.store.load(info.id)
-            except (OSError, ValueError):
-                continue
-            self.open_guard.opening(info.id)
-            try:
-                self._show_session(ChatSession(conversation))
-            except Exception as error:  # noqa: BLE001 - a stored file must not stop the start
-                notes.append(
-                    f"the conversation {name} could not be shown and was skipped "
-                    f"({type(error).__name__}: {error}). It is kept as it was, in "
-                    f"{self.store.path_of(info.id)} and in the Conversations list."
-                )
-                continue
-            return notes
-        self._show_session(ChatSession())
-        return notes
 
     def _conversation_deleted(self, conversation_id: str) -> None:
         self.saves.forget_conversation(conversation_id)
