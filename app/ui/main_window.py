@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from PySide6.QtCore import Signal
-from PySide6.QtGui import QCloseEvent, QGuiApplication, QIcon, QResizeEvent, QShowEvent
-from PySide6.QtWidgets import QMainWindow, QPushButton, QScrollArea, QTabWidget, QWidget
+from PySide6.QtGui import QCloseEvent, QIcon, QResizeEvent, QShowEvent
+from PySide6.QtWidgets import QMainWindow, QPushButton, QScrollArea, QTabWidget
 
 from app.engine.config import DraftSource
 from app.engine.events import TextTail, TokenEvent
@@ -35,11 +35,10 @@ from app.ui.resource_monitor import memory_in_use
 from app.ui.serving import ServingControl
 from app.ui.settings_panel import SettingsPanel
 from app.ui.status_bar import StatusFields
-from app.ui.theme import CHOICES as THEME_CHOICES
-from app.ui.theme import apply_palette, is_dark
 from app.ui.window_docks import WindowDocks
 from app.ui.window_layout import WindowLayout
 from app.ui.window_menus import WindowCommands, WindowMenus
+from app.ui.window_theme import WindowTheme
 from app.workers.chat_session import ChatSession
 from app.workers.engine_client import EngineClient
 from app.workers.messages import (
@@ -98,7 +97,6 @@ class MainWindow(QMainWindow):
         self._shown_once = False
         self.layout_file = WindowLayout(self.settings_store.directory)
         self._engine_lost = False  # the engine process died; Reload pair brings it back
-        self.theme_choice = "system"
 
         self.pair_bar = PairBar()
         self.chat = ChatPanel(self.settings.colour_style, self.settings.baseline)
@@ -133,6 +131,9 @@ class MainWindow(QMainWindow):
         self.docks = WindowDocks(self, self.pair_bar, self.side, self.charts)
         self.pair_toolbar = self.docks.pair_toolbar
         self.settings_dock, self.charts_dock = self.docks.settings_dock, self.docks.charts_dock
+        self.theme = WindowTheme(
+            self, self.layout_file, self.settings_panel, self.chat, self.charts, self._sync_actions
+        )
         self.status_fields = StatusFields(self.statusBar())
         self.status = self.status_fields.labels
         # "Serve on localhost": its menu action, its status item, kept in step with the pair
@@ -170,7 +171,7 @@ class MainWindow(QMainWindow):
         self.show_notes(notes)
         self.docks.fit_to_screen()
         self._docks_restored = self.layout_file.restore(self, self.side)
-        self._follow_theme()
+        self.theme.follow()
         if autoload and is_existing_file(self.settings.target_path):
             self.pairs.kv_type = active_pair_kv_type(self.pairs.name, self.settings.target_path)
             self.load_pair(
@@ -246,37 +247,16 @@ class MainWindow(QMainWindow):
             theme=self.theme_choice,
         )
 
-    # --- theme -----------------------------------------------------------------------------
+    def set_theme(self, choice: str) -> None:  # "light", "dark" or "system"
+        self.theme.set_theme(choice)
 
-    def _follow_theme(self) -> None:
-        choice = self.layout_file.value("theme", "system")
-        self.theme_choice = choice if choice in THEME_CHOICES else "system"
-        self.settings_panel.show_theme(self.theme_choice)
-        self.settings_panel.theme_changed.connect(self.set_theme)
-        hints = QGuiApplication.styleHints()
-        if hints is not None:
-            hints.colorSchemeChanged.connect(self._scheme_changed)
-        self.apply_theme()
+    @property
+    def theme_choice(self) -> str:
+        return self.theme.choice
 
-    def _scheme_changed(self, _scheme: object) -> None:
-        if self.theme_choice == "system":
-            self.apply_theme()
-
-    def set_theme(self, choice: str) -> None:
-        self.theme_choice = choice if choice in THEME_CHOICES else "system"
-        self.settings_panel.show_theme(self.theme_choice)
-        self.layout_file.set_value("theme", self.theme_choice)
-        self.apply_theme()
-        self._sync_actions()
-
-    def apply_theme(self) -> None:
-        self.dark = is_dark(self.theme_choice)
-        apply_palette(self.dark)
-        for widget in self.findChildren(QWidget):  # style sheets keep the palette they saw
-            if widget.styleSheet():
-                widget.setStyleSheet(widget.styleSheet())
-        self.chat.set_dark(self.dark)
-        self.charts.set_dark(self.dark)
+    @property
+    def dark(self) -> bool:
+        return self.theme.dark
 
     def _wire(self) -> None:
         self.client.busy.connect(self._on_busy)
