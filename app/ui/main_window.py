@@ -1,4 +1,16 @@
-"""The main window: pair bar, the chat, settings and charts docks, status bar."""
+"""The main window: pair bar, the chat, settings and charts docks, status bar.
+
+The window builds its parts and wires them; it answers the engine's messages (a pair
+loaded, a batch of tokens, an answer done, an error) and runs the chat. Its other rooms:
+
+- ``window_menus``: the menu bar, its actions and shortcuts (``WindowMenus``)
+- ``window_docks``: the pair toolbar, the docks and how they share the width
+- ``window_theme``: light, dark or the system's theme
+- ``pair_loading``: choosing and loading a pair, and undoing a failed load (``window.pairs``)
+- ``conversation_saving``: saving with retries, and the save banner
+- ``serving``: "Serve on localhost"; ``resource_monitor``: the memory a pair takes
+- ``open_guard``: reopening the latest conversation, unless the window died showing it
+"""
 
 from __future__ import annotations
 

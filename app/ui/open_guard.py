@@ -5,7 +5,8 @@ renderer that runs out of memory, a crash inside Qt) would keep the app from eve
 again. Before a conversation is shown its id is written down (in window.ini), and crossed off
 once the window has lived with it for a moment or closed normally. An id still written down at
 the next start is the one the last run died showing: it is not opened at start any more (it
-stays in the Conversations list), and the window says so once.
+stays in the Conversations list), and the window says so once. ``reopen_latest`` opens the
+newest conversation that reads and shows at start, passing over those.
 """
 
 from __future__ import annotations
