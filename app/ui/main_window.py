@@ -1,4 +1,16 @@
-"""The main window: pair bar, the chat, settings and charts docks, status bar."""
+"""The main window: pair bar, the chat, settings and charts docks, status bar.
+
+The window builds its parts and wires them; it answers the engine's messages (a pair
+loaded, a batch of tokens, an answer done, an error) and runs the chat. Its other rooms:
+
+- ``window_menus``: the menu bar, its actions and shortcuts (``WindowMenus``)
+- ``window_docks``: the pair toolbar, the docks and how they share the width
+- ``window_theme``: light, dark or the system's theme
+- ``pair_loading``: choosing and loading a pair, and undoing a failed load (``window.pairs``)
+- ``conversation_saving``: saving with retries, and the save banner
+- ``serving``: "Serve on localhost"; ``resource_monitor``: the memory a pair takes
+- ``open_guard``: reopening the latest conversation, unless the window died showing it
+"""
 
 from __future__ import annotations
 
@@ -6,55 +18,39 @@ import gc
 import html
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import psutil
-from PySide6.QtCore import QRect, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import (
-    QAction,
-    QActionGroup,
-    QCloseEvent,
-    QGuiApplication,
-    QIcon,
-    QKeySequence,
-    QResizeEvent,
-    QShowEvent,
-)
-from PySide6.QtWidgets import (
-    QDockWidget,
-    QMainWindow,
-    QMessageBox,
-    QPushButton,
-    QScrollArea,
-    QTabWidget,
-    QToolBar,
-    QWidget,
-)
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QCloseEvent, QIcon, QResizeEvent, QShowEvent
+from PySide6.QtWidgets import QMainWindow, QPushButton, QScrollArea, QTabWidget
 
 from app.engine.config import DraftSource
 from app.engine.events import TextTail, TokenEvent
 from app.lab.remote_chat import RemotePair
-from app.models.drafting import pair_drafting, pair_words, self_drafting_problem
-from app.store.conversations import Conversation, ConversationInfo, ConversationStore
-from app.store.pending_saves import PendingSaves, SaveFailure
-from app.store.settings import LOAD_FIELDS, Settings, SettingsStore
+from app.models.drafting import pair_drafting, pair_words
+from app.store.conversations import Conversation, ConversationStore
+from app.store.pending_saves import PendingSaves
+from app.store.settings import Settings, SettingsStore
 from app.store.unsent import UnsentMessage
 from app.ui.answer_verdict import judge_answer
 from app.ui.charts import ChartsPanel
 from app.ui.chat_panel import ChatPanel
 from app.ui.conversation_list import ConversationList
+from app.ui.conversation_saving import ConversationSaving
 from app.ui.first_run import HubProbe
 from app.ui.open_guard import OpenGuard
 from app.ui.pair_bar import PairBar
-from app.ui.pair_chooser import PairChoice, active_pair_kv_type, choose_pair, choose_remote
+from app.ui.pair_chooser import PairChoice, active_pair_kv_type
+from app.ui.pair_loading import PairLoading
 from app.ui.plain_text import markup
+from app.ui.resource_monitor import memory_in_use
 from app.ui.serving import ServingControl
 from app.ui.settings_panel import SettingsPanel
 from app.ui.status_bar import StatusFields
-from app.ui.theme import CHOICES as THEME_CHOICES
-from app.ui.theme import apply_palette, is_dark
+from app.ui.window_docks import WindowDocks
 from app.ui.window_layout import WindowLayout
+from app.ui.window_menus import WindowCommands, WindowMenus
+from app.ui.window_theme import WindowTheme
 from app.workers.chat_session import ChatSession
 from app.workers.engine_client import EngineClient
 from app.workers.messages import (
@@ -62,29 +58,13 @@ from app.workers.messages import (
     ChatJob,
     EventBatch,
     JobDone,
-    LoadPair,
     PairLoaded,
     Verdict,
     WorkerError,
 )
 
-NARROW_WINDOW = 1280  # px: below this the settings and charts docks share one column as tabs
-PREFERRED_SIZE = QSize(1560, 960)  # the first window, where the screen has room for it
-FRAME_ROOM = QSize(16, 48)  # px a window manager's title bar and borders may take around it
 ICON_DIR = Path(__file__).resolve().parents[2] / "resources" / "icons"
-SAVE_RETRY_MS = 5000  # while a save is failing, try again this often
 NOTES_SHOWN = 6
-
-
-@dataclass(frozen=True)
-class BeforeLoad:
-    """What the window had before it started a load, put back when that load fails (the
-    pair loaded before stays loaded, so the window must describe it again)."""
-
-    pair_name: str
-    kv_type: str
-    loaded_key: tuple[object, ...] | None
-    settings: dict[str, object] = field(default_factory=dict)  # changed fields, old values
 
 
 def is_existing_file(path: str) -> bool:
@@ -102,14 +82,6 @@ def app_icon() -> QIcon:
         if path.is_file():
             icon.addFile(str(path))
     return icon
-
-
-def process_rss(pid: int | None = None) -> int | None:
-    """Resident memory of this process, or of process ``pid`` (the engine process)."""
-    try:
-        return int(psutil.Process(pid).memory_info().rss)
-    except (psutil.Error, OSError):
-        return None
 
 
 class MainWindow(QMainWindow):
@@ -132,27 +104,26 @@ class MainWindow(QMainWindow):
         self.settings: Settings = self.settings_store.load()
         self.store = conversation_store or ConversationStore()
         self.saves = PendingSaves(self.settings_store, self.store)
-        self.save_retry = QTimer(self)
-        self.save_retry.setInterval(SAVE_RETRY_MS)
-        self.save_retry.timeout.connect(self.retry_saves)
         self.client = EngineClient(self)
         self.loaded: PairLoaded | None = None
-        self.pair_kv_type = "f16"  # the KV cache type of the chosen saved pair
-        self.pair_name = self.settings.pair_name  # the chosen saved pair ("" for plain files)
-        self._loaded_key: tuple[object, ...] | None = None
         self._shown_once = False
-        self._narrow: bool | None = None  # the docks' arrangement: tabbed (narrow) or side by side
         self.layout_file = WindowLayout(self.settings_store.directory)
         self._engine_lost = False  # the engine process died; Reload pair brings it back
-        self._load_request = -1  # the pair load in progress
-        self._before_load: BeforeLoad | None = None  # put back when that load fails
-        self.theme_choice = "system"
 
         self.pair_bar = PairBar()
         self.chat = ChatPanel(self.settings.colour_style, self.settings.baseline)
         self.settings_panel = SettingsPanel(self.settings)
         self.conversations = ConversationList(self.store)
         self.conversations.unsaved = self.saves.unsaved_conversations
+        self.saving = ConversationSaving(
+            self.saves,
+            self.chat,
+            self.conversations,
+            lambda: self.conversation.id,
+            lambda text, ms: self.statusBar().showMessage(text, ms),
+            self,
+        )
+        self.save_retry = self.saving.retry
         self.charts = ChartsPanel()
         self.side = QTabWidget()
         self.side.addTab(self.settings_panel, "Settings")
@@ -169,12 +140,12 @@ class MainWindow(QMainWindow):
         self.lab.apply_requested.connect(self._apply_lab)
         self.setCentralWidget(self.chat)
         self.setDockNestingEnabled(True)
-        self.pair_toolbar = self._pair_toolbar()
-        self.settings_dock = self._dock("settingsDock", "Settings", self.side)
-        self.charts_dock = self._dock("chartsDock", "Charts", self.charts)
-        self.splitDockWidget(self.settings_dock, self.charts_dock, Qt.Orientation.Horizontal)
-        for action in (self.settings_dock.toggleViewAction(), self.charts_dock.toggleViewAction()):
-            self.pair_toolbar.addAction(action)
+        self.docks = WindowDocks(self, self.pair_bar, self.side, self.charts)
+        self.pair_toolbar = self.docks.pair_toolbar
+        self.settings_dock, self.charts_dock = self.docks.settings_dock, self.docks.charts_dock
+        self.theme = WindowTheme(
+            self, self.layout_file, self.settings_panel, self.chat, self.charts, self._sync_actions
+        )
         self.status_fields = StatusFields(self.statusBar())
         self.status = self.status_fields.labels
         # "Serve on localhost": its menu action, its status item, kept in step with the pair
@@ -184,6 +155,17 @@ class MainWindow(QMainWindow):
         self.server, self.serving_label = self.serving.server, self.serving.label
         self.statusBar().addPermanentWidget(self.serving_label)
         self.serving.message.connect(self.statusBar().showMessage)
+        # the pair chosen, the load in progress, what a failed load puts back
+        self.pairs = PairLoading(
+            self,
+            self.client,
+            self.chat,
+            self.pair_bar,
+            self.settings_panel,
+            lambda: self.settings,
+            lambda: self.server.url if self.server.serving else "",
+            self._show_pair_state,
+        )
 
         self._add_engine_actions()
         self._wire()
@@ -192,18 +174,18 @@ class MainWindow(QMainWindow):
         self.open_guard = OpenGuard(self.layout_file, self)
         scan = self.store.scan()
         self.session = ChatSession()
-        skipped = self._restore_conversation(scan.conversations)
+        skipped = self.open_guard.reopen_latest(self.store, scan.conversations, self._show_session)
         self.unsent = UnsentMessage(self.settings_store.directory)
         unsent, unsent_notes = self.unsent.read()  # typed, not sent, when the window closed
         if unsent:
             self.chat.input.setPlainText(unsent)
         notes = [*self.settings_store.notes, *scan.notes, *layout_notes, *skipped, *unsent_notes]
         self.show_notes(notes)
-        self._fit_to_screen()
+        self.docks.fit_to_screen()
         self._docks_restored = self.layout_file.restore(self, self.side)
-        self._follow_theme()
+        self.theme.follow()
         if autoload and is_existing_file(self.settings.target_path):
-            self.pair_kv_type = active_pair_kv_type(self.pair_name, self.settings.target_path)
+            self.pairs.kv_type = active_pair_kv_type(self.pairs.name, self.settings.target_path)
             self.load_pair(
                 self.settings.target_path,
                 self.settings.draft_path or None,
@@ -231,213 +213,62 @@ class MainWindow(QMainWindow):
         self.cancel_load_button.clicked.connect(self.client.cancel_load)
         self.pair_bar.add_beside_progress(self.cancel_load_button)
 
-    def _action(
-        self,
-        text: str,
-        slot: object,
-        keys: Sequence[QKeySequence | QKeySequence.StandardKey | str] = (),
-        tip: str = "",
-    ) -> QAction:
-        action = QAction(text, self)
-        action.triggered.connect(slot)
-        if keys:
-            action.setShortcuts([QKeySequence(key) for key in keys])
-        if tip:
-            action.setStatusTip(tip)
-            action.setToolTip(tip)
-        self.addAction(action)  # its shortcut works wherever the focus is in the window
-        return action
-
     def _add_menus(self) -> None:
-        """The menu bar: every action the window has, with the keys people expect (Esc
-        stops, Ctrl+Enter sends, Ctrl+N starts a new chat)."""
-        chat = self.chat
-        self.new_chat_action = self._action(
-            "&New chat", self.new_chat, [QKeySequence.StandardKey.New]
+        """The menu bar (app/ui/window_menus.py); the actions tests and shortcuts reach."""
+        chat, side = self.chat, self.docks.show_side
+        self.menus = WindowMenus(
+            self,
+            WindowCommands(
+                new_chat=self.new_chat,
+                send=chat.input.submit,
+                stop=self.stop,
+                continue_answer=self.continue_answer,
+                regenerate=self.regenerate,
+                copy_answer=chat.copy_answer,
+                show_conversations=lambda: side(self.conversations),
+                export=lambda suffix: self.conversations.export(self.conversation.id, suffix),
+                quit=self.close,
+                show_settings=lambda: side(self.settings_panel),
+                show_lab=lambda: side(self.lab),
+                toggle_comparison=chat.compare.toggle,
+                set_theme=self.set_theme,
+                pair_wizard=self.change_pair,
+                pair_files=lambda: self.change_pair(files=True),
+                load_demo=self.load_demo,
+                choose_remote=self.pairs.choose_remote,
+                manage_pairs=self.pair_bar.manage_pairs,
+                reload_pair=self.reload_pair,
+                cancel_load=self.client.cancel_load,
+            ),
+            [self.settings_dock.toggleViewAction(), self.charts_dock.toggleViewAction()],
+            self.serving.action,
         )
-        self.send_action = self._action(
-            "&Send", chat.input.submit, ["Ctrl+Return", "Ctrl+Enter"], "Send the message"
-        )
-        self.stop_action = self._action("S&top", self.stop, ["Esc"], "Stop the answer")
-        self.continue_action = self._action(
-            "&Continue",
-            self.continue_answer,
-            ["Ctrl+Shift+Return"],
-            "Write more of the last answer",
-        )
-        self.regenerate_action = self._action(
-            "&Regenerate", self.regenerate, ["Ctrl+R"], "Answer the last question again"
-        )
-        self.copy_action = self._action(
-            "Cop&y answer", chat.copy_answer, ["Ctrl+Shift+C"], "Copy the last answer"
-        )
-        bar = self.menuBar()
-        file = bar.addMenu("&File")
-        file.addAction(self.new_chat_action)
-        file.addAction(self._action("&Conversations…", lambda: self._show_side(self.conversations)))
-        for suffix, label in (("md", "Markdown"), ("json", "JSON")):
-            file.addAction(
-                self._action(
-                    f"Export conversation as {label}…",
-                    lambda _=False, s=suffix: self.conversations.export(self.conversation.id, s),
-                )
-            )
-        file.addSeparator()
-        file.addAction(self._action("&Quit", self.close, [QKeySequence.StandardKey.Quit]))
-        edit = bar.addMenu("&Edit")
-        for action in (self.send_action, self.stop_action, self.continue_action):
-            edit.addAction(action)
-        edit.addAction(self.regenerate_action)
-        edit.addSeparator()
-        edit.addAction(self.copy_action)
-        edit.addSeparator()
-        edit.addAction(
-            self._action(
-                "Se&ttings",
-                lambda: self._show_side(self.settings_panel),
-                [QKeySequence.StandardKey.Preferences, "Ctrl+,"],
-            )
-        )
-        view = bar.addMenu("&View")
-        view.addAction(self.settings_dock.toggleViewAction())
-        view.addAction(self.charts_dock.toggleViewAction())
-        view.addAction(self._action("&Lab", lambda: self._show_side(self.lab)))
-        view.addSeparator()
-        view.addAction(self._action("&Comparison under the answer", self.chat.compare.toggle))
-        theme = view.addMenu("&Theme")
-        self.theme_actions = QActionGroup(self)
-        for choice in THEME_CHOICES:
-            action = theme.addAction(choice.capitalize())
-            action.setCheckable(True)
-            action.setData(choice)
-            action.triggered.connect(lambda _=False, c=choice: self.set_theme(c))
-            self.theme_actions.addAction(action)
-        pair = bar.addMenu("&Pair")
-        pair.addAction(self._action("Pair &wizard…", self.change_pair))
-        pair.addAction(self._action("&Local GGUF files…", lambda: self.change_pair(files=True)))
-        pair.addAction(self._action("&Demo pair", self.load_demo))
-        pair.addAction(self._action("Re&mote server…", self.choose_remote))
-        pair.addAction(self._action("Rename or delete saved pairs…", self.pair_bar.manage_pairs))
-        pair.addSeparator()
-        self.reload_action = self._action("&Reload pair", self.reload_pair)
-        self.cancel_load_action = self._action("Cancel &loading", self.client.cancel_load)
-        pair.addAction(self.reload_action)
-        pair.addAction(self.cancel_load_action)
-        pair.addSeparator()
-        self.serve_action = self.serving.action
-        pair.addAction(self.serve_action)
-        help_menu = bar.addMenu("&Help")
-        help_menu.addAction(self._action("&Keyboard shortcuts", self._show_keys))
-        help_menu.addAction(self._action("&About SpecDeck", self._show_about))
+        menus = self.menus
+        self.new_chat_action, self.send_action = menus.new_chat_action, menus.send_action
+        self.stop_action, self.continue_action = menus.stop_action, menus.continue_action
+        self.regenerate_action, self.serve_action = menus.regenerate_action, self.serving.action
         self.settings_panel.refusal_changed.connect(lambda _reason: self._sync_actions())
 
-    def _show_side(self, page: QWidget) -> None:
-        """A page of the side dock (settings, conversations, the Lab), shown and raised."""
-        self.settings_dock.show()
-        self.settings_dock.raise_()
-        for index in range(self.side.count()):
-            widget = self.side.widget(index)
-            if widget is page or (isinstance(widget, QScrollArea) and widget.widget() is page):
-                self.side.setCurrentIndex(index)
-
     def _sync_actions(self) -> None:
-        """Menu actions follow the buttons they stand for (a disabled Stop leaves Esc free)."""
-        chat, generating = self.chat, self.client.generating
-        self.stop_action.setEnabled(generating)
-        self.send_action.setEnabled(not generating and chat.send.isEnabled())
-        self.continue_action.setEnabled(
-            not chat.continue_button.isHidden() and chat.continue_button.isEnabled()
-        )
-        self.regenerate_action.setEnabled(chat.regenerate.isEnabled())
-        self.copy_action.setEnabled(chat.copy.isEnabled())
-        self.new_chat_action.setEnabled(not generating)
-        self.reload_action.setEnabled(self.loaded is not None and not self.client.loading)
-        self.cancel_load_action.setEnabled(self.client.loading)
-        for action in self.theme_actions.actions():
-            action.setChecked(action.data() == self.theme_choice)
-
-    def _show_keys(self) -> None:
-        rows = [
-            ("Enter", "send the message"),
-            ("Shift+Enter", "a new line in the message"),
-            ("Ctrl+Enter", "send, from anywhere in the window"),
-            ("Esc", "stop the answer"),
-            ("Ctrl+Shift+Enter", "continue the last answer"),
-            ("Ctrl+R", "regenerate the last answer"),
-            ("Ctrl+N", "new chat"),
-            ("Ctrl+Shift+C", "copy the last answer"),
-            ("Ctrl+,", "settings"),
-        ]
-        box = QMessageBox(self)
-        box.setWindowTitle("Keyboard shortcuts")
-        box.setTextFormat(Qt.TextFormat.PlainText)
-        box.setText("\n".join(f"{keys}: {what}" for keys, what in rows))
-        box.exec()
-
-    def _show_about(self) -> None:
-        from app import __version__
-
-        QMessageBox.about(
-            self,
-            "About SpecDeck",
-            f"SpecDeck {__version__}\n\nSpeculative decoding on your own computer with "
-            "llama.cpp: a small draft model proposes tokens, the target model checks them, "
-            "and the window shows what it gained.",
+        client = self.client
+        self.menus.sync(
+            self.chat,
+            generating=client.generating,
+            loading=client.loading,
+            loaded=self.loaded is not None,
+            theme=self.theme_choice,
         )
 
-    def _pair_toolbar(self) -> QToolBar:
-        bar = QToolBar("Model pair", self)
-        bar.setObjectName("pairToolbar")
-        bar.setMovable(False)
-        bar.setFloatable(False)
-        bar.addWidget(self.pair_bar)
-        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, bar)
-        return bar
+    def set_theme(self, choice: str) -> None:  # "light", "dark" or "system"
+        self.theme.set_theme(choice)
 
-    def _dock(self, name: str, title: str, widget: QWidget) -> QDockWidget:
-        dock = QDockWidget(title, self)
-        dock.setObjectName(name)
-        dock.setWidget(widget)
-        dock.setFeatures(
-            QDockWidget.DockWidgetFeature.DockWidgetClosable
-            | QDockWidget.DockWidgetFeature.DockWidgetMovable
-            | QDockWidget.DockWidgetFeature.DockWidgetFloatable
-        )
-        dock.toggleViewAction().setToolTip(f"Show or hide the {title.lower()} panel")
-        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
-        return dock
+    @property
+    def theme_choice(self) -> str:
+        return self.theme.choice
 
-    # --- theme -----------------------------------------------------------------------------
-
-    def _follow_theme(self) -> None:
-        choice = self.layout_file.value("theme", "system")
-        self.theme_choice = choice if choice in THEME_CHOICES else "system"
-        self.settings_panel.show_theme(self.theme_choice)
-        self.settings_panel.theme_changed.connect(self.set_theme)
-        hints = QGuiApplication.styleHints()
-        if hints is not None:
-            hints.colorSchemeChanged.connect(self._scheme_changed)
-        self.apply_theme()
-
-    def _scheme_changed(self, _scheme: object) -> None:
-        if self.theme_choice == "system":
-            self.apply_theme()
-
-    def set_theme(self, choice: str) -> None:
-        self.theme_choice = choice if choice in THEME_CHOICES else "system"
-        self.settings_panel.show_theme(self.theme_choice)
-        self.layout_file.set_value("theme", self.theme_choice)
-        self.apply_theme()
-        self._sync_actions()
-
-    def apply_theme(self) -> None:
-        self.dark = is_dark(self.theme_choice)
-        apply_palette(self.dark)
-        for widget in self.findChildren(QWidget):  # style sheets keep the palette they saw
-            if widget.styleSheet():
-                widget.setStyleSheet(widget.styleSheet())
-        self.chat.set_dark(self.dark)
-        self.charts.set_dark(self.dark)
+    @property
+    def dark(self) -> bool:
+        return self.theme.dark
 
     def _wire(self) -> None:
         self.client.busy.connect(self._on_busy)
@@ -448,11 +279,11 @@ class MainWindow(QMainWindow):
         self.client.error.connect(self._on_error)
         self.pair_bar.change_requested.connect(self.change_pair)
         self.pair_bar.files_requested.connect(lambda: self.change_pair(files=True))
-        self.pair_bar.remote_requested.connect(self.choose_remote)
+        self.pair_bar.remote_requested.connect(self.pairs.choose_remote)
         self.pair_bar.saved_pair_requested.connect(lambda name: self.change_pair(saved=name))
-        self.pair_bar.current_renamed.connect(self._pair_renamed)
+        self.pair_bar.current_renamed.connect(self.pairs.renamed)
         self.pair_bar.demo_requested.connect(self.load_demo)
-        self.pair_bar.source_changed.connect(self._source_changed)
+        self.pair_bar.source_changed.connect(self.pairs.source_changed)
         self.chat.send_requested.connect(self.send)
         self.chat.stop_requested.connect(self.stop)
         self.chat.regenerate_requested.connect(self.regenerate)
@@ -469,155 +300,42 @@ class MainWindow(QMainWindow):
 
     # --- layout --------------------------------------------------------------------------
 
-    def _fit_to_screen(self) -> None:
-        """The first window: its preferred size where the screen has room, else the screen's
-        available area (less room for the window frame), centred on it. A saved geometry,
-        restored after this, replaces it."""
-        screen = self.screen() or QGuiApplication.primaryScreen()
-        if screen is None:
-            self.resize(PREFERRED_SIZE)
-            return
-        room = screen.availableGeometry()
-        size = PREFERRED_SIZE.boundedTo(room.size() - FRAME_ROOM)
-        self.resize(size)
-        placed = QRect(room.topLeft(), size)
-        placed.moveCenter(room.center())
-        self.move(placed.topLeft())
-
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt override
         super().showEvent(event)
         if not self._shown_once:
             self._shown_once = True
             self.open_guard.settle_later()
             self.layout_file.restore_splitters(self.chat.splitters())
-            if self._docks_restored:  # as the person left them, unless they no longer fit
-                self._narrow = self.settings_dock in self.tabifiedDockWidgets(self.charts_dock)
-            QTimer.singleShot(0, self, self._follow_width)  # once the layout has its final size
+            self.docks.first_shown(self._docks_restored)
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
         if self._shown_once:
-            self._follow_width()
+            self.docks.follow_width()
 
-    def _follow_width(self) -> None:
-        """Tabbed docks below ``NARROW_WINDOW``, side by side above: whenever the width
-        crosses the line, not only at the first start."""
-        if self._narrow is None or (self.width() < NARROW_WINDOW) != self._narrow:
-            self.share_width()
-
-    def share_width(self) -> None:
-        """The docks' layout for the window's width: the chat keeps half the width, settings
-        and charts share the rest. On a narrow window the two docks share one column as tabs
-        instead of squeezing the chat. A floating dock is left where the person put it."""
-        width = self.width()
-        self._narrow = width < NARROW_WINDOW
-        docks = [self.settings_dock, self.charts_dock]
-        if any(dock.isFloating() for dock in docks):
-            return
-        if self._narrow:
-            self.tabifyDockWidget(self.settings_dock, self.charts_dock)
-            self.settings_dock.raise_()
-            self.resizeDocks([self.settings_dock], [int(width * 0.42)], Qt.Orientation.Horizontal)
-            return
-        if self.settings_dock in self.tabifiedDockWidgets(self.charts_dock):
-            # a tab behind another is open but not visible: it comes back open, unless closed
-            opened = self.charts_dock.toggleViewAction().isChecked()
-            self.removeDockWidget(self.charts_dock)
-            self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.charts_dock)
-            self.splitDockWidget(self.settings_dock, self.charts_dock, Qt.Orientation.Horizontal)
-            self.charts_dock.setVisible(opened)
-        self.resizeDocks(docks, [int(width * 0.22), int(width * 0.28)], Qt.Orientation.Horizontal)
+    def share_width(self) -> None:  # app/devtools/screenshots.py: the first-run layout
+        self.docks.share_width()
 
     # --- pair ------------------------------------------------------------------------------
 
     def load_pair(self, target: str, draft: str | None, source: DraftSource) -> int:
-        """Load a pair. Until it has loaded, the pair bar, Send and the answers stay with the
-        pair loaded now; a pair that fails to load leaves that one loaded."""
-        source = DraftSource(source)
-        if source is DraftSource.MTP:
-            problem = self_drafting_problem(target)
-            if problem is not None:  # a saved "mtp" for a file without heads: n-gram instead
-                self.chat.show_notes(markup("Drafting with n-gram lookup instead:", problem))
-                source, draft = DraftSource.NGRAM, None
-        s = self.settings
-        kv = self.pair_kv_type
-        draft_spec = replace(s.draft_spec(draft), kv_type=kv) if draft else None
-        self.pair_bar.set_busy(f"Loading {Path(target).name}…")
-        return self._load(LoadPair(replace(s.target_spec(target), kv_type=kv), draft_spec, source))
+        return self.pairs.load_pair(target, draft, source)
 
-    def load_demo(self) -> int:
-        s = self.settings
-        self.pair_bar.set_busy("Preparing the demo pair…")
-        before = self._before()
-        self.pair_name = ""
-        self.pair_kv_type = "f16"
-        spec = s.target_spec("")
-        load = self._load(LoadPair(spec, s.draft_spec(""), DraftSource.MODEL, demo=True))
-        self._before_load = before
-        return load
-
-    def _load(self, request: LoadPair) -> int:
-        self._load_request = self.client.load(request)
-        self._before_load = None
-        self._show_pair_state()
-        return self._load_request
-
-    def _before(self, settings: dict[str, object] | None = None) -> BeforeLoad:
-        return BeforeLoad(self.pair_name, self.pair_kv_type, self._loaded_key, settings or {})
-
-    def choose_remote(self) -> None:
-        s = self.settings
-        last = RemotePair(s.remote_url, s.remote_server, s.remote_baseline_url or None)
-        own = self.server.url if self.server.serving else ""
-        pair = choose_remote(self, last if s.remote_url else None, own)
-        if pair is not None:
-            self.settings_panel.update_settings(
-                remote_url=pair.url,
-                remote_server=pair.server,
-                remote_baseline_url=pair.baseline_url or "",
-            )
-            self.load_remote(pair)
+    def load_demo(self) -> int:  # the pair bar's Demo pair, the menu's and the first start's
+        return self.pairs.load_demo()
 
     def load_remote(self, pair: RemotePair) -> int:
-        """Chat with a server instead of the local engine (the settings keep the local pair)."""
-        self.pair_bar.set_busy(f"Connecting to {pair.url}…")
-        self.pair_name = ""
-        return self.client.load(LoadPair(self.settings.target_spec(""), None, remote=pair))
+        return self.pairs.load_remote(pair)
 
     def change_pair(self, files: bool = False, saved: str | None = None) -> None:
-        start = str(Path(self.settings.target_path).parent) if self.settings.target_path else ""
-        try:
-            choice = choose_pair(self, start, files=files, saved=saved)
-        except Exception as error:  # noqa: BLE001 - a broken wizard must not take the app down
-            self.chat.show_error("Could not choose a pair.", str(error))
-            return
-        if choice is not None:
-            self.apply_pair_choice(choice)
+        self.pairs.change_pair(files, saved)
 
     def apply_pair_choice(self, choice: PairChoice) -> None:
-        """Load a chosen pair with the settings it was saved with (context size, KV cache
-        type, draft length); a pair of plain files keeps the window's settings."""
-        changes = choice.settings.settings_changes() if choice.settings else {}
-        before = self._before({name: getattr(self.settings, name) for name in changes})
-        self.pair_kv_type = choice.settings.kv_type if choice.settings else "f16"
-        self.pair_name = choice.settings.name if choice.settings else ""
-        if changes:
-            # The new pair loads with these below: the old one is not reloaded for them.
-            self._loaded_key = replace(self.settings, **changes).load_key()  # type: ignore[arg-type]
-            self.settings_panel.update_settings(**changes)
-        self.load_pair(choice.target_path, choice.draft_path, choice.draft_source)
-        self._before_load = before
+        self.pairs.apply_pair_choice(choice)
 
-    def _undo_load(self) -> None:
-        """A load failed and the pair loaded before is still (or again) loaded: the window
-        describes that one again, with the name, KV cache type and settings it had."""
-        before, self._before_load = self._before_load, None
-        if before is None:
-            return
-        self.pair_name, self.pair_kv_type = before.pair_name, before.kv_type
-        if before.settings:
-            self._loaded_key = before.loaded_key
-            self.settings_panel.update_settings(**before.settings)
+    @property
+    def pair_kv_type(self) -> str:
+        return self.pairs.kv_type
 
     def _first_start(self, hub_reachable: bool) -> None:
         """No pair yet: the wizard when the Hub answers, else the offline demo pair."""
@@ -635,24 +353,6 @@ class MainWindow(QMainWindow):
             )
         self.load_demo()
 
-    def _source_changed(self, source: DraftSource) -> None:
-        if not self.settings.target_path:
-            return
-        draft = self.settings.draft_path or None
-        if source is DraftSource.MTP:
-            problem = self_drafting_problem(self.settings.target_path)
-            if problem is not None:
-                self.chat.show_error("The target cannot draft for itself:", problem)
-                self._show_pair_state()
-                return
-        if source is DraftSource.MODEL and not draft:
-            self.chat.show_error("No draft model chosen yet:", "use Change pair….")
-            self.pair_bar.show_pair(
-                self.settings.target_path, None, DraftSource.NGRAM, self.pair_name
-            )
-            return
-        self.load_pair(self.settings.target_path, draft, source)
-
     def _apply_lab(self, changes: dict) -> None:
         """A Lab recommendation: its settings, and its drafting when the pair differs."""
         self.settings_panel.update_settings(**changes)
@@ -664,11 +364,6 @@ class MainWindow(QMainWindow):
         )
         if target and current != (source, draft):
             self.load_pair(target, draft, source)
-
-    def _pair_renamed(self, name: str) -> None:
-        """The current saved pair was renamed ("" when deleted) in the saved-pairs dialog."""
-        self.pair_name = name
-        self.settings_panel.update_settings(pair_name=name)
 
     def reload_pair(self) -> None:
         """Start the engine again with the pair it had before it died."""
@@ -704,7 +399,7 @@ class MainWindow(QMainWindow):
                 f"The pair that was loaded is loaded again ({Path(message.pair.target_path).name})",
                 10000,
             )
-        self._before_load = None
+        self.pairs.before = None
         self.loaded = message
         self.status_fields.show_pair(message)  # no figures of the last pair or answer
         info, source = message.pair, DraftSource(message.pair.draft_source)
@@ -712,7 +407,7 @@ class MainWindow(QMainWindow):
             None if message.remote else pair_drafting(info.target_path, info.draft_path, source)
         )
         self.chat.drafting = self.charts.stats.drafting = drafting
-        self._loaded_key = self.settings.load_key()
+        self.pairs.loaded_key = self.settings.load_key()
         self._engine_lost = False
         self.reload_button.hide()
         self._set_loading(None)
@@ -751,7 +446,7 @@ class MainWindow(QMainWindow):
                 loaded.pair.target_path,
                 loaded.pair.draft_path,
                 loaded.pair.draft_source,
-                self.pair_name,
+                self.pairs.name,
             )
         if self.client.loading:
             missing = ""
@@ -767,11 +462,7 @@ class MainWindow(QMainWindow):
     def _update_resources(self) -> None:
         if self.loaded is None:
             return
-        rss = process_rss()
-        engine_pid = self.client.engine_pid
-        engine_rss = process_rss(engine_pid) if engine_pid else None
-        if rss is not None and engine_rss is not None:
-            rss += engine_rss  # the models live in the engine process
+        rss = memory_in_use(self.client.engine_pid)
         self.pair_bar.show_resources(self.loaded.pair.device, self.loaded.pair.weights_bytes, rss)
         if self.loaded.remote is None:
             self.status_fields.show_memory(rss, self.loaded.pair.weights_bytes)
@@ -779,8 +470,8 @@ class MainWindow(QMainWindow):
     def _on_error(self, message: WorkerError) -> None:
         if message.can_reload:
             self._engine_lost = True
-        if message.request_id == self._load_request:  # the pair loaded before is kept
-            self._undo_load()
+        if message.request_id == self.pairs.request:  # the pair loaded before is kept
+            self.pairs.undo()
             if message.unloaded:
                 self.loaded = None
                 self.serving.pair_changed(None)
@@ -795,18 +486,8 @@ class MainWindow(QMainWindow):
 
     def _settings_changed(self, settings: Settings) -> None:
         old, self.settings = self.settings, settings
-        self._report_save(self.saves.save_settings(settings))
-        local = self.loaded is not None and self.loaded.remote is None
-        if local and self.loaded is not None and self._loaded_key != settings.load_key():
-            # the pair reloads with them; if it cannot, it stays loaded with the old ones
-            before = self._before({name: getattr(old, name) for name in LOAD_FIELDS})
-            self._loaded_key = settings.load_key()
-            self.load_pair(
-                self.loaded.pair.target_path,
-                self.loaded.pair.draft_path,
-                self.loaded.pair.draft_source,
-            )
-            self._before_load = before
+        self.saving.save_settings(settings)
+        self.pairs.settings_changed(old, settings, self.loaded)
 
     # --- chat ------------------------------------------------------------------------------
 
@@ -818,7 +499,7 @@ class MainWindow(QMainWindow):
         self.session.add_user(text)
         # Acknowledged: on disk it survives a crash; when it cannot be written it stays in
         # memory (and in the transcript) and is written at the next save that works.
-        self._save_conversation()
+        self.saving.save_conversation(self.conversation)
         self.conversations.refresh(self.conversation.id)
         self._start_answer(self.session.start(self.settings))
 
@@ -878,7 +559,7 @@ class MainWindow(QMainWindow):
             return
         if not self.session.drop_last_answer():
             return
-        self._save_conversation()
+        self.saving.save_conversation(self.conversation)
         self._start_answer(self.session.start(self.settings))
 
     def new_chat(self) -> None:
@@ -919,41 +600,6 @@ class MainWindow(QMainWindow):
         self.chat.show_stored_answer(session.last_reply)
         self._show_conversation()
 
-    def _restore_conversation(self, listed: Sequence[ConversationInfo]) -> list[str]:
-        """Show the most recent conversation that reads and shows (a file may change
-        meanwhile); a note, in words, for each one skipped."""
-        notes = []
-        tried = 0
-        for info in listed:
-            name = f"“{info.title}” ({info.id})"
-            if self.open_guard.skips(info.id):
-                if info.id == self.open_guard.died_on:
-                    notes.append(
-                        f"the conversation {name} was not reopened: SpecDeck stopped while "
-                        "showing it last time. It is still in the Conversations list."
-                    )
-                continue
-            if tried == 3:
-                break
-            tried += 1
-            try:
-                conversation = self.store.load(info.id)
-            except (OSError, ValueError):
-                continue
-            self.open_guard.opening(info.id)
-            try:
-                self._show_session(ChatSession(conversation))
-            except Exception as error:  # noqa: BLE001 - a stored file must not stop the start
-                notes.append(
-                    f"the conversation {name} could not be shown and was skipped "
-                    f"({type(error).__name__}: {error}). It is kept as it was, in "
-                    f"{self.store.path_of(info.id)} and in the Conversations list."
-                )
-                continue
-            return notes
-        self._show_session(ChatSession())
-        return notes
-
     def _conversation_deleted(self, conversation_id: str) -> None:
         self.saves.forget_conversation(conversation_id)
         if conversation_id == self.conversation.id and not self.client.generating:
@@ -976,31 +622,6 @@ class MainWindow(QMainWindow):
         )
         for note in notes:
             print(f"specdeck: {note}", file=sys.stderr)
-
-    def _save_conversation(self) -> None:
-        self._report_save(self.saves.save_conversation(self.conversation))
-
-    def retry_saves(self) -> None:
-        self._report_save(self.saves.flush())
-
-    def _report_save(self, failure: SaveFailure | None) -> None:
-        if failure is None:
-            if self.chat.clear_save_failure():
-                self.conversations.refresh(self.conversation.id)  # drop "not saved yet"
-                self.statusBar().showMessage(
-                    "Saved: everything kept in memory is on disk now.", 5000
-                )
-            self.save_retry.stop()
-            return
-        kept = "it is" if failure.waiting == 1 else f"{failure.waiting} items are"
-        self.chat.show_save_failure(
-            f"<b>{html.escape(failure.describe())}</b><br>Nothing is lost: {kept} kept in "
-            "memory and saved as soon as the folder can be written to (retried every "
-            f"{SAVE_RETRY_MS // 1000} s). Free some space or fix the folder's permissions."
-        )
-        self.statusBar().showMessage(failure.describe(), SAVE_RETRY_MS * 2)
-        if not self.save_retry.isActive():
-            self.save_retry.start()
 
     def _show_conversation(self, last_events: Sequence[TokenEvent | TextTail] = ()) -> None:
         messages = self.conversation.messages
@@ -1026,7 +647,7 @@ class MainWindow(QMainWindow):
         self.chat.set_generating(False)
         stream = self.chat.answer_stream()
         if self.session.finish(done, stream, self.loaded) is not None:
-            self._save_conversation()
+            self.saving.save_conversation(self.conversation)
         self._show_conversation(stream)
         judgement = self.session.judgement
         self.chat.answer_done(judgement is not None and judgement.divergence is not None)

@@ -5,15 +5,19 @@ renderer that runs out of memory, a crash inside Qt) would keep the app from eve
 again. Before a conversation is shown its id is written down (in window.ini), and crossed off
 once the window has lived with it for a moment or closed normally. An id still written down at
 the next start is the one the last run died showing: it is not opened at start any more (it
-stays in the Conversations list), and the window says so once.
+stays in the Conversations list), and the window says so once. ``reopen_latest`` opens the
+newest conversation that reads and shows at start, passing over those.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from PySide6.QtCore import QObject, QTimer
 
-from app.store.conversations import is_conversation_id
+from app.store.conversations import ConversationInfo, ConversationStore, is_conversation_id
 from app.ui.window_layout import WindowLayout
+from app.workers.chat_session import ChatSession
 
 OPENING = "conversation/opening"
 UNSAFE = "conversation/unsafe"
@@ -64,3 +68,43 @@ class OpenGuard:
             self.unsafe.remove(self._opening)
         self._opening = ""
         self._write()
+
+    def reopen_latest(
+        self,
+        store: ConversationStore,
+        listed: Sequence[ConversationInfo],
+        show: Callable[[ChatSession], None],  # the window shows it, or raises
+    ) -> list[str]:
+        """Show the most recent conversation that reads and shows (a file may change
+        meanwhile); a note, in words, for each one skipped."""
+        notes = []
+        tried = 0
+        for info in listed:
+            name = f"“{info.title}” ({info.id})"
+            if self.skips(info.id):
+                if info.id == self.died_on:
+                    notes.append(
+                        f"the conversation {name} was not reopened: SpecDeck stopped while "
+                        "showing it last time. It is still in the Conversations list."
+                    )
+                continue
+            if tried == 3:
+                break
+            tried += 1
+            try:
+                conversation = store.load(info.id)
+            except (OSError, ValueError):
+                continue
+            self.opening(info.id)
+            try:
+                show(ChatSession(conversation))
+            except Exception as error:  # noqa: BLE001 - a stored file must not stop the start
+                notes.append(
+                    f"the conversation {name} could not be shown and was skipped "
+                    f"({type(error).__name__}: {error}). It is kept as it was, in "
+                    f"{store.path_of(info.id)} and in the Conversations list."
+                )
+                continue
+            return notes
+        show(ChatSession())
+        return notes
