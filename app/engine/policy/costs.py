@@ -8,6 +8,8 @@ from app.engine.policy.pass_cost import PassCost, depth_range
 
 
 def expected_tokens(acceptance: float, k: int) -> float:
+    """Tokens one verification of a k-token block yields on average at per-token acceptance
+    ``a``: ``(1 - a**(k+1)) / (1 - a)`` (Leviathan et al. 2023), ``a`` kept below one."""
     a = min(max(acceptance, 0.0), 0.999)
     return (1.0 - a ** (k + 1)) / (1.0 - a)
 
