@@ -6,7 +6,7 @@ prompt starts with the one before it, so a bench over the set re-uses the cached
 row to row instead of processing every depth from the start. A developer's tool::
 
     python -m app.devtools.depth_prompts --target T.gguf --out depth.jsonl \
-        [--sizes 256,1024,4096,8192,16384] [--source app/engine/adaptive.py]
+        [--sizes 256,1024,4096,8192,16384] [--source app/engine/policy/controller.py]
     python -m app bench --target T.gguf --draft D.gguf --prompts depth.jsonl --ctx 17408 ...
 """
 
@@ -23,7 +23,7 @@ from app.engine.engine_host import EngineHost
 from app.engine.engine_protocol import LoadRequest
 
 REQUEST = "\n\nIn the code above, rewrite the first class with a docstring on every method."
-DEFAULT_SOURCE = Path(__file__).resolve().parents[1] / "engine" / "adaptive.py"
+DEFAULT_SOURCE = Path(__file__).resolve().parents[1] / "engine" / "policy" / "controller.py"
 
 
 def depth_messages(

@@ -17,16 +17,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from app.engine import ngram
-from app.engine.adaptive import (
-    AnswerBias,
-    ConfidenceCalibration,
-    CostModel,
-    LookupGate,
-    judged,
-)
 from app.engine.config import SamplerConfig, SpecConfig
 from app.engine.draft_block import DraftBlock
 from app.engine.llama_backend import LlamaContext
+from app.engine.policy.calibration import AnswerBias, ConfidenceCalibration, judged
+from app.engine.policy.costs import CostModel
+from app.engine.policy.lookup_gate import LookupGate
 from app.engine.randomness import DRAW, Randomness
 from app.engine.running_stats import Ema
 from app.engine.sampling import Row

@@ -18,7 +18,6 @@ from typing import Protocol
 import numpy as np
 
 from app.engine.acceptance import Verifier
-from app.engine.adaptive import ConfidenceCalibration, CostModel, DraftController, GuardMemory
 from app.engine.chat_template import ChatFormatter, Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig
 from app.engine.draft_block import DraftBlock
@@ -46,6 +45,10 @@ from app.engine.llama_backend import (
     sample_with,
 )
 from app.engine.mtp import MtpDrafter, NextTokenHeads
+from app.engine.policy.calibration import ConfidenceCalibration
+from app.engine.policy.controller import DraftController
+from app.engine.policy.costs import CostModel
+from app.engine.policy.guard import GuardMemory
 from app.engine.randomness import Randomness
 from app.engine.run_clock import DecodeTimed, RunClock
 from app.engine.step_record import StepRecord

@@ -4,8 +4,9 @@ target alone, and its verdict said only "drafting paused for 49 of 49 tokens")."
 
 from __future__ import annotations
 
-from app.engine.adaptive import DraftController, GuardMemory
 from app.engine.config import SpecConfig
+from app.engine.policy.controller import DraftController
+from app.engine.policy.guard import GuardMemory
 from app.models import guard_words
 
 

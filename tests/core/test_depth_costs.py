@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine.adaptive import (
-    CostModel,
-    DraftController,
-    LookupGate,
-    PassCost,
-    depth_range,
-)
 from app.engine.config import SpecConfig
 from app.engine.drafting import DraftLimits, NgramDrafter
+from app.engine.policy.controller import DraftController
+from app.engine.policy.costs import CostModel
+from app.engine.policy.lookup_gate import LookupGate
+from app.engine.policy.pass_cost import PassCost, depth_range
 
 
 def target_ms(n: int, depth: float) -> float:

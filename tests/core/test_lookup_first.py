@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.adaptive import CostModel
 from app.engine.config import GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
 from app.engine.draft_block import DraftBlock
 from app.engine.drafting import CombinedDrafter, DraftLimits, NgramDrafter
 from app.engine.engine import Engine
+from app.engine.policy.costs import CostModel
 from app.engine.randomness import Randomness
 
 
@@ -144,7 +144,7 @@ def test_a_long_prompt_first_measures_a_target_pass_at_its_depth(
 ) -> None:
     """Warm-up prices passes at the start of a context; 400 tokens deep the first step runs
     target-only to price a single pass there, and the answer is the target's own."""
-    from app.engine.adaptive import DraftController
+    from app.engine.policy.controller import DraftController
     from app.engine.step_record import StepRecord
 
     target, draft = tiny_pair

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.engine.adaptive import CostModel, DraftController, expected_tokens
 from app.engine.config import SamplerConfig, SpecConfig
 from app.engine.events import GuardEvent, GuardReason
 from app.engine.ngram import copied_fraction, propose
+from app.engine.policy.controller import DraftController
+from app.engine.policy.costs import CostModel, expected_tokens
 from app.engine.sampling import (
     _top_k_ids,
     distribution,
@@ -336,7 +337,7 @@ def test_ngram_index_proposes_exactly_what_the_scan_does() -> None:
 
 
 def test_a_probe_after_a_failed_one_is_judged_within_three_steps() -> None:
-    from app.engine.adaptive import DraftController
+    from app.engine.policy.controller import DraftController
 
     controller = DraftController(SpecConfig(guard_window=8, probe_every=4, draft_max=4))
     controller.costs.observe_draft_pass(1, 30.0)  # a draft pass costs 30 % of a target pass
@@ -370,7 +371,7 @@ def test_an_early_loss_pauses_a_fixed_length_at_once_and_an_adaptive_one_after_a
     """A fixed length losing badly in its first steps is paused after three; an adaptive one
     (which drafts long blocks before its calibration has learned, and shortens them as it
     does) is judged on a full window, and still paused when the loss lasts."""
-    from app.engine.adaptive import DraftController
+    from app.engine.policy.controller import DraftController
 
     config = SpecConfig(guard_window=8, probe_every=16, draft_max=8, adaptive=adaptive)
     controller = DraftController(config)
@@ -389,7 +390,7 @@ def test_an_early_loss_pauses_a_fixed_length_at_once_and_an_adaptive_one_after_a
 
 
 def test_an_adaptive_length_pauses_for_disagreement_only_where_no_length_pays() -> None:
-    from app.engine.adaptive import DraftController
+    from app.engine.policy.controller import DraftController
 
     for adaptive in (False, True):
         controller = DraftController(SpecConfig(draft_max=16, adaptive=adaptive))
@@ -405,7 +406,7 @@ def test_an_adaptive_length_pauses_for_disagreement_only_where_no_length_pays() 
 
 
 def test_break_even_follows_the_blocks_actually_drafted() -> None:
-    from app.engine.adaptive import DraftController
+    from app.engine.policy.controller import DraftController
 
     controller = DraftController(SpecConfig(draft_max=16))
     controller.costs.observe_draft_pass(1, 20.0)
@@ -419,7 +420,7 @@ def test_break_even_follows_the_blocks_actually_drafted() -> None:
 
 
 def test_a_draft_as_slow_as_its_target_is_paused_at_once_and_rarely_probed() -> None:
-    from app.engine.adaptive import DraftController
+    from app.engine.policy.controller import DraftController
 
     controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=8))
     controller.costs.observe_draft_pass(1, 100.0)  # a draft pass costs a whole target pass
@@ -502,7 +503,7 @@ def test_sizes_have_one_formatter_each_and_free_space_one_probe(tmp_path) -> Non
 
 
 def test_answer_bias_follows_what_this_answer_accepts() -> None:
-    from app.engine.adaptive import AnswerBias
+    from app.engine.policy.calibration import AnswerBias
 
     bias = AnswerBias()
     assert bias.adjust(0.4) == pytest.approx(0.4)  # a new answer starts from the calibration

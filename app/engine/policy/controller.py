@@ -1,0 +1,377 @@
+"""Online draft-length choice, break-even acceptance and the collapse guard.
+
+With per-token acceptance probability ``a`` and draft length ``k``, one verification pass
+yields ``(1 - a**(k+1)) / (1 - a)`` tokens on average (Leviathan et al. 2023). It costs
+``k`` draft passes plus one target pass over ``k + 1`` tokens. Both costs are measured as
+the run goes, so the controller adapts to the pair, the device and the prompt, instead of
+being tuned to any one of them.
+
+Speculation collapses in two ways: the draft disagrees (acceptance below break-even), or the
+draft agrees but costs too much (a draft pass close to a target pass). The guard judges the
+*whole* step — draft passes, catch-up, verification and host time — against target-only
+decoding, and while it is paused nothing is paid for the draft: no pass, no catch-up. It
+probes again after a number of tokens that doubles each time a probe fails.
+
+``DraftController`` is the hub: it owns the cost model (``costs.py``), the confidence
+calibration (``calibration.py``) and the guard's measurements (``guard.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from app.engine.config import SpecConfig
+from app.engine.events import GuardEvent, GuardReason
+from app.engine.policy.calibration import ConfidenceCalibration, judged
+from app.engine.policy.costs import CostModel
+from app.engine.policy.guard import (
+    EXPENSIVE_DRAFT,
+    MAX_PROBE_INTERVAL,
+    Economics,
+    GuardMemory,
+    PauseDecision,
+)
+from app.engine.running_stats import Ema
+from app.engine.step_record import StepRecord
+
+
+class DraftController:
+    """Chooses the next draft length and decides when speculation should pause."""
+
+    def __init__(
+        self,
+        config: SpecConfig,
+        costs: CostModel | None = None,
+        calibration: ConfidenceCalibration | None = None,
+    ) -> None:
+        self.config = config
+        self.costs = costs or CostModel()
+        self.calibration = calibration or ConfidenceCalibration()
+        self.acceptance = Ema(value=0.8, alpha=0.15)  # per drafted token, optimistic prior
+        self._window: deque[tuple[int, int]] = deque(maxlen=config.guard_window)
+        self._lookup_window: deque[tuple[int, int]] = deque(maxlen=config.guard_window)
+        self._drafted: deque[int] = deque(maxlen=config.guard_window)  # block lengths drafted
+        self.economics = Economics(config.guard_window)
+        self.paused = False
+        self._paused_tokens = 0
+        self._failed_probes = 0
+        self.probe_in = config.probe_every
+        self.draft_len = config.draft_max
+        self.last_pause: PauseDecision | None = None
+
+    # --- what the draft said and what was accepted -----------------------------------------
+
+    def observe(self, record: StepRecord) -> None:
+        """Learn from one step: its whole cost, the draft's confidences and its agreement."""
+        if not record.drafter:
+            return
+        if record.paid:
+            # a long catch-up (after a pause or a new turn) is a one-off, not a step cost
+            ms = record.step_ms - record.catch_up_ms + self._steady_catch_up_ms(record)
+            self.observe_step_cost(
+                paid_draft=True, tokens=record.verified, ms=ms, host_ms=record.host_ms
+            )
+        else:
+            self.observe_step_cost(
+                paid_draft=False, tokens=record.verified, ms=record.step_ms, host_ms=record.host_ms
+            )
+        if record.declined is not None:
+            self.observe_declined(*record.declined)
+        if record.proposed:
+            lookup = record.draft_passes == 0
+            self.observe_step(record.proposed, record.accepted, lookup=lookup)
+            self.observe_confidences(list(record.confidences), record.accepted)
+
+    def _steady_catch_up_ms(self, record: StepRecord) -> float:
+        if record.catch_up <= 2:
+            return record.catch_up_ms
+        steady = self.costs.draft_ms(2)
+        return record.catch_up_ms if steady is None else min(steady, record.catch_up_ms)
+
+    def observe_confidences(self, confidences: list[float | None], accepted: int) -> None:
+        """Record how the draft's own confidence compared with what was accepted."""
+        for confidence, was_accepted in judged(confidences, accepted):
+            self.calibration.observe(confidence, was_accepted)
+
+    def observe_declined(self, confidence: float, would_be_accepted: bool) -> None:
+        """A token the draft computed but did not propose, judged by the target's next token:
+        free evidence that keeps a pessimistic calibration from starving itself."""
+        self.calibration.observe(confidence, would_be_accepted)
+
+    def observe_step(self, drafted: int, accepted: int, *, lookup: bool = False) -> None:
+        """One verified block. A prompt lookup's block is judged apart: it paid no draft
+        pass, and its own gate weighs it against the verification it costs
+        (``LookupGate``); the agreement that pauses a draft model is the model's."""
+        if drafted <= 0:
+            return
+        # a block cut short by a rejection says "accepted of accepted+1 tried"
+        tried = accepted + 1 if accepted < drafted else drafted
+        if lookup:
+            self._lookup_window.append((accepted, tried))
+            return
+        self.acceptance.update(accepted / tried)
+        self._window.append((accepted, tried))
+        self._drafted.append(drafted)
+
+    def observe_step_cost(
+        self, *, paid_draft: bool, tokens: int, ms: float, host_ms: float
+    ) -> None:
+        """A whole step's wall time: drafting steps against target-only steps."""
+        economics = self.economics
+        economics.host_ms.update(host_ms)
+        single = self.costs.verify_ms(1)
+        if paid_draft:
+            economics.observe_speculative(tokens, ms, economics.target_only_ms(single))
+        else:
+            economics.observe_target_only(ms / max(tokens, 1), single)
+
+    @property
+    def rolling_acceptance(self) -> float:
+        """Per-token agreement over the recent window: accepted / tokens actually judged; the
+        draft model's where it drafted, else the prompt lookup's."""
+        window = self._window or self._lookup_window
+        tried = sum(t for _, t in window)
+        return sum(a for a, _ in window) / tried if tried else 0.0
+
+    def _agreement_at_most(self, z: float = 1.0) -> float:
+        """The window's agreement at its plausible best: the upper end of its Wilson score
+        interval (one standard error), so that a few judged tokens pause nothing."""
+        tried = sum(t for _, t in self._window)
+        if not tried:
+            return 1.0
+        share = sum(a for a, _ in self._window) / tried
+        z2 = z * z
+        centre = share + z2 / (2 * tried)
+        spread = z * math.sqrt(share * (1 - share) / tried + z2 / (4 * tried * tried))
+        return (centre + spread) / (1 + z2 / tried)
+
+    # --- drafting decisions ------------------------------------------------------------------
+
+    def keep_drafting_threshold(self) -> float:
+        """Cumulative-acceptance threshold for paying one more draft pass (adaptive only)."""
+        return self.costs.keep_drafting_threshold() if self.config.adaptive else 0.0
+
+    def include_threshold(self) -> float:
+        return self.costs.include_threshold() if self.config.adaptive else 0.0
+
+    def next_draft_len(self, *, confidence_driven: bool = False) -> int:
+        """Draft length for the next block.
+
+        A draft model reports its confidence per token, so adaptive drafting stops on the
+        measured economics token by token and this only gives the ceiling. Prompt lookup has
+        no confidence: the length maximising expected tokens per unit of measured cost is
+        chosen instead.
+        """
+        cfg = self.config
+        if not cfg.adaptive or not self.costs.ready() or confidence_driven:
+            self.draft_len = cfg.draft_max
+            return self.draft_len
+        a = self.acceptance.value or 0.0
+        best_k, best = cfg.draft_min, 0.0
+        for k in range(cfg.draft_min, cfg.draft_max + 1):
+            gain = self.costs.speedup(a, k)
+            if gain > best * 1.005:  # prefer shorter blocks on (near) ties
+                best_k, best = k, gain
+        self.draft_len = best_k
+        return best_k
+
+    def break_even(self) -> float:
+        """Break-even agreement for the blocks actually drafted lately (a confidence-driven
+        draft stops early: its ceiling says nothing about the blocks it drafts)."""
+        k = round(sum(self._drafted) / len(self._drafted)) if self._drafted else self.draft_len
+        return self.costs.break_even(max(k, 1))
+
+    def pause_threshold(self) -> float:
+        """The agreement below which drafting pauses. A fixed length N is the person's choice:
+        its own break-even. An adaptive length can shorten its blocks instead, so only an
+        agreement at which no length pays (the shortest's break-even, the lowest) pauses it;
+        a loss in wall time is caught by the measured step costs either way."""
+        if not self.config.adaptive:
+            return self.break_even()
+        return min(self.break_even(), self.costs.break_even(max(self.config.draft_min, 1)))
+
+    # --- the guard -----------------------------------------------------------------------------
+
+    def _pause(self, reason: GuardReason, ratio: float | None) -> PauseDecision:
+        self.paused = True
+        self._paused_tokens = 0
+        self.probe_in = min(self.config.probe_every * 2**self._failed_probes, MAX_PROBE_INTERVAL)
+        self._failed_probes += 1
+        self.last_pause = PauseDecision(
+            reason,
+            self.rolling_acceptance,
+            self.pause_threshold(),
+            ratio,
+            self.costs.draft_cost_fraction(),
+            self.probe_in,
+            window=len(self._window),
+            never_pays=not self.can_ever_pay(),
+        )
+        return self.last_pause
+
+    def check_pause(self) -> PauseDecision | None:
+        if not self.config.collapse_guard or self.paused or not self.costs.verify.ready:
+            return None
+        window = self._window.maxlen or 1
+        ratio = self.economics.ratio()
+        if self.economics.steps >= 2 and not self.can_ever_pay():
+            return self._pause(GuardReason.COST, ratio)
+        if len(self._window) >= window and self.rolling_acceptance < self.pause_threshold():
+            return self._pause(self._reason(disagrees=True), ratio)
+        if len(self._window) >= 3 and self._agreement_at_most() < self.pause_threshold():
+            # deep in a context a draft may need 90 % agreement to pay: three steps at 60 %
+            # already say it will not, and each further step is paid in full
+            return self._pause(self._reason(disagrees=True), ratio)
+        steps = self.economics.steps
+        # A probe after a failed one is judged on fewer steps: drafting has already been seen
+        # to lose on this pair, and every probing step it loses again is paid in full.
+        judged_after = 3 if self._failed_probes else max(window, 3)
+        # A fixed length that loses badly is paused at once; an adaptive one that starts with
+        # long blocks on a hard prompt shortens them as its calibration learns, so it is
+        # judged on a full window unless a probe has already failed.
+        early = 3 if not self.config.adaptive or self._failed_probes else max(window, 3)
+        if ratio is not None and (
+            (steps >= early and ratio < 0.8) or (steps >= judged_after and ratio < 1.0)
+        ):
+            # slow because the draft disagrees, or because it costs too much while agreeing
+            disagrees = bool(self._window) and self.rolling_acceptance < self.pause_threshold()
+            return self._pause(self._reason(disagrees=disagrees), ratio)
+        if steps >= max(window, 3):
+            self._failed_probes = 0  # drafting pays: the next pause starts from a short probe
+        return None
+
+    def guard(self, record: StepRecord) -> GuardEvent | None:
+        """After one step: pause drafting when it stops paying, or probe again when due."""
+        if self.paused:
+            # target-only steps, or prompt lookups that went on while the model was paused
+            counted = record.drafter and not record.draft_passes
+            if counted and self.tick_paused(max(record.verified, 1)):
+                return GuardEvent(
+                    False,
+                    self.rolling_acceptance,
+                    self.pause_threshold(),
+                    record.step,
+                    reason=GuardReason.PROBE,
+                )
+            return None
+        if record.paid:
+            decision = self.check_pause()
+            return None if decision is None else self._paused_event(decision, record.step)
+        return None
+
+    def pause_if_never_pays(self, step: int) -> GuardEvent | None:
+        """Before an answer drafts: where the costs measured near its depth say no draft
+        length beats the target alone even with every drafted token accepted, pause now. The
+        guard pauses such a draft after two steps paid in full, and a new answer starts
+        unpaused when the last one ended on a probe: SmolLM2 F16 with its Q4_1 draft (a draft
+        pass 90 % of a target pass) lost a tenth of a 9-token answer to two draft passes that
+        way."""
+        if (
+            not self.config.collapse_guard
+            or self.paused
+            or not self.costs.measured_for_drafting()
+            or self.can_ever_pay()
+        ):
+            return None
+        return self._paused_event(self._pause(GuardReason.COST, self.economics.ratio()), step)
+
+    def carried_pause(self, step: int) -> GuardEvent | None:
+        """The pause for cost an earlier answer on this pair left (``restore``), said at the
+        start of this one: an answer the target writes alone from its first token gets the
+        reason too, not only "drafting paused for 49 of 49 tokens". (A served request is such
+        an earlier answer: the chat message after it starts paused.)"""
+        if not self.paused or self.last_pause is not None:
+            return None
+        self.last_pause = PauseDecision(
+            GuardReason.COST,
+            self.acceptance.value or 0.0,
+            self.pause_threshold(),
+            None,
+            self.costs.draft_cost_fraction(),
+            self.probe_in,
+            never_pays=not self.can_ever_pay(),
+        )
+        return self._paused_event(self.last_pause, step)
+
+    def _paused_event(self, decision: PauseDecision, step: int) -> GuardEvent:
+        return GuardEvent(
+            True,
+            decision.acceptance,
+            decision.break_even,
+            step,
+            reason=decision.reason,
+            speed_ratio=decision.speed_ratio,
+            draft_cost_fraction=decision.draft_cost_fraction,
+            probe_in=decision.probe_in,
+            window=decision.window,
+            never_pays=decision.never_pays,
+        )
+
+    def snapshot(self) -> GuardMemory:
+        # Only a draft that costs half a target pass or more is too expensive whatever the
+        # prompt: its pause carries over. A pause for a hard prompt does not silence the next.
+        last = self.last_pause
+        cost = (
+            self.paused
+            and last is not None
+            and last.reason is GuardReason.COST
+            and (last.draft_cost_fraction or 0.0) >= EXPENSIVE_DRAFT
+        )
+        return GuardMemory(cost, self.probe_in, self._failed_probes, self.acceptance.value)
+
+    def restore(self, memory: GuardMemory | None) -> None:
+        if memory is None:
+            return
+        if memory.acceptance is not None:
+            self.acceptance.value = memory.acceptance
+        self._failed_probes = memory.failed_probes
+        if memory.paused_for_cost and self.config.collapse_guard:
+            self.paused = True
+            self._paused_tokens = 0
+            self.probe_in = memory.probe_in
+
+    def _reason(self, *, disagrees: bool) -> GuardReason:
+        """Why drafting stops paying. A draft costing half a target pass or more needs near-
+        perfect agreement to pay: its break-even is high because of its price, so while it is
+        mostly right the price is the reason given; a draft mostly wrong disagrees."""
+        fraction = self.costs.draft_cost_fraction()
+        mostly_right = not self._window or self.rolling_acceptance >= 0.5
+        if fraction is not None and fraction >= EXPENSIVE_DRAFT and mostly_right:
+            return GuardReason.COST
+        return GuardReason.DISAGREEMENT if disagrees else GuardReason.COST
+
+    def can_ever_pay(self) -> bool:
+        """Whether any draft length could beat the target alone, by the measured costs."""
+        return self.costs.can_ever_pay(max(self.config.draft_max, 1))
+
+    def _probe_would_lose(self) -> bool:
+        """By the costs at this depth, no draft length can pay whatever the agreement; or,
+        once a probe has failed, none pays at the agreement the draft last showed. A probe
+        pays a catch-up over every token written while paused and then its steps in full,
+        which deep in a context on a CPU once came to about a second."""
+        if not self.can_ever_pay():
+            return True
+        if self._failed_probes < 2:
+            return False
+        k_max = max(self.config.draft_max, 1)
+        return self.costs.best_speedup(self.acceptance.value or 0.0, k_max) < 1.0
+
+    def tick_paused(self, tokens: int = 1) -> bool:
+        """Count tokens written while paused; True when it is time to probe again."""
+        self._paused_tokens += tokens
+        if self._paused_tokens >= self.probe_in:
+            if self._failed_probes % 4 and self._probe_would_lose():
+                # skip this probe (every fourth one still runs, in case the costs or the text
+                # changed) and wait twice as long
+                self._paused_tokens = 0
+                self.probe_in = min(self.probe_in * 2, MAX_PROBE_INTERVAL)
+                self._failed_probes += 1
+                return False
+            self.paused = False
+            self._window.clear()
+            self._lookup_window.clear()
+            self._drafted.clear()
+            self.economics.clear()
+            return True
+        return False

@@ -1,0 +1,220 @@
+"""Milliseconds of one pass by batch size and context depth: medians of recent passes
+filed in (size, depth range) cells, and the shape between them from a least-squares fit
+with no coefficient below zero (a hand-written non-negative least squares)."""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.engine.running_stats import RecentMedian
+
+# Context depth changes a pass's cost: every token in the batch attends to every cached one.
+DEPTH_SCALE = 4096.0  # features in units near the data: tokens/16, depth/4096
+SIZE_SCALE = 16.0
+MIN_DEPTH_SPREAD = 512  # tokens between the shallowest and deepest cells to fit a depth slope
+MAX_CELLS = 64  # (size, depth range) cells kept, the least recently measured dropped first
+REFIT_EVERY = 128  # observations between refits of the shape while no new cell appears
+
+
+def depth_range(depth: int) -> int:
+    """Start of the depth range a pass is filed under: 128 tokens wide up to 4,096, then
+    1/32 to 1/16 of the depth, so each range holds passes of about one price."""
+    width = max(128, 1 << max(depth.bit_length() - 5, 0))
+    return depth // width * width
+
+
+Coefficients = tuple[float, float, float, float, float]
+
+
+def _features(n_tokens: int, depth: float) -> Coefficients:
+    size, deep = n_tokens / SIZE_SCALE, depth / DEPTH_SCALE
+    return (1.0, size, deep, size * deep, _batched(n_tokens))
+
+
+def _batched(n_tokens: int) -> float:
+    """1 for a pass over several tokens: on a CPU llama.cpp leaves its one-token kernel
+    there, and two tokens cost twice one (SmolLM2 F16: 11.4 ms, 21 ms, then 24 ms for five
+    and 31 ms for nine), a step no line through the sizes can follow."""
+    return 1.0 if n_tokens > 1 else 0.0
+
+
+@dataclass
+class _Cell:
+    size: int
+    depth: float  # the depth of its first pass: all of its passes lie within one range
+    weight: float  # 1 / (first ms)^2: each cell counts by its relative error
+    median: RecentMedian
+
+
+def _nonnegative_least_squares(
+    gram: np.ndarray, moment: np.ndarray, columns: list[int]
+) -> np.ndarray:
+    """argmin |A b - y|^2 over b >= 0 from A'A and A'y, on the given columns (others 0): the
+    unconstrained solution when it is feasible, else the best feasible one over the subsets
+    of columns (five at most, so thirty-one small solves)."""
+    best, best_loss = np.zeros(len(moment)), 0.0  # all zero: loss |y|^2, taken as 0 here
+    ridge = 1e-9 * max(float(gram.trace()), 1e-12)
+    subsets = [columns] + [
+        [c for bit, c in enumerate(columns) if mask >> bit & 1]
+        for mask in range((1 << len(columns)) - 2, 0, -1)
+    ]
+    for subset in subsets:
+        index = np.array(subset)
+        sub = gram[np.ix_(index, index)] + ridge * np.eye(len(subset))
+        try:
+            solved = np.linalg.solve(sub, moment[index])
+        except np.linalg.LinAlgError:
+            continue
+        if (solved < 0.0).any():
+            continue
+        # |A b - y|^2 - |y|^2 = b'A'Ab - 2 b'A'y
+        loss = float(solved @ gram[np.ix_(index, index)] @ solved - 2.0 * solved @ moment[index])
+        if loss < best_loss:
+            best = np.zeros(len(moment))
+            best[index] = solved
+            best_loss = loss
+            if subset is columns:
+                break  # the unconstrained optimum is feasible: nothing can beat it
+    return best
+
+
+class PassCost:
+    """Milliseconds of one pass over ``n`` tokens at context depth ``d``.
+
+    A target pass over a short prompt and the same pass 3,000 tokens deep are different
+    prices (70 and 247 ms on a CPU: every token attends to every cached one), and so is
+    verifying 17 tokens (160 and 995 ms). Passes are filed in cells by size and depth range,
+    each keeping the median of its recent passes (one slowed by a scheduler hiccup moves it
+    not at all). A least-squares fit of ms = a + b n + c d + e n d + j [n > 1] over the
+    cells (each by its relative error, no coefficient below zero) gives the shape: what one
+    more token, or a deeper context, adds. A price is the nearest cell of the asked size
+    moved to the asked depth along the fit, or the fit alone where no pass of that size was
+    measured. Refitted when a cell appears and every few observations: the cells carry the
+    level, the fit only the shape.
+    """
+
+    def __init__(self) -> None:
+        self._cells: OrderedDict[tuple[int, int], _Cell] = OrderedDict()
+        self._by_size: dict[int, list[_Cell]] = {}
+        self._coef: Coefficients | None = None
+        self._since_fit = 0
+        # by size, then depth range: the nearest cell's median over the fit there, so a
+        # price is one product (asked for every length, every step)
+        self._anchors: dict[int, dict[int, float]] = {}
+        self._fitted_sizes: set[int] = set()
+        self._last_depth, self._last_span = 0, 0
+        self._fitted_depths = (0.0, 0.0)
+
+    def observe(self, n_tokens: int, ms: float, depth: int = 0) -> bool:
+        """File one pass; True when it opened a new cell (something new was learned)."""
+        if n_tokens <= 0 or not math.isfinite(ms) or ms < 0:
+            return False
+        depth = max(depth, 0)
+        key = (n_tokens, depth_range(depth))
+        cell = self._cells.get(key)
+        created = cell is None
+        if cell is None:
+            cell = _Cell(n_tokens, float(depth), 1.0 / max(ms, 1e-3) ** 2, RecentMedian())
+            self._cells[key] = cell
+            self._by_size.setdefault(n_tokens, []).append(cell)
+            if len(self._cells) > MAX_CELLS:
+                _, dropped = self._cells.popitem(last=False)
+                self._by_size[dropped.size].remove(dropped)
+            if self._widens_fit(n_tokens, depth):
+                self._coef = None  # a new size, or depth beyond the fitted span: refit now
+        else:
+            self._cells.move_to_end(key)
+        self._since_fit += 1
+        if self._since_fit >= REFIT_EVERY:
+            self._coef = None
+        self._anchors.pop(n_tokens, None)
+        cell.median.update(ms)
+        return created
+
+    @property
+    def ready(self) -> bool:
+        return bool(self._cells)
+
+    def _widens_fit(self, n_tokens: int, depth: int) -> bool:
+        low, high = self._fitted_depths
+        return n_tokens not in self._fitted_sizes or not low * 0.8 <= depth <= high * 1.25 + 256
+
+    def _fitted(self) -> Coefficients:
+        if self._coef is None:
+            a, b, c, e, j = (float(x) for x in self._fit())
+            self._coef = (a, b, c, e, j)
+            self._since_fit = 0
+            self._anchors.clear()
+            self._fitted_sizes = set(self._by_size)
+            depths = [c.depth for c in self._cells.values()]
+            self._fitted_depths = (min(depths), max(depths))
+        return self._coef
+
+    def _fit(self) -> np.ndarray:
+        cells = list(self._cells.values())
+        design = np.array([_features(c.size, c.depth) for c in cells])
+        ms = np.array([c.median.value or 0.0 for c in cells])
+        root = np.sqrt([c.weight for c in cells])[:, None]
+        weighted = design * root
+        gram, moment = weighted.T @ weighted, weighted.T @ (ms * root[:, 0])
+        # a column the cells do not vary (one size, one depth) cannot be told from the
+        # intercept: leave it out rather than split the intercept's share at random
+        spread = design.max(axis=0) - design.min(axis=0) > 1e-9
+        # nor can depth from noise while the cells lie within a few hundred tokens: a noisy
+        # five-token pass at depth 47 beside the warm-up's at 0 priced a single pass 150
+        # deep at twice what it cost
+        spread[2] = design[:, 2].max() - design[:, 2].min() >= MIN_DEPTH_SPREAD / DEPTH_SCALE
+        columns = [0] + [c for c in (1, 2) if spread[c]]
+        if spread[1] and spread[2]:
+            columns.append(3)
+        if len({c.size for c in cells if c.size > 1}) >= 2:
+            columns.append(4)  # a step at two tokens, told from the slope by two sizes above it
+        return _nonnegative_least_squares(gram, moment, columns)
+
+    def _shape(self, n_tokens: int, depth: float) -> float:
+        a, b, c, e, j = self._fitted()
+        size, deep = n_tokens / SIZE_SCALE, depth / DEPTH_SCALE
+        return max(a + b * size + c * deep + e * size * deep + j * _batched(n_tokens), 1e-6)
+
+    def ms(self, n_tokens: int, depth: int = 0) -> float | None:
+        if not self._cells:
+            return None
+        self._fitted()  # before the anchors are read: a refit clears them
+        by_range = self._anchors.get(n_tokens)
+        if by_range is None:
+            by_range = self._anchors[n_tokens] = {}
+        if depth != self._last_depth:
+            self._last_depth, self._last_span = depth, depth_range(depth)
+        span = self._last_span
+        anchor = by_range.get(span)
+        if anchor is None:
+            anchor = by_range[span] = self._anchor(n_tokens, depth, span)
+        return anchor * self._shape(n_tokens, depth)
+
+    def _anchor(self, n_tokens: int, depth: int, span: int) -> float:
+        """The nearest cell of this size, as a multiple of the fit at its depth (1: none)."""
+        nearest = self._cells.get((n_tokens, span))
+        if nearest is None:
+            same = self._by_size.get(n_tokens)
+            if not same:
+                return 1.0
+            nearest = min(same, key=lambda c: abs(c.depth - depth))
+        return (nearest.median.value or 0.0) / self._shape(n_tokens, nearest.depth)
+
+    def marginal(self, depth: int = 0) -> float:
+        """Extra time for one more token in the batch at this depth (the fit's slope)."""
+        _, size, _, both, _ = self._fitted()
+        return (size + both * depth / DEPTH_SCALE) / SIZE_SCALE
+
+    def measured_near(self, n_tokens: int, depth: int) -> bool:
+        """Whether a pass of this size was measured close enough to ``depth`` to price it
+        there: within 256 tokens, or an eighth of the depth."""
+        reach = max(256.0, depth / 8)
+        return any(abs(c.depth - depth) <= reach for c in self._by_size.get(n_tokens, ()))
+
+    def sizes_measured_near(self, depth: int) -> list[int]:
+        return [n for n in self._by_size if self.measured_near(n, depth)]
