@@ -12,7 +12,6 @@ window keeps it, and the functions here only look the name up in the library.
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -44,6 +43,7 @@ from app.lab.remote import RemoteError
 from app.lab.remote_chat import RemotePair
 from app.models.drafting import local_drafting
 from app.models.library import Library, LibraryError, Profile
+from app.serve.server import is_loopback
 from app.ui.plain_text import ask, plain_label
 from app.workers.messages import describe_error
 
@@ -326,19 +326,15 @@ def same_server(url: str, other: str) -> bool:
         return False
     if not a.hostname or not b.hostname or ports[0] != ports[1]:
         return False
-    return a.hostname == b.hostname or (_is_loopback(a.hostname) and _is_loopback(b.hostname))
+    return a.hostname == b.hostname or (_loopback_name(a.hostname) and _loopback_name(b.hostname))
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-def _is_loopback(host: str) -> bool:
-    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def _loopback_name(host: str) -> bool:
+    """The serving rule's loopback names, and the .localhost names that resolve there."""
+    return is_loopback(host) or host.lower().endswith(".localhost")
 
 
 def choose_remote(
