@@ -12,7 +12,7 @@ import threading
 from pathlib import PurePosixPath
 from typing import Any
 
-from app.engine.hardware import detect_hardware
+from app.engine.llama.hardware import detect_hardware
 from app.gguf.check import not_a_target, pair_mismatch
 from app.gguf.facts import model_facts, self_drafting, vocab_info
 from app.gguf.reader import GGUFFormatError

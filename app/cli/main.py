@@ -39,7 +39,7 @@ REFERENCE_MODULE = "app.devtools.reference"
 def cmd_generate(args: argparse.Namespace) -> int:
     """Stream one answer; the models run in an engine process, so a llama.cpp crash is an
     error message naming the file, not a dead terminal."""
-    from app.engine.engine_host import EngineHost, LoadRequest
+    from app.engine.process.host import EngineHost, LoadRequest
     from app.engine.events import GuardEvent, RunSummary, TextTail, TokenEvent
     from app.models.drafting import pair_drafting
     from app.models.guard_words import message
@@ -152,12 +152,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     prompts = load_prompts(Path(args.prompts))
     if args.in_process:
-        from app.engine.engine_host import check_before_load
+        from app.engine.process.host import check_before_load
 
         check_before_load(target, draft, source)  # as every load through the engine host
         result = run_bench(target, draft, prompts, settings, source=source, on_row=show)
     else:  # a llama.cpp crash becomes an error naming the file; timings are taken in the child
-        from app.engine.engine_host import run_bench_in_child
+        from app.engine.process.host import run_bench_in_child
 
         result = run_bench_in_child(target, draft, prompts, settings, source=source, on_row=show)
     Path(args.json).write_text(json.dumps(result, indent=2))
@@ -174,7 +174,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_version(_: argparse.Namespace) -> int:
-    from app.engine.hardware import version_report
+    from app.engine.llama.hardware import version_report
 
     print(version_report(__version__))
     return 0

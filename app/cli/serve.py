@@ -51,7 +51,7 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from app.engine.engine_host import LoadRequest
+    from app.engine.process.host import LoadRequest
     from app.serve.http import build_app
     from app.serve.params import Sampling
     from app.serve.runner import EngineRunner
@@ -95,13 +95,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
             api_key=api_key,
             meta=meta,
         )
-        print(
+        announcement = (
             f"serving {model} on {url_of(sock)} ({info.device}; queue {args.queue}"
-            f"{'; API key required' if api_key else ''}). Ctrl+C stops.",
-            flush=True,
+            f"{'; API key required' if api_key else ''}). Ctrl+C stops."
         )
-        run(app, sock, concurrency=max(64, 4 * args.queue))
-    except KeyboardInterrupt:  # Ctrl+C before uvicorn took over the signal
+        run(
+            app,
+            sock,
+            concurrency=max(64, 4 * args.queue),
+            announce=lambda: print(announcement, flush=True),
+        )
+    except KeyboardInterrupt:  # Ctrl+C while the pair loads
         pass
     finally:
         sock.close()

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.engine.config import DraftSource, ModelSpec
-from app.engine.engine_host import EngineHost
-from app.engine.engine_protocol import LoadRequest
+from app.engine.process.host import EngineHost
+from app.engine.process.protocol import LoadRequest
 
 REQUEST = "\n\nIn the code above, rewrite the first class with a docstring on every method."
 DEFAULT_SOURCE = Path(__file__).resolve().parents[1] / "engine" / "policy" / "controller.py"

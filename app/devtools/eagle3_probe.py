@@ -68,7 +68,7 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from app.engine.eagle3_functions import Eagle3Functions, eagle3_functions
+from app.engine.llama.extensions import Eagle3Functions, eagle3_functions
 
 PROMPT = (1, 300, 310, 320, 330, 301)  # <s> then word pieces of the synthetic vocabulary
 N_CTX = 1024

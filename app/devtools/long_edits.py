@@ -200,7 +200,7 @@ def explain(path: str) -> Prompt:
 def build() -> list[Prompt]:
     return [
         rename_class("app/engine/exactness.py"),
-        add_docstring("app/engine/engine_child.py"),
+        add_docstring("app/engine/process/child.py"),
         fix_line("app/models/fit.py"),
         rename_in_prose(
             "## `--version`",

@@ -17,7 +17,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.engine.repacking import repacking_enabled
+from app.engine.llama.repacking import repacking_enabled
 from app.errors import SpecDeckError
 from app.files.paths import model_cache_dir
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from app.engine.config import AcceptRule, SamplerConfig
 from app.engine.draft_block import DraftBlock
 from app.engine.events import TokenKind
-from app.engine.llama_backend import LlamaContext
+from app.engine.llama.backend import LlamaContext
 from app.engine.randomness import ACCEPT, DRAW, RESIDUAL, Randomness
 from app.engine.sampling import point_mass, residual
 

@@ -7,7 +7,7 @@ the caller can fall back to the plain format.
 Nothing of the template runs before the first render: it is compiled then, so compiling
 falls under the same bounds as rendering. Time is bounded one level up: the engine process
 renders, and its parent kills it when rendering outlives ``TEMPLATE_SECONDS``
-(``app.engine.engine_host``): a Python loop in Jinja cannot be stopped from inside. Memory is
+(``app.engine.process.host``): a Python loop in Jinja cannot be stopped from inside. Memory is
 bounded here: the operators that build a value from a number (``'x' * 4000000000``,
 ``2 ** 10 ** 9``) are checked before they run, Jinja folds no expression at compile time, and
 in the engine process (``limit_template_memory``) the address space a render may add is

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from app.engine import ngram
 from app.engine.config import SamplerConfig, SpecConfig
 from app.engine.draft_block import DraftBlock
-from app.engine.llama_backend import LlamaContext
+from app.engine.llama.backend import LlamaContext
 from app.engine.policy.calibration import AnswerBias, ConfidenceCalibration, judged
 from app.engine.policy.costs import CostModel
 from app.engine.policy.lookup_gate import LookupGate

@@ -37,7 +37,7 @@ from app.engine.events import (
     StopReason,
     TextTail,
 )
-from app.engine.llama_backend import (
+from app.engine.llama.backend import (
     RECURRENT_ROLLBACK,
     LlamaContext,
     LlamaModel,

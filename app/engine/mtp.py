@@ -29,7 +29,7 @@ import numpy as np
 from app.engine.config import ModelSpec, SamplerConfig, SpecConfig
 from app.engine.draft_block import DraftBlock
 from app.engine.drafting import DraftLimits, SampledDrafter
-from app.engine.llama_backend import LlamaContext, LlamaModel
+from app.engine.llama.backend import LlamaContext, LlamaModel
 from app.engine.policy.calibration import ConfidenceCalibration
 from app.engine.policy.costs import CostModel
 from app.engine.randomness import Randomness

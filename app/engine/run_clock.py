@@ -18,7 +18,7 @@ import psutil
 
 from app.engine.acceptance import Produced
 from app.engine.events import GuardEvent, RunSummary, StopReason, TokenEvent
-from app.engine.llama_backend import LlamaModel
+from app.engine.llama.backend import LlamaModel
 from app.engine.step_record import StepRecord, per_drafter, per_position
 
 

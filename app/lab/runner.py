@@ -26,7 +26,7 @@ import numpy as np
 from app import __version__
 from app.engine.bench import BenchSettings, lineage, warm_up
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig
-from app.engine.engine_host import (
+from app.engine.process.host import (
     CancelFlag,
     EngineCrashed,
     EngineHost,

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.engine.hardware import Hardware
+from app.engine.llama.hardware import Hardware
 from app.models.fit import MARGIN_FIXED, FitLabel, gib
 
 CATALOG_ENV = "SPECDECK_CATALOG"

@@ -21,7 +21,7 @@ from enum import Enum
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from app.engine.config import KV_TYPES
-from app.engine.hardware import Device, Hardware
+from app.engine.llama.hardware import Device, Hardware
 from app.gguf.facts import ModelFacts
 
 MIB = 1 << 20

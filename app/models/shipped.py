@@ -14,7 +14,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.engine.quantize import quantize, quantized_path
+from app.engine.llama.quantize import quantize, quantized_path
 from app.errors import ModelUnavailableError
 from app.files.fileio import file_sha256
 from app.files.paths import model_cache_dir

@@ -28,7 +28,7 @@ from typing import Protocol
 
 from app.engine.chat_template import ChatTemplateError
 from app.engine.config import AcceptRule, GenerationRequest, SpecConfig
-from app.engine.engine_host import (
+from app.engine.process.host import (
     ChatTemplateHung,
     EngineCrashed,
     EngineHost,

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import signal
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import uvicorn
@@ -104,15 +106,30 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{shown}:{port}/v1"
 
 
-def run(app: object, sock: socket.socket, *, concurrency: int) -> None:
-    """Serve on the bound socket until SIGINT/SIGTERM.
+def run(
+    app: object, sock: socket.socket, *, concurrency: int, announce: Callable[[], None]
+) -> None:
+    """Call ``announce`` (the line that says the server is up), then serve on the bound
+    socket until SIGINT/SIGTERM.
 
     The socket listens already, so a client that connects before uvicorn starts waits in the
-    backlog rather than being refused.
+    backlog rather than being refused. Ctrl+C and SIGTERM stop the server from before the
+    announcement on: between it and uvicorn's own handlers, Python's default SIGINT handler
+    would raise KeyboardInterrupt wherever the interpreter was, and inside a weakref or GC
+    callback that exception is only printed and lost, so the server went on serving.
     """
+    server = uvicorn.Server(_config(app, concurrency, grace=3))
+
+    def stop(sig: int, frame: object) -> None:
+        server.handle_exit(sig, None)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        uvicorn.Server(_config(app, concurrency, grace=3)).run(sockets=[sock])
+        announce()
+        server.run(sockets=[sock])
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         with contextlib.suppress(OSError):
             sock.close()
 

@@ -28,7 +28,7 @@ from app.engine.config import (
     SpecConfig,
     default_threads,
 )
-from app.engine.repacking import CHOICES as REPACK_CHOICES
+from app.engine.llama.repacking import CHOICES as REPACK_CHOICES
 from app.files.fileio import (
     StoredFileError,
     atomic_write_text,

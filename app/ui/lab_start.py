@@ -10,7 +10,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QThread, Signal
 
-from app.engine.engine_host import CancelFlag
+from app.engine.process.host import CancelFlag
 from app.errors import SpecDeckError
 from app.lab.plan import LabPlan
 from app.lab.runner import LabRunner

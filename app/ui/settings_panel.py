@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 from superqt.utils import qdebounced
 
 from app.engine.config import AcceptRule
-from app.engine.repacking import CHOICES as REPACK_CHOICES
+from app.engine.llama.repacking import CHOICES as REPACK_CHOICES
 from app.store.settings import FIELDS, Invalid, Settings, advice, with_field
 from app.ui.plain_text import plain_label
 from app.ui.theme import CHOICE_LABELS, CHOICES

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, QThread, Signal
 
 from app.engine.config import SpecConfig
-from app.engine.engine_protocol import STOP_GRACE_SECONDS
+from app.engine.process.protocol import STOP_GRACE_SECONDS
 from app.workers.engine_worker import EngineWorker
 from app.workers.messages import (
     Busy,

@@ -1,7 +1,7 @@
 """The one long-lived worker that drives the engine process off the UI thread.
 
 ``EngineWorker`` is a QObject moved to a QThread. The ``Engine`` itself runs in a child
-process (``app.engine.engine_host``), so a llama.cpp abort or segfault ends that child, not the
+process (``app.engine.process.host``), so a llama.cpp abort or segfault ends that child, not the
 window: the worker reports it as a ``WorkerError`` that offers a reload. Requests arrive
 through queued slots (``load_pair``, ``run_chat``, ``shutdown``); results leave through
 ``Signal(object)`` as frozen dataclasses tagged with the request id, so the UI can drop
@@ -33,7 +33,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from app.engine.chat_template import ChatTemplateError
 from app.engine.config import DraftSource
-from app.engine.engine_host import (
+from app.engine.process.host import (
     CancelFlag,
     ChatTemplateHung,
     EngineCrashed,

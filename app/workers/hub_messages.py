@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.engine.hardware import Hardware
+from app.engine.llama.hardware import Hardware
 from app.gguf.compat import VocabInfo
 from app.gguf.facts import ModelFacts
 from app.models.catalog import Catalog, DraftCandidate

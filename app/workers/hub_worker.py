@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx2
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from app.engine.hardware import detect_hardware
+from app.engine.llama.hardware import detect_hardware
 from app.errors import GenerationCancelled
 from app.gguf.compat import VocabInfo, first_mismatch
 from app.gguf.facts import model_facts, vocab_info
@@ -474,7 +474,7 @@ class HubWorker(QObject):
         downloaded file becomes a message, not the end of the app. A cancelled run keeps the
         process and its models, so Back and Next reuse them."""
         from app.engine.config import GenerationRequest, ModelSpec, SpecConfig
-        from app.engine.engine_host import EngineHost, LoadRequest
+        from app.engine.process.host import EngineHost, LoadRequest
         from app.engine.events import RunSummary
 
         def check_cancel() -> None:

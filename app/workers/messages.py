@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 
 from app.engine.config import DraftSource, ModelSpec
-from app.engine.engine_host import EngineCrashed, EngineUnresponsive, PairInfo
+from app.engine.process.host import EngineCrashed, EngineUnresponsive, PairInfo
 from app.engine.events import Event, RunSummary
 from app.engine.exactness import Comparison
 from app.errors import (

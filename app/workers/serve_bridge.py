@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QObject, Signal
 
 from app.engine.config import SpecConfig
-from app.engine.engine_host import EngineCrashed, EngineHost
+from app.engine.process.host import EngineCrashed, EngineHost
 from app.engine.events import RunSummary
 from app.serve.defaults import DEFAULT_QUEUE
 from app.serve.params import ApiError, Call

@@ -10,7 +10,7 @@ import pytest
 
 from app.engine.bench import ROUNDS_AGREE, BenchSettings, rounds_agree
 from app.engine.config import ModelSpec, SpecConfig
-from app.engine.engine_host import run_bench_in_child
+from app.engine.process.host import run_bench_in_child
 from app.engine.noise import (
     DRIFT_LIMIT,
     GAP_LIMIT,

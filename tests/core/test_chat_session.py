@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.engine.config import DraftSource
-from app.engine.engine_protocol import PairInfo
+from app.engine.process.protocol import PairInfo
 from app.engine.events import RunSummary, StopReason, TextTail, TokenEvent, TokenKind
 from app.engine.exactness import Judgement
 from app.store.conversations import ChatMessage, Conversation, ConversationStore

@@ -19,7 +19,7 @@ from app.engine.config import (
 )
 from app.engine.engine import Engine
 from app.engine.events import RunSummary, TokenEvent
-from app.engine.llama_backend import LlamaContext
+from app.engine.llama.backend import LlamaContext
 from app.engine.sampling import (
     DEVICE,
     GREEDY_CANDIDATES,

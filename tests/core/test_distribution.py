@@ -14,7 +14,7 @@ from app.devtools.test_models.synthetic import write_tiny_llama
 from app.engine.config import AcceptRule, GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
 from app.engine.engine import Engine
 from app.engine.events import RunSummary
-from app.engine.llama_backend import LlamaContext
+from app.engine.llama.backend import LlamaContext
 from app.engine.sampling import Distribution, distribution
 
 SAMPLER = SamplerConfig(temperature=1.0, top_k=8, top_p=1.0, min_p=0.0)

@@ -23,7 +23,7 @@ from app.devtools.test_models.synthetic_eagle3 import (
     write_tiny_eagle3,
     write_tiny_eagle3_pair,
 )
-from app.engine.eagle3_functions import eagle3_functions
+from app.engine.llama.extensions import eagle3_functions
 from app.errors import ModelLoadError
 from app.gguf.check import validate_gguf_file
 from app.gguf.facts import SelfDrafting, model_facts

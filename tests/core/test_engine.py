@@ -29,7 +29,7 @@ from app.engine.events import (
     TokenKind,
 )
 from app.engine.exactness import NEAR_TIE_LOGIT_MARGIN, compare, is_near_tie
-from app.engine.llama_backend import LlamaContext
+from app.engine.llama.backend import LlamaContext
 from app.errors import ContextOverflowError, ModelLoadError
 from app.gguf.compat import IncompatiblePairError
 from app.models.guard_words import message

@@ -1,4 +1,4 @@
-"""The engine process (app.engine.engine_host): real spawned children running real llama.cpp."""
+"""The engine process (app.engine.process.host): real spawned children running real llama.cpp."""
 
 from __future__ import annotations
 
@@ -18,16 +18,16 @@ import pytest
 from app.devtools.test_models.synthetic import TinyShape, write_tiny_llama
 from app.engine.chat_template import ChatFormatter, ChatTemplateError, Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec
-from app.engine.engine_child import child_main
-from app.engine.engine_host import (
+from app.engine.process.child import child_main
+from app.engine.process.host import (
     EngineCrashed,
     EngineHost,
     EngineUnresponsive,
     LoadRequest,
     describe_exit,
 )
-from app.engine.engine_logs import new_log
-from app.engine.engine_protocol import (
+from app.engine.process.logs import new_log
+from app.engine.process.protocol import (
     PROCESS_NAME,
     CancelFlag,
     ChildLaunch,

@@ -16,14 +16,14 @@ import psutil
 import pytest
 
 from app.engine.config import DraftSource, ModelSpec
-from app.engine.engine_host import EngineCrashed, EngineHost, LoadRequest
-from app.engine.engine_logs import HANDS_OVER_FILES, UNOWNED_LOG_AGE_S, clean_stale_logs
+from app.engine.process.host import EngineCrashed, EngineHost, LoadRequest
+from app.engine.process.logs import HANDS_OVER_FILES, UNOWNED_LOG_AGE_S, clean_stale_logs
 from tests.crash_ggufs import write_bert_tokenizer_llama
 
 ROOT = Path(__file__).resolve().parents[2]
 PARENT = (
     "import time\n"
-    "from app.engine.engine_host import EngineHost\n"
+    "from app.engine.process.host import EngineHost\n"
     "host = EngineHost()\n"
     "host.start()\n"
     "print(host.pid, flush=True)\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.engine.config import DraftSource, ModelSpec
-from app.engine.engine_host import EngineHost, LoadRequest
+from app.engine.process.host import EngineHost, LoadRequest
 from app.errors import ModelLoadError
 from app.gguf.compat import IncompatiblePairError
 from tests.processes import run_app

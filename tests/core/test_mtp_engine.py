@@ -29,7 +29,7 @@ from app.engine.config import (
     SamplerConfig,
     SpecConfig,
 )
-from app.engine.engine_host import EngineCrashed, EngineHost, LoadRequest
+from app.engine.process.host import EngineCrashed, EngineHost, LoadRequest
 from app.engine.events import RunSummary
 from app.errors import ModelLoadError
 from app.gguf.compat import IncompatiblePairError

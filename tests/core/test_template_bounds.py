@@ -19,8 +19,8 @@ from app.engine.chat_template import (
     Message,
 )
 from app.engine.config import DraftSource, ModelSpec
-from app.engine.engine_host import EngineHost, LoadRequest
-from app.engine.engine_protocol import TEMPLATE_SECONDS
+from app.engine.process.host import EngineHost, LoadRequest
+from app.engine.process.protocol import TEMPLATE_SECONDS
 
 MIB = 1 << 20
 LINUX = sys.platform.startswith("linux")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.hardware import Hardware
+from app.engine.llama.hardware import Hardware
 from app.models.catalog import Catalog, CatalogModel, CatalogPair
 from app.models.library import Library
 from app.ui.wizard.wizard import PairWizard

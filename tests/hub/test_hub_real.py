@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.engine.config import ModelSpec
-from app.engine.llama_backend import LlamaModel
+from app.engine.llama.backend import LlamaModel
 from app.gguf.compat import first_mismatch
 from app.gguf.facts import model_facts, vocab_info
 from app.gguf.reader import read_local_header

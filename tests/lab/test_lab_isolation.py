@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
-from app.engine import engine_host
+from app.engine.process import host as engine_host
 from app.store.settings import Settings
 from app.ui.lab_tab import LabTab
 from tests.crash_ggufs import write_bert_tokenizer_llama, write_hung_template_llama

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.engine_host import CancelFlag
+from app.engine.process.host import CancelFlag
 from app.lab import remote
 from app.lab.configs import ConfigError, parse_config
 from app.lab.plan import Claim, LabPlan

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.hardware import Device, Hardware, detect_hardware
+from app.engine.llama.hardware import Device, Hardware, detect_hardware
 from app.gguf.facts import ModelFacts, model_facts
 from app.gguf.reader import read_local_header
 from app.models.fit import (

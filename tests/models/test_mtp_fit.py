@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.devtools.test_models.synthetic import write_tiny_qwen35
-from app.engine.hardware import Hardware
+from app.engine.llama.hardware import Hardware
 from app.gguf.facts import model_facts
 from app.gguf.reader import read_local_header
 from app.models.fit import (

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from app.engine.config import GenerationRequest, ModelSpec, SpecConfig
-from app.engine.engine_host import EngineHost, LoadRequest
+from app.engine.process.host import EngineHost, LoadRequest
 from app.engine.events import PrefillEvent, RunSummary, TokenEvent
 from tests.serve.conftest import ROOT, ServeProcess, app_env
 

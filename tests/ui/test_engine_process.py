@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
-from app.engine import engine_host
+from app.engine.process import host as engine_host
 from app.engine.config import DraftSource
 from app.store.conversations import ConversationStore
 from app.store.settings import Settings

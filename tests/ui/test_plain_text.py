@@ -42,7 +42,7 @@ from PySide6.QtWidgets import (
 
 from app.devtools.test_models.synthetic import write_tiny_llama
 from app.engine.config import DraftSource
-from app.engine.hardware import Device, Hardware
+from app.engine.llama.hardware import Device, Hardware
 from app.models.catalog import Catalog, CatalogModel, CatalogPair
 from app.models.library import Library, Profile
 from app.store.conversations import ChatMessage, Conversation, ConversationStore

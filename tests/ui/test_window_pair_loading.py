@@ -147,7 +147,7 @@ def test_draft_source_model_ngram_model_then_answer(make_window, qtbot, tiny_pai
 
 
 def test_the_demo_pair_is_named(make_window, qtbot, tiny_pair, tmp_path, monkeypatch) -> None:
-    from app.engine.quantize import quantized_path
+    from app.engine.llama.quantize import quantized_path
     from app.models.shipped import QWEN_CODER_05B
 
     cache = tmp_path / "models"

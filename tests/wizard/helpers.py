@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.engine.hardware import Hardware
+from app.engine.llama.hardware import Hardware
 from app.models.catalog import Catalog, CatalogModel, CatalogPair
 
 if TYPE_CHECKING:  # only for the annotation: the Qt-free selection tests use these helpers too

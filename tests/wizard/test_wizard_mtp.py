@@ -253,7 +253,7 @@ def test_the_shipped_catalog_shows_self_drafting_targets_as_unchecked(
     fake_hub: FakeHub,
     tmp_path: Path,
 ) -> None:
-    from app.engine.hardware import Device, Hardware
+    from app.engine.llama.hardware import Device, Hardware
 
     gib = 1 << 30
     gpu = Device("CUDA0", "GPU 0", "GPU", 22 * gib, 24 * gib)

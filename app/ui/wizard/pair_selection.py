@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from app.engine.hardware import Hardware
+from app.engine.llama.hardware import Hardware
 from app.gguf.facts import ModelFacts, SelfDrafting
 from app.models.catalog import Catalog, CatalogModel
 from app.models.fit import (

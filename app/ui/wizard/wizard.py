@@ -12,7 +12,7 @@ from pathlib import Path
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QWidget, QWizard
 
-from app.engine.hardware import Hardware
+from app.engine.llama.hardware import Hardware
 from app.files.paths import model_cache_dir
 from app.models.catalog import Catalog
 from app.models.hub import Token

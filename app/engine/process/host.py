@@ -20,7 +20,7 @@ When the child dies the parent raises ``EngineCrashed``, which says which model,
 stage and how it died, in words. A chat template that renders for longer than
 ``TEMPLATE_SECONDS`` is killed the same way and reported as ``ChatTemplateHung``, in the
 chat, the Lab and the benchmark alike. The child ends itself when this process ends (see
-``app.engine.engine_child``), so a killed parent leaves no engine behind.
+``app.engine.process.child``), so a killed parent leaves no engine behind.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec
-from app.engine.engine_child import child_main
-from app.engine.engine_logs import EngineLog, new_log
-from app.engine.engine_protocol import (
+from app.engine.process.child import child_main
+from app.engine.process.logs import EngineLog, new_log
+from app.engine.process.protocol import (
     BENCHMARKING,
     CLOSE_SECONDS,
     LOG_TAIL_BYTES,

@@ -1,6 +1,6 @@
 """The engine process itself: owns the ``Engine`` and answers one request at a time.
 
-Started by ``app.engine.engine_host.EngineHost`` with the "spawn" method; ``child_main`` is its
+Started by ``app.engine.process.host.EngineHost`` with the "spawn" method; ``child_main`` is its
 entry point. Native messages (a ``GGML_ASSERT``'s text) go to a log file the parent reads
 after a crash.
 
@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.config import DraftSource, ModelSpec
-from app.engine.engine_logs import ChildLog
-from app.engine.engine_protocol import (
+from app.engine.process.logs import ChildLog
+from app.engine.process.protocol import (
     BATCH_SECONDS,
     PROGRESS_STEP,
     BenchRequest,
@@ -51,7 +51,7 @@ from app.engine.engine_protocol import (
     portable_failure,
 )
 from app.engine.events import Event, RunSummary, TokenEvent
-from app.engine.hardware import gpu_offload
+from app.engine.llama.hardware import gpu_offload
 from app.errors import GenerationCancelled, SpecDeckError
 
 
@@ -129,7 +129,7 @@ class _ChildSession:
 
     def load(self, seq: int, request: LoadRequest) -> PairInfo:
         from app.engine.engine import Engine
-        from app.engine.load_hooks import observing_loads
+        from app.engine.llama.load_hooks import observing_loads
 
         self.close_engine()
         last: dict[str, float] = {}
@@ -162,7 +162,7 @@ class _ChildSession:
 
     def bench(self, seq: int, request: BenchRequest) -> dict[str, Any]:
         from app.engine.bench import run_bench
-        from app.engine.load_hooks import observing_loads
+        from app.engine.llama.load_hooks import observing_loads
 
         self.close_engine()
 

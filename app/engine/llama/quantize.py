@@ -6,7 +6,7 @@ from pathlib import Path
 
 import gguf
 
-from app.engine.llama_runtime import ensure_backend
+from app.engine.llama.runtime import ensure_backend
 from app.errors import ModelUnavailableError
 
 # llama_ftype values (llama.h)

@@ -18,7 +18,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec
-from app.engine.engine_logs import ChildLog
+from app.engine.process.logs import ChildLog
 from app.engine.events import Event
 from app.errors import SpecDeckError
 

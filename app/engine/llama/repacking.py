@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from app.engine.repack_probe import probe_child
+from app.engine.llama.repack_probe import probe_child
 from app.files.fileio import StoredFileError, atomic_write_text, read_json_object
 from app.files.paths import cache_dir
 
