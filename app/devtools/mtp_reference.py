@@ -26,8 +26,8 @@ from typing import Any
 
 from app.devtools.reference import llama_cpp_tool
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SpecConfig
-from app.engine.process.host import EngineHost, LoadRequest
 from app.engine.events import RunSummary
+from app.engine.process.host import EngineHost, LoadRequest
 
 PROMPT = (1, 300, 310, 320, 330, 301)
 

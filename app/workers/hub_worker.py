@@ -474,8 +474,8 @@ class HubWorker(QObject):
         downloaded file becomes a message, not the end of the app. A cancelled run keeps the
         process and its models, so Back and Next reuse them."""
         from app.engine.config import GenerationRequest, ModelSpec, SpecConfig
-        from app.engine.process.host import EngineHost, LoadRequest
         from app.engine.events import RunSummary
+        from app.engine.process.host import EngineHost, LoadRequest
 
         def check_cancel() -> None:
             if request.cancel.is_set():
