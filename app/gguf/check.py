@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app.errors import ModelLoadError
+from app.gguf.block_heads import block_head_damage
 from app.gguf.compat import IncompatiblePairError, first_mismatch
 from app.gguf.facts import SelfDrafting, head_mismatch, self_drafting, vocab_info
 from app.gguf.reader import (
@@ -40,9 +41,20 @@ def not_a_target(method: SelfDrafting) -> str | None:
     )
 
 
+def head_damage(header: GGUFHeader) -> str | None:
+    """What a block drafter's header lacks that llama.cpp needs (a tensor, its mask token),
+    in words; None for a whole one and for every other model."""
+    block = self_drafting(header).block
+    return None if block is None else block_head_damage(header, block)
+
+
 def pair_mismatch(target: GGUFHeader, draft: GGUFHeader) -> str | None:
-    """``check-pair``'s words for why ``draft`` cannot draft for ``target``: a head or an
-    assistant made for another target, then the vocabulary rule; None when it can."""
+    """``check-pair``'s words for why ``draft`` cannot draft for ``target``: a damaged block
+    drafter, a head or an assistant made for another target, then the vocabulary rule; None
+    when it can."""
+    damage = head_damage(draft)
+    if damage is not None:
+        return f"the head is damaged: {damage}"
     return head_mismatch(target, self_drafting(draft)) or first_mismatch(
         vocab_info(target), vocab_info(draft)
     )
@@ -87,8 +99,9 @@ def validate_gguf_file(path: Path) -> GGUFHeader:
         )
     try:
         header = read_local_header(path)
-        # llama.cpp aborts the process on absurd block or next-token counts: refuse them here
-        self_drafting(header)
+        # llama.cpp aborts the process on absurd block or next-token counts and on some
+        # damaged block drafters: refuse them here
+        damage = head_damage(header)
     except GGUFTruncatedError as exc:
         raise ModelLoadError(
             f"{path.name} is truncated inside its GGUF header ({exc}). The download was "
@@ -99,6 +112,11 @@ def validate_gguf_file(path: Path) -> GGUFHeader:
             f"{path.name} has a malformed GGUF header ({exc}). The file is broken or was "
             "written by a faulty converter; get it again or from another source."
         ) from exc
+    if damage is not None:
+        raise ModelLoadError(
+            f"{path.name} is a damaged block drafter: {damage}. Get it again or from another "
+            "source."
+        )
     tokens = header.get(TOKENS_KEY)
     if isinstance(tokens, tuple) and not all(isinstance(t, str) for t in tokens):
         raise ModelLoadError(

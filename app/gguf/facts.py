@@ -13,6 +13,7 @@ from typing import Any
 
 from gguf.constants import Keys, LlamaFileType
 
+from app.gguf.block_heads import BlockDrafting, block_drafting, block_target_mismatch
 from app.gguf.compat import (
     DEFAULT_ADD_BOS,
     DEFAULT_ADD_EOS,
@@ -123,6 +124,7 @@ class SelfDrafting:
     n_heads: int = 0  # next-token layers (MTP only)
     target_layers: tuple[int, ...] = ()  # target layers a head reads (EAGLE-3 / DFlash)
     target_arch: str = ""  # an assistant's target architecture ("gemma4" for gemma4-assistant)
+    block: BlockDrafting | None = None  # a DFlash head's block drafter (DFlash, DFlash2, DSpark)
 
     @property
     def is_head(self) -> bool:
@@ -132,7 +134,9 @@ class SelfDrafting:
     @property
     def name(self) -> str:
         """The drafting method in a few words: "MTP, 1 head", "assistant draft for gemma4",
-        "EAGLE-3 head", "DFlash head" or "plain model"."""
+        "EAGLE-3 head", "DFlash block drafter, 16 tokens a block" or "plain model"."""
+        if self.block is not None:
+            return self.block.name
         if self.method == "mtp":
             return f"MTP, {self.n_heads} head{'s' * (self.n_heads != 1)}"
         if self.method == "assistant":
@@ -145,6 +149,8 @@ class SelfDrafting:
             return f"drafts for itself (MTP, {self.n_heads} head{'s' * (self.n_heads != 1)})"
         if self.method == "assistant":
             return "assistant draft (drafts from its target's hidden state)"
+        if self.block is not None:
+            return self.block.name
         return _HEAD_LABELS.get(self.method, "")
 
 
@@ -163,6 +169,8 @@ def self_drafting(header: GGUFHeader) -> SelfDrafting:
         )
     if arch in ASSISTANT_ARCHITECTURES:
         return SelfDrafting("assistant", n_nextn, target_arch=arch.removesuffix("-assistant"))
+    if arch == "dflash":
+        return SelfDrafting(arch, 0, _target_layers(header, arch), block=block_drafting(header))
     if arch in HEAD_ARCHITECTURES:
         return SelfDrafting(arch, 0, _target_layers(header, arch))
     if n_nextn > 1 and arch in SINGLE_HEAD_MTP:
@@ -318,13 +326,23 @@ def head_mismatch(target: GGUFHeader, draft: SelfDrafting) -> str | None:
     """Why a head or an assistant cannot draft for this target, in words; None when it can
     (or when the draft is a plain model: its vocabulary is checked elsewhere).
 
-    llama.cpp aborts the whole process when an EAGLE-3 head reads a layer past the target's.
+    llama.cpp aborts the whole process when an EAGLE-3 or DFlash head reads a layer past the
+    target's.
     """
     if not draft.is_head:
         return None
     facts = model_facts(target)
-    if draft.method == "dflash":
-        return "DFlash heads are not supported by this SpecDeck yet"
+    if draft.block is not None:
+        trunk = facts.n_layer - facts.drafting.n_heads
+        arch, width = facts.architecture, facts.n_embd
+        mismatch = block_target_mismatch(draft.block, draft.target_layers, arch, width, trunk)
+        if mismatch is not None:
+            return mismatch
+        return (
+            f"this SpecDeck does not draft with {draft.block.variant} block drafters yet (the "
+            f"head fits this {arch} target, {width:,} wide, reading layers "
+            f"{list(draft.target_layers)})"
+        )
     if draft.method == "assistant":
         if draft.target_arch and draft.target_arch != facts.architecture:
             return (

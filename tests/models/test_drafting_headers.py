@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.errors import ModelLoadError
+from app.gguf.block_heads import BlockDrafting
 from app.gguf.check import validate_gguf_file
 from app.gguf.facts import NEXTN_KEY, SelfDrafting, model_facts, self_drafting
 from app.gguf.reader import GGUFFormatError, read_local_header
@@ -88,7 +89,11 @@ def test_assistant_and_head_architectures_are_named(tmp_path: Path) -> None:
     assert facts.drafting == SelfDrafting("eagle3", 0, (2, 14, 27))
     assert facts.drafting.label == "EAGLE-3 head"
     dflash = header_file(tmp_path, "dflash", kv_u32s("dflash.target_layers", [1, 5, 9, 13]))
-    assert self_drafting(read_local_header(dflash)) == SelfDrafting("dflash", 0, (1, 5, 9, 13))
+    # no block size, mask token or tensors named: llama.cpp's defaults (a 16-token DFlash block)
+    block = BlockDrafting("DFlash", 16, True, False, -1, 64)
+    assert self_drafting(read_local_header(dflash)) == SelfDrafting(
+        "dflash", 0, (1, 5, 9, 13), block=block
+    )
 
 
 ABSURD = {

@@ -1,4 +1,4 @@
-"""ctypes bindings for llama.cpp's EAGLE-3 staging functions (``src/llama-ext.h``).
+"""ctypes bindings for llama.cpp's EAGLE-3 and DFlash staging functions (``src/llama-ext.h``).
 
 They are C++ functions, exported under mangled names: the Itanium ABI's on Linux and macOS,
 MSVC's on Windows (x64). Each is looked up under its plain name first (a build that wraps the
@@ -94,6 +94,19 @@ _SIGNATURES: dict[str, tuple[tuple[str, str, str], list[Any], Any]] = {
         _FLOATS,
     ),
 }
+# what a DFlash / DSpark drafter calls besides those
+_DFLASH_SIGNATURES: dict[str, tuple[tuple[str, str, str], list[Any], Any]] = {
+    # int32_t llama_model_dflash_selector_top_k(const llama_model *): DFlash2 when > 0
+    "model_dflash_selector_top_k": (
+        (
+            "llama_model_dflash_selector_top_k",
+            "_Z33llama_model_dflash_selector_top_kPK11llama_model",
+            "?llama_model_dflash_selector_top_k@@YAHPEBUllama_model@@@Z",
+        ),
+        [_MODEL],
+        ctypes.c_int32,
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -117,6 +130,15 @@ class Eagle3Functions:
         return tuple(int(pointer[i]) for i in range(n))
 
 
+@dataclass(frozen=True)
+class DFlashFunctions(Eagle3Functions):
+    """The staging functions a DFlash, DFlash2 or DSpark drafter calls: EAGLE-3's (the target
+    layers' inputs, the head's target layer ids, the next-token rows where DFlash2 leaves its
+    selector lattice and DSpark its confidences) and DFlash2's selector width."""
+
+    model_dflash_selector_top_k: Callable[[Any], int]
+
+
 def _lookup(lib: ctypes.CDLL, names: tuple[str, ...]) -> Any | None:
     for name in names:
         try:
@@ -126,22 +148,36 @@ def _lookup(lib: ctypes.CDLL, names: tuple[str, ...]) -> Any | None:
     return None
 
 
-def eagle3_functions(lib: ctypes.CDLL | None = None) -> Eagle3Functions:
-    """Bind the EAGLE-3 functions in ``lib`` (default: llama-cpp-python's libllama)."""
+def _bind(
+    lib: ctypes.CDLL | None,
+    signatures: dict[str, tuple[tuple[str, str, str], list[Any], Any]],
+    heads: str,
+) -> dict[str, Any]:
     if lib is None:
         from llama_cpp import llama_cpp
 
         lib = llama_cpp._lib
     bound: dict[str, Any] = {}
-    for field, (names, argtypes, restype) in _SIGNATURES.items():
+    for field, (names, argtypes, restype) in signatures.items():
         function = _lookup(lib, names)
         if function is None:
             raise ModelLoadError(
                 f"this llama.cpp build does not export {names[0]} (looked up as "
-                f"{', '.join(names)}); it cannot run EAGLE-3 heads. Choose a draft model or "
+                f"{', '.join(names)}); it cannot run {heads}. Choose a draft model or "
                 "n-gram drafting instead"
             )
         function.argtypes = argtypes
         function.restype = restype
         bound[field] = function
-    return Eagle3Functions(**bound)
+    return bound
+
+
+def eagle3_functions(lib: ctypes.CDLL | None = None) -> Eagle3Functions:
+    """Bind the EAGLE-3 functions in ``lib`` (default: llama-cpp-python's libllama)."""
+    return Eagle3Functions(**_bind(lib, _SIGNATURES, "EAGLE-3 heads"))
+
+
+def dflash_functions(lib: ctypes.CDLL | None = None) -> DFlashFunctions:
+    """Bind the DFlash functions in ``lib`` (default: llama-cpp-python's libllama)."""
+    signatures = _SIGNATURES | _DFLASH_SIGNATURES
+    return DFlashFunctions(**_bind(lib, signatures, "DFlash or DSpark heads"))
