@@ -25,7 +25,7 @@ MAX_COUNT = 10**12  # tokens, drafts: far above any real run, far below any over
 MAX_KEY_CHARS = 80  # a key shown in a path (a configuration, a prompt id) is cut here
 
 Key = str | int
-Schema = TypeVar("Schema", bound=BaseModel)
+SchemaT = TypeVar("SchemaT", bound=BaseModel)
 Choice = TypeVar("Choice", bound=Enum)
 
 
@@ -212,20 +212,20 @@ GivenCount = Annotated[int | None, whole_in(0, MAX_COUNT)]
 GivenFlag = Annotated[bool | None, PlainValidator(check_flag)]
 
 
-class Document(BaseModel):
+class InputSchema(BaseModel):
     """A schema for what comes from outside: keys it does not declare are ignored (the
     readers never look at them), declared ones are checked by their types above."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
-class OpenDocument(Document):
+class OpenInputSchema(InputSchema):
     """A schema for a record that is kept as read: undeclared keys stay in it."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
 
-def validated(schema: type[Schema], data: object, what: str = "the value") -> Schema:
+def validated(schema: type[SchemaT], data: object, what: str = "the value") -> SchemaT:
     """``data`` checked against ``schema``; raises ``BadValue`` naming the first fault by
     its place (``what`` is the document itself)."""
     try:

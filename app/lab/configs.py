@@ -17,10 +17,10 @@ from pydantic import Field
 from app.engine.config import MAX_DRAFT_LEN, AcceptRule, DraftSource, SamplerConfig, SpecConfig
 from app.files.values import (
     BadValue,
-    Document,
     GivenFinite,
     GivenFlag,
     GivenWide,
+    InputSchema,
     member_of,
     text_of,
     validated,
@@ -146,7 +146,7 @@ class LabConfig:
 Location = Annotated[str, text_of(4096)]  # a file or an address
 
 
-class ConfigFields(Document):
+class ConfigFields(InputSchema):
     """The schema of a configuration as a result file states it (``LabConfig.to_json``);
     a value not given takes ``LabConfig``'s default."""
 

@@ -10,10 +10,10 @@ from pydantic import Field, PlainValidator
 from app.engine.config import DEFAULT_SEED, KV_TYPES, ModelSpec
 from app.files.values import (
     BadValue,
-    Document,
     GivenFinite,
     GivenFlag,
     GivenWide,
+    InputSchema,
     Refusal,
     Wide,
     kind,
@@ -161,7 +161,7 @@ Name = Annotated[str, text_of(80)]
 Setting = Annotated[str | None, text_of(16)]
 
 
-class TargetFields(Document):
+class TargetFields(InputSchema):
     path: Annotated[str, text_of(4096)] = Field(None, validate_default=True)
     n_gpu_layers: GivenWide = None
     n_ctx: GivenWide = None
@@ -171,13 +171,13 @@ class TargetFields(Document):
     repack: Setting = None
 
 
-class ClaimFields(Document):
+class ClaimFields(InputSchema):
     threshold: GivenFinite = None
     category: Name | None = None
     config: Annotated[str, text_of(40)] | None = None
 
 
-class PlanFields(Document):
+class PlanFields(InputSchema):
     """The schema of a plan as a result file states it (``LabPlan.to_json``); a value not
     given takes ``LabPlan``'s default."""
 

@@ -23,7 +23,7 @@ from app.files.values import (
     GivenCount,
     GivenFinite,
     Mapping,
-    OpenDocument,
+    OpenInputSchema,
     label_of,
     loads,
     one_of,
@@ -53,7 +53,7 @@ Name = Annotated[str, label_of(MAX_NAME_CHARS)]
 Digest = Annotated[str, text_of(64)]
 
 
-class Run(OpenDocument):
+class Run(OpenInputSchema):
     """One configuration's figures on one prompt (``runner.measure`` and ``remote``)."""
 
     tok_s: GivenFinite = None
@@ -77,7 +77,7 @@ class Run(OpenDocument):
     identical: Flag | None = None
 
 
-class Load(OpenDocument):
+class Load(OpenInputSchema):
     """A prompt's CPU times (``interference.between``): seconds, and counts."""
 
     wall_s: Finite = 0.0
@@ -87,7 +87,7 @@ class Load(OpenDocument):
     threads: Annotated[int, whole_in(0, MAX_CPUS)] = 1
 
 
-class PromptRecord(OpenDocument):
+class PromptRecord(OpenInputSchema):
     phase: Annotated[str, one_of(PHASES)]
     prompt: Name
     category: Name
@@ -97,26 +97,26 @@ class PromptRecord(OpenDocument):
     load: Load | None = None
 
 
-class LineageTarget(OpenDocument):
+class LineageTarget(OpenInputSchema):
     sha256: Digest | None = None
 
 
-class Lineage(OpenDocument):
+class Lineage(OpenInputSchema):
     target: LineageTarget | None = None
     drafts: dict[str, Digest] | None = None  # path: sha256
 
 
-class Header(OpenDocument):
+class Header(OpenInputSchema):
     plan: Mapping  # ``LabPlan.from_json`` reads it, with the plan's own schema
     lineage: Lineage | None = None
 
 
-class Choice(OpenDocument):
+class Choice(OpenInputSchema):
     per_category: dict[str, Annotated[str, text_of(40)] | None] | None = None
     claim_config: Annotated[str, text_of(MAX_NAME_CHARS)] | None = None
 
 
-RECORDS: dict[str, type[OpenDocument]] = {
+RECORDS: dict[str, type[OpenInputSchema]] = {
     "header": Header,
     "prompt": PromptRecord,
     "choice": Choice,

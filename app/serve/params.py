@@ -19,8 +19,8 @@ from pydantic import BeforeValidator, Field, PlainValidator, ValidationInfo
 from app.engine.config import SamplerConfig
 from app.files.values import (
     BadValue,
-    Document,
     Flag,
+    InputSchema,
     Key,
     Refusal,
     check_mapping,
@@ -184,10 +184,10 @@ def _keys(place: Any) -> list[Key]:
 
 
 def _role(value: object) -> str:
-    if value not in ROLES:
+    if not isinstance(value, str) or value not in ROLES:
         shown = value if isinstance(value, str) else kind(value)
-        raise Refusal(f"is {str(shown)[:40]!r}; it must be one of {', '.join(ROLES)}")
-    return ROLES[str(value)]
+        raise Refusal(f"is {shown[:40]!r}; it must be one of {', '.join(ROLES)}")
+    return ROLES[value]
 
 
 def _content(value: object, info: ValidationInfo) -> str:
@@ -212,7 +212,7 @@ def _text_part(value: object, index: int) -> str:
         raise Refusal(refusal.reason, (index, "text")) from None
 
 
-class Message(Document):
+class Message(InputSchema):
     role: Annotated[str, PlainValidator(_role)] = Field(None, validate_default=True)
     content: Annotated[str, PlainValidator(_content)] = Field(None, validate_default=True)
 
@@ -224,7 +224,7 @@ def _message_list(value: object) -> list[Any]:
     if not value:
         raise Refusal("must hold at least one message")
     if len(value) > MAX_MESSAGES:
-        raise Refusal(f": too many messages ({len(value)}; at most {MAX_MESSAGES})")
+        raise Refusal(f"holds too many messages ({len(value)}; at most {MAX_MESSAGES})")
     return value
 
 
@@ -272,11 +272,11 @@ Tokens = Annotated[int, whole_in(1, MAX_TOKENS)]
 OneAnswer = Annotated[int, PlainValidator(_one_answer)]
 
 
-class StreamOptions(Document):
+class StreamOptions(InputSchema):
     include_usage: Flag | None = None
 
 
-class Body(Document):
+class Body(InputSchema):
     """What both endpoints take; null means the server's default."""
 
     n: OneAnswer | None = None
