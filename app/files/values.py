@@ -219,12 +219,6 @@ class InputSchema(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
-class OpenInputSchema(InputSchema):
-    """A schema for a record that is kept as read: undeclared keys stay in it."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-
 def validated(schema: type[SchemaT], data: object, what: str = "the value") -> SchemaT:
     """``data`` checked against ``schema``; raises ``BadValue`` naming the first fault by
     its place (``what`` is the document itself)."""

@@ -22,8 +22,8 @@ from app.files.values import (
     Flag,
     GivenCount,
     GivenFinite,
+    InputSchema,
     Mapping,
-    OpenInputSchema,
     label_of,
     loads,
     one_of,
@@ -46,14 +46,14 @@ class ResultFileError(ValueError):
 
 
 # --- the schema of the records: every value the readers use, by its type and range ---------
-# A figure present as null is refused (None is only the default for one not written);
-# records keep what they do not declare, as read.
+# A figure present as null is refused (None is only the default for one not written). The
+# records are kept as read, keys the schema does not declare included.
 
 Name = Annotated[str, label_of(MAX_NAME_CHARS)]
 Digest = Annotated[str, text_of(64)]
 
 
-class Run(OpenInputSchema):
+class Run(InputSchema):
     """One configuration's figures on one prompt (``runner.measure`` and ``remote``)."""
 
     tok_s: GivenFinite = None
@@ -77,7 +77,7 @@ class Run(OpenInputSchema):
     identical: Flag | None = None
 
 
-class Load(OpenInputSchema):
+class Load(InputSchema):
     """A prompt's CPU times (``interference.between``): seconds, and counts."""
 
     wall_s: Finite = 0.0
@@ -87,7 +87,7 @@ class Load(OpenInputSchema):
     threads: Annotated[int, whole_in(0, MAX_CPUS)] = 1
 
 
-class PromptRecord(OpenInputSchema):
+class PromptRecord(InputSchema):
     phase: Annotated[str, one_of(PHASES)]
     prompt: Name
     category: Name
@@ -97,26 +97,26 @@ class PromptRecord(OpenInputSchema):
     load: Load | None = None
 
 
-class LineageTarget(OpenInputSchema):
+class LineageTarget(InputSchema):
     sha256: Digest | None = None
 
 
-class Lineage(OpenInputSchema):
+class Lineage(InputSchema):
     target: LineageTarget | None = None
     drafts: dict[str, Digest] | None = None  # path: sha256
 
 
-class Header(OpenInputSchema):
+class Header(InputSchema):
     plan: Mapping  # ``LabPlan.from_json`` reads it, with the plan's own schema
     lineage: Lineage | None = None
 
 
-class Choice(OpenInputSchema):
+class Choice(InputSchema):
     per_category: dict[str, Annotated[str, text_of(40)] | None] | None = None
     claim_config: Annotated[str, text_of(MAX_NAME_CHARS)] | None = None
 
 
-RECORDS: dict[str, type[OpenInputSchema]] = {
+RECORDS: dict[str, type[InputSchema]] = {
     "header": Header,
     "prompt": PromptRecord,
     "choice": Choice,
