@@ -13,7 +13,7 @@ from pathlib import PurePath
 from typing import Any
 
 from app.engine.config import MAX_DRAFT_LEN, AcceptRule, DraftSource, SamplerConfig, SpecConfig
-from app.lab import checks
+from app.files import checks
 from app.store.settings import Invalid, Settings, parse_field
 
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.+")
@@ -56,7 +56,7 @@ class LabConfig:
                 f"configuration name {self.name!r}: use 1-40 letters, digits or - _ . +"
             )
         if self.server is not None:
-            from app.lab.remote import RemoteError, check_url
+            from app.remote.client import RemoteError, check_url
 
             if self.server_kind not in ("llama-server", "vllm"):
                 raise ConfigError(f"configuration {self.name}: kind is llama-server or vllm")
