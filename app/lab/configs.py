@@ -13,7 +13,7 @@ from pathlib import PurePath
 from typing import Any
 
 from app.engine.config import MAX_DRAFT_LEN, AcceptRule, DraftSource, SamplerConfig, SpecConfig
-from app.files import checks
+from app.lab import checks
 from app.store.settings import Invalid, Settings, parse_field
 
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.+")

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from app.engine.config import DEFAULT_SEED, KV_TYPES, ModelSpec
-from app.files import checks
+from app.lab import checks
 from app.lab.configs import ConfigError, LabConfig, check_setting
 from app.lab.suites import Prompt, Split, SuiteError, check_prompt, split, suite_hash
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from app.files.checks import MAX_COUNT, BadValue, loads, whole
+from app.files.values import MAX_COUNT, BadValue, loads, whole
 from app.remote.client import (
     DEFAULT_DEADLINE_S,
     Budget,

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.files import checks
 from app.files.fileio import StoredFileError, error_text, read_bytes_bounded
+from app.lab import checks
 
 FORMAT = "specdeck-lab/1"
 MAX_LOG_BYTES = 512 * 1024 * 1024

@@ -27,8 +27,8 @@ from typing import Any
 
 from app.engine.events import TextTail
 from app.engine.figures import speed_text
-from app.files.checks import BadValue, loads, unicode
-from app.files.checks import kind as kind_of
+from app.files.values import BadValue, loads, unicode
+from app.files.values import kind as kind_of
 from app.remote.client import (
     Budget,
     CancelCheck,

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.files.checks import MAX_COUNT, BadValue, number, whole
+from app.files.values import MAX_COUNT, BadValue, number, whole
 from app.models.hub_http import (
     HubError,
     TransferCancelled,

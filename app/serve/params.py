@@ -1,7 +1,7 @@
 """OpenAI request bodies -> typed calls, or an ``ApiError`` naming the field.
 
 A body is a stranger's JSON: every value is type- and range-checked here (through
-``app.files.checks``, the checks the Lab uses on what servers send it) before it reaches the
+``app.lab.checks``, the checks the Lab uses on what servers send it) before it reaches the
 engine. Fields the engine does not use are ignored, as OpenAI-compatible servers do; fields
 that would change the answer in a way SpecDeck cannot honour (``n`` > 1, ``echo``) are
 refused rather than silently dropped.
@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from app.engine.config import SamplerConfig
-from app.files import checks
-from app.files.checks import BadValue
+from app.lab import checks
+from app.lab.checks import BadValue
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_MESSAGES = 1024

@@ -1,4 +1,5 @@
-"""Type and range checks for values the lab reads from files and servers.
+"""Type and range checks for values read from files and servers: the Lab's files, remote
+servers' answers, request bodies.
 
 JSON gives any type anywhere (``true`` for a count, ``[1]`` for a number, ``Infinity`` for
 a time), and ``int()``/``float()`` turn those into TypeError, OverflowError or silently
