@@ -2,4 +2,4 @@
 from a worker thread, and the window's handle on it), ``messages`` (their typed requests and
 replies), ``chat_session`` (the conversation on screen, without Qt), ``hub_worker`` (the wizard's
 Hub, download and calibration jobs), ``remote_runs`` (a chat answer from a remote server) and
-``serve_bridge`` (the window's engine behind "Serve on localhost")."""
+``window_serving`` (the window's engine behind "Serve on localhost")."""
