@@ -1,0 +1,260 @@
+"""Tiny synthetic DFlash, DFlash2 and DSpark block drafters for a tiny llama target: real to
+llama.cpp (they load and draft, in ``app.devtools.dflash_probe`` and in llama-server), and
+seen for what they are from their headers, damaged ones refused in words before any load.
+
+llama.cpp runs in child processes under time bounds, never in the test process."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.devtools.test_models.synthetic_dflash import (
+    DFLASH_BLOCK_SIZE,
+    DFLASH_TARGET_LAYERS,
+    DFLASH_TARGET_SHAPE,
+    MASK_TOKEN,
+    VARIANTS,
+    write_dflash_target,
+    write_tiny_dflash,
+)
+from app.engine.llama.extensions import dflash_functions
+from app.errors import ModelLoadError
+from app.files.paths import model_cache_dir
+from app.gguf.check import check_local_pair, validate_gguf_file
+from app.gguf.compat import IncompatiblePairError
+from app.gguf.facts import model_facts
+from tests.processes import run_app
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMPTS = ("1,300,310,320,330,301", "1,290,291")
+LLAMA_SERVER = (
+    model_cache_dir() / "reference" / version("llama-cpp-python") / "build" / "bin" / "llama-server"
+)
+CRASH_WORDS = ("died", "SIGSEGV", "SIGABRT", "Aborted", "damaged or not supported")
+KINDS = {"dflash": "DFlash", "dflash2": "DFlash2", "dspark": "DSpark"}
+
+
+@pytest.fixture(scope="module")
+def heads(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The target ("target") and one head of each variant, by variant name."""
+    folder = tmp_path_factory.mktemp("dflash")
+    target = write_dflash_target(folder / "target.gguf")
+    made = {"target": target}
+    for variant in VARIANTS:
+        made[variant] = write_tiny_dflash(folder / f"{variant}.gguf", target, variant=variant)
+    return made
+
+
+def run_module(module: str, *args: str, timeout_s: float) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    assert done.returncode == 0, f"{module} exited {done.returncode}:\n{done.stderr[-3000:]}"
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_header_says_which_block_drafter_for_which_target(
+    heads: dict[str, Path], variant: str
+) -> None:
+    facts = model_facts(validate_gguf_file(heads[variant]))
+    target = model_facts(validate_gguf_file(heads["target"]))
+    drafting = facts.drafting
+    assert facts.architecture == "dflash" and drafting.method == "dflash" and drafting.is_head
+    assert drafting.target_layers == DFLASH_TARGET_LAYERS
+    block = drafting.block
+    assert block is not None
+    assert block.variant == KINDS[variant]
+    assert block.block_size == DFLASH_BLOCK_SIZE
+    assert block.mask_token == MASK_TOKEN
+    assert block.hidden_size == target.n_embd == DFLASH_TARGET_SHAPE.n_embd
+    assert block.causal is False
+    assert drafting.name == f"{KINDS[variant]} block drafter, {DFLASH_BLOCK_SIZE} tokens a block"
+    assert block.selector_top_k == (4 if variant == "dflash2" else 0)
+    assert block.confidence_head is (variant == "dspark")
+    # DSpark drafts from its anchor's place too; the others leave it to the anchor
+    assert block.max_draft == DFLASH_BLOCK_SIZE - (0 if variant == "dspark" else 1)
+    assert facts.vocab_size == target.vocab_size  # the head carries its target's vocabulary
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_fitting_head_is_named_but_not_drafted_with_yet(
+    heads: dict[str, Path], variant: str
+) -> None:
+    with pytest.raises(IncompatiblePairError) as refused:
+        check_local_pair(heads["target"], heads[variant])
+    assert refused.value.mismatch == (
+        f"this SpecDeck does not draft with {KINDS[variant]} block drafters yet (the head fits "
+        "this llama target, 64 wide, reading layers [1, 3])"
+    )
+
+
+DAMAGED: dict[str, tuple[dict[str, Any], str]] = {
+    "missing tensor": (
+        {"drop_tensor": "fc.weight"},
+        "is a damaged block drafter: tensor fc.weight is missing",
+    ),
+    "missing selector": (
+        {"variant": "dflash2", "drop_tensor": "selector_successor.weight"},
+        "tensor selector_successor.weight is missing",
+    ),
+    "target layer out of range": (
+        {"target_layers": (1, 4)},
+        "the head reads target layers [1, 4], but the target has 4: it was trained for a "
+        "deeper model",
+    ),
+    "block size 0": ({"block_size": 0}, "dflash.block_size = 0; a block drafter's block holds"),
+    "block size huge": (
+        {"block_size": 1 << 30},
+        "dflash.block_size = 1,073,741,824; a block drafter's block holds 2 to 1,024",
+    ),
+    "DSpark without a block size": (
+        {"variant": "dspark", "block_size": None},
+        "a DSpark head needs dflash.block_size",
+    ),
+    "mask token outside the vocabulary": (
+        {"mask_token": 99_999},
+        "tokenizer.ggml.mask_token_id = 99,999 is outside the vocabulary of",
+    ),
+    "no mask token": ({"mask_token": None}, "it names no mask token"),
+}
+
+
+def _damaged(heads: dict[str, Path], tmp_path: Path, case: str) -> Path:
+    options, _ = DAMAGED[case]
+    return write_tiny_dflash(tmp_path / "damaged.gguf", heads["target"], **options)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("case", sorted(DAMAGED))
+def test_a_damaged_head_is_refused_in_words_before_any_load(
+    heads: dict[str, Path], tmp_path: Path, case: str
+) -> None:
+    head = _damaged(heads, tmp_path, case)
+    with pytest.raises((ModelLoadError, IncompatiblePairError)) as refused:
+        check_local_pair(heads["target"], head)
+    assert DAMAGED[case][1] in str(refused.value)
+    assert "damaged.gguf" in str(refused.value)
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGED))
+def test_check_pair_names_a_damaged_head_and_lives(
+    heads: dict[str, Path], tmp_path: Path, case: str
+) -> None:
+    head = _damaged(heads, tmp_path, case)
+    done, _ = run_app(["check-pair", str(heads["target"]), str(head)], timeout_s=120)
+    said = done.stdout + done.stderr
+    assert done.returncode in (1, 2), said  # 1: incompatible, 2: the header is unreadable
+    assert DAMAGED[case][1].split(": ")[-1] in said
+    assert not any(word in said for word in CRASH_WORDS), said
+
+
+def test_generate_with_a_damaged_head_says_so_and_lives(
+    heads: dict[str, Path], tmp_path: Path
+) -> None:
+    head = _damaged(heads, tmp_path, "DSpark without a block size")  # llama.cpp asserts on it
+    args = ["generate", "--target", str(heads["target"]), "--draft", str(head)]
+    done, _ = run_app([*args, "--threads", "1", "--max-tokens", "4", "hello"], timeout_s=180)
+    assert done.returncode == 2, done.stderr
+    assert "a DSpark head needs dflash.block_size" in done.stderr
+    assert not any(word in done.stderr for word in CRASH_WORDS), done.stderr
+
+
+@pytest.mark.fast
+def test_the_dflash_functions_resolve_in_the_installed_libllama() -> None:
+    fn = dflash_functions()
+    assert fn.model_dflash_selector_top_k is not None
+    assert fn.set_embeddings_layer_inp is not None and fn.get_embeddings_nextn is not None
+
+
+@pytest.mark.fast
+def test_a_build_without_the_dflash_functions_is_named_in_the_error() -> None:
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    with pytest.raises(ModelLoadError, match=r"does not export .*DFlash or DSpark heads"):
+        dflash_functions(libc)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_heads_load_and_draft_in_llama_cpp_token_identical(
+    heads: dict[str, Path], variant: str
+) -> None:
+    report = run_module(
+        "app.devtools.dflash_probe",
+        str(heads["target"]),
+        str(heads[variant]),
+        "--greedy",
+        "200",
+        "--prompt",
+        PROMPTS[0],
+        "--n-max",
+        "4",
+        timeout_s=240,
+    )
+    # llama.cpp loaded both and reports the head through the bindings and its metadata
+    assert report["loaded"] is True
+    assert report["target_layers"] == list(DFLASH_TARGET_LAYERS)
+    assert report["block_size"] == DFLASH_BLOCK_SIZE
+    assert report["mask_token"] == MASK_TOKEN
+    assert report["selector_top_k"] == (4 if variant == "dflash2" else 0)
+    assert report["dspark"] is (variant == "dspark")
+    assert len(report["tokens"]) == 200
+    assert report["identical"] is True
+    # drafts accepted and rejected, many times each
+    assert report["accepted"] >= 20
+    assert report["drafted"] - report["accepted"] >= 20
+    first, second, *_ = report["accepted_per_position"]
+    assert first > 0
+    if variant == "dspark":
+        assert second > 0  # the Markov head chains the block past its first token
+
+
+@pytest.mark.skipif(
+    not LLAMA_SERVER.exists(),
+    reason=f"llama-server is not built at {LLAMA_SERVER} (app.devtools.reference builds it)",
+)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_llama_server_drafts_with_the_heads_as_the_probe_does(
+    heads: dict[str, Path], variant: str
+) -> None:
+    """llama.cpp's ``llama-server --spec-type draft-dflash|draft-dspark -md HEAD`` answers with
+    the target-only tokens, drafting and accepting; the probe drafts and accepts as many."""
+    report = run_module(
+        "app.devtools.dflash_reference",
+        str(heads["target"]),
+        str(heads[variant]),
+        "--tokens",
+        "160",
+        "--draft-max",
+        "4",
+        "--prompts",
+        ";".join(PROMPTS),
+        timeout_s=600,
+    )
+    assert report["spec_type"] == ("draft-dspark" if variant == "dspark" else "draft-dflash")
+    assert len(report["prompts"]) == len(PROMPTS)
+    for row in report["prompts"]:
+        assert row["server_equals_target_only"] is True
+        assert row["probe_identical"] is True
+        assert row["server_drafted"] > 0 and row["server_accepted"] > 0
+        assert row["server_equals_probe"] is True
+        assert row["server_drafted"] == row["probe_drafted"]
+        assert row["server_accepted"] == row["probe_accepted"]
