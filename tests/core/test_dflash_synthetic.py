@@ -227,6 +227,26 @@ def test_the_heads_load_and_draft_in_llama_cpp_token_identical(
         assert second > 0  # the Markov head chains the block past its first token
 
 
+def test_a_head_that_borrows_the_targets_embeddings_loads_and_drafts(
+    heads: dict[str, Path], tmp_path: Path
+) -> None:
+    """Most exports carry no embedding or output of their own: llama.cpp then reads the
+    target's through the head context's ``ctx_other``."""
+    head = write_tiny_dflash(tmp_path / "borrowing.gguf", heads["target"], borrowed_embeddings=True)
+    report = run_module(
+        "app.devtools.dflash_probe",
+        str(heads["target"]),
+        str(head),
+        "--greedy",
+        "60",
+        "--n-max",
+        "4",
+        timeout_s=240,
+    )
+    assert report["loaded"] is True and report["identical"] is True
+    assert report["drafted"] > 0
+
+
 @pytest.mark.skipif(
     not LLAMA_SERVER.exists(),
     reason=f"llama-server is not built at {LLAMA_SERVER} (app.devtools.reference builds it)",

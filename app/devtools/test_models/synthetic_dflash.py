@@ -188,19 +188,25 @@ def write_tiny_dflash(
     block_size: int | None = DFLASH_BLOCK_SIZE,
     mask_token: int | None = MASK_TOKEN,
     drop_tensor: str | None = None,
+    borrowed_embeddings: bool = False,
     shape: TinyDFlashShape | None = None,
 ) -> Path:
     """Write a ``variant`` block drafter for the llama-architecture ``target`` GGUF.
 
     ``block_size`` or ``mask_token`` None leaves that key out, and ``drop_tensor`` leaves that
     tensor out: the damaged heads the header check must refuse (``target_layers`` and the
-    others are written as given, unchecked, for the same reason)."""
+    others are written as given, unchecked, for the same reason). ``borrowed_embeddings``
+    leaves out the head's embedding and output, as most exports do: llama.cpp then embeds and
+    projects with the target's (the head's context needs ``ctx_other``), and without the mask
+    marker the drafts are poor."""
     shape = shape or TinyDFlashShape()
     tensors = dflash_tensors(
         target, variant=variant, seed=seed, target_layers=target_layers, shape=shape
     )
-    if drop_tensor is not None:
-        del tensors[drop_tensor]
+    for name in ([drop_tensor] if drop_tensor else []) + (
+        ["token_embd.weight", "output.weight"] if borrowed_embeddings else []
+    ):
+        del tensors[name]
     e = tensors["output_norm.weight"].shape[0]
     path.parent.mkdir(parents=True, exist_ok=True)
     writer = gguf.GGUFWriter(str(path), "dflash")
