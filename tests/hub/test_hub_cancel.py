@@ -11,7 +11,8 @@ from app.engine.llama.hardware import Hardware
 from app.models.catalog import Catalog, CatalogModel, CatalogPair
 from app.models.library import Library
 from app.ui.wizard.wizard import PairWizard
-from app.workers.hub_messages import HubFailure, InspectRepo, Search
+from app.workers.hub_jobs import InspectRepo, Search
+from app.workers.hub_messages import HubFailure
 from app.workers.hub_worker import HubClient
 from tests.hub.fake_hub import FakeHub, FakeRepo
 

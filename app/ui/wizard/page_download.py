@@ -13,7 +13,8 @@ from app.models.fit import gib
 from app.models.library import LibraryError
 from app.ui.wizard.common import Page, WizardHost, error_html, status_label
 from app.ui.wizard.pair_selection import download_items
-from app.workers.hub_messages import Download, Downloaded, DownloadProgressed, HubFailure
+from app.workers.hub_jobs import Download
+from app.workers.hub_messages import Downloaded, DownloadProgressed, HubFailure
 
 
 class DownloadPage(Page):
@@ -52,7 +53,7 @@ class DownloadPage(Page):
         self.status.setText("Starting…")
         self._items = download_items(self.state)
         self._sizes = [item.group.size for item in self._items]
-        self.submit(Download(self._items, self._cancel))
+        self.submit(Download(self._items, cancel=self._cancel), self._downloaded, self._progressed)
         self.completeChanged.emit()
 
     def cancel(self) -> None:
@@ -60,9 +61,7 @@ class DownloadPage(Page):
         self.cancel_button.setEnabled(False)
         self.status.setText("Stopping…")
 
-    def on_progress(self, reply: object) -> None:
-        if not isinstance(reply, DownloadProgressed):
-            return
+    def _progressed(self, reply: DownloadProgressed) -> None:
         p: DownloadProgress = reply.progress
         before = sum(self._sizes[: reply.item])
         total = sum(self._sizes)
@@ -81,9 +80,7 @@ class DownloadPage(Page):
             f"{gib(p.speed_bps)}/s{eta}"
         )
 
-    def on_result(self, reply: object) -> None:
-        if not isinstance(reply, Downloaded):
-            return
+    def _downloaded(self, reply: Downloaded) -> None:
         s = self.state
         try:
             for item, paths in zip(self._items, reply.paths, strict=True):

@@ -26,7 +26,8 @@ from app.ui.wizard.pair_selection import (
     quant_rows,
 )
 from app.ui.wizard.words import head_text
-from app.workers.hub_messages import HubFailure, InspectRepo, RepoInspected
+from app.workers.hub_jobs import InspectRepo
+from app.workers.hub_messages import HubFailure, RepoInspected
 
 
 class QuantPage(Page):
@@ -58,12 +59,11 @@ class QuantPage(Page):
         self.status.setText(
             f"Reading {escape(self.state.target_repo or '')} (file list and model header)…"
         )
-        self.submit(InspectRepo(self.state.target_repo or ""))
+        self.submit(InspectRepo(self.state.target_repo or ""), self._inspected)
 
-    def on_result(self, reply: object) -> None:
-        if isinstance(reply, RepoInspected):
-            self.state.inspected = reply
-            self._fill()
+    def _inspected(self, reply: RepoInspected) -> None:
+        self.state.inspected = reply
+        self._fill()
 
     def on_failure(self, failure: HubFailure) -> None:
         self.retry.setVisible(True)

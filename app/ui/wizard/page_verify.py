@@ -9,14 +9,13 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QProgressBar, QPushButton,
 
 from app.engine.figures import speed_text
 from app.ui.wizard.common import Page, WizardHost, error_html, note_html, status_label
+from app.workers.calibration import CALIBRATION_DRAFT_LENGTHS, Calibrate
 from app.workers.hub_messages import (
     DRAFT_LENGTH_SURE_MARGIN,
-    Calibrate,
     Calibrated,
     CalibrationStep,
     HubFailure,
 )
-from app.workers.hub_worker import CALIBRATION_DRAFT_LENGTHS
 
 
 class VerifyPage(Page):
@@ -80,7 +79,12 @@ class VerifyPage(Page):
         target = self.owner.library.models[self.state.target_model_id or ""]
         draft = self.owner.library.models[self.state.draft_model_id or ""]
         self._cancel = threading.Event()
-        self.submit(Calibrate(target.path, draft.path, min(self.state.n_ctx, 2048), self._cancel))
+        self.submit(
+            Calibrate(target.path, draft.path, min(self.state.n_ctx, 2048), cancel=self._cancel),
+            self.show_calibration,
+            self._step_started,
+            worker=self.owner.calibration,
+        )
         self.completeChanged.emit()
 
     def cancel(self) -> None:
@@ -88,9 +92,7 @@ class VerifyPage(Page):
         self.cancel_button.setEnabled(False)
         self.status.setText("Stopping after the current step…")
 
-    def on_progress(self, reply: object) -> None:
-        if not isinstance(reply, CalibrationStep):
-            return
+    def _step_started(self, reply: CalibrationStep) -> None:
         self.bar.setRange(0, reply.total)
         self.bar.setValue(reply.index - 1)
         done = "".join(f"✓ {escape(t)}<br>" for t in self._done_steps)
@@ -100,9 +102,7 @@ class VerifyPage(Page):
         )
         self.status.setText("")
 
-    def on_result(self, reply: object) -> None:
-        if not isinstance(reply, Calibrated):
-            return
+    def show_calibration(self, reply: Calibrated) -> None:
         self.state.calibration = reply
         self.bar.setVisible(False)
         self.cancel_button.setVisible(False)
