@@ -13,14 +13,14 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+from app.devtools.test_models.gguf_writing import TokenizerField, finish_gguf, open_gguf
+
 WORDS = (
     "the of and to in is that for it as with was on be by at this are from or an "
     "have not but what all were when we there can more if will one about up out do "
     "so has no time def return import class self print if else for while code data "
     "model token draft target"
 ).split()
-# (key, value, value type, array item type) of one tokenizer metadata field
-TokenizerField = tuple[str, object, gguf.GGUFValueType, object]
 TOKEN_TYPE_NORMAL, TOKEN_TYPE_UNKNOWN, TOKEN_TYPE_CONTROL, TOKEN_TYPE_BYTE = 1, 2, 3, 6
 
 
@@ -206,9 +206,7 @@ def write_llama(
     tokenizer: list[TokenizerField],
 ) -> None:
     """A llama-architecture F32 GGUF of ``shape`` with these tensors and tokenizer fields."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_name(path.stem)
+    writer = open_gguf(path, "llama")
     writer.add_context_length(shape.n_ctx)
     writer.add_embedding_length(shape.n_embd)
     writer.add_block_count(shape.n_layer)
@@ -218,14 +216,7 @@ def write_llama(
     writer.add_rope_dimension_count(shape.n_embd // shape.n_head)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    for key, value, kind, item in tokenizer:
-        writer.add_key_value(key, value, kind, sub_type=item)  # type: ignore[arg-type]
-    for name, value in tensors.items():
-        writer.add_tensor(name, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    finish_gguf(writer, tensors, tokenizer)
 
 
 def write_vocab_donor_pair(
@@ -394,9 +385,7 @@ def write_tiny_qwen35(
     shape = shape or TinyQwen35Shape()
     tokens, scores, types = vocabulary()
     tensors = _qwen35_weights(shape, len(tokens), np.random.default_rng(seed), branch_scale)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    writer = gguf.GGUFWriter(str(path), "qwen35")
-    writer.add_name(path.stem)
+    writer = open_gguf(path, "qwen35")
     writer.add_context_length(shape.n_ctx)
     writer.add_embedding_length(shape.n_embd)
     writer.add_block_count(shape.n_trunk + shape.n_nextn)
@@ -416,14 +405,7 @@ def write_tiny_qwen35(
     writer.add_ssm_time_step_rank(shape.ssm_time_step_rank)
     writer.add_ssm_group_count(shape.ssm_group_count)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    for key, value, kind, item in spm_tokenizer((tokens, scores, types)):
-        writer.add_key_value(key, value, kind, sub_type=item)  # type: ignore[arg-type]
-    for name, value in tensors.items():
-        writer.add_tensor(name, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    finish_gguf(writer, tensors, spm_tokenizer((tokens, scores, types)))
     return path
 
 
@@ -492,9 +474,7 @@ def write_tiny_step35(
             f"blk.{i}.nextn.shared_head_norm.weight": ones(e),
         }
     n_all = shape.n_trunk + shape.n_nextn
-    path.parent.mkdir(parents=True, exist_ok=True)
-    writer = gguf.GGUFWriter(str(path), "step35")
-    writer.add_name(path.stem)
+    writer = open_gguf(path, "step35")
     writer.add_context_length(shape.n_ctx)
     writer.add_embedding_length(e)
     writer.add_block_count(n_all)
@@ -511,12 +491,5 @@ def write_tiny_step35(
     # llama.cpp needs one sliding-window layer; a window as long as the context changes nothing
     writer.add_array("step35.attention.sliding_window_pattern", [1] + [0] * (n_all - 1))
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    for key, value, kind, item in spm_tokenizer((tokens, scores, types)):
-        writer.add_key_value(key, value, kind, sub_type=item)  # type: ignore[arg-type]
-    for name, value in tensors.items():
-        writer.add_tensor(name, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    finish_gguf(writer, tensors, spm_tokenizer((tokens, scores, types)))
     return path

@@ -27,6 +27,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+from app.devtools.test_models.gguf_writing import finish_gguf, open_gguf
 from app.devtools.test_models.synthetic import (
     TinyShape,
     _donor_tokenizer,
@@ -125,9 +126,7 @@ def write_tiny_eagle3(
         "blk.0.ffn_down.weight": mat(e, f, shape.ffn_scale * f**-0.5),
     }
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    writer = gguf.GGUFWriter(str(path), "eagle3")
-    writer.add_name(path.stem)
+    writer = open_gguf(path, "eagle3")
     writer.add_context_length(shape.n_ctx)
     writer.add_embedding_length(e)
     writer.add_block_count(1)
@@ -142,14 +141,7 @@ def write_tiny_eagle3(
     writer.add_array("eagle3.target_layers", list(target_layers))
     writer.add_uint32("eagle3.target_hidden_size", e)
     writer.add_bool("eagle3.norm_before_residual", True)
-    for key, value, kind, item in _donor_tokenizer(target):
-        writer.add_key_value(key, value, kind, sub_type=item)  # type: ignore[arg-type]
-    for name, value in tensors.items():
-        writer.add_tensor(name, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    finish_gguf(writer, tensors, _donor_tokenizer(target))
     return path
 
 

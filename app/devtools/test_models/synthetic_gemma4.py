@@ -24,6 +24,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+from app.devtools.test_models.gguf_writing import add_fields, finish_gguf, open_gguf
 from app.devtools.test_models.synthetic import spm_tokenizer, vocabulary
 
 ASSISTANT_ARCH = "gemma4-assistant"  # the installed gguf package predates the name
@@ -131,9 +132,7 @@ def _target_tensors(
 def _writer(
     path: Path, arch: str, n_ctx: int, n_embd: int, pattern: Sequence[bool]
 ) -> gguf.GGUFWriter:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    writer = gguf.GGUFWriter(str(path), arch)
-    writer.add_name(path.stem)
+    writer = open_gguf(path, arch)
     writer.add_context_length(n_ctx)
     writer.add_embedding_length(n_embd)
     writer.add_block_count(len(pattern))
@@ -142,8 +141,7 @@ def _writer(
     writer.add_rope_freq_base(1_000_000.0)
     writer.add_rope_freq_base_swa(10_000.0)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    for key, value, kind, item in spm_tokenizer(vocabulary()):
-        writer.add_key_value(key, value, kind, sub_type=item)  # type: ignore[arg-type]
+    add_fields(writer, spm_tokenizer(vocabulary()))
     return writer
 
 
@@ -164,15 +162,6 @@ def _attention_keys(
     writer.add_rope_dimension_count(head_dim)
     writer.add_rope_dimension_count_swa(head_dim_swa)
     writer.add_sliding_window(window)
-
-
-def _finish(writer: gguf.GGUFWriter, tensors: dict[str, np.ndarray]) -> None:
-    for name, value in tensors.items():
-        writer.add_tensor(name, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
 
 
 def write_tiny_gemma4(
@@ -209,7 +198,7 @@ def write_tiny_gemma4(
     )
     writer.add_shared_kv_layers(0)
     writer.add_embedding_length_per_layer_input(0)
-    _finish(writer, tensors)
+    finish_gguf(writer, tensors)
     return path
 
 
@@ -308,5 +297,5 @@ def write_tiny_gemma4_assistant(
     writer.add_embedding_length_out(b)
     # every block of an assistant is a next-token block (convert_hf_to_gguf.py writes it so)
     writer.add_nextn_predict_layers(shape.n_layer)
-    _finish(writer, tensors)
+    finish_gguf(writer, tensors)
     return path
