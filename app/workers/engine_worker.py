@@ -33,6 +33,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from app.engine.chat_template import ChatTemplateError
 from app.engine.config import DraftSource
+from app.engine.events import RunSummary, StopReason, TokenEvent
 from app.engine.process.host import (
     CancelFlag,
     ChatTemplateHung,
@@ -41,7 +42,6 @@ from app.engine.process.host import (
     LoadRequest,
     PairInfo,
 )
-from app.engine.events import RunSummary, StopReason, TokenEvent
 from app.errors import GenerationCancelled, SpecDeckError
 from app.lab.remote import RemoteError
 from app.lab.remote_chat import RemotePair

@@ -8,28 +8,15 @@ a stalled Hub request, and frees the calibration's engine when it shuts down.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from PySide6.QtCore import QObject
 
-from app.models.hub import Token
 from app.workers.calibration import Calibrator
 from app.workers.hub_jobs import HubSession
 from app.workers.job_thread import JobThread
 
 
 class HubClient(JobThread[HubSession]):
-    def __init__(
-        self,
-        models_root: Path,
-        *,
-        endpoint: str | None = None,
-        token: Token = None,
-        offline: bool = False,
-        model_cache: Path | None = None,
-        parent: QObject | None = None,
-    ) -> None:
-        session = HubSession(models_root, endpoint, token, offline, model_cache)
+    def __init__(self, session: HubSession, parent: QObject | None = None) -> None:
         super().__init__(session, "hub-worker", parent)
 
 

@@ -55,6 +55,9 @@ class _Callbacks:
     progress: Callable[[Any], None] | None
 
 
+_NO_CALLBACKS = _Callbacks(None, None, None)
+
+
 class _Relay(QObject):
     """Lives in the UI thread: hands each reply to the callbacks its job was submitted with."""
 
@@ -69,9 +72,9 @@ class _Relay(QObject):
 
     @Slot(int, object)
     def on_finished(self, request_id: int, reply: object) -> None:
-        callbacks = self.callbacks.pop(request_id, None)
-        if callbacks is not None and callbacks.success is not None:
-            callbacks.success(reply)
+        success = self._ended(request_id).success
+        if success is not None:
+            success(reply)
         self.result.emit(reply)
 
     @Slot(int, object)
@@ -83,10 +86,13 @@ class _Relay(QObject):
 
     @Slot(int, object)
     def on_failed(self, request_id: int, failure: HubFailure) -> None:
-        callbacks = self.callbacks.pop(request_id, None)
-        if callbacks is not None and callbacks.failure is not None:
-            callbacks.failure(failure)
+        failed = self._ended(request_id).failure
+        if failed is not None:
+            failed(failure)
         self.failed.emit(failure)
+
+    def _ended(self, request_id: int) -> _Callbacks:
+        return self.callbacks.pop(request_id, _NO_CALLBACKS)
 
 
 class JobThread(Generic[Context]):

@@ -11,9 +11,9 @@ import threading
 from dataclasses import dataclass, field
 
 from app.engine.config import DraftSource, ModelSpec
-from app.engine.process.host import EngineCrashed, EngineUnresponsive, PairInfo
 from app.engine.events import Event, RunSummary
 from app.engine.exactness import Comparison
+from app.engine.process.host import EngineCrashed, EngineUnresponsive, PairInfo
 from app.errors import (
     ContextOverflowError,
     GenerationCancelled,

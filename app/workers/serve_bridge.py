@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from PySide6.QtCore import QObject, Signal
 
 from app.engine.config import SpecConfig
-from app.engine.process.host import EngineCrashed, EngineHost
 from app.engine.events import RunSummary
+from app.engine.process.host import EngineCrashed, EngineHost
 from app.serve.defaults import DEFAULT_QUEUE
 from app.serve.params import ApiError, Call
 from app.serve.runner import (

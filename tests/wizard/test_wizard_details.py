@@ -216,7 +216,9 @@ def test_slower_calibration_is_called_slower_and_needs_consent(  # type: ignore[
             "50 % faster" in page.status.text() and "clearly the faster one" in page.status.text()
         )
         # A 25 % margin is no proof when two runs of the target alone differed by 20 %.
-        page.show_calibration(Calibrated(0, 0.9, 12.0, 8.0, 1.5, 4, 1.0, ((4, 12.0), (8, 9.0)), noise=0.2))
+        page.show_calibration(
+            Calibrated(0, 0.9, 12.0, 8.0, 1.5, 4, 1.0, ((4, 12.0), (8, 9.0)), noise=0.2)
+        )
         assert "not sure" in page.status.text() and "differed by 20%" in page.status.text()
         assert page.activate.isChecked() and page.use_ngram.isHidden()
     finally:

@@ -26,7 +26,7 @@ from app.ui.wizard.page_review import ReviewPage
 from app.ui.wizard.page_target import TargetPage
 from app.ui.wizard.page_verify import VerifyPage
 from app.ui.wizard.pair_selection import WizardState
-from app.workers.hub_jobs import ProbeHub
+from app.workers.hub_jobs import HubSession, ProbeHub
 from app.workers.hub_messages import HubProbed
 from app.workers.hub_worker import CalibrationClient, HubClient
 
@@ -58,14 +58,10 @@ class PairWizard(QWizard):
         self.catalog = catalog or Catalog.load()
         self.models_root = models_root or models_dir()
         self.state = WizardState(hardware=hardware)
-        self.client = HubClient(
-            self.models_root,
-            endpoint=endpoint,
-            token=token,
-            offline=offline,
-            model_cache=model_cache or model_cache_dir(),
-            parent=self,
+        session = HubSession(
+            self.models_root, endpoint, token, offline, model_cache or model_cache_dir()
         )
+        self.client = HubClient(session, parent=self)
         self.calibration = CalibrationClient(parent=self)
         self._probe_id: int | None = None
         self.page_hardware = HardwarePage(self)
