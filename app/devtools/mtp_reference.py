@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from app.devtools.arguments import parse_arguments
 from app.devtools.llama_server import greedy_run
 from app.devtools.reference import llama_cpp_tool
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SpecConfig
@@ -27,24 +28,7 @@ from app.engine.events import RunSummary
 from app.engine.process.host import EngineHost, LoadRequest
 
 PROMPT = (1, 300, 310, 320, 330, 301)
-
-
-def server_run(
-    model: Path,
-    assistant: Path | None,
-    prompt: list[int],
-    n_tokens: int,
-    draft_max: int,
-    rounds: int,
-    threads: int,
-) -> dict[str, Any]:
-    spec_args = ["-md", str(assistant), "-ngld", "0"] if assistant else []
-    spec_args += ["--spec-type", "draft-mtp", "--spec-draft-n-max", str(draft_max)]
-    spec_args += ["--spec-draft-n-min", "0"]
-    server = llama_cpp_tool("llama-server")
-    return greedy_run(
-        server, model, spec_args, prompt, n_tokens, rounds=rounds, threads=threads, n_ctx=2048
-    )
+REFERENCE_CTX = 2048
 
 
 def specdeck_run(
@@ -58,11 +42,12 @@ def specdeck_run(
 ) -> dict[str, Any]:
     spec = SpecConfig(draft_max=draft_max, adaptive=False, collapse_guard=False, ngram_first=False)
     host = EngineHost()
-    target = ModelSpec(str(model), n_ctx=2048, n_threads=threads)
+    target = ModelSpec(str(model), n_ctx=REFERENCE_CTX, n_threads=threads)
     if assistant is None:
         load = LoadRequest(target, None, DraftSource.MTP)
     else:
-        load = LoadRequest(target, ModelSpec(str(assistant), n_ctx=2048, n_threads=threads))
+        drafter = ModelSpec(str(assistant), n_ctx=REFERENCE_CTX, n_threads=threads)
+        load = LoadRequest(target, drafter)
     try:
         host.load(load)
         out: dict[str, Any] = {}
@@ -105,9 +90,13 @@ def compare(
     threads: int = 1,
     assistant: Path | None = None,
 ) -> dict[str, Any]:
-    args = (prompt, n_tokens, draft_max, rounds, threads)
-    server = server_run(model, assistant, *args)
-    ours = specdeck_run(model, assistant, *args)
+    spec_args = ["-md", str(assistant), "-ngld", "0"] if assistant else []
+    spec_args += ["--spec-type", "draft-mtp", "--spec-draft-n-max", str(draft_max)]
+    spec_args += ["--spec-draft-n-min", "0"]
+    binary = llama_cpp_tool("llama-server")
+    asked = (binary, model, spec_args, prompt, n_tokens)
+    server = greedy_run(*asked, rounds=rounds, threads=threads, n_ctx=REFERENCE_CTX)
+    ours = specdeck_run(model, assistant, prompt, n_tokens, draft_max, rounds, threads)
     specdeck, target_only = ours["specdeck"], ours["target_only"]
     # the server's answer ends with the end-of-generation token when one stopped it
     served = server["tokens"]
@@ -130,19 +119,16 @@ def compare(
 
 
 def main(argv: list[str]) -> int:
-    options = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--")}
-    paths = [a for a in argv if not a.startswith("--") and a not in options.values()]
-    if len(paths) != 1:
-        print(__doc__, file=sys.stderr)
+    args = parse_arguments(argv, 1, __doc__)
+    if args is None:
         return 2
-    prompt = [int(t) for t in options.get("--prompt", "").split(",") if t] or list(PROMPT)
     report = compare(
-        Path(paths[0]),
-        prompt,
-        int(options.get("--tokens", "256")),
-        int(options.get("--draft-max", "3")),
-        int(options.get("--rounds", "3")),
-        assistant=Path(options["--assistant"]) if "--assistant" in options else None,
+        args.paths[0],
+        args.token_ids("--prompt", PROMPT),
+        int(args.get("--tokens", "256")),
+        int(args.get("--draft-max", "3")),
+        int(args.get("--rounds", "3")),
+        assistant=Path(args.options["--assistant"]) if "--assistant" in args.options else None,
     )
     print(json.dumps(report), flush=True)
     return 0

@@ -33,13 +33,12 @@ from typing import Any
 
 from app.devtools.gpu_check.models import GPU_SHAPES, SMALL_SHAPES, Models, Shapes, write_models
 from app.devtools.llama_server import greedy_run
-from app.devtools.mtp_reference import PROMPT, specdeck_run
+from app.devtools.mtp_reference import PROMPT, REFERENCE_CTX, specdeck_run
 from app.files.fileio import atomic_write_text, json_text
 
 ALL_LAYERS = "999"
 FAST_DRAFT_MAX = 8  # the fixed policy's draft length with a separate draft model
 MTP_DRAFT_MAX = 3  # and with the model's own next-token block (mtp_reference's default)
-REFERENCE_CTX = 2048  # the context mtp_reference.specdeck_run gives SpecDeck's side
 BENCH_PROMPTS = (
     "Write a Python function that returns the n-th Fibonacci number.",
     "Explain in three sentences what a hash table is.",
