@@ -29,15 +29,23 @@ from app.devtools.llama_batches import decode, free_batch, logits_row, token_bat
 PROMPT = (1, 300, 310, 320, 330, 301)  # <s> then word pieces of the synthetic vocabulary
 
 
-def probe(path: Path, *, draft: bool) -> dict[str, Any]:
+def _load(path: Path) -> tuple[Any, int, int]:
+    """The model with its next-token layers, its vocabulary size and width (a null model
+    and zeros when llama.cpp cannot load it)."""
     llama_cpp.llama_backend_init()
-    model_params = llama_cpp.llama_model_default_params()
-    model_params.load_mtp = True
-    model = llama_cpp.llama_model_load_from_file(str(path).encode(), model_params)
+    params = llama_cpp.llama_model_default_params()
+    params.load_mtp = True
+    model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+    if not model:
+        return model, 0, 0
+    n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model))
+    return model, n_vocab, llama_cpp.llama_model_n_embd(model)
+
+
+def probe(path: Path, *, draft: bool) -> dict[str, Any]:
+    model, n_vocab, n_embd = _load(path)
     if not model:
         return {"loaded": False}
-    n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model))
-    n_embd = llama_cpp.llama_model_n_embd(model)
     report: dict[str, Any] = {
         "loaded": True,
         "n_layer": llama_cpp.llama_model_n_layer(model),
@@ -212,14 +220,9 @@ def greedy(path: Path, n_tokens: int, prompt: list[int]) -> dict[str, Any]:
     """Target-only greedy tokens beside MTP-speculative greedy tokens, and the acceptance."""
     from llama_cpp import llama_cpp_ext
 
-    llama_cpp.llama_backend_init()
-    params = llama_cpp.llama_model_default_params()
-    params.load_mtp = True
-    model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+    model, n_vocab, n_embd = _load(path)
     if not model:
         return {"loaded": False}
-    n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model))
-    n_embd = llama_cpp.llama_model_n_embd(model)
     baseline = _target_only(model, prompt, n_vocab, n_tokens)
     speculative = _speculative(model, prompt, llama_cpp_ext, n_embd, n_vocab, n_tokens)
     llama_cpp.llama_model_free(model)

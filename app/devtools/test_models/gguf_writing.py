@@ -3,7 +3,7 @@ written out with its metadata fields and tensors."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import gguf
@@ -11,6 +11,25 @@ import numpy as np
 
 # (key, value, value type, array item type) of one metadata field, e.g. a tokenizer's
 TokenizerField = tuple[str, object, gguf.GGUFValueType, object]
+
+
+Matrices = Callable[[int, int, float], np.ndarray]
+
+
+def random_matrices(rng: np.random.Generator) -> Matrices:
+    """``mat(rows, cols, scale)``: Gaussian F32 matrices of that scale, drawn from ``rng`` in
+    the order asked. GGUF lists dimensions innermost first: numpy (rows, cols) is llama.cpp
+    {cols, rows}."""
+
+    def mat(rows: int, cols: int, scale: float) -> np.ndarray:
+        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+
+    return mat
+
+
+def full(n: int, value: float = 1.0) -> np.ndarray:
+    """An F32 vector of ``value`` (a norm's weights)."""
+    return np.full(n, value, dtype=np.float32)
 
 
 def open_gguf(path: Path, arch: str) -> gguf.GGUFWriter:

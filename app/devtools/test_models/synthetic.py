@@ -13,7 +13,13 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from app.devtools.test_models.gguf_writing import TokenizerField, finish_gguf, open_gguf
+from app.devtools.test_models.gguf_writing import (
+    TokenizerField,
+    finish_gguf,
+    full,
+    open_gguf,
+    random_matrices,
+)
 
 WORDS = (
     "the of and to in is that for it as with was on be by at this are from or an "
@@ -55,22 +61,21 @@ def _weights(shape: TinyShape, n_vocab: int, rng: np.random.Generator) -> dict[s
     e, f, hd = shape.n_embd, shape.n_ff, shape.n_embd // shape.n_head
     kv = hd * shape.n_head_kv
 
-    def mat(rows: int, cols: int, scale: float) -> np.ndarray:
-        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+    mat = random_matrices(rng)
 
     tensors = {
         "token_embd.weight": mat(n_vocab, e, 1.0),
-        "output_norm.weight": np.ones(e, dtype=np.float32),
+        "output_norm.weight": full(e),
         "output.weight": mat(n_vocab, e, 0.35),
     }
     for i in range(shape.n_layer):
         tensors |= {
-            f"blk.{i}.attn_norm.weight": np.ones(e, dtype=np.float32),
+            f"blk.{i}.attn_norm.weight": full(e),
             f"blk.{i}.attn_q.weight": mat(e, e, e**-0.5),
             f"blk.{i}.attn_k.weight": mat(kv, e, e**-0.5),
             f"blk.{i}.attn_v.weight": mat(kv, e, e**-0.5),
             f"blk.{i}.attn_output.weight": mat(e, e, e**-0.5),
-            f"blk.{i}.ffn_norm.weight": np.ones(e, dtype=np.float32),
+            f"blk.{i}.ffn_norm.weight": full(e),
             f"blk.{i}.ffn_gate.weight": mat(f, e, e**-0.5),
             f"blk.{i}.ffn_up.weight": mat(f, e, e**-0.5),
             f"blk.{i}.ffn_down.weight": mat(e, f, f**-0.5),
@@ -293,12 +298,7 @@ def _qwen35_weights(
     value_dim = shape.ssm_state_size * shape.ssm_time_step_rank
     conv_dim = 2 * key_dim + value_dim
 
-    def mat(rows: int, cols: int, scale: float) -> np.ndarray:
-        # GGUF lists dimensions innermost first: numpy (rows, cols) is llama.cpp {cols, rows}
-        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
-
-    def ones(n: int) -> np.ndarray:
-        return np.ones(n, dtype=np.float32)
+    mat = random_matrices(rng)
 
     def attention(i: int) -> dict[str, np.ndarray]:
         return {
@@ -307,14 +307,14 @@ def _qwen35_weights(
             f"blk.{i}.attn_k.weight": mat(hd * shape.n_head_kv, e, e**-0.5),
             f"blk.{i}.attn_v.weight": mat(hd * shape.n_head_kv, e, e**-0.5),
             f"blk.{i}.attn_output.weight": mat(e, hd * shape.n_head, (hd * shape.n_head) ** -0.5),
-            f"blk.{i}.attn_q_norm.weight": ones(hd),
-            f"blk.{i}.attn_k_norm.weight": ones(hd),
+            f"blk.{i}.attn_q_norm.weight": full(hd),
+            f"blk.{i}.attn_k_norm.weight": full(hd),
         }
 
     def common(i: int) -> dict[str, np.ndarray]:
         return {
-            f"blk.{i}.attn_norm.weight": ones(e),
-            f"blk.{i}.post_attention_norm.weight": ones(e),
+            f"blk.{i}.attn_norm.weight": full(e),
+            f"blk.{i}.post_attention_norm.weight": full(e),
             f"blk.{i}.ffn_gate.weight": mat(f, e, e**-0.5),
             f"blk.{i}.ffn_up.weight": mat(f, e, e**-0.5),
             f"blk.{i}.ffn_down.weight": mat(e, f, f**-0.5),
@@ -322,7 +322,7 @@ def _qwen35_weights(
 
     tensors = {
         "token_embd.weight": mat(n_vocab, e, 1.0),
-        "output_norm.weight": ones(e),
+        "output_norm.weight": full(e),
         "output.weight": mat(n_vocab, e, 0.35),
     }
     for i in range(shape.n_trunk):
@@ -339,7 +339,7 @@ def _qwen35_weights(
             f"blk.{i}.ssm_a": -np.exp(mat(1, shape.ssm_time_step_rank, 0.1)[0]),
             f"blk.{i}.ssm_beta.weight": mat(shape.ssm_time_step_rank, e, e**-0.5),
             f"blk.{i}.ssm_alpha.weight": mat(shape.ssm_time_step_rank, e, e**-0.5),
-            f"blk.{i}.ssm_norm.weight": ones(shape.ssm_state_size),
+            f"blk.{i}.ssm_norm.weight": full(shape.ssm_state_size),
             f"blk.{i}.ssm_out.weight": mat(e, value_dim, value_dim**-0.5),
         }
     eh_proj = mat(e, 2 * e, (2 * e) ** -0.5)
@@ -361,9 +361,9 @@ def _qwen35_weights(
         tensors |= block
         tensors |= {
             f"blk.{i}.nextn.eh_proj.weight": eh_proj,
-            f"blk.{i}.nextn.enorm.weight": ones(e),
-            f"blk.{i}.nextn.hnorm.weight": ones(e),
-            f"blk.{i}.nextn.shared_head_norm.weight": ones(e),
+            f"blk.{i}.nextn.enorm.weight": full(e),
+            f"blk.{i}.nextn.hnorm.weight": full(e),
+            f"blk.{i}.nextn.shared_head_norm.weight": full(e),
         }
     return tensors
 
@@ -437,20 +437,16 @@ def write_tiny_step35(
     rng = np.random.default_rng(seed)
     e, f, hd, n_vocab = shape.n_embd, shape.n_ff, shape.head_dim, len(tokens)
 
-    def mat(rows: int, cols: int, scale: float) -> np.ndarray:
-        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
-
-    def ones(n: int) -> np.ndarray:
-        return np.ones(n, dtype=np.float32)
+    mat = random_matrices(rng)
 
     def block(i: int) -> dict[str, np.ndarray]:
         return {
-            f"blk.{i}.attn_norm.weight": ones(e),
+            f"blk.{i}.attn_norm.weight": full(e),
             f"blk.{i}.attn_q.weight": mat(hd * shape.n_head, e, e**-0.5),
             f"blk.{i}.attn_k.weight": mat(hd * shape.n_head_kv, e, e**-0.5),
             f"blk.{i}.attn_v.weight": mat(hd * shape.n_head_kv, e, e**-0.5),
             f"blk.{i}.attn_output.weight": mat(e, hd * shape.n_head, branch_scale * hd**-0.5),
-            f"blk.{i}.ffn_norm.weight": ones(e),
+            f"blk.{i}.ffn_norm.weight": full(e),
             f"blk.{i}.ffn_gate.weight": mat(f, e, e**-0.5),
             f"blk.{i}.ffn_up.weight": mat(f, e, e**-0.5),
             f"blk.{i}.ffn_down.weight": mat(e, f, branch_scale * f**-0.5),
@@ -458,7 +454,7 @@ def write_tiny_step35(
 
     tensors = {
         "token_embd.weight": mat(n_vocab, e, 1.0),
-        "output_norm.weight": ones(e),
+        "output_norm.weight": full(e),
         "output.weight": mat(n_vocab, e, 0.35),
     }
     for i in range(shape.n_trunk):
@@ -469,9 +465,9 @@ def write_tiny_step35(
     for i in range(shape.n_trunk, shape.n_trunk + shape.n_nextn):
         tensors |= block(i) | {
             f"blk.{i}.nextn.eh_proj.weight": eh_proj + mat(e, 2 * e, 0.02),
-            f"blk.{i}.nextn.enorm.weight": ones(e),
-            f"blk.{i}.nextn.hnorm.weight": ones(e),
-            f"blk.{i}.nextn.shared_head_norm.weight": ones(e),
+            f"blk.{i}.nextn.enorm.weight": full(e),
+            f"blk.{i}.nextn.hnorm.weight": full(e),
+            f"blk.{i}.nextn.shared_head_norm.weight": full(e),
         }
     n_all = shape.n_trunk + shape.n_nextn
     writer = open_gguf(path, "step35")

@@ -24,7 +24,14 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from app.devtools.test_models.gguf_writing import add_fields, finish_gguf, open_gguf
+from app.devtools.test_models.gguf_writing import (
+    Matrices,
+    add_fields,
+    finish_gguf,
+    full,
+    open_gguf,
+    random_matrices,
+)
 from app.devtools.test_models.synthetic import spm_tokenizer, vocabulary
 
 ASSISTANT_ARCH = "gemma4-assistant"  # the installed gguf package predates the name
@@ -79,6 +86,23 @@ def _orthonormal_rows(rng: np.random.Generator, rows: int, cols: int) -> np.ndar
     return np.ascontiguousarray(q.T, dtype=np.float32)
 
 
+def _feed_forward(
+    i: int, width: int, n_ff: int, branch_scale: float, mat: Matrices
+) -> dict[str, np.ndarray]:
+    """Block ``i``'s tensors from the attention's output norm on. Each branch is RMS-normed
+    before it joins the residual stream, so its weight alone sets how far the model strays
+    from a bigram model."""
+    return {
+        f"blk.{i}.post_attention_norm.weight": full(width, branch_scale),
+        f"blk.{i}.ffn_norm.weight": full(width),
+        f"blk.{i}.ffn_gate.weight": mat(n_ff, width, width**-0.5),
+        f"blk.{i}.ffn_up.weight": mat(n_ff, width, width**-0.5),
+        f"blk.{i}.ffn_down.weight": mat(width, n_ff, n_ff**-0.5),
+        f"blk.{i}.post_ffw_norm.weight": full(width, branch_scale),
+        f"blk.{i}.layer_output_scale.weight": full(1),
+    }
+
+
 def _target_tensors(
     shape: TinyGemma4Shape,
     n_vocab: int,
@@ -89,12 +113,7 @@ def _target_tensors(
     e, f = shape.n_embd, shape.n_ff
     rank = min(output_rank, e)
 
-    def mat(rows: int, cols: int, scale: float) -> np.ndarray:
-        # GGUF lists dimensions innermost first: numpy (rows, cols) is llama.cpp {cols, rows}
-        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
-
-    def full(n: int, value: float = 1.0) -> np.ndarray:
-        return np.full(n, value, dtype=np.float32)
+    mat = random_matrices(rng)
 
     tensors = {
         # the graph scales embeddings by sqrt(n_embd): rows of norm 1 give an input of rms 1
@@ -116,16 +135,7 @@ def _target_tensors(
             f"blk.{i}.attn_output.weight": mat(e, hd * shape.n_head, (hd * shape.n_head) ** -0.5),
             f"blk.{i}.attn_q_norm.weight": full(hd),
             f"blk.{i}.attn_k_norm.weight": full(hd),
-            # each branch is RMS-normed before it joins the residual stream, so its weight
-            # alone sets how far the model strays from a bigram model
-            f"blk.{i}.post_attention_norm.weight": full(e, branch_scale),
-            f"blk.{i}.ffn_norm.weight": full(e),
-            f"blk.{i}.ffn_gate.weight": mat(f, e, e**-0.5),
-            f"blk.{i}.ffn_up.weight": mat(f, e, e**-0.5),
-            f"blk.{i}.ffn_down.weight": mat(e, f, f**-0.5),
-            f"blk.{i}.post_ffw_norm.weight": full(e, branch_scale),
-            f"blk.{i}.layer_output_scale.weight": full(1),
-        }
+        } | _feed_forward(i, e, f, branch_scale, mat)
     return tensors
 
 
@@ -257,11 +267,7 @@ def write_tiny_gemma4_assistant(
         raise ValueError(f"the assistant ({a}) must be narrower than its target ({b})")
     rng = np.random.default_rng(seed)
 
-    def mat(rows: int, cols: int, scale: float) -> np.ndarray:
-        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
-
-    def full(n: int, value: float = 1.0) -> np.ndarray:
-        return np.full(n, value, dtype=np.float32)
+    mat = random_matrices(rng)
 
     # the assistant's view of the target's hidden space: the directions the target's output
     # head reads most (all of them when the head's rank is at most ``a``)
@@ -283,14 +289,7 @@ def write_tiny_gemma4_assistant(
             f"blk.{i}.attn_q.weight": mat(hd * shape.n_head, a, a**-0.5),
             f"blk.{i}.attn_output.weight": mat(a, hd * shape.n_head, (hd * shape.n_head) ** -0.5),
             f"blk.{i}.attn_q_norm.weight": full(hd),
-            f"blk.{i}.post_attention_norm.weight": full(a, branch_scale),
-            f"blk.{i}.ffn_norm.weight": full(a),
-            f"blk.{i}.ffn_gate.weight": mat(f, a, a**-0.5),
-            f"blk.{i}.ffn_up.weight": mat(f, a, a**-0.5),
-            f"blk.{i}.ffn_down.weight": mat(a, f, f**-0.5),
-            f"blk.{i}.post_ffw_norm.weight": full(a, branch_scale),
-            f"blk.{i}.layer_output_scale.weight": full(1),
-        }
+        } | _feed_forward(i, a, f, branch_scale, mat)
     writer = _writer(path, ASSISTANT_ARCH, t.n_ctx, a, shape.pattern())
     writer.add_feed_forward_length(f)
     _attention_keys(writer, shape.n_head, t.n_head_kv, t.head_dim, t.head_dim_swa, t.sliding_window)
