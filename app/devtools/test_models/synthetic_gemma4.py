@@ -86,6 +86,33 @@ def _orthonormal_rows(rng: np.random.Generator, rows: int, cols: int) -> np.ndar
     return np.ascontiguousarray(q.T, dtype=np.float32)
 
 
+def _layer(
+    i: int,
+    width: int,
+    hd: int,
+    n_ff: int,
+    n_head: int,
+    n_head_kv: int,
+    branch_scale: float,
+    mat: Matrices,
+) -> dict[str, np.ndarray]:
+    """Layer ``i``: attention (with keys and values of its own when ``n_head_kv``) and the
+    feed-forward part."""
+    prefix = f"blk.{i}."
+    tensors = {
+        prefix + "attn_norm.weight": full(width),
+        prefix + "attn_q.weight": mat(hd * n_head, width, width**-0.5),
+    }
+    if n_head_kv:
+        tensors[prefix + "attn_k.weight"] = mat(hd * n_head_kv, width, width**-0.5)
+        tensors[prefix + "attn_v.weight"] = mat(hd * n_head_kv, width, width**-0.5)
+    tensors[prefix + "attn_output.weight"] = mat(width, hd * n_head, (hd * n_head) ** -0.5)
+    tensors[prefix + "attn_q_norm.weight"] = full(hd)
+    if n_head_kv:
+        tensors[prefix + "attn_k_norm.weight"] = full(hd)
+    return tensors | _feed_forward(i, width, n_ff, branch_scale, mat)
+
+
 def _feed_forward(
     i: int, width: int, n_ff: int, branch_scale: float, mat: Matrices
 ) -> dict[str, np.ndarray]:
@@ -127,15 +154,7 @@ def _target_tensors(
     }
     for i, swa in enumerate(shape.pattern()):
         hd = shape.head_dim_swa if swa else shape.head_dim
-        tensors |= {
-            f"blk.{i}.attn_norm.weight": full(e),
-            f"blk.{i}.attn_q.weight": mat(hd * shape.n_head, e, e**-0.5),
-            f"blk.{i}.attn_k.weight": mat(hd * shape.n_head_kv, e, e**-0.5),
-            f"blk.{i}.attn_v.weight": mat(hd * shape.n_head_kv, e, e**-0.5),
-            f"blk.{i}.attn_output.weight": mat(e, hd * shape.n_head, (hd * shape.n_head) ** -0.5),
-            f"blk.{i}.attn_q_norm.weight": full(hd),
-            f"blk.{i}.attn_k_norm.weight": full(hd),
-        } | _feed_forward(i, e, f, branch_scale, mat)
+        tensors |= _layer(i, e, hd, f, shape.n_head, shape.n_head_kv, branch_scale, mat)
     return tensors
 
 
@@ -284,12 +303,8 @@ def write_tiny_gemma4_assistant(
     }
     for i, swa in enumerate(shape.pattern()):
         hd = t.head_dim_swa if swa else t.head_dim
-        tensors |= {
-            f"blk.{i}.attn_norm.weight": full(a),
-            f"blk.{i}.attn_q.weight": mat(hd * shape.n_head, a, a**-0.5),
-            f"blk.{i}.attn_output.weight": mat(a, hd * shape.n_head, (hd * shape.n_head) ** -0.5),
-            f"blk.{i}.attn_q_norm.weight": full(hd),
-        } | _feed_forward(i, a, f, branch_scale, mat)
+        # its queries read the target's keys and values: none of its own
+        tensors |= _layer(i, a, hd, f, shape.n_head, 0, branch_scale, mat)
     writer = _writer(path, ASSISTANT_ARCH, t.n_ctx, a, shape.pattern())
     writer.add_feed_forward_length(f)
     _attention_keys(writer, shape.n_head, t.n_head_kv, t.head_dim, t.head_dim_swa, t.sliding_window)
