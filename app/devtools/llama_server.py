@@ -11,6 +11,7 @@ import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,27 +71,34 @@ def running_server(
                 process.kill()
 
 
+@dataclass(frozen=True)
+class ServerSetup:
+    """How the server runs: its context, threads and layers on the GPU, how long it may take
+    to start and to answer (each), to stop, and how much of its log a failure quotes."""
+
+    n_ctx: int
+    threads: int
+    gpu_layers: str = "0"
+    timeout_s: float = 120
+    stop_timeout_s: float = 10
+    log_tail: int = 2000
+
+
 def greedy_run(
     binary: Path,
     model: Path,
     spec_args: Sequence[str],
     prompt: list[int],
     n_tokens: int,
+    setup: ServerSetup,
     *,
     rounds: int,
-    threads: int,
-    n_ctx: int,
-    gpu_layers: str = "0",
     warm_up: bool = False,
-    timeout_s: float = 120,
-    stop_timeout_s: float = 10,
-    log_tail: int = 2000,
 ) -> dict[str, Any]:
     """llama-server's greedy answer to a token-id prompt: its tokens, and the best
-    tokens/sec and draft counts of ``rounds`` (after one uncounted answer when ``warm_up``).
-    ``timeout_s`` bounds the start and each answer."""
-    args = ["-m", str(model), *spec_args, "-ngl", gpu_layers, "-c", str(n_ctx)]
-    args += ["-t", str(threads), "--no-webui", "--parallel", "1"]
+    tokens/sec and draft counts of ``rounds`` (after one uncounted answer when ``warm_up``)."""
+    args = ["-m", str(model), *spec_args, "-ngl", setup.gpu_layers, "-c", str(setup.n_ctx)]
+    args += ["-t", str(setup.threads), "--no-webui", "--parallel", "1"]
     body = {
         "prompt": prompt,
         "n_predict": n_tokens,
@@ -100,11 +108,14 @@ def greedy_run(
     }
     uncounted = 1 if warm_up else 0
     with running_server(
-        binary, args, start_timeout_s=timeout_s, stop_timeout_s=stop_timeout_s, log_tail=log_tail
+        binary,
+        args,
+        start_timeout_s=setup.timeout_s,
+        stop_timeout_s=setup.stop_timeout_s,
+        log_tail=setup.log_tail,
     ) as url:
-        replies = [
-            post_json(f"{url}/completion", body, timeout_s) for _ in range(rounds + uncounted)
-        ]
+        completion = f"{url}/completion"
+        replies = [post_json(completion, body, setup.timeout_s) for _ in range(rounds + uncounted)]
     replies = replies[uncounted:]
     best = max((r["timings"] for r in replies), key=lambda t: float(t["predicted_per_second"]))
     return {

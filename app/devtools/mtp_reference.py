@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from app.devtools.arguments import parse_arguments
-from app.devtools.llama_server import greedy_run
+from app.devtools.llama_server import ServerSetup, greedy_run
 from app.devtools.reference import llama_cpp_tool
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SpecConfig
 from app.engine.events import RunSummary
@@ -93,9 +93,9 @@ def compare(
     spec_args = ["-md", str(assistant), "-ngld", "0"] if assistant else []
     spec_args += ["--spec-type", "draft-mtp", "--spec-draft-n-max", str(draft_max)]
     spec_args += ["--spec-draft-n-min", "0"]
+    setup = ServerSetup(REFERENCE_CTX, threads)
     binary = llama_cpp_tool("llama-server")
-    asked = (binary, model, spec_args, prompt, n_tokens)
-    server = greedy_run(*asked, rounds=rounds, threads=threads, n_ctx=REFERENCE_CTX)
+    server = greedy_run(binary, model, spec_args, prompt, n_tokens, setup, rounds=rounds)
     ours = specdeck_run(model, assistant, prompt, n_tokens, draft_max, rounds, threads)
     specdeck, target_only = ours["specdeck"], ours["target_only"]
     # the server's answer ends with the end-of-generation token when one stopped it

@@ -30,9 +30,8 @@ _request_ids = itertools.count(1)
 
 
 class _Worker(QObject):
-    finished = Signal(int, object)
+    ended = Signal(int, object, bool)  # request id, reply or HubFailure, whether it failed
     progressed = Signal(int, object)
-    failed = Signal(int, object)
 
     def __init__(self, context: object) -> None:
         super().__init__()
@@ -43,9 +42,9 @@ class _Worker(QObject):
         try:
             reply = job.run(self.context, request_id, lambda p: self.progressed.emit(request_id, p))
         except Exception as exc:  # noqa: BLE001 - every failure becomes a message
-            self.failed.emit(request_id, failure_of(request_id, exc))
+            self.ended.emit(request_id, failure_of(request_id, exc), True)
         else:
-            self.finished.emit(request_id, reply)
+            self.ended.emit(request_id, reply, False)
 
 
 @dataclass(frozen=True)
@@ -70,29 +69,20 @@ class _Relay(QObject):
         super().__init__(parent)
         self.callbacks: dict[int, _Callbacks] = {}
 
-    @Slot(int, object)
-    def on_finished(self, request_id: int, reply: object) -> None:
-        success = self._ended(request_id).success
-        if success is not None:
-            success(reply)
-        self.result.emit(reply)
+    @Slot(int, object, bool)
+    def on_ended(self, request_id: int, reply: Any, failed: bool) -> None:
+        callbacks = self.callbacks.pop(request_id, _NO_CALLBACKS)
+        handler = callbacks.failure if failed else callbacks.success
+        if handler is not None:
+            handler(reply)
+        (self.failed if failed else self.result).emit(reply)
 
     @Slot(int, object)
     def on_progressed(self, request_id: int, progress: object) -> None:
-        callbacks = self.callbacks.get(request_id)
-        if callbacks is not None and callbacks.progress is not None:
+        callbacks = self.callbacks.get(request_id, _NO_CALLBACKS)
+        if callbacks.progress is not None:
             callbacks.progress(progress)
         self.progress.emit(progress)
-
-    @Slot(int, object)
-    def on_failed(self, request_id: int, failure: HubFailure) -> None:
-        failed = self._ended(request_id).failure
-        if failed is not None:
-            failed(failure)
-        self.failed.emit(failure)
-
-    def _ended(self, request_id: int) -> _Callbacks:
-        return self.callbacks.pop(request_id, _NO_CALLBACKS)
 
 
 class JobThread(Generic[Context]):
@@ -111,9 +101,8 @@ class JobThread(Generic[Context]):
         self.worker.moveToThread(self._thread)
         self._thread.finished.connect(self.worker.deleteLater)
         self._relay.submitted.connect(self.worker.run)
-        self.worker.finished.connect(self._relay.on_finished)
+        self.worker.ended.connect(self._relay.on_ended)
         self.worker.progressed.connect(self._relay.on_progressed)
-        self.worker.failed.connect(self._relay.on_failed)
         self._thread.start()
 
     def submit(

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from app.devtools.gpu_check.models import GPU_SHAPES, SMALL_SHAPES, Models, Shapes, write_models
-from app.devtools.llama_server import greedy_run
+from app.devtools.llama_server import ServerSetup, greedy_run
 from app.devtools.mtp_reference import PROMPT, REFERENCE_CTX, specdeck_run
 from app.files.fileio import atomic_write_text, json_text
 
@@ -68,21 +68,10 @@ def server_run(
     n_ctx: int,
 ) -> dict[str, Any]:
     """llama-server's greedy answer to a token-id prompt: best tokens/sec of ``rounds``."""
+    setup = ServerSetup(n_ctx, threads, ALL_LAYERS, timeout_s=300, stop_timeout_s=20, log_tail=3000)
+    # the first answer warms the server up (CUDA graphs, caches) and is not counted
     return greedy_run(
-        server,
-        model,
-        spec_args,
-        prompt,
-        n_tokens,
-        rounds=rounds,
-        threads=threads,
-        n_ctx=n_ctx,
-        gpu_layers=ALL_LAYERS,
-        # the first answer warms the server up (CUDA graphs, caches) and is not counted
-        warm_up=True,
-        timeout_s=300,
-        stop_timeout_s=20,
-        log_tail=3000,
+        server, model, spec_args, prompt, n_tokens, setup, rounds=rounds, warm_up=True
     )
 
 
