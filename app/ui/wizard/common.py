@@ -164,6 +164,14 @@ class Page(QWizardPage):
         return error_html(failure.message)
 
 
+def retry_button(page: QWizardPage) -> QPushButton:
+    """A Retry, hidden until a failure shows it, that runs ``page`` again."""
+    button = QPushButton("Retry")
+    button.clicked.connect(page.initializePage)
+    button.setVisible(False)
+    return button
+
+
 def status_label() -> QLabel:
     """A label for markup the page composes: every outside part (a repo id, a file name, a
     model's metadata, an error) goes in escaped (``error_html``, ``note_html``, ``escape``)."""

@@ -6,11 +6,12 @@ import threading
 from html import escape
 from pathlib import Path
 
-from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton, QVBoxLayout
+from PySide6.QtWidgets import QProgressBar, QPushButton
 
 from app.models.downloads import DownloadProgress
 from app.models.fit import gib
 from app.models.library import LibraryError
+from app.ui.box_layouts import button_row, column
 from app.ui.wizard.common import Page, WizardHost, error_html, status_label
 from app.ui.wizard.pair_selection import download_items
 from app.workers.hub_jobs import Download
@@ -32,15 +33,7 @@ class DownloadPage(Page):
         self.cancel_button.clicked.connect(self.cancel)
         self.resume_button = QPushButton("Resume")
         self.resume_button.clicked.connect(self.initializePage)
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.cancel_button)
-        buttons.addWidget(self.resume_button)
-        buttons.addStretch(1)
-        layout = QVBoxLayout(self)
-        layout.addWidget(self.bar)
-        layout.addWidget(self.status)
-        layout.addLayout(buttons)
-        layout.addStretch(1)
+        column(self, self.bar, self.status, button_row(self.cancel_button, self.resume_button))
         self._cancel = threading.Event()
         self._done = False
 

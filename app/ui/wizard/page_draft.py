@@ -27,6 +27,7 @@ from app.ui.wizard.common import (
     error_html,
     make_table,
     note_html,
+    retry_button,
     status_label,
 )
 from app.ui.wizard.pair_selection import DraftChoices, offer_own_heads
@@ -56,9 +57,7 @@ class DraftPage(LocalFiles, Page):
             "before anything is downloaded.",
         )
         self.status = status_label()
-        self.retry = QPushButton("Retry")
-        self.retry.clicked.connect(self.initializePage)
-        self.retry.setVisible(False)
+        self.retry = retry_button(self)
         self.table = make_table(["Draft", "Quantization", "Size", "Why", "Compatibility"])
         self.table.itemSelectionChanged.connect(self._selection_changed)
         self.quant = QComboBox()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QPushButton, QVBoxLayout
+from PySide6.QtWidgets import QVBoxLayout
 
 from app.models.fit import gib
 from app.ui.wizard.common import (
@@ -15,6 +15,7 @@ from app.ui.wizard.common import (
     cell,
     error_html,
     make_table,
+    retry_button,
     status_label,
 )
 from app.ui.wizard.pair_selection import (
@@ -39,9 +40,7 @@ class QuantPage(Page):
             "accurate. The best quantization that fits is preselected.",
         )
         self.status = status_label()
-        self.retry = QPushButton("Retry")
-        self.retry.clicked.connect(self.initializePage)
-        self.retry.setVisible(False)
+        self.retry = retry_button(self)
         self.table = make_table(["Quantization", "File", "Size", "Memory (target)", "Fit"])
         self.table.itemSelectionChanged.connect(self.completeChanged)
         layout = QVBoxLayout(self)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import threading
 from html import escape
 
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QProgressBar, QPushButton, QVBoxLayout
+from PySide6.QtWidgets import QCheckBox, QProgressBar, QPushButton
 
 from app.engine.figures import speed_text
+from app.ui.box_layouts import button_row, column
 from app.ui.wizard.common import Page, WizardHost, error_html, note_html, status_label
 from app.workers.calibration import CALIBRATION_DRAFT_LENGTHS, Calibrate
 from app.workers.hub_messages import (
@@ -44,18 +45,8 @@ class VerifyPage(Page):
             "(no draft model); try it on your own prompts"
         )
         self.use_ngram.clicked.connect(self._use_ngram)
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.cancel_button)
-        buttons.addWidget(self.retry)
-        buttons.addWidget(self.use_ngram)
-        buttons.addStretch(1)
-        layout = QVBoxLayout(self)
-        layout.addWidget(self.bar)
-        layout.addWidget(self.steps)
-        layout.addWidget(self.status)
-        layout.addWidget(self.activate)
-        layout.addLayout(buttons)
-        layout.addStretch(1)
+        buttons = button_row(self.cancel_button, self.retry, self.use_ngram)
+        column(self, self.bar, self.steps, self.status, self.activate, buttons)
         self._cancel = threading.Event()
         self._skipped = False
         self._done_steps: list[str] = []
