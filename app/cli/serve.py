@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -62,15 +63,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_VAR) or None
     sock = bind(Binding(args.host, args.port, api_key))
     target, draft, source = model_specs(args)
-    sampler = sampler_config(args)
-    defaults = Sampling(
-        temperature=sampler.temperature,
-        top_p=sampler.top_p,
-        top_k=sampler.top_k,
-        min_p=sampler.min_p,
-        max_tokens=args.max_tokens,
-        seed=sampler.seed,
-    )
+    defaults = Sampling(**asdict(sampler_config(args)), max_tokens=args.max_tokens)
     runner = EngineRunner(
         LoadRequest(target, draft, source),
         spec_config(args),

@@ -25,14 +25,14 @@ from typing import Protocol
 from app.engine.chat_template import Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
 from app.engine.engine import Engine
-from app.engine.process.protocol import BENCHMARKING, RENDERING
 from app.engine.events import RunSummary, drain, guard_record
 from app.engine.exactness import compare
 from app.engine.llama.hardware import devices, llama_cpp_version, system_info
+from app.engine.llama.repacking import repacking_enabled
 from app.engine.ngram import copied_fraction
 from app.engine.noise import gap_reasons, noise_flag, pass_gap, steadiness
 from app.engine.policy.costs import CostModel
-from app.engine.llama.repacking import repacking_enabled
+from app.engine.process.protocol import BENCHMARKING, RENDERING
 from app.files.fileio import file_sha256
 
 

@@ -31,8 +31,8 @@ import numpy as np
 from app.engine.config import ModelSpec, SamplerConfig, SpecConfig
 from app.engine.draft_block import DraftBlock
 from app.engine.drafting import SampledDrafter
-from app.engine.llama.extensions import eagle3_functions
 from app.engine.llama.backend import LlamaContext, LlamaModel
+from app.engine.llama.extensions import eagle3_functions
 from app.engine.policy.calibration import ConfidenceCalibration
 from app.engine.policy.costs import CostModel
 from app.engine.randomness import Randomness

@@ -26,6 +26,7 @@ import numpy as np
 from app import __version__
 from app.engine.bench import BenchSettings, lineage, warm_up
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig
+from app.engine.events import RunSummary
 from app.engine.process.host import (
     CancelFlag,
     EngineCrashed,
@@ -33,7 +34,6 @@ from app.engine.process.host import (
     EngineUnresponsive,
     LoadRequest,
 )
-from app.engine.events import RunSummary
 from app.errors import GenerationCancelled
 from app.files.fileio import file_sha256
 from app.lab import interference

@@ -28,13 +28,6 @@ from typing import Protocol
 
 from app.engine.chat_template import ChatTemplateError
 from app.engine.config import AcceptRule, GenerationRequest, SpecConfig
-from app.engine.process.host import (
-    ChatTemplateHung,
-    EngineCrashed,
-    EngineHost,
-    LoadRequest,
-    PairInfo,
-)
 from app.engine.events import (
     PrefillEvent,
     RunSummary,
@@ -42,6 +35,13 @@ from app.engine.events import (
     StopReason,
     TextTail,
     TokenEvent,
+)
+from app.engine.process.host import (
+    ChatTemplateHung,
+    EngineCrashed,
+    EngineHost,
+    LoadRequest,
+    PairInfo,
 )
 from app.errors import ContextOverflowError, GenerationCancelled, SpecDeckError
 from app.serve.defaults import DEFAULT_QUEUE

@@ -12,6 +12,7 @@ first token…".
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
@@ -103,14 +104,7 @@ class ServingControl(QObject):
             if loaded is None or loaded.remote is not None:
                 raise SpecDeckError("Load a local pair first: the server answers with it")
             s = self._settings()
-            defaults = Sampling(
-                temperature=s.temperature,
-                top_p=s.top_p,
-                top_k=s.top_k,
-                min_p=s.min_p,
-                max_tokens=s.max_tokens,
-                seed=s.seed,
-            )
+            defaults = Sampling(**asdict(s.sampler()), max_tokens=s.max_tokens)
             url = self.server.start(
                 s.serve_port,
                 model=served_name(loaded),

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from app.engine.events import RunSummary, StopReason
-from app.lab.checks import loads
+from app.files.values import loads
 from app.store.conversations import ChatMessage, Conversation, ConversationStore, to_json_text
 from app.store.settings import Settings
 from app.workers.chat_session import ChatSession

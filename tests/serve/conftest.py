@@ -81,10 +81,11 @@ class ServeProcess:
         options.update(kwargs)
         return openai.OpenAI(base_url=self.url, **options)
 
-    def stop(self, timeout: float = 20.0) -> int:
-        """Ctrl+C, as a person stops it; the exit code."""
+    def stop(self, timeout: float = 20.0, sig: int = signal.SIGINT) -> int:
+        """Ctrl+C, as a person stops it (or ``sig``, as a service manager does); the exit
+        code."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+            self.proc.send_signal(sig)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
