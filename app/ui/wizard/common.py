@@ -164,6 +164,39 @@ class Page(QWizardPage):
         return error_html(failure.message)
 
 
+class StoppablePage(Page):
+    """A page whose one long job (a download, a calibration) its Cancel button stops."""
+
+    def __init__(
+        self,
+        wizard: WizardHost,
+        title: str,
+        subtitle: str,
+        cancel_text: str,
+        stopping: str = "Stopping…",
+    ) -> None:
+        super().__init__(wizard, title, subtitle)
+        self._stopping = stopping  # said once Cancel is pressed
+        self.status = status_label()
+        self.cancel_button = QPushButton(cancel_text)
+        self.cancel_button.clicked.connect(self.cancel)
+        self._cancel = threading.Event()
+
+    def fresh_cancel(self) -> threading.Event:
+        """The stop event for the next job, with Cancel ready to set it."""
+        self._cancel = threading.Event()
+        self.cancel_button.setEnabled(True)
+        return self._cancel
+
+    def cancel(self) -> None:
+        self._cancel.set()
+        self.cancel_button.setEnabled(False)
+        self.status.setText(self._stopping)
+
+    def shutdown(self) -> None:
+        self._cancel.set()
+
+
 def retry_button(page: QWizardPage) -> QPushButton:
     """A Retry, hidden until a failure shows it, that runs ``page`` again."""
     button = QPushButton("Retry")

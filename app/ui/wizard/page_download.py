@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from html import escape
 from pathlib import Path
 
@@ -12,47 +11,38 @@ from app.models.downloads import DownloadProgress
 from app.models.fit import gib
 from app.models.library import LibraryError
 from app.ui.box_layouts import button_row, column
-from app.ui.wizard.common import Page, WizardHost, error_html, status_label
+from app.ui.wizard.common import StoppablePage, WizardHost, error_html
 from app.ui.wizard.pair_selection import download_items
 from app.workers.hub_jobs import Download
 from app.workers.hub_messages import Downloaded, DownloadProgressed, HubFailure
 
 
-class DownloadPage(Page):
+class DownloadPage(StoppablePage):
     def __init__(self, wizard: WizardHost) -> None:
         super().__init__(
             wizard,
             "Download",
             "The models are downloaded and checked against the Hub's sha256. "
             "An interrupted download resumes where it stopped.",
+            "Cancel download",
         )
         self.bar = QProgressBar()
         self.bar.setRange(0, 1000)
-        self.status = status_label()
-        self.cancel_button = QPushButton("Cancel download")
-        self.cancel_button.clicked.connect(self.cancel)
         self.resume_button = QPushButton("Resume")
         self.resume_button.clicked.connect(self.initializePage)
         column(self, self.bar, self.status, button_row(self.cancel_button, self.resume_button))
-        self._cancel = threading.Event()
         self._done = False
 
     def initializePage(self) -> None:  # noqa: N802 - Qt name
         self.forget_requests()
         self._done = False
-        self._cancel = threading.Event()
-        self.cancel_button.setEnabled(True)
+        cancel = self.fresh_cancel()
         self.resume_button.setVisible(False)
         self.status.setText("Starting…")
         self._items = download_items(self.state)
         self._sizes = [item.group.size for item in self._items]
-        self.submit(Download(self._items, cancel=self._cancel), self._downloaded, self._progressed)
+        self.submit(Download(self._items, cancel=cancel), self._downloaded, self._progressed)
         self.completeChanged.emit()
-
-    def cancel(self) -> None:
-        self._cancel.set()
-        self.cancel_button.setEnabled(False)
-        self.status.setText("Stopping…")
 
     def _progressed(self, reply: DownloadProgressed) -> None:
         p: DownloadProgress = reply.progress
@@ -119,6 +109,3 @@ class DownloadPage(Page):
 
     def nextId(self) -> int:  # noqa: N802 - Qt name
         return self.owner.id_finish if self.state.no_draft_model else self.owner.id_verify
-
-    def shutdown(self) -> None:
-        self._cancel.set()
