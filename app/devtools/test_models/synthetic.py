@@ -14,6 +14,7 @@ import gguf
 import numpy as np
 
 from app.devtools.test_models.gguf_writing import (
+    Matrices,
     TokenizerField,
     finish_gguf,
     full,
@@ -57,17 +58,22 @@ def vocabulary(extra_words: tuple[str, ...] = ()) -> tuple[list[str], list[float
     return tokens, scores, types
 
 
+def _embedding_and_head(mat: Matrices, n_vocab: int, n_embd: int) -> dict[str, np.ndarray]:
+    """The token embedding, the final norm and the output head (drawn in that order)."""
+    return {
+        "token_embd.weight": mat(n_vocab, n_embd, 1.0),
+        "output_norm.weight": full(n_embd),
+        "output.weight": mat(n_vocab, n_embd, 0.35),
+    }
+
+
 def _weights(shape: TinyShape, n_vocab: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     e, f, hd = shape.n_embd, shape.n_ff, shape.n_embd // shape.n_head
     kv = hd * shape.n_head_kv
 
     mat = random_matrices(rng)
 
-    tensors = {
-        "token_embd.weight": mat(n_vocab, e, 1.0),
-        "output_norm.weight": full(e),
-        "output.weight": mat(n_vocab, e, 0.35),
-    }
+    tensors = _embedding_and_head(mat, n_vocab, e)
     for i in range(shape.n_layer):
         tensors |= {
             f"blk.{i}.attn_norm.weight": full(e),
@@ -320,11 +326,7 @@ def _qwen35_weights(
             f"blk.{i}.ffn_down.weight": mat(e, f, f**-0.5),
         }
 
-    tensors = {
-        "token_embd.weight": mat(n_vocab, e, 1.0),
-        "output_norm.weight": full(e),
-        "output.weight": mat(n_vocab, e, 0.35),
-    }
+    tensors = _embedding_and_head(mat, n_vocab, e)
     for i in range(shape.n_trunk):
         tensors |= common(i)
         if (i + 1) % shape.full_attention_interval == 0:
@@ -361,11 +363,33 @@ def _qwen35_weights(
         tensors |= block
         tensors |= {
             f"blk.{i}.nextn.eh_proj.weight": eh_proj,
-            f"blk.{i}.nextn.enorm.weight": full(e),
-            f"blk.{i}.nextn.hnorm.weight": full(e),
-            f"blk.{i}.nextn.shared_head_norm.weight": full(e),
-        }
+        } | _nextn_norms(i, e)
     return tensors
+
+
+def _nextn_norms(i: int, n_embd: int) -> dict[str, np.ndarray]:
+    """The norms of next-token block ``i``: of the token embedding, of the hidden state and
+    before the shared output head."""
+    names = ("enorm", "hnorm", "shared_head_norm")
+    return {f"blk.{i}.nextn.{name}.weight": full(n_embd) for name in names}
+
+
+def _add_nextn_shape(
+    writer: gguf.GGUFWriter, shape: TinyQwen35Shape | TinyStep35Shape, expert_ff: int | None = None
+) -> None:
+    """The sizes of a model with ``shape.n_nextn`` next-token blocks after its trunk."""
+    writer.add_context_length(shape.n_ctx)
+    writer.add_embedding_length(shape.n_embd)
+    writer.add_block_count(shape.n_trunk + shape.n_nextn)
+    writer.add_nextn_predict_layers(shape.n_nextn)
+    writer.add_feed_forward_length(shape.n_ff)
+    if expert_ff is not None:
+        writer.add_expert_feed_forward_length(expert_ff)
+    writer.add_head_count(shape.n_head)
+    writer.add_head_count_kv(shape.n_head_kv)
+    writer.add_key_length(shape.head_dim)
+    writer.add_value_length(shape.head_dim)
+    writer.add_rope_dimension_count(shape.head_dim)
 
 
 def write_tiny_qwen35(
@@ -386,16 +410,7 @@ def write_tiny_qwen35(
     tokens, scores, types = vocabulary()
     tensors = _qwen35_weights(shape, len(tokens), np.random.default_rng(seed), branch_scale)
     writer = open_gguf(path, "qwen35")
-    writer.add_context_length(shape.n_ctx)
-    writer.add_embedding_length(shape.n_embd)
-    writer.add_block_count(shape.n_trunk + shape.n_nextn)
-    writer.add_nextn_predict_layers(shape.n_nextn)
-    writer.add_feed_forward_length(shape.n_ff)
-    writer.add_head_count(shape.n_head)
-    writer.add_head_count_kv(shape.n_head_kv)
-    writer.add_key_length(shape.head_dim)
-    writer.add_value_length(shape.head_dim)
-    writer.add_rope_dimension_count(shape.head_dim)
+    _add_nextn_shape(writer, shape)
     writer.add_rope_dimension_sections(list(shape.rope_sections))
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_full_attention_interval(shape.full_attention_interval)
@@ -452,36 +467,24 @@ def write_tiny_step35(
             f"blk.{i}.ffn_down.weight": mat(e, f, branch_scale * f**-0.5),
         }
 
-    tensors = {
-        "token_embd.weight": mat(n_vocab, e, 1.0),
-        "output_norm.weight": full(e),
-        "output.weight": mat(n_vocab, e, 0.35),
-    }
+    tensors = _embedding_and_head(mat, n_vocab, e)
     for i in range(shape.n_trunk):
         tensors |= block(i)
     # the head reads [token embedding, hidden state]: an identity on the first half keeps
     # its prediction close to the target's bigram-like one
     eh_proj = np.hstack([np.eye(e, dtype=np.float32), np.zeros((e, e), np.float32)])
     for i in range(shape.n_trunk, shape.n_trunk + shape.n_nextn):
-        tensors |= block(i) | {
-            f"blk.{i}.nextn.eh_proj.weight": eh_proj + mat(e, 2 * e, 0.02),
-            f"blk.{i}.nextn.enorm.weight": full(e),
-            f"blk.{i}.nextn.hnorm.weight": full(e),
-            f"blk.{i}.nextn.shared_head_norm.weight": full(e),
-        }
+        tensors |= (
+            block(i)
+            | {
+                f"blk.{i}.nextn.eh_proj.weight": eh_proj + mat(e, 2 * e, 0.02),
+            }
+            | _nextn_norms(i, e)
+        )
     n_all = shape.n_trunk + shape.n_nextn
     writer = open_gguf(path, "step35")
-    writer.add_context_length(shape.n_ctx)
-    writer.add_embedding_length(e)
-    writer.add_block_count(n_all)
-    writer.add_nextn_predict_layers(shape.n_nextn)
-    writer.add_feed_forward_length(f)
-    writer.add_expert_feed_forward_length(f)
-    writer.add_head_count(shape.n_head)
-    writer.add_head_count_kv(shape.n_head_kv)
-    writer.add_key_length(hd)
-    writer.add_value_length(hd)
-    writer.add_rope_dimension_count(hd)
+    # every layer is dense: the expert width is the feed-forward width
+    _add_nextn_shape(writer, shape, expert_ff=f)
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_sliding_window(shape.n_ctx)
     # llama.cpp needs one sliding-window layer; a window as long as the context changes nothing
