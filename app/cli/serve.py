@@ -53,9 +53,9 @@ def register(subparsers: Any) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from app.engine.process.host import LoadRequest
+    from app.serve.cli_serving import CliServing
     from app.serve.http import build_app
     from app.serve.params import Sampling
-    from app.serve.runner import EngineRunner
     from app.serve.server import Binding, bind, host_names, run, url_of
 
     if args.queue < 1:
@@ -64,14 +64,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sock = bind(Binding(args.host, args.port, api_key))
     target, draft, source = model_specs(args)
     defaults = Sampling(**asdict(sampler_config(args)), max_tokens=args.max_tokens)
-    runner = EngineRunner(
+    serving = CliServing(
         LoadRequest(target, draft, source),
         spec_config(args),
         queue_size=args.queue,
         ignore_eos=args.ignore_eos,
     )
     try:
-        info = runner.start()
+        info = serving.start()
         model = args.alias or Path(target.path).name
         meta = {
             "target": Path(info.target_path).name,
@@ -81,7 +81,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "device": info.device,
         }
         app = build_app(
-            runner,
+            serving,
             model=model,
             defaults=defaults,
             hosts=host_names(args.host, sock.getsockname()[1]),
@@ -102,6 +102,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         pass
     finally:
         sock.close()
-        runner.close()
+        serving.close()
     print("stopped", file=sys.stderr)
     return 0

@@ -66,7 +66,7 @@ class LabConfig:
                 f"configuration name {self.name!r}: use 1-40 letters, digits or - _ . +"
             )
         if self.server is not None:
-            from app.lab.remote import RemoteError, check_url
+            from app.remote.client import RemoteError, check_url
 
             if self.server_kind not in ("llama-server", "vllm"):
                 raise ConfigError(f"configuration {self.name}: kind is llama-server or vllm")

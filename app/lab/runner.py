@@ -39,10 +39,10 @@ from app.files.fileio import file_sha256
 from app.lab import interference
 from app.lab.configs import LabConfig
 from app.lab.plan import BASELINE, LabPlan
-from app.lab.remote import RemoteCancelled
 from app.lab.results import ResultFileError, ResultLog
 from app.lab.stats import choose, rows_from
 from app.lab.suites import Prompt
+from app.remote.client import RemoteCancelled
 
 
 @dataclass(frozen=True)
@@ -311,7 +311,7 @@ class LabRunner:
         return True
 
     def _run_remote(self, config: LabConfig, prompt: Prompt, seed: int) -> dict[str, Any]:
-        from app.lab.remote import run_remote
+        from app.lab.remote_run import run_remote
 
         def ask(url: str) -> dict[str, Any]:
             return run_remote(

@@ -38,10 +38,10 @@ from app.engine.config import KV_TYPES, MAX_DRAFT_LEN, DraftSource
 from app.errors import SpecDeckError
 from app.gguf.check import check_local_pair
 from app.gguf.compat import IncompatiblePairError
-from app.lab.remote import RemoteError
-from app.lab.remote_chat import RemotePair
 from app.models.drafting import local_drafting
 from app.models.library import Library, LibraryError, Profile
+from app.remote.chat import RemotePair
+from app.remote.client import RemoteError
 from app.serve.server import is_loopback
 from app.ui.box_layouts import button_row, column
 from app.ui.plain_text import ask, plain_label

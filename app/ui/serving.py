@@ -20,13 +20,13 @@ from PySide6.QtGui import QAction
 from superqt.utils import signals_blocked
 
 from app.errors import SpecDeckError
+from app.serve.ledger import Activity
 from app.serve.params import Sampling
 from app.store.settings import Settings
 from app.ui.elided_label import ElidedLabel
 from app.ui.local_server import LocalServer
 from app.workers.engine_client import EngineClient
 from app.workers.messages import PairLoaded
-from app.workers.serve_bridge import Activity
 
 WAIT_MS = 500  # how often a waiting chat message's note is brought up to date
 STOPPED_REMOTE = "Stopped serving: the window now chats with a remote server"

@@ -43,8 +43,8 @@ from app.engine.process.host import (
     PairInfo,
 )
 from app.errors import GenerationCancelled, SpecDeckError
-from app.lab.remote import RemoteError
-from app.lab.remote_chat import RemotePair
+from app.remote.chat import RemotePair
+from app.remote.client import RemoteError
 from app.workers.messages import (
     Busy,
     ChatJob,
@@ -140,7 +140,7 @@ class EngineWorker(QObject):
 
     @Slot(object)
     def run_task(self, task: Callable[[EngineHost | None], None]) -> None:
-        """A served request (``app.workers.serve_bridge``), in turn with the chat's jobs: the
+        """A served request (``app.workers.window_serving``), in turn with the chat's jobs: the
         local engine, or None while there is none (a remote pair, no pair, a dead process)."""
         host = self._host if self._remote is None else None
         task(host if host is not None and host.alive else None)

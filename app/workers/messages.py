@@ -21,8 +21,8 @@ from app.errors import (
     SpecDeckError,
 )
 from app.gguf.compat import IncompatiblePairError
-from app.lab.remote import RemoteError
-from app.lab.remote_chat import RemotePair
+from app.remote.chat import RemotePair
+from app.remote.client import RemoteError
 from app.store.settings import Settings
 
 TIMING_RULE = (

@@ -16,8 +16,8 @@ from typing import Any
 from app.engine.config import DraftSource
 from app.engine.events import Event, RunSummary, StopReason, TextTail
 from app.engine.process.protocol import BATCH_SECONDS, PairInfo
-from app.lab.remote import RemoteCancelled
-from app.lab.remote_chat import RemoteAnswer, RemotePair, check_server, stream_chat
+from app.remote.chat import RemoteAnswer, RemotePair, check_server, stream_chat
+from app.remote.client import RemoteCancelled
 from app.workers.messages import ChatJob, EventBatch, PairLoaded
 
 Emit = Callable[[EventBatch], None]
