@@ -16,6 +16,8 @@ from app.workers.hub_messages import HubFailure
 from app.workers.hub_worker import HubClient
 from tests.hub.fake_hub import FakeHub, FakeRepo
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 REPO, FILE = "acme/Slow-GGUF", "slow-Q8_0.gguf"
 
 
