@@ -16,6 +16,8 @@ from app.lab.results import check_record
 from app.serve.params import ApiError, Sampling, chat_call
 from app.store.settings import settings_from_json
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 ASK = {"messages": [{"role": "user", "content": "x"}]}
 RUN = {"tok_s": 20.0, "tokens": 8}
 PROMPT = {"kind": "prompt", "phase": "tuning", "prompt": "p", "category": "c", "repeat": 0}

@@ -17,6 +17,8 @@ from app.remote.chat import RemoteAnswer, describe, stream_chat
 from app.remote.client import RemoteError
 from app.workers.remote_runs import summary
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 
 def _event(value: object) -> bytes:
     return b"data: " + json.dumps(value).encode() + b"\n\n"

@@ -11,6 +11,8 @@ from app.serve.ledger import Activity, ServingLedger
 from app.serve.params import ApiError, Call, Sampling
 from app.serve.tickets import Cancelled, Failed, Finished, Outcome, QueueFull, Ticket
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 
 class Books:
     def __init__(self, size: int = 2) -> None:
