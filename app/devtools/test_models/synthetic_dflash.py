@@ -35,6 +35,12 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+from app.devtools.test_models.gguf_writing import (
+    TokenizerField,
+    finish_gguf,
+    open_gguf,
+    random_matrices,
+)
 from app.devtools.test_models.synthetic import _donor_tokenizer
 from app.devtools.test_models.synthetic_eagle3 import EAGLE3_TARGET_SHAPE, write_eagle3_target
 
@@ -104,11 +110,7 @@ def dflash_tensors(
     n_copy = e // hd  # heads that copy the anchor: their values are the embedding itself
     if n_copy >= n_head:
         raise ValueError(f"{n_head} heads of {hd} leave none to read features (width {e})")
-    rng = np.random.default_rng(seed)
-
-    def mat(rows: int, cols: int, scale: float) -> np.ndarray:
-        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
-
+    mat = random_matrices(np.random.default_rng(seed))
     own_embd = embd.copy()
     own_embd[:, _REAL], own_embd[:, _MARK] = 1.0, 0.0
     own_embd[MASK_TOKEN] = 0.0
@@ -208,9 +210,7 @@ def write_tiny_dflash(
     ):
         del tensors[name]
     e = tensors["output_norm.weight"].shape[0]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    writer = gguf.GGUFWriter(str(path), "dflash")
-    writer.add_name(path.stem)
+    writer = open_gguf(path, "dflash")
     writer.add_context_length(shape.n_ctx)
     writer.add_embedding_length(e)
     writer.add_block_count(1)
@@ -236,16 +236,10 @@ def write_tiny_dflash(
     if variant == "dspark":
         writer.add_bool("dflash.sample_from_anchor", True)
         writer.add_bool("dflash.has_confidence_head", True)
-    for key, value, kind, item in _donor_tokenizer(target):
-        writer.add_key_value(key, value, kind, sub_type=item)  # type: ignore[arg-type]
+    fields: list[TokenizerField] = _donor_tokenizer(target)
     if mask_token is not None:
-        writer.add_uint32("tokenizer.ggml.mask_token_id", mask_token)
-    for name, value in tensors.items():
-        writer.add_tensor(name, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+        fields.append(("tokenizer.ggml.mask_token_id", mask_token, gguf.GGUFValueType.UINT32, None))
+    finish_gguf(writer, tensors, fields)
     return path
 
 
