@@ -66,6 +66,8 @@ import llama_cpp
 import numpy as np
 from gguf import GGUFReader
 
+from app.devtools.arguments import parse_arguments
+from app.devtools.llama_batches import decode, logits_row
 from app.engine.llama.extensions import DFlashFunctions, dflash_functions
 
 PROMPT = (1, 300, 310, 320, 330, 301)  # <s> then word pieces of the synthetic vocabulary
@@ -80,31 +82,16 @@ def _meta(model: Any, key: str) -> str | None:
     return buffer.value.decode()
 
 
-def _logits(ctx: Any, n_vocab: int, index: int) -> np.ndarray:
-    pointer = llama_cpp.llama_get_logits_ith(ctx, index)
-    if not pointer:
-        raise RuntimeError("no logits")
-    return np.ctypeslib.as_array(pointer, shape=(n_vocab,)).copy()
-
-
 def _pick(ctx: Any, n_vocab: int, index: int, banned: list[int]) -> int:
-    logits = _logits(ctx, n_vocab, index)
+    """The target's greedy token; ``banned`` (the end-of-generation tokens under
+    ``ignore_eos``, as llama-server biases them) never wins."""
+    logits = logits_row(ctx, n_vocab, index).copy()
     logits[banned] = -np.inf
     return int(logits.argmax())
 
 
 def _decode_target(ctx: Any, tokens: list[int], first_pos: int) -> None:
-    batch = llama_cpp.llama_batch_init(len(tokens), 0, 1)
-    for i, token in enumerate(tokens):
-        batch.token[i], batch.pos[i] = token, first_pos + i
-        batch.n_seq_id[i], batch.seq_id[i][0], batch.logits[i] = 1, 0, True
-    batch.n_tokens = len(tokens)
-    try:
-        code = llama_cpp.llama_decode(ctx, batch)
-    finally:
-        llama_cpp.llama_batch_free(batch)
-    if code != 0:
-        raise RuntimeError(f"target llama_decode returned {code}")
+    decode(ctx, tokens, first_pos, logits="all", what="target llama_decode")
 
 
 def _process(ctx: Any, entries: list[tuple[int | np.ndarray, int, bool]]) -> None:
@@ -214,7 +201,7 @@ class BlockDrafter:
                 drafts.append(int(row[predecessor]))
         else:
             for i in range(0 if anchor_first else 1, n_block):
-                drafts.append(int(_logits(self.ctx_dft, self.n_vocab, i).argmax()))
+                drafts.append(int(logits_row(self.ctx_dft, self.n_vocab, i).argmax()))
         memory = llama_cpp.llama_get_memory(self.ctx_dft)
         llama_cpp.llama_memory_seq_rm(memory, 0, pos0, -1)
         return drafts
@@ -315,20 +302,17 @@ def greedy(
 
 
 def main(argv: list[str]) -> int:
-    options = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--")}
-    flags = {a for a in argv if a == "--ignore-eos"}
-    paths = [a for a in argv if not a.startswith("--") and a not in options.values()]
-    if len(paths) != 2:
-        print(__doc__, file=sys.stderr)
+    args = parse_arguments(argv, 2, __doc__, ("--greedy", "--prompt", "--n-max"))
+    if args is None:
         return 2
-    prompt = [int(t) for t in options.get("--prompt", ",".join(map(str, PROMPT))).split(",")]
+    target, head = args.paths
     report = greedy(
-        Path(paths[0]),
-        Path(paths[1]),
-        int(options.get("--greedy", "64")),
-        prompt,
-        int(options.get("--n-max", "4")),
-        ignore_eos="--ignore-eos" in flags,
+        target,
+        head,
+        int(args.get("--greedy", "64")),
+        args.token_ids("--prompt", PROMPT),
+        int(args.get("--n-max", "4")),
+        ignore_eos="--ignore-eos" in argv,
     )
     print(json.dumps(report), flush=True)
     return 0

@@ -23,6 +23,7 @@ from typing import Any
 
 from gguf import GGUFReader
 
+from app.devtools.arguments import parse_arguments
 from app.devtools.llama_server import post_json, running_server
 from app.devtools.reference import llama_cpp_tool
 
@@ -105,22 +106,18 @@ def compare(
 
 
 def main(argv: list[str]) -> int:
-    options = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--")}
-    paths = [a for a in argv if not a.startswith("--") and a not in options.values()]
-    if len(paths) != 2:
-        print(__doc__, file=sys.stderr)
+    args = parse_arguments(argv, 2, __doc__)
+    if args is None:
         return 2
-    prompts = [
-        [int(t) for t in chunk.split(",") if t]
-        for chunk in options.get("--prompts", "").split(";")
-        if chunk
-    ] or [list(p) for p in PROMPTS]
+    target, head = args.paths
+    chunks = [chunk for chunk in args.get("--prompts", "").split(";") if chunk]
+    prompts = [[int(t) for t in chunk.split(",") if t] for chunk in chunks]
     report = compare(
-        Path(paths[0]),
-        Path(paths[1]),
-        prompts,
-        int(options.get("--tokens", "200")),
-        int(options.get("--draft-max", "4")),
+        target,
+        head,
+        prompts or [list(p) for p in PROMPTS],
+        int(args.get("--tokens", "200")),
+        int(args.get("--draft-max", "4")),
     )
     print(json.dumps(report), flush=True)
     return 0
