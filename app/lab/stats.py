@@ -312,53 +312,25 @@ def summarise(rows: Sequence[Row], *, seed: int = 0) -> list[CellSummary]:
 def failures(rows: Sequence[Row]) -> list[Failure]:
     found = []
     for r in rows:
+        problems: list[tuple[str, str]] = []
         if r.speedup < 1.0:
             rates = f"{rate(r.tok_s)} vs {speed_text(r.baseline_tok_s)}"
-            found.append(
-                Failure(
-                    r.phase,
-                    r.prompt,
-                    r.category,
-                    r.config,
-                    "slowdown",
-                    f"{r.speedup:.2f}× ({rates})",
-                )
-            )
+            problems.append(("slowdown", f"{r.speedup:.2f}× ({rates})"))
         if r.identical is False:
             tie = near_tie_words(r.margin)
             margin = "?" if r.margin is None else f"{r.margin:.4f}"
-            found.append(
-                Failure(
-                    r.phase,
-                    r.prompt,
-                    r.category,
-                    r.config,
-                    "divergence",
-                    f"at token {r.first_divergence}, margin {margin} ({tie})",
-                )
+            problems.append(
+                ("divergence", f"at token {r.first_divergence}, margin {margin} ({tie})")
             )
         if r.guard_pauses:
-            found.append(
-                Failure(
-                    r.phase,
-                    r.prompt,
-                    r.category,
-                    r.config,
-                    "guard",
-                    f"{r.guard_pauses} collapse-guard pause(s), acceptance {r.acceptance:.0%}",
-                )
-            )
+            pauses = f"{r.guard_pauses} collapse-guard pause(s), acceptance {r.acceptance:.0%}"
+            problems.append(("guard", pauses))
         if r.load:
-            found.append(
-                Failure(
-                    r.phase,
-                    r.prompt,
-                    r.category,
-                    r.config,
-                    "load",
-                    f"{interference.RERUN}: {r.load}",
-                )
-            )
+            problems.append(("load", f"{interference.RERUN}: {r.load}"))
+        found += [
+            Failure(r.phase, r.prompt, r.category, r.config, kind, detail)
+            for kind, detail in problems
+        ]
     return found
 
 
