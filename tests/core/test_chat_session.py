@@ -9,6 +9,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from app.engine.config import DraftSource
 from app.engine.events import RunSummary, StopReason, TextTail, TokenEvent, TokenKind
 from app.engine.exactness import Judgement
@@ -17,6 +19,8 @@ from app.store.conversations import ChatMessage, Conversation, ConversationStore
 from app.store.settings import Settings
 from app.workers.chat_session import ChatSession, kinds_of
 from app.workers.messages import JobDone, PairLoaded
+
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = PairLoaded(

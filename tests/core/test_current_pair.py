@@ -15,6 +15,8 @@ from app.store.current_pair import V1_ACTIVE_KEY, read_v1_active_pair
 from app.store.settings import SETTINGS_SCHEMA, Settings, SettingsStore
 from tests.ggufs import write_gguf
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 
 @pytest.fixture
 def dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:

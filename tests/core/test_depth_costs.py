@@ -17,6 +17,8 @@ from app.engine.policy.costs import CostModel
 from app.engine.policy.lookup_gate import LookupGate
 from app.engine.policy.pass_cost import PassCost, depth_range
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 
 def target_ms(n: int, depth: float) -> float:
     return 60.0 + 5.6 * n + 0.042 * depth + 0.013 * n * depth

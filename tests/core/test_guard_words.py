@@ -16,6 +16,8 @@ from app.engine.events import GuardEvent, GuardReason, StepEvent
 from app.models.drafting import DrafterKind, PairDrafting, pair_drafting, pair_words
 from app.models.guard_words import GuardHistory, advice, message
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 COST = GuardEvent(
     True, 0.875, 0.95, 2, reason=GuardReason.COST, draft_cost_fraction=0.25, probe_in=64
 )

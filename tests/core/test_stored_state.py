@@ -35,6 +35,8 @@ from app.store.pending_saves import PendingSaves
 from app.store.settings import SETTINGS_SCHEMA, LoadedSettings, Settings, SettingsStore
 from tests.unwritable import make_writable, unwritable
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 ROOT = Path(__file__).resolve().parents[2]
 POSIX_ONLY = pytest.mark.skipif(sys.platform == "win32", reason="FIFOs, /dev/zero, SIGKILL")
 

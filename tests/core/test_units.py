@@ -21,6 +21,8 @@ from app.engine.step_record import StepRecord, per_drafter, per_position
 from app.engine.textstream import TextStream
 from app.gguf.compat import IncompatiblePairError, VocabInfo, check_compatible, first_mismatch
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 
 def test_distribution_matches_brute_force_filters() -> None:
     rng = np.random.default_rng(0)

@@ -23,6 +23,8 @@ from app.models.hub import (
 from tests.ggufs import spm_tokens, write_gguf
 from tests.hub.fake_hub import FakeHub
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 
 def test_search_sorts_by_downloads(populated_hub: FakeHub) -> None:
     hits = search_models("gguf")

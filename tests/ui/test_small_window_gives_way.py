@@ -4,9 +4,12 @@ in two columns; a large window shows everything as before."""
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtWidgets import QApplication
 
 from app.ui.chat_panel import COMPACT_HEIGHT, ChatPanel
+
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
 
 LONG = (
     "<b>Drafting paused at step 2 (cost)</b>: a draft pass costs 25 % of a target pass and "

@@ -4,11 +4,14 @@ the person scrolls up; then "Jump to latest" brings it back and following goes o
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtWidgets import QApplication
 
 from app.engine.events import TokenEvent, TokenKind
 from app.store.conversations import ChatMessage
 from app.ui.transcript import Transcript
+
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
 
 EARLIER = [
     ChatMessage("user", "Why is the sky blue?"),

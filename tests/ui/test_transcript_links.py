@@ -14,6 +14,8 @@ from PySide6.QtWidgets import QMessageBox
 from app.store.conversations import ChatMessage, Conversation, ConversationStore
 from tests.ui.transcript_helpers import click_anchor
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 SCHEMES = ("http", "https", "file", "javascript", "smb")
 ANSWER = (
     "Some links:\n"

@@ -3,10 +3,13 @@ answer), pasted code, and "answering" in italics rather than styled as a link.""
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtGui import QTextCursor, QTextFormat
 
 from app.engine.events import TokenKind
 from app.store.conversations import ChatMessage
+
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
 
 
 def test_line_breaks_are_kept_and_code_stays_code(make_window) -> None:

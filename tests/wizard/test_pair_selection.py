@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from app.gguf.compat import VocabInfo
 from app.gguf.facts import ModelFacts, SelfDrafting
 from app.models.catalog import DraftCandidate
@@ -36,6 +38,8 @@ from app.ui.wizard.pair_selection import (
 )
 from app.workers.hub_messages import Calibrated, DraftOption, LocalModel, RepoInspected
 from tests.wizard.helpers import DRAFT, HARDWARE, TARGET, tiny_catalog
+
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
 
 ROOT = Path(__file__).resolve().parents[2]
 MIB = 1 << 20

@@ -20,6 +20,8 @@ from tests.ggufs import kv_u32, llama_kvs, raw_gguf, tensor_entry
 from tests.hub.fake_hub import FakeHub, FakeRepo
 from tests.wizard.helpers import DRAFT, HARDWARE, shoot, tiny_catalog
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 
 def wizard_on(qtbot, catalog: Catalog, tmp_path: Path, **kwargs: object) -> PairWizard:  # type: ignore[no-untyped-def]
     wizard = PairWizard(
