@@ -20,16 +20,12 @@ import numpy as np
 from app.engine.acceptance import Verifier
 from app.engine.chat_template import ChatFormatter, Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig
-from app.engine.draft_block import DraftBlock
-from app.engine.drafting import (
-    CombinedDrafter,
-    Drafter,
-    DraftLimits,
-    ModelDrafter,
-    NgramDrafter,
-    SampledDrafter,
-)
-from app.engine.eagle3 import Eagle3Drafter, Eagle3Head
+from app.engine.drafters.base import DraftBlock, Drafter, DraftingContext, DraftLimits
+from app.engine.drafters.combined import CombinedDrafter
+from app.engine.drafters.eagle3 import Eagle3Drafter, Eagle3Head
+from app.engine.drafters.lookup import NgramDrafter
+from app.engine.drafters.model import ModelDrafter
+from app.engine.drafters.mtp import MtpDrafter, NextTokenHeads
 from app.engine.events import (
     Event,
     GuardEvent,
@@ -44,7 +40,6 @@ from app.engine.llama.backend import (
     SamplesRows,
     sample_with,
 )
-from app.engine.mtp import MtpDrafter, NextTokenHeads
 from app.engine.policy.calibration import ConfidenceCalibration
 from app.engine.policy.controller import DraftController
 from app.engine.policy.costs import CostModel
@@ -173,9 +168,9 @@ class Engine:
                 if not timed:
                     continue
                 if ctx is self.spec_ctx:
-                    self.costs.observe_verify(1, ms)
+                    self.costs.observe_verify(1, ms, depth=0)
                 else:
-                    self.costs.observe_draft_pass(1, ms)
+                    self.costs.observe_draft_pass(1, ms, depth=0)
         if self.eagle3 is not None:
             # the head's seed pass reads the target's rows of the position before it
             token = self.target.bos if self.target.bos >= 0 else 0
@@ -186,7 +181,7 @@ class Engine:
                 ms = (time.perf_counter() - began) * 1000.0
                 self.spec_ctx.truncate(0)
                 if timed:
-                    self.costs.observe_draft_pass(1, ms)
+                    self.costs.observe_draft_pass(1, ms, depth=0)
 
     def close(self) -> None:
         for drafting_head in (getattr(self, "heads", None), getattr(self, "eagle3", None)):
@@ -236,28 +231,28 @@ class Engine:
     # --- generation ---------------------------------------------------------------------
 
     def _drafter(self, request: GenerationRequest, randomness: Randomness) -> Drafter:
-        lookup = NgramDrafter(request.spec, costs=self.costs)
-        common = {
-            "sampler": request.sampler,
-            "spec": request.spec,
-            "randomness": randomness,
-            "costs": self.costs,
-            "calibration": self.calibration,
-            "target_vocab": self.target.n_vocab,
-            "want_probs": request.token_probs,
-        }
-        model: ModelDrafter | MtpDrafter | Eagle3Drafter
+        context = DraftingContext(
+            sampler=request.sampler,
+            spec=request.spec,
+            randomness=randomness,
+            costs=self.costs,
+            calibration=self.calibration,
+            target_vocab=self.target.n_vocab,
+            want_probs=request.token_probs,
+        )
+        model: Drafter
         if self.eagle3 is not None:
-            model = Eagle3Drafter(self.eagle3, **common)  # type: ignore[arg-type]
+            model = Eagle3Drafter(self.eagle3, context)
         elif self.heads is not None:
-            model = MtpDrafter(self.heads, **common)  # type: ignore[arg-type]
+            model = MtpDrafter(self.heads, context)
         elif self.draft_ctx is not None and self.draft_source is DraftSource.MODEL:
-            model = ModelDrafter(self.draft_ctx, **common)
+            model = ModelDrafter(self.draft_ctx, context)
         else:
-            return lookup
+            return NgramDrafter(request.spec, costs=self.costs)
         if not request.spec.ngram_first:
             return model
-        return CombinedDrafter(NgramDrafter(request.spec, min_match=2, costs=self.costs), model)
+        lookup = NgramDrafter(request.spec, min_match=2, costs=self.costs)
+        return CombinedDrafter(lookup, model, self.costs)
 
     def _forget_prompts(self, ctx: LlamaContext) -> None:
         """Empty the run's caches (the target's, the draft model's, the heads' own), as a
@@ -298,17 +293,17 @@ class Engine:
         memory_key = drafter.name if drafter is not None else ""
         controller.restore(self._guard_memory.get(memory_key))
         first_pause = None
-        if isinstance(drafter, SampledDrafter | CombinedDrafter):  # drafters that pay passes
-            self.costs.at_depth(len(prompt))
-            first_pause = controller.pause_if_never_pays(step=0)
+        if drafter is not None and drafter.pays_passes:
+            first_pause = controller.pause_if_never_pays(step=0, depth=len(prompt))
         if drafter is not None:
             drafter.prefill(prompt, drafting=not controller.paused)
         yield PrefillEvent(len(prompt), reused, clock.prefill_done())
         pauses: list[GuardEvent] = []
         # while the guard has the model paused, a combined drafter's prompt lookups go on
-        lookups_go_on = isinstance(drafter, CombinedDrafter)
+        lookups_go_on = drafter is not None and drafter.lookups_while_paused
         if first_pause is None and drafter is not None:
-            first_pause = controller.carried_pause(step=0)  # paused since an earlier answer
+            # paused since an earlier answer
+            first_pause = controller.carried_pause(step=0, depth=len(prompt))
         if first_pause is not None:
             first_pause = replace(first_pause, lookups_go_on=lookups_go_on)
             pauses.append(first_pause)
@@ -340,29 +335,30 @@ class Engine:
                 stop = StopReason.CONTEXT_FULL
                 break
             step, depth = len(records), len(committed)
-            self.costs.at_depth(depth)
             step_began = time.perf_counter()
             decode_before = clock.decode_s()
 
             # draft: lookups only while the guard has the model paused, and nothing where no
             # single target pass was measured near this depth (this step measures one)
             paused = drafter is not None and controller.paused
-            lookups_only = paused and isinstance(drafter, CombinedDrafter)
+            lookups_only = paused and lookups_go_on
             block: DraftBlock | None = None
             if (
                 drafter is not None
                 and (lookups_only or not paused)
                 and not self.costs.needs_single_pass(depth)
             ):
-                ceiling = controller.next_draft_len(confidence_driven=drafter.confidence_driven)
+                ceiling = controller.next_draft_len(
+                    depth, confidence_driven=drafter.confidence_driven
+                )
                 want = min(ceiling, remaining - 1, room)
                 if ctx.n_rs_seq > 0:  # a hybrid target rolls back at most this far
                     want = min(want, ctx.n_rs_seq)
                 if want > 0:
                     limits = DraftLimits(
                         want,
-                        keep_drafting=controller.keep_drafting_threshold(),
-                        include=controller.include_threshold(),
+                        keep_drafting=controller.keep_drafting_threshold(depth),
+                        include=controller.include_threshold(depth),
                         ends_answer=ends_answer,
                         model=not paused,
                     )
@@ -373,7 +369,7 @@ class Engine:
             verify_began = time.perf_counter()
             ctx.decode([committed[-1], *drafts], logits="all" if drafts else "last")
             verify_ms = (time.perf_counter() - verify_began) * 1000.0
-            self.costs.observe_verify(len(drafts) + 1, verify_ms)
+            self.costs.observe_verify(len(drafts) + 1, verify_ms, depth)
             outcome = verifier.judge(ctx, block, depth)
 
             # accept
@@ -417,7 +413,7 @@ class Engine:
                 yield record.event(
                     next_draft_len=controller.draft_len,
                     rolling_acceptance=controller.rolling_acceptance,
-                    break_even=controller.pause_threshold(),
+                    break_even=controller.pause_threshold(depth),
                 )
             guard = controller.guard(record)
             if guard is not None:

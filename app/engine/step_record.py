@@ -16,7 +16,7 @@ from app.engine.events import DrafterFigures, StepEvent
 
 if TYPE_CHECKING:
     from app.engine.acceptance import Outcome
-    from app.engine.draft_block import DraftBlock
+    from app.engine.drafters.base import DraftBlock
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ import pytest
 
 from app.engine.bench import ROUNDS_AGREE, BenchSettings, rounds_agree
 from app.engine.config import ModelSpec, SpecConfig
-from app.engine.process.host import run_bench_in_child
 from app.engine.noise import (
     DRIFT_LIMIT,
     GAP_LIMIT,
@@ -21,6 +20,7 @@ from app.engine.noise import (
     pass_gap,
     steadiness,
 )
+from app.engine.process.host import run_bench_in_child
 
 
 def _passes(rng: np.random.Generator, sizes: list[int], slow: slice = slice(0, 0), by=1.0):

@@ -10,9 +10,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.engine.config import DraftSource
-from app.engine.process.protocol import PairInfo
 from app.engine.events import RunSummary, StopReason, TextTail, TokenEvent, TokenKind
 from app.engine.exactness import Judgement
+from app.engine.process.protocol import PairInfo
 from app.store.conversations import ChatMessage, Conversation, ConversationStore
 from app.store.settings import Settings
 from app.workers.chat_session import ChatSession, kinds_of

@@ -18,6 +18,7 @@ import pytest
 from app.devtools.test_models.synthetic import TinyShape, write_tiny_llama
 from app.engine.chat_template import ChatFormatter, ChatTemplateError, Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec
+from app.engine.events import RunSummary, TokenEvent
 from app.engine.process.child import child_main
 from app.engine.process.host import (
     EngineCrashed,
@@ -35,7 +36,6 @@ from app.engine.process.protocol import (
     FailedReply,
     PlainChatRequest,
 )
-from app.engine.events import RunSummary, TokenEvent
 from app.errors import ContextOverflowError, GenerationCancelled
 from tests.crash_ggufs import write_bert_tokenizer_llama, write_hung_template_llama
 from tests.processes import engine_processes, gone, kill_all, run_app, seconds_until_gone

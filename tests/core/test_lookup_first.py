@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from app.engine.config import GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
-from app.engine.draft_block import DraftBlock
-from app.engine.drafting import CombinedDrafter, DraftLimits, NgramDrafter
+from app.engine.drafters.base import DraftBlock, DraftLimits
+from app.engine.drafters.combined import CombinedDrafter
+from app.engine.drafters.lookup import NgramDrafter
 from app.engine.engine import Engine
 from app.engine.policy.costs import CostModel
 from app.engine.randomness import Randomness
@@ -30,9 +31,9 @@ def combined(tiny_pair: tuple[Path, Path]):
         # the verification prices lookups and rates are judged by: 10 ms single, 30 ms for
         # 17 (not the tiny pair's own, timed at load)
         engine.costs = CostModel()
-        engine.costs.observe_verify(1, 10.0)
-        engine.costs.observe_verify(17, 30.0)
-        engine.costs.observe_draft_pass(1, 2.0)
+        engine.costs.observe_verify(1, 10.0, 0)
+        engine.costs.observe_verify(17, 30.0, 0)
+        engine.costs.observe_draft_pass(1, 2.0, 0)
         request = GenerationRequest((1, 2, 3), sampler=SamplerConfig(), spec=SpecConfig())
         drafter = engine._drafter(request, Randomness(None))
         assert isinstance(drafter, CombinedDrafter)
@@ -134,7 +135,8 @@ def test_while_the_model_is_paused_only_lookups_draft(combined) -> None:
     nothing = combined.propose(list(range(10, 70)), paused)  # no match: the target alone
     assert nothing.tokens == [] and nothing.passes == 0
     # a fixed length has no gate to judge lookups by: the guard pauses them with the model
-    fixed = CombinedDrafter(NgramDrafter(SpecConfig(adaptive=False), min_match=2), combined.model)
+    lookup = NgramDrafter(SpecConfig(adaptive=False), min_match=2)
+    fixed = CombinedDrafter(lookup, combined.model, combined.costs)
     assert fixed.propose(REPEATED, paused).tokens == []
     assert fixed.propose(REPEATED, LIMITS).tokens[:2] == [42, 43]
 

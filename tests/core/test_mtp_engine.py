@@ -29,8 +29,8 @@ from app.engine.config import (
     SamplerConfig,
     SpecConfig,
 )
-from app.engine.process.host import EngineCrashed, EngineHost, LoadRequest
 from app.engine.events import RunSummary
+from app.engine.process.host import EngineCrashed, EngineHost, LoadRequest
 from app.errors import ModelLoadError
 from app.gguf.compat import IncompatiblePairError
 

@@ -9,8 +9,8 @@ import os
 import pytest
 
 from app.devtools.test_models.synthetic import write_tiny_llama
-from app.engine.llama import repacking
 from app.engine.config import ModelSpec
+from app.engine.llama import repacking
 from app.engine.llama.backend import LlamaModel
 
 AMX_CPU = {"avx512f", "amx_tile", "amx_int8"}

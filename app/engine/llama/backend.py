@@ -19,9 +19,9 @@ import llama_cpp
 import numpy as np
 
 from app.engine.config import KV_TYPES, MAX_DRAFT_LEN, ModelSpec, SamplerConfig
-from app.engine.llama.runtime import ensure_backend, logged_by
 from app.engine.llama.load_hooks import current_load_observer
 from app.engine.llama.repacking import repacking_enabled
+from app.engine.llama.runtime import ensure_backend, logged_by
 from app.engine.sampling import (
     DEVICE,
     HOST_ASKED,

@@ -13,8 +13,8 @@ from importlib.metadata import version
 import llama_cpp
 import psutil
 
-from app.engine.llama.runtime import ensure_backend
 from app.engine.llama.repacking import repacking_enabled
+from app.engine.llama.runtime import ensure_backend
 
 _DEVICE_TYPES = {0: "CPU", 1: "GPU", 2: "iGPU", 3: "accelerator"}
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.engine.llama.runtime import ensure_backend
 from app.engine.llama.quantize import quantize
+from app.engine.llama.runtime import ensure_backend
 
 WIDTH, FEED_FORWARD, HEADS, CONTEXT = 256, 512, 4, 64
 # SPM token types: unknown, control, byte

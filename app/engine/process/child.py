@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.config import DraftSource, ModelSpec
+from app.engine.events import Event, RunSummary, TokenEvent
+from app.engine.llama.hardware import gpu_offload
 from app.engine.process.logs import ChildLog
 from app.engine.process.protocol import (
     BATCH_SECONDS,
@@ -50,8 +52,6 @@ from app.engine.process.protocol import (
     TokenizeRequest,
     portable_failure,
 )
-from app.engine.events import Event, RunSummary, TokenEvent
-from app.engine.llama.hardware import gpu_offload
 from app.errors import GenerationCancelled, SpecDeckError
 
 

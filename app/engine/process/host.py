@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec
+from app.engine.events import Event, PrefillEvent, RunSummary, TokenEvent
 from app.engine.process.child import child_main
 from app.engine.process.logs import EngineLog, new_log
 from app.engine.process.protocol import (
@@ -73,7 +74,6 @@ from app.engine.process.protocol import (
     describe_exit,
     rebuild_error,
 )
-from app.engine.events import Event, PrefillEvent, RunSummary, TokenEvent
 from app.errors import SpecDeckError
 from app.gguf.check import check_local_pair
 

@@ -18,8 +18,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec
-from app.engine.process.logs import ChildLog
 from app.engine.events import Event
+from app.engine.process.logs import ChildLog
 from app.errors import SpecDeckError
 
 BATCH_SECONDS = 0.015  # events cross the pipe, and reach the UI thread, at most ~65 times a second
