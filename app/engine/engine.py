@@ -18,21 +18,17 @@ from typing import Protocol
 import numpy as np
 
 from app.engine.acceptance import Verifier
+from app.engine.answer_writer import AnswerWriter
 from app.engine.chat_template import ChatFormatter, Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig
-from app.engine.drafters.base import DraftBlock, Drafter, DraftingContext, DraftLimits
+from app.engine.drafters.base import Drafter, DraftingContext
 from app.engine.drafters.combined import CombinedDrafter
 from app.engine.drafters.eagle3 import Eagle3Drafter, Eagle3Head
 from app.engine.drafters.lookup import NgramDrafter
 from app.engine.drafters.model import ModelDrafter
 from app.engine.drafters.mtp import MtpDrafter, NextTokenHeads
-from app.engine.events import (
-    Event,
-    GuardEvent,
-    PrefillEvent,
-    StopReason,
-    TextTail,
-)
+from app.engine.drafting_turn import DraftingTurn
+from app.engine.events import Event, PrefillEvent, StopReason, TextTail
 from app.engine.llama.backend import (
     RECURRENT_ROLLBACK,
     LlamaContext,
@@ -288,26 +284,19 @@ class Engine:
         ctx.truncate(min(ctx.common_prefix(prompt), len(prompt) - 1))
         reused = ctx.n_past
         ctx.decode(prompt[reused:-1], logits="none")
-        drafter = self._drafter(request, randomness) if request.speculative else None
-        controller = DraftController(request.spec, self.costs, self.calibration)
-        memory_key = drafter.name if drafter is not None else ""
-        controller.restore(self._guard_memory.get(memory_key))
-        first_pause = None
-        if drafter is not None and drafter.pays_passes:
-            first_pause = controller.pause_if_never_pays(step=0, depth=len(prompt))
-        if drafter is not None:
-            drafter.prefill(prompt, drafting=not controller.paused)
+        ends_answer = None if request.ignore_eos else self.target.is_eog
+        drafting = DraftingTurn(
+            self._drafter(request, randomness) if request.speculative else None,
+            DraftController(request.spec, self.costs, self.calibration),
+            self.costs,
+            ends_answer=ends_answer,
+            memory=self._guard_memory,
+        )
+        pause = drafting.prefill(prompt)
         yield PrefillEvent(len(prompt), reused, clock.prefill_done())
-        pauses: list[GuardEvent] = []
-        # while the guard has the model paused, a combined drafter's prompt lookups go on
-        lookups_go_on = drafter is not None and drafter.lookups_while_paused
-        if first_pause is None and drafter is not None:
-            # paused since an earlier answer
-            first_pause = controller.carried_pause(step=0, depth=len(prompt))
-        if first_pause is not None:
-            first_pause = replace(first_pause, lookups_go_on=lookups_go_on)
-            pauses.append(first_pause)
-            yield first_pause
+        pause = drafting.opening_pause(pause, depth=len(prompt))
+        if pause is not None:
+            yield pause
         verifier = Verifier(
             self.target.n_vocab,
             sampler,
@@ -315,9 +304,16 @@ class Engine:
             request.spec.rule,
             want_probs=request.token_probs,
         )
-        ends_answer = None if request.ignore_eos else self.target.is_eog
         stream = TextStream(request.stop)
         committed = list(prompt)
+        answer = AnswerWriter(
+            self.target,
+            committed,
+            stream,
+            clock,
+            ends_answer=ends_answer,
+            max_tokens=request.max_tokens,
+        )
         records: list[StepRecord] = []
         stop = StopReason.MAX_TOKENS
         while True:
@@ -338,31 +334,13 @@ class Engine:
             step_began = time.perf_counter()
             decode_before = clock.decode_s()
 
-            # draft: lookups only while the guard has the model paused, and nothing where no
-            # single target pass was measured near this depth (this step measures one)
-            paused = drafter is not None and controller.paused
-            lookups_only = paused and lookups_go_on
-            block: DraftBlock | None = None
-            if (
-                drafter is not None
-                and (lookups_only or not paused)
-                and not self.costs.needs_single_pass(depth)
-            ):
-                ceiling = controller.next_draft_len(
-                    depth, confidence_driven=drafter.confidence_driven
-                )
-                want = min(ceiling, remaining - 1, room)
-                if ctx.n_rs_seq > 0:  # a hybrid target rolls back at most this far
-                    want = min(want, ctx.n_rs_seq)
-                if want > 0:
-                    limits = DraftLimits(
-                        want,
-                        keep_drafting=controller.keep_drafting_threshold(depth),
-                        include=controller.include_threshold(depth),
-                        ends_answer=ends_answer,
-                        model=not paused,
-                    )
-                    block = drafter.propose(committed, limits)
+            # draft: at most what the answer and the context have room for, and no further
+            # than a hybrid target rolls back
+            cap = min(remaining - 1, room)
+            if ctx.n_rs_seq > 0:
+                cap = min(cap, ctx.n_rs_seq)
+            paused = drafting.paused
+            block = drafting.propose(committed, cap)
             drafts = block.tokens if block else []
 
             # verify
@@ -373,29 +351,12 @@ class Engine:
             outcome = verifier.judge(ctx, block, depth)
 
             # accept
-            finished = None
-            for produced in outcome.tokens:
-                if ends_answer is not None and ends_answer(produced.token_id):
-                    finished = StopReason.EOG
-                    break
-                committed.append(produced.token_id)
-                piece = stream.push(self.target.piece(produced.token_id))
-                rejected = produced.rejected_token
-                rejected_piece = (
-                    self.target.detokenize([rejected]) if rejected is not None else None
-                )
-                yield clock.token_event(produced, piece, step, rejected_piece)
-                if stream.stopped:
-                    finished = StopReason.STOP_STRING
-                    break
-                if len(committed) - len(prompt) >= request.max_tokens:
-                    finished = StopReason.MAX_TOKENS
-                    break
+            finished = yield from answer.write(outcome, step)
 
             # record: one step, one record, read by everything after it
             record = StepRecord.of(
                 step,
-                drafter.name if drafter is not None else "",
+                drafting.name,
                 block,
                 outcome,
                 depth=depth,
@@ -406,25 +367,11 @@ class Engine:
                 paused=paused,
             )
             records.append(record)
-            if drafter is not None and block is not None:
-                drafter.observe(block, outcome.accepted)
-            controller.observe(record)
-            if record.proposed:
-                yield record.event(
-                    next_draft_len=controller.draft_len,
-                    rolling_acceptance=controller.rolling_acceptance,
-                    break_even=controller.pause_threshold(depth),
-                )
-            guard = controller.guard(record)
-            if guard is not None:
-                if guard.paused:
-                    guard = replace(guard, lookups_go_on=lookups_go_on)
-                    pauses.append(guard)
-                yield guard
+            yield from drafting.learn(record, block)
             if finished is not None:
                 stop = finished
                 break
-        self._guard_memory[memory_key] = controller.snapshot()
+        drafting.finish()
         tail = stream.flush()
         if tail:
             yield TextTail(tail)
@@ -433,7 +380,7 @@ class Engine:
             stream.text,
             committed[len(prompt) :],
             records,
-            pauses,
+            drafting.pauses,
             position_keyed=sampler.position_keyed and not sampler.greedy,
             temperature=sampler.temperature,
             rule=request.spec.rule.value if request.speculative else "",
