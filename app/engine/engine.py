@@ -17,8 +17,6 @@ from typing import Protocol
 
 import numpy as np
 
-from app.engine.acceptance import Verifier
-from app.engine.answer_writer import AnswerWriter
 from app.engine.chat_template import ChatFormatter, Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig
 from app.engine.drafters.base import Drafter, DraftingContext
@@ -27,7 +25,6 @@ from app.engine.drafters.eagle3 import Eagle3Drafter, Eagle3Head
 from app.engine.drafters.lookup import NgramDrafter
 from app.engine.drafters.model import ModelDrafter
 from app.engine.drafters.mtp import MtpDrafter, NextTokenHeads
-from app.engine.drafting_turn import DraftingTurn
 from app.engine.events import Event, PrefillEvent, StopReason, TextTail
 from app.engine.llama.backend import (
     RECURRENT_ROLLBACK,
@@ -36,14 +33,17 @@ from app.engine.llama.backend import (
     SamplesRows,
     sample_with,
 )
+from app.engine.loop.acceptance import Verifier
+from app.engine.loop.answer_writer import AnswerWriter
+from app.engine.loop.drafting_turn import DraftingTurn
+from app.engine.loop.run_clock import DecodeTimed, RunClock
+from app.engine.loop.textstream import TextStream
 from app.engine.policy.calibration import ConfidenceCalibration
 from app.engine.policy.controller import DraftController
 from app.engine.policy.costs import CostModel
 from app.engine.policy.guard import GuardMemory
 from app.engine.randomness import Randomness
-from app.engine.run_clock import DecodeTimed, RunClock
 from app.engine.step_record import StepRecord
-from app.engine.textstream import TextStream
 from app.errors import ContextOverflowError, ModelLoadError
 from app.gguf.check import validate_gguf_file
 from app.gguf.compat import check_compatible

@@ -315,7 +315,7 @@ def test_byte_fallback_tokens_stream_whole_characters(engine: Engine) -> None:
     text = "é😀"
     tokens = engine.target.tokenize(text, add_special=False)
     assert len(tokens) > 2  # split into byte tokens by the SPM byte fallback
-    from app.engine.textstream import TextStream
+    from app.engine.loop.textstream import TextStream
 
     stream = TextStream()
     pieces = [stream.push(engine.target.piece(t)) for t in tokens]

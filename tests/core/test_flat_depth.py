@@ -16,9 +16,9 @@ from app.engine.config import GenerationRequest, ModelSpec, SpecConfig
 from app.engine.drafters.base import DraftLimits
 from app.engine.drafters.model import ModelDrafter
 from app.engine.engine import Engine
+from app.engine.loop.textstream import TextStream
 from app.engine.randomness import Randomness
 from app.engine.sequences import common_prefix_length
-from app.engine.textstream import TextStream
 
 DEPTHS = (64, 1500)
 STEPS = 16

@@ -8,6 +8,7 @@ import pytest
 from app.engine.config import SamplerConfig, SpecConfig
 from app.engine.drafters.lookup import copied_fraction, propose
 from app.engine.events import GuardEvent, GuardReason
+from app.engine.loop.textstream import TextStream
 from app.engine.policy.controller import DraftController
 from app.engine.policy.costs import CostModel, expected_tokens
 from app.engine.sampling import (
@@ -18,7 +19,6 @@ from app.engine.sampling import (
     top_two_margin,
 )
 from app.engine.step_record import StepRecord, per_drafter, per_position
-from app.engine.textstream import TextStream
 from app.gguf.compat import IncompatiblePairError, VocabInfo, check_compatible, first_mismatch
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 
-from app.engine.acceptance import Outcome
 from app.engine.events import StopReason, TokenEvent
 from app.engine.llama.backend import LlamaModel
-from app.engine.run_clock import RunClock
-from app.engine.textstream import TextStream
+from app.engine.loop.acceptance import Outcome
+from app.engine.loop.run_clock import RunClock
+from app.engine.loop.textstream import TextStream
 
 
 class AnswerWriter:
