@@ -75,3 +75,38 @@ def qwen_pair() -> tuple[Path, Path]:
         return qwen_coder_pair()
     except ModelUnavailableError as exc:
         pytest.fail(f"the real Qwen2.5-Coder test models could not be obtained: {exc}")
+
+
+# --- tiers ------------------------------------------------------------------------------
+# ``pytest -m fast`` is the tier a developer runs after every change: no real models, no
+# child process, no server, under a minute in all. A test joins it with the ``fast`` marker
+# (``pytestmark = pytest.mark.fast`` for a whole module); the fixture below holds it to that,
+# so a fast test that starts a process or asks for a real model fails rather than slowing the
+# tier down unnoticed. ``SPECDECK_TIER_PROBE=1`` holds every test to it, to find candidates.
+REAL_MODEL_FIXTURES = frozenset({"smollm2_pair", "qwen_pair"})
+
+
+def _held_to_the_fast_tier(item: pytest.Item) -> bool:
+    return item.get_closest_marker("fast") is not None or bool(
+        os.environ.get("SPECDECK_TIER_PROBE")
+    )
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_starts_no_process(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not _held_to_the_fast_tier(request.node):
+        return
+    real = sorted(REAL_MODEL_FIXTURES.intersection(request.fixturenames))
+    if real:
+        pytest.fail(f"a fast-tier test may not use real models ({', '.join(real)})")
+    import _posixsubprocess
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a fast-tier test may not start a process (mark it otherwise)")
+
+    monkeypatch.setattr(_posixsubprocess, "fork_exec", refuse)
+    monkeypatch.setattr(os, "fork", refuse)
+    if hasattr(os, "posix_spawn"):
+        monkeypatch.setattr(os, "posix_spawn", refuse)

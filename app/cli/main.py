@@ -39,8 +39,8 @@ REFERENCE_MODULE = "app.devtools.reference"
 def cmd_generate(args: argparse.Namespace) -> int:
     """Stream one answer; the models run in an engine process, so a llama.cpp crash is an
     error message naming the file, not a dead terminal."""
-    from app.engine.process.host import EngineHost, LoadRequest
     from app.engine.events import GuardEvent, RunSummary, TextTail, TokenEvent
+    from app.engine.process.host import EngineHost, LoadRequest
     from app.models.drafting import pair_drafting
     from app.models.guard_words import message
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,9 @@ def register(subparsers: Any) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from app.engine.process.host import LoadRequest
+    from app.serve.cli_serving import CliServing
     from app.serve.http import build_app
     from app.serve.params import Sampling
-    from app.serve.runner import EngineRunner
     from app.serve.server import Binding, bind, host_names, run, url_of
 
     if args.queue < 1:
@@ -62,23 +63,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_VAR) or None
     sock = bind(Binding(args.host, args.port, api_key))
     target, draft, source = model_specs(args)
-    sampler = sampler_config(args)
-    defaults = Sampling(
-        temperature=sampler.temperature,
-        top_p=sampler.top_p,
-        top_k=sampler.top_k,
-        min_p=sampler.min_p,
-        max_tokens=args.max_tokens,
-        seed=sampler.seed,
-    )
-    runner = EngineRunner(
+    defaults = Sampling(**asdict(sampler_config(args)), max_tokens=args.max_tokens)
+    serving = CliServing(
         LoadRequest(target, draft, source),
         spec_config(args),
         queue_size=args.queue,
         ignore_eos=args.ignore_eos,
     )
     try:
-        info = runner.start()
+        info = serving.start()
         model = args.alias or Path(target.path).name
         meta = {
             "target": Path(info.target_path).name,
@@ -88,7 +81,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "device": info.device,
         }
         app = build_app(
-            runner,
+            serving,
             model=model,
             defaults=defaults,
             hosts=host_names(args.host, sock.getsockname()[1]),
@@ -109,6 +102,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         pass
     finally:
         sock.close()
-        runner.close()
+        serving.close()
     print("stopped", file=sys.stderr)
     return 0

@@ -38,7 +38,6 @@ draft context (tools/server uses both for ``-md ASSISTANT --spec-type draft-mtp`
 
 from __future__ import annotations
 
-import ctypes
 import json
 import sys
 from pathlib import Path
@@ -48,64 +47,20 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
+from app.devtools.arguments import parse_arguments
+from app.devtools.llama_batches import decode, logits_row
+
 PROMPT = (1, 300, 310, 320, 330, 301)  # <s> then word pieces of the synthetic vocabulary
 N_CTX = 512
 
 
-def _batch(tokens: list[int], first_pos: int, embeddings: np.ndarray | None, *, logits: str) -> Any:
-    """A batch of ``tokens`` from ``first_pos`` on; ``logits`` is "last", "all" or "same-pos".
-
-    With ``embeddings`` it also carries one row per token (llama_batch_init gives an embedding
-    batch no token array, but the assistant embeds the token too: ctypes keeps this one alive
-    with the batch, and it must be detached before llama_batch_free)."""
-    n_embd = 0 if embeddings is None else embeddings.shape[1]
-    batch = llama_cpp.llama_batch_init(max(len(tokens), 1), n_embd, 1)
-    if embeddings is not None:
-        batch.token = (llama_cpp.llama_token * len(tokens))()
-        np.ctypeslib.as_array(batch.embd, shape=embeddings.shape)[:] = embeddings
-    for i, token in enumerate(tokens):
-        batch.token[i] = token
-        batch.pos[i] = first_pos + i
-        batch.n_seq_id[i] = 1
-        batch.seq_id[i][0] = 0
-        batch.logits[i] = logits == "all" or i == len(tokens) - 1
-    batch.n_tokens = len(tokens)
-    return batch
-
-
-def _decode(
-    ctx: Any,
-    tokens: list[int],
-    first_pos: int,
-    embeddings: np.ndarray | None = None,
-    *,
-    logits: str = "last",
-) -> None:
-    batch = _batch(tokens, first_pos, embeddings, logits=logits)
-    try:
-        code = llama_cpp.llama_decode(ctx, batch)
-    finally:
-        if embeddings is not None:
-            batch.token = ctypes.POINTER(llama_cpp.llama_token)()
-        llama_cpp.llama_batch_free(batch)
-    if code != 0:
-        raise RuntimeError(f"llama_decode returned {code}")
-
-
-def _logits(ctx: Any, n_vocab: int, index: int) -> np.ndarray:
-    pointer = llama_cpp.llama_get_logits_ith(ctx, index)
-    if not pointer:
-        raise RuntimeError("no logits")
-    return np.ctypeslib.as_array(pointer, shape=(n_vocab,))
-
-
 def _argmax(ctx: Any, n_vocab: int, index: int = -1) -> int:
-    return int(_logits(ctx, n_vocab, index).argmax())
+    return int(logits_row(ctx, n_vocab, index).argmax())
 
 
 def _margin(ctx: Any, n_vocab: int) -> float:
     """How far the last row's best logit leads the runner-up."""
-    top = np.partition(_logits(ctx, n_vocab, -1), -2)[-2:]
+    top = np.partition(logits_row(ctx, n_vocab, -1), -2)[-2:]
     return float(top[1] - top[0])
 
 
@@ -193,26 +148,26 @@ def probe(target: Path, assistant: Path) -> dict[str, Any]:
     dft = pair.assistant_context(tgt, ext)
     report["memory_shared_with_target"] = ext.llama_get_ctx_other(dft) == tgt
     prompt = list(PROMPT)
-    _decode(tgt, prompt, 0)
+    decode(tgt, prompt, 0)
     token = _argmax(tgt, pair.n_vocab)
     h = _hidden(ext, tgt, len(prompt) - 1, pair.width)
     report["target_next_token"] = token
     report["target_hidden_finite"] = bool(np.isfinite(h).all())
-    _decode(dft, [token], len(prompt), h)
-    logits = _logits(dft, pair.n_vocab, 0).copy()
+    decode(dft, [token], len(prompt), h)
+    logits = logits_row(dft, pair.n_vocab, 0).copy()
     report["drafted_token"] = int(logits.argmax())
     report["draft_hidden_finite"] = bool(np.isfinite(_hidden(ext, dft, 0, pair.width)).all())
     # the same draft without the target's hidden state: the row is really read
-    _decode(dft, [token], len(prompt), np.zeros_like(h))
+    decode(dft, [token], len(prompt), np.zeros_like(h))
     report["draft_reads_the_hidden_state"] = bool(
-        np.abs(_logits(dft, pair.n_vocab, 0) - logits).max() > 1e-4
+        np.abs(logits_row(dft, pair.n_vocab, 0) - logits).max() > 1e-4
     )
     # and with another prompt in the target's cache: the assistant attends over that cache
     llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(tgt), True)
-    _decode(tgt, prompt[:1] + prompt[:0:-1], 0)
-    _decode(dft, [token], len(prompt), h)
+    decode(tgt, prompt[:1] + prompt[:0:-1], 0)
+    decode(dft, [token], len(prompt), h)
     report["draft_reads_the_target_cache"] = bool(
-        np.abs(_logits(dft, pair.n_vocab, 0) - logits).max() > 1e-4
+        np.abs(logits_row(dft, pair.n_vocab, 0) - logits).max() > 1e-4
     )
     llama_cpp.llama_free(dft)
     llama_cpp.llama_free(tgt)
@@ -223,10 +178,10 @@ def probe(target: Path, assistant: Path) -> dict[str, Any]:
 def _target_only(pair: _Pair, prompt: list[int], n_tokens: int) -> tuple[list[int], list[float]]:
     """Greedy tokens one decode at a time, with each step's top-1 over top-2 logit margin."""
     ctx = pair.target_context(None)
-    _decode(ctx, prompt, 0)
+    decode(ctx, prompt, 0)
     out, margins = [_argmax(ctx, pair.n_vocab)], [_margin(ctx, pair.n_vocab)]
     while len(out) < n_tokens:
-        _decode(ctx, [out[-1]], len(prompt) + len(out) - 1)
+        decode(ctx, [out[-1]], len(prompt) + len(out) - 1)
         out.append(_argmax(ctx, pair.n_vocab))
         margins.append(_margin(ctx, pair.n_vocab))
     llama_cpp.llama_free(ctx)
@@ -241,7 +196,7 @@ def _speculative(
     dft = pair.assistant_context(tgt, ext)
     shared = ext.llama_get_ctx_other(dft) == tgt
     memory = llama_cpp.llama_get_memory(tgt)
-    _decode(tgt, prompt, 0)
+    decode(tgt, prompt, 0)
     token, n_past = _argmax(tgt, pair.n_vocab), len(prompt)
     h = _hidden(ext, tgt, n_past - 1, pair.width)
     out = [token]
@@ -252,11 +207,11 @@ def _speculative(
         drafts: list[int] = []
         previous, row = token, h
         for _ in range(k):
-            _decode(dft, [previous], n_past, row)  # every draft at the position of ``token``
+            decode(dft, [previous], n_past, row)  # every draft at the position of ``token``
             previous = _argmax(dft, pair.n_vocab, 0)
             row = _hidden(ext, dft, 0, pair.width)
             drafts.append(previous)
-        _decode(tgt, [token, *drafts], n_past, logits="all")
+        decode(tgt, [token, *drafts], n_past, logits="all")
         n = 0
         while n < k and _argmax(tgt, pair.n_vocab, n) == drafts[n]:
             n += 1
@@ -313,18 +268,14 @@ def greedy(
 
 
 def main(argv: list[str]) -> int:
-    flags = ("--greedy", "--prompt", "--n-draft")
-    options = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a in flags}
-    values = set(options.values())
-    paths = [a for a in argv if not a.startswith("--") and a not in values]
-    if len(paths) != 2:
-        print(__doc__, file=sys.stderr)
+    args = parse_arguments(argv, 2, __doc__, ("--greedy", "--prompt", "--n-draft"))
+    if args is None:
         return 2
-    target, assistant = Path(paths[0]), Path(paths[1])
-    if "--greedy" in options:
-        prompt = [int(t) for t in options.get("--prompt", "").split(",") if t] or list(PROMPT)
-        n_draft = int(options.get("--n-draft", "3"))
-        report = greedy(target, assistant, int(options["--greedy"]), prompt, n_draft)
+    target, assistant = args.paths
+    if "--greedy" in args.options:
+        prompt = args.token_ids("--prompt", PROMPT)
+        n_draft = int(args.get("--n-draft", "3"))
+        report = greedy(target, assistant, int(args.options["--greedy"]), prompt, n_draft)
     else:
         report = probe(target, assistant)
     print(json.dumps(report), flush=True)

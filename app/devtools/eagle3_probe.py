@@ -68,42 +68,20 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
+from app.devtools.arguments import parse_arguments
+from app.devtools.llama_batches import decode, logits_row
 from app.engine.llama.extensions import Eagle3Functions, eagle3_functions
 
 PROMPT = (1, 300, 310, 320, 330, 301)  # <s> then word pieces of the synthetic vocabulary
 N_CTX = 1024
 
 
-def _logits(ctx: Any, n_vocab: int, index: int) -> np.ndarray:
-    pointer = llama_cpp.llama_get_logits_ith(ctx, index)
-    if not pointer:
-        raise RuntimeError("no logits")
-    return np.ctypeslib.as_array(pointer, shape=(n_vocab,)).copy()
-
-
 def _greedy_pick(ctx: Any, n_vocab: int, index: int, banned: list[int]) -> int:
     """The target's greedy token; ``banned`` (the end-of-generation tokens under
     ``ignore_eos``, as llama-server biases them) never wins."""
-    logits = _logits(ctx, n_vocab, index)
+    logits = logits_row(ctx, n_vocab, index).copy()
     logits[banned] = -np.inf
     return int(logits.argmax())
-
-
-def _decode_target(ctx: Any, tokens: list[int], first_pos: int, *, all_logits: bool) -> None:
-    batch = llama_cpp.llama_batch_init(len(tokens), 0, 1)
-    for i, token in enumerate(tokens):
-        batch.token[i] = token
-        batch.pos[i] = first_pos + i
-        batch.n_seq_id[i] = 1
-        batch.seq_id[i][0] = 0
-        batch.logits[i] = all_logits or i == len(tokens) - 1
-    batch.n_tokens = len(tokens)
-    try:
-        code = llama_cpp.llama_decode(ctx, batch)
-    finally:
-        llama_cpp.llama_batch_free(batch)
-    if code != 0:
-        raise RuntimeError(f"target llama_decode returned {code}")
 
 
 def _embd(row: np.ndarray) -> Any:
@@ -205,7 +183,7 @@ class Eagle3Drafter:
         _process(self.ctx_dft, decode, [_Entry(last, self.pending_pos, self.pending_g, True)])
         drafts: list[int] = []
         while True:
-            token = int(_logits(self.ctx_dft, self.n_vocab, 0).argmax())
+            token = int(logits_row(self.ctx_dft, self.n_vocab, 0).argmax())
             pointer = self.fn.get_embeddings_nextn_ith(self.ctx_dft, 0)
             if not pointer:
                 raise RuntimeError("the head returned no pre-norm row")
@@ -239,10 +217,10 @@ def _target_only(
     model: Any, prompt: list[int], n_vocab: int, n_tokens: int, banned: list[int]
 ) -> list[int]:
     ctx = _context(model)
-    _decode_target(ctx, prompt, 0, all_logits=False)
+    decode(ctx, prompt, 0, what="target llama_decode")
     out = [_greedy_pick(ctx, n_vocab, -1, banned)]
     while len(out) < n_tokens:
-        _decode_target(ctx, [out[-1]], len(prompt) + len(out) - 1, all_logits=False)
+        decode(ctx, [out[-1]], len(prompt) + len(out) - 1, what="target llama_decode")
         out.append(_greedy_pick(ctx, n_vocab, -1, banned))
     llama_cpp.llama_free(ctx)
     return out
@@ -273,7 +251,7 @@ def _speculative(
     )
     target_memory = llama_cpp.llama_get_memory(ctx_tgt)
 
-    _decode_target(ctx_tgt, prompt, 0, all_logits=False)
+    decode(ctx_tgt, prompt, 0, what="target llama_decode")
     drafter.process(prompt, 0)
     last = _greedy_pick(ctx_tgt, n_vocab, -1, banned)
     out, n_past = [last], len(prompt)
@@ -287,7 +265,7 @@ def _speculative(
         # stays, the verify batch's rows follow it
         llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(ctx_dft), 0, n_past, -1)
         batch = [last, *drafts]
-        _decode_target(ctx_tgt, batch, n_past, all_logits=True)
+        decode(ctx_tgt, batch, n_past, logits="all", what="target llama_decode")
         drafter.process(batch, n_past)
         verified = [_greedy_pick(ctx_tgt, n_vocab, i, banned) for i in range(len(batch))]
         accepted = 0
@@ -350,20 +328,16 @@ def greedy(
 
 
 def main(argv: list[str]) -> int:
-    flags = ("--greedy", "--prompt", "--n-max")
-    options = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a in flags}
-    values = set(options.values())
-    paths = [a for a in argv if not a.startswith("--") and a not in values]
-    if len(paths) != 2:
-        print(__doc__, file=sys.stderr)
+    args = parse_arguments(argv, 2, __doc__, ("--greedy", "--prompt", "--n-max"))
+    if args is None:
         return 2
-    prompt = [int(t) for t in options.get("--prompt", "").split(",") if t] or list(PROMPT)
+    target, head = args.paths
     report = greedy(
-        Path(paths[0]),
-        Path(paths[1]),
-        int(options.get("--greedy", "200")),
-        prompt,
-        int(options.get("--n-max", "3")),
+        target,
+        head,
+        int(args.get("--greedy", "200")),
+        args.token_ids("--prompt", PROMPT),
+        int(args.get("--n-max", "3")),
         ignore_eos="--ignore-eos" in argv,
     )
     print(json.dumps(report), flush=True)

@@ -15,84 +15,43 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import tempfile
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+from app.devtools.arguments import parse_arguments
+from app.devtools.llama_server import post_json, running_server
 from app.devtools.reference import llama_cpp_tool
 
 PROMPTS = ((1, 300, 310, 320, 330, 301), (1, 290, 291))
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _post(url: str, body: dict[str, Any], timeout_s: float = 120) -> dict[str, Any]:
-    request = urllib.request.Request(
-        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=timeout_s) as answer:
-        reply: dict[str, Any] = json.loads(answer.read(8 << 20))
-    return reply
-
-
 def server_runs(
     target: Path, head: Path, prompts: list[list[int]], n_tokens: int, draft_max: int
 ) -> list[dict[str, Any]]:
     """llama-server's greedy answers to ``prompts``, EAGLE-3 drafting on."""
-    port = _free_port()
-    command = [str(llama_cpp_tool("llama-server")), "-m", str(target), "-md", str(head)]
-    command += ["--spec-type", "draft-eagle3", "--spec-draft-n-max", str(draft_max)]
-    command += ["--spec-draft-n-min", "0", "--host", "127.0.0.1", "--port", str(port)]
-    command += ["-c", "1024", "-t", "2", "-ngl", "0", "-ngld", "0", "--no-webui"]
-    command += ["--parallel", "1"]
-    url = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryFile() as log:
-        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                if server.poll() is not None:
-                    log.seek(0)
-                    raise RuntimeError(f"llama-server exited: {log.read()[-2000:]!r}")
-                try:
-                    with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
-                        if answer.status == 200:
-                            break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError("llama-server did not start within 120 s")
-                time.sleep(0.25)
-            replies = [
-                _post(
-                    f"{url}/completion",
-                    {
-                        "prompt": prompt,
-                        "n_predict": n_tokens,
-                        "temperature": 0,
-                        "return_tokens": True,
-                        "cache_prompt": False,
-                        "ignore_eos": True,
-                    },
-                )
-                for prompt in prompts
-            ]
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
+    args = ["-m", str(target), "-md", str(head)]
+    args += ["--spec-type", "draft-eagle3", "--spec-draft-n-max", str(draft_max)]
+    args += ["--spec-draft-n-min", "0"]
+    args += ["-c", "1024", "-t", "2", "-ngl", "0", "-ngld", "0", "--no-webui"]
+    args += ["--parallel", "1"]
+    with running_server(llama_cpp_tool("llama-server"), args) as url:
+        replies = [
+            post_json(
+                f"{url}/completion",
+                {
+                    "prompt": prompt,
+                    "n_predict": n_tokens,
+                    "temperature": 0,
+                    "return_tokens": True,
+                    "cache_prompt": False,
+                    "ignore_eos": True,
+                },
+            )
+            for prompt in prompts
+        ]
     return [
         {
             "tokens": [int(t) for t in reply["tokens"]],
@@ -147,22 +106,18 @@ def compare(
 
 
 def main(argv: list[str]) -> int:
-    options = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--")}
-    paths = [a for a in argv if not a.startswith("--") and a not in options.values()]
-    if len(paths) != 2:
-        print(__doc__, file=sys.stderr)
+    args = parse_arguments(argv, 2, __doc__)
+    if args is None:
         return 2
-    prompts = [
-        [int(t) for t in chunk.split(",") if t]
-        for chunk in options.get("--prompts", "").split(";")
-        if chunk
-    ] or [list(p) for p in PROMPTS]
+    target, head = args.paths
+    chunks = [chunk for chunk in args.get("--prompts", "").split(";") if chunk]
+    prompts = [[int(t) for t in chunk.split(",") if t] for chunk in chunks]
     report = compare(
-        Path(paths[0]),
-        Path(paths[1]),
-        prompts,
-        int(options.get("--tokens", "200")),
-        int(options.get("--draft-max", "3")),
+        target,
+        head,
+        prompts or [list(p) for p in PROMPTS],
+        int(args.get("--tokens", "200")),
+        int(args.get("--draft-max", "3")),
     )
     print(json.dumps(report), flush=True)
     return 0

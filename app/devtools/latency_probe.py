@@ -150,8 +150,8 @@ def measure_pipe_cost(events: list, per_batch: int = 20, rounds: int = 5) -> dic
     import multiprocessing
     import threading
 
-    from app.engine.process.protocol import EventsReply
     from app.engine.events import TokenEvent
+    from app.engine.process.protocol import EventsReply
 
     tokens = max(1, sum(isinstance(e, TokenEvent) for e in events)) * rounds
     sender, receiver = multiprocessing.get_context("spawn").Pipe()
@@ -208,8 +208,8 @@ def measure_boundary_cost(
     from app.engine.chat_template import Message
     from app.engine.config import DraftSource, GenerationRequest, ModelSpec
     from app.engine.engine import Engine
-    from app.engine.process.host import EngineHost, LoadRequest
     from app.engine.events import RunSummary
+    from app.engine.process.host import EngineHost, LoadRequest
 
     target_spec = ModelSpec(str(target), n_ctx=max_tokens + 512, n_threads=threads)
     draft_spec = ModelSpec(str(draft), n_ctx=max_tokens + 512, n_threads=threads) if draft else None

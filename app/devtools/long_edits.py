@@ -85,26 +85,38 @@ def _section(title: str) -> str:
     return readme[start:position].rstrip() + "\n"
 
 
+def _about_code(id: str, category: str, path: str, ask: str) -> Prompt:
+    text, _ = _code(path)
+    return Prompt(id, category, _given(path, text, "python") + ask)
+
+
+def _about_readme(
+    id: str, category: str, titles: tuple[str, ...], ask: str, *, one: bool = False
+) -> Prompt:
+    """``ask`` about sections of the README, given as ``one`` section or as several."""
+    given = "Here is a section of a README" if one else "Here are sections of a README"
+    return Prompt(id, category, f"{given}:\n\n" + _sections(*titles) + "\n" + ask)
+
+
 def rename_class(path: str) -> Prompt:
-    text, tree = _code(path)
-    name = _first_class(tree).name
-    return Prompt(
+    name = _first_class(_code(path)[1]).name
+    return _about_code(
         "rename-class",
         "copy",
-        _given(path, text, "python")
-        + f"Rename the class `{name}` to `{name}V2`. Reply with the complete changed class "
+        path,
+        f"Rename the class `{name}` to `{name}V2`. Reply with the complete changed class "
         "and nothing else, everything but the name exactly as it is.",
     )
 
 
 def add_docstring(path: str) -> Prompt:
-    text, tree = _code(path)
-    function = next(f for f in _functions(tree, 12) if ast.get_docstring(f) is None)
-    return Prompt(
+    functions = _functions(_code(path)[1], 12)
+    function = next(f for f in functions if ast.get_docstring(f) is None)
+    return _about_code(
         "add-docstring",
         "copy",
-        _given(path, text, "python")
-        + f"Add a short docstring to `{function.name}`. Reply with the complete function, "
+        path,
+        f"Add a short docstring to `{function.name}`. Reply with the complete function, "
         "otherwise unchanged, and nothing else.",
     )
 
@@ -119,11 +131,11 @@ def fix_line(path: str) -> Prompt:
             if match and not line.strip().startswith(("#", '"')):
                 number = int(match.group(1))
                 fixed = line[: match.start()] + str(number + 1) + line[match.end() :]
-                return Prompt(
+                return _about_code(
                     "fix-line",
                     "copy",
-                    _given(path, text, "python")
-                    + f"In `{function.name}`, the line `{line.strip()}` is wrong: it should "
+                    path,
+                    f"In `{function.name}`, the line `{line.strip()}` is wrong: it should "
                     f"read `{fixed.strip()}`. Reply with the complete corrected function and "
                     "nothing else.",
                 )
@@ -131,69 +143,57 @@ def fix_line(path: str) -> Prompt:
 
 
 def rename_in_prose(*titles: str) -> Prompt:
-    section = _sections(*titles)
-    return Prompt(
+    return _about_readme(
         "prose-rename",
         "copy",
-        "Here is a section of a README:\n\n"
-        + section
-        + "\nThe project is being renamed: replace every `SpecDeck` with `DraftDeck` and "
+        titles,
+        "The project is being renamed: replace every `SpecDeck` with `DraftDeck` and "
         "`python -m app` with `draftdeck`. Reply with the whole section, otherwise word for "
         "word, and nothing else.",
+        one=True,
     )
 
 
 def past_tense(*titles: str) -> Prompt:
-    section = _sections(*titles)
-    return Prompt(
+    return _about_readme(
         "prose-tense",
         "copy",
-        "Here are sections of a README:\n\n"
-        + section
-        + "\nPut the first paragraph in the past tense and leave everything else word for "
+        titles,
+        "Put the first paragraph in the past tense and leave everything else word for "
         "word. Reply with the whole text and nothing else.",
     )
 
 
 def rewrite_first_class(path: str) -> Prompt:
-    text, _ = _code(path)
-    return Prompt(
-        "rewrite-first-class",
-        "rewrite",
-        _given(path, text, "python") + "Rewrite this module's first class.",
-    )
+    return _about_code("rewrite-first-class", "rewrite", path, "Rewrite this module's first class.")
 
 
 def summarize(path: str) -> Prompt:
-    text, _ = _code(path)
-    return Prompt(
+    return _about_code(
         "summarize-module",
         "rewrite",
-        _given(path, text, "python")
-        + "Summarize what this module does in five short bullet points for a new contributor.",
+        path,
+        "Summarize what this module does in five short bullet points for a new contributor.",
     )
 
 
 def casual_style(*titles: str) -> Prompt:
-    section = _sections(*titles)
-    return Prompt(
+    return _about_readme(
         "casual-style",
         "rewrite",
-        "Here are sections of a README:\n\n"
-        + section
-        + "\nRetell them as a short, casual blog post for people new to the project, in your "
+        titles,
+        "Retell them as a short, casual blog post for people new to the project, in your "
         "own words.",
     )
 
 
 def explain(path: str) -> Prompt:
-    text, tree = _code(path)
-    function = next(f for f in _functions(tree, 15) if not f.name.startswith("_"))
-    return Prompt(
+    function = next(f for f in _functions(_code(path)[1], 15) if not f.name.startswith("_"))
+    return _about_code(
         "explain-function",
         "rewrite",
-        _given(path, text, "python")
-        + f"Explain step by step, in plain English, what `{function.name}` does and why.",
+        path,
+        f"Explain step by step, in plain English, what `{function.name}` does and why.",
     )
 
 

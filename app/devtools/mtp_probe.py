@@ -14,7 +14,6 @@ accepted. Run it in a child process: llama.cpp aborts the process on some malfor
 
 from __future__ import annotations
 
-import ctypes
 import json
 import sys
 from pathlib import Path
@@ -24,41 +23,29 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
+from app.devtools.arguments import parse_arguments
+from app.devtools.llama_batches import decode, free_batch, logits_row, token_batch
+
 PROMPT = (1, 300, 310, 320, 330, 301)  # <s> then word pieces of the synthetic vocabulary
 
 
-def _batch(tokens: list[int], first_pos: int, n_embd: int = 0, *, last_logits: bool = True) -> Any:
-    batch = llama_cpp.llama_batch_init(max(len(tokens), 1), n_embd, 1)
-    if n_embd:
-        # llama_batch_init gives an embedding batch no token array, but the MTP block embeds
-        # the token too; ctypes keeps this array alive with the batch
-        batch.token = (llama_cpp.llama_token * len(tokens))()
-    for i, token in enumerate(tokens):
-        batch.token[i] = token
-        batch.pos[i] = first_pos + i
-        batch.n_seq_id[i] = 1
-        batch.seq_id[i][0] = 0
-        batch.logits[i] = last_logits and i == len(tokens) - 1
-    batch.n_tokens = len(tokens)
-    return batch
-
-
-def _logits(ctx: Any, n_vocab: int, index: int = -1) -> np.ndarray:
-    pointer = llama_cpp.llama_get_logits_ith(ctx, index)
-    if not pointer:
-        raise RuntimeError("no logits")
-    return np.ctypeslib.as_array(pointer, shape=(n_vocab,)).copy()
+def _load(path: Path) -> tuple[Any, int, int]:
+    """The model with its next-token layers, its vocabulary size and width (a null model
+    and zeros when llama.cpp cannot load it)."""
+    llama_cpp.llama_backend_init()
+    params = llama_cpp.llama_model_default_params()
+    params.load_mtp = True
+    model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+    if not model:
+        return model, 0, 0
+    n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model))
+    return model, n_vocab, llama_cpp.llama_model_n_embd(model)
 
 
 def probe(path: Path, *, draft: bool) -> dict[str, Any]:
-    llama_cpp.llama_backend_init()
-    model_params = llama_cpp.llama_model_default_params()
-    model_params.load_mtp = True
-    model = llama_cpp.llama_model_load_from_file(str(path).encode(), model_params)
+    model, n_vocab, n_embd = _load(path)
     if not model:
         return {"loaded": False}
-    n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model))
-    n_embd = llama_cpp.llama_model_n_embd(model)
     report: dict[str, Any] = {
         "loaded": True,
         "n_layer": llama_cpp.llama_model_n_layer(model),
@@ -82,10 +69,10 @@ def probe(path: Path, *, draft: bool) -> dict[str, Any]:
         ext = llama_cpp_ext
         ext.llama_set_embeddings_nextn(target, True, False)
     prompt = list(PROMPT)
-    batch = _batch(prompt, 0)
+    batch = token_batch(prompt, 0)
     report["target_decode"] = llama_cpp.llama_decode(target, batch)
-    llama_cpp.llama_batch_free(batch)
-    logits = _logits(target, n_vocab)
+    free_batch(batch, with_embeddings=False)
+    logits = logits_row(target, n_vocab).copy()
     report["logits_finite"] = bool(np.isfinite(logits).all())
     report["logits_spread"] = float(logits.max() - logits.min())
     next_token = int(logits.argmax())
@@ -125,51 +112,23 @@ def _draft_one(
     if not out["memory_shared_with_target"]:
         # the MTP block keeps its own cache: fill it with the prompt, each token beside the
         # target's hidden state of the position before it (zeros before the first)
-        batch = _batch(list(PROMPT[:n_past]), 0, n_embd, last_logits=False)
+        batch = token_batch(list(PROMPT[:n_past]), 0, n_embd, logits="none")
         rows = np.ctypeslib.as_array(batch.embd, shape=(n_past, n_embd))
         rows[0], rows[1:] = 0.0, h_rows[:-1]
         out["mtp_prompt_decode"] = llama_cpp.llama_decode(mtp, batch)
-        batch.token = ctypes.POINTER(llama_cpp.llama_token)()
-        llama_cpp.llama_batch_free(batch)
-    batch = _batch([token], n_past, n_embd)
+        free_batch(batch, with_embeddings=True)
+    batch = token_batch([token], n_past, n_embd)
     np.ctypeslib.as_array(batch.embd, shape=(n_embd,))[:] = h_last
     out["mtp_decode"] = llama_cpp.llama_decode(mtp, batch)
-    batch.token = ctypes.POINTER(llama_cpp.llama_token)()  # ours, not llama_batch_free's
-    llama_cpp.llama_batch_free(batch)
+    free_batch(batch, with_embeddings=True)
     if out["mtp_decode"] == 0:
-        logits = _logits(mtp, n_vocab, 0)
+        logits = logits_row(mtp, n_vocab, 0).copy()
         out["draft_logits_finite"] = bool(np.isfinite(logits).all())
         out["drafted_token"] = int(logits.argmax())
         h_next = ext.llama_get_embeddings_nextn_ith(mtp, 0)
         out["draft_nextn_embedding"] = bool(h_next)
     llama_cpp.llama_free(mtp)
     return out
-
-
-def _decode(
-    ctx: Any,
-    tokens: list[int],
-    first_pos: int,
-    embeddings: np.ndarray | None = None,
-    *,
-    all_logits: bool = False,
-    no_logits: bool = False,
-) -> None:
-    """Decode ``tokens`` from ``first_pos`` (beside ``embeddings`` rows for an MTP context)."""
-    n_embd = 0 if embeddings is None else embeddings.shape[1]
-    batch = _batch(tokens, first_pos, n_embd, last_logits=not no_logits)
-    for i in range(len(tokens) if all_logits else 0):
-        batch.logits[i] = True
-    if embeddings is not None:
-        np.ctypeslib.as_array(batch.embd, shape=embeddings.shape)[:] = embeddings
-    try:
-        code = llama_cpp.llama_decode(ctx, batch)
-    finally:
-        if embeddings is not None:
-            batch.token = ctypes.POINTER(llama_cpp.llama_token)()
-        llama_cpp.llama_batch_free(batch)
-    if code != 0:
-        raise RuntimeError(f"llama_decode returned {code}")
 
 
 def _context(model: Any, *, n_rs_seq: int, mtp_of: Any = None) -> Any:
@@ -188,11 +147,11 @@ def _context(model: Any, *, n_rs_seq: int, mtp_of: Any = None) -> Any:
 
 def _target_only(model: Any, prompt: list[int], n_vocab: int, n_tokens: int) -> list[int]:
     ctx = _context(model, n_rs_seq=0)
-    _decode(ctx, prompt, 0)
-    out = [int(_logits(ctx, n_vocab).argmax())]
+    decode(ctx, prompt, 0)
+    out = [int(logits_row(ctx, n_vocab).argmax())]
     while len(out) < n_tokens:
-        _decode(ctx, [out[-1]], len(prompt) + len(out) - 1)
-        out.append(int(_logits(ctx, n_vocab).argmax()))
+        decode(ctx, [out[-1]], len(prompt) + len(out) - 1)
+        out.append(int(logits_row(ctx, n_vocab).argmax()))
     llama_cpp.llama_free(ctx)
     return out
 
@@ -215,36 +174,36 @@ def _speculative(
             raise RuntimeError("the target gave no next-token embeddings")
         return np.ctypeslib.as_array(pointer, shape=(rows, n_embd)).copy()
 
-    _decode(target, prompt, 0)
+    decode(target, prompt, 0)
     rows = hidden(len(prompt))
     # the MTP cache pairs each token with the target's hidden state one position earlier
-    _decode(
+    decode(
         mtp,
         prompt,
         0,
         np.vstack([np.zeros((1, n_embd), np.float32), rows[:-1]]),
-        no_logits=True,
+        logits="none",
     )
     pending = rows[-1:]
-    token = int(_logits(target, n_vocab).argmax())
+    token = int(logits_row(target, n_vocab).argmax())
     out, n_past, drafted, accepted, rollbacks_ok = [token], len(prompt), 0, 0, True
     while len(out) < n_tokens:
-        _decode(mtp, [token], n_past, pending)
-        draft = int(_logits(mtp, n_vocab, 0).argmax())
+        decode(mtp, [token], n_past, pending)
+        draft = int(logits_row(mtp, n_vocab, 0).argmax())
         llama_cpp.llama_memory_seq_rm(mtp_mem, 0, n_past, -1)
         drafted += 1
-        _decode(target, [token, draft], n_past, all_logits=True)
+        decode(target, [token, draft], n_past, logits="all")
         rows = hidden(2)
-        verified = int(_logits(target, n_vocab, 0).argmax())
+        verified = int(logits_row(target, n_vocab, 0).argmax())
         if verified == draft:
             accepted += 1
-            following = int(_logits(target, n_vocab, 1).argmax())
-            _decode(mtp, [token, draft], n_past, np.vstack([pending, rows[:1]]), no_logits=True)
+            following = int(logits_row(target, n_vocab, 1).argmax())
+            decode(mtp, [token, draft], n_past, np.vstack([pending, rows[:1]]), logits="none")
             out += [draft, following]
             pending, token, n_past = rows[1:], following, n_past + 2
         else:
             rollbacks_ok &= bool(llama_cpp.llama_memory_seq_rm(target_mem, 0, n_past + 1, -1))
-            _decode(mtp, [token], n_past, pending, no_logits=True)
+            decode(mtp, [token], n_past, pending, logits="none")
             out.append(verified)
             pending, token, n_past = rows[:1], verified, n_past + 1
     llama_cpp.llama_free(mtp)
@@ -261,14 +220,9 @@ def greedy(path: Path, n_tokens: int, prompt: list[int]) -> dict[str, Any]:
     """Target-only greedy tokens beside MTP-speculative greedy tokens, and the acceptance."""
     from llama_cpp import llama_cpp_ext
 
-    llama_cpp.llama_backend_init()
-    params = llama_cpp.llama_model_default_params()
-    params.load_mtp = True
-    model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+    model, n_vocab, n_embd = _load(path)
     if not model:
         return {"loaded": False}
-    n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model))
-    n_embd = llama_cpp.llama_model_n_embd(model)
     baseline = _target_only(model, prompt, n_vocab, n_tokens)
     speculative = _speculative(model, prompt, llama_cpp_ext, n_embd, n_vocab, n_tokens)
     llama_cpp.llama_model_free(model)
@@ -281,17 +235,15 @@ def greedy(path: Path, n_tokens: int, prompt: list[int]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    options = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--greedy", "--prompt")}
-    paths = [a for a in argv if not a.startswith("--") and a not in options.values()]
-    if len(paths) != 1:
-        print(__doc__, file=sys.stderr)
+    args = parse_arguments(argv, 1, __doc__, ("--greedy", "--prompt"))
+    if args is None:
         return 2
-    if "--greedy" in options:
-        prompt = [int(t) for t in options.get("--prompt", "").split(",") if t] or list(PROMPT)
-        report = greedy(Path(paths[0]), int(options["--greedy"]), prompt)
-        print(json.dumps(report), flush=True)
-        return 0
-    print(json.dumps(probe(Path(paths[0]), draft="--draft" in argv)), flush=True)
+    (path,) = args.paths
+    if "--greedy" in args.options:
+        report = greedy(path, int(args.options["--greedy"]), args.token_ids("--prompt", PROMPT))
+    else:
+        report = probe(path, draft="--draft" in argv)
+    print(json.dumps(report), flush=True)
     return 0
 
 

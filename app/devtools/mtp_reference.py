@@ -16,119 +16,19 @@ differ there); the server returns that last token, SpecDeck does not.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-import tempfile
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+from app.devtools.arguments import parse_arguments
+from app.devtools.llama_server import ServerSetup, greedy_run
 from app.devtools.reference import llama_cpp_tool
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SpecConfig
-from app.engine.process.host import EngineHost, LoadRequest
 from app.engine.events import RunSummary
+from app.engine.process.host import EngineHost, LoadRequest
 
 PROMPT = (1, 300, 310, 320, 330, 301)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _post(url: str, body: dict[str, Any], timeout_s: float = 120) -> dict[str, Any]:
-    request = urllib.request.Request(
-        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=timeout_s) as answer:
-        reply: dict[str, Any] = json.loads(answer.read(8 << 20))
-    return reply
-
-
-def server_run(
-    model: Path,
-    assistant: Path | None,
-    prompt: list[int],
-    n_tokens: int,
-    draft_max: int,
-    rounds: int,
-    threads: int,
-) -> dict[str, Any]:
-    port = _free_port()
-    command = [
-        str(llama_cpp_tool("llama-server")),
-        "-m",
-        str(model),
-        *(["-md", str(assistant), "-ngld", "0"] if assistant else []),
-        "--spec-type",
-        "draft-mtp",
-        "--spec-draft-n-max",
-        str(draft_max),
-        "--spec-draft-n-min",
-        "0",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "-c",
-        "2048",
-        "-t",
-        str(threads),
-        "-ngl",
-        "0",
-        "--no-webui",
-        "--parallel",
-        "1",
-    ]
-    with tempfile.TemporaryFile() as log:
-        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                if server.poll() is not None:
-                    log.seek(0)
-                    raise RuntimeError(f"llama-server exited: {log.read()[-2000:]!r}")
-                try:
-                    with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
-                        if answer.status == 200:
-                            break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError("llama-server did not start within 120 s")
-                time.sleep(0.25)
-            replies = [
-                _post(
-                    f"{url}/completion",
-                    {
-                        "prompt": prompt,
-                        "n_predict": n_tokens,
-                        "temperature": 0,
-                        "return_tokens": True,
-                        "cache_prompt": False,
-                    },
-                )
-                for _ in range(rounds)
-            ]
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-    timings = [r["timings"] for r in replies]
-    best = max(timings, key=lambda t: float(t["predicted_per_second"]))
-    return {
-        "tokens": [int(t) for t in replies[0]["tokens"]],
-        "tok_s": round(float(best["predicted_per_second"]), 2),
-        "drafted": int(best.get("draft_n", 0)),
-        "accepted": int(best.get("draft_n_accepted", 0)),
-    }
+REFERENCE_CTX = 2048
 
 
 def specdeck_run(
@@ -142,11 +42,12 @@ def specdeck_run(
 ) -> dict[str, Any]:
     spec = SpecConfig(draft_max=draft_max, adaptive=False, collapse_guard=False, ngram_first=False)
     host = EngineHost()
-    target = ModelSpec(str(model), n_ctx=2048, n_threads=threads)
+    target = ModelSpec(str(model), n_ctx=REFERENCE_CTX, n_threads=threads)
     if assistant is None:
         load = LoadRequest(target, None, DraftSource.MTP)
     else:
-        load = LoadRequest(target, ModelSpec(str(assistant), n_ctx=2048, n_threads=threads))
+        drafter = ModelSpec(str(assistant), n_ctx=REFERENCE_CTX, n_threads=threads)
+        load = LoadRequest(target, drafter)
     try:
         host.load(load)
         out: dict[str, Any] = {}
@@ -189,9 +90,13 @@ def compare(
     threads: int = 1,
     assistant: Path | None = None,
 ) -> dict[str, Any]:
-    args = (prompt, n_tokens, draft_max, rounds, threads)
-    server = server_run(model, assistant, *args)
-    ours = specdeck_run(model, assistant, *args)
+    spec_args = ["-md", str(assistant), "-ngld", "0"] if assistant else []
+    spec_args += ["--spec-type", "draft-mtp", "--spec-draft-n-max", str(draft_max)]
+    spec_args += ["--spec-draft-n-min", "0"]
+    setup = ServerSetup(REFERENCE_CTX, threads)
+    binary = llama_cpp_tool("llama-server")
+    server = greedy_run(binary, model, spec_args, prompt, n_tokens, setup, rounds=rounds)
+    ours = specdeck_run(model, assistant, prompt, n_tokens, draft_max, rounds, threads)
     specdeck, target_only = ours["specdeck"], ours["target_only"]
     # the server's answer ends with the end-of-generation token when one stopped it
     served = server["tokens"]
@@ -214,19 +119,16 @@ def compare(
 
 
 def main(argv: list[str]) -> int:
-    options = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--")}
-    paths = [a for a in argv if not a.startswith("--") and a not in options.values()]
-    if len(paths) != 1:
-        print(__doc__, file=sys.stderr)
+    args = parse_arguments(argv, 1, __doc__)
+    if args is None:
         return 2
-    prompt = [int(t) for t in options.get("--prompt", "").split(",") if t] or list(PROMPT)
     report = compare(
-        Path(paths[0]),
-        prompt,
-        int(options.get("--tokens", "256")),
-        int(options.get("--draft-max", "3")),
-        int(options.get("--rounds", "3")),
-        assistant=Path(options["--assistant"]) if "--assistant" in options else None,
+        args.paths[0],
+        args.token_ids("--prompt", PROMPT),
+        int(args.get("--tokens", "256")),
+        int(args.get("--draft-max", "3")),
+        int(args.get("--rounds", "3")),
+        assistant=Path(args.options["--assistant"]) if "--assistant" in args.options else None,
     )
     print(json.dumps(report), flush=True)
     return 0

@@ -17,6 +17,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from filelock import FileLock
+
 from app.engine.llama.repacking import repacking_enabled
 from app.errors import SpecDeckError
 from app.files.paths import model_cache_dir
@@ -61,9 +63,17 @@ def llama_cpp_tool(name: str) -> Path:
     llama_version = version("llama-cpp-python")
     root = model_cache_dir() / "reference" / llama_version
     binary = root / "build" / "bin" / name
-    if binary.exists():
-        return binary
     root.mkdir(parents=True, exist_ok=True)
+    # one build at a time: test runs started together each began their own build in the
+    # same folder (three at once were seen here); the later ones wait and find the binary
+    # (not looked for before the lock: a build in progress links it in place)
+    with FileLock(str(root / "build.lock")):
+        if binary.exists():
+            return binary
+        return _build_tool(name, root, llama_version, binary)
+
+
+def _build_tool(name: str, root: Path, llama_version: str, binary: Path) -> Path:
     sdist = root / f"llama_cpp_python-{llama_version}.tar.gz"
     if not sdist.exists():
         _run(

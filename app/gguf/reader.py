@@ -10,7 +10,7 @@ real-model limits before anything is allocated for it.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -251,6 +251,16 @@ class _Cursor:
         self.pos += length
         return text
 
+    def name(self, what: str, index: int, limit: int, seen: Container[str], twice: str) -> str:
+        """The name of ``what`` number ``index``, which later failures then name; ``twice``
+        is the failure when ``seen`` has it already."""
+        self.where = f"{what} #{index}"
+        name = self.string(limit)
+        self.where = f"{what} {name!r}"
+        if name in seen:
+            raise self.fail(twice)
+        return name
+
     def scalar(self, value_type: int) -> Any:
         packer = _SCALAR_STRUCTS.get(value_type)
         if packer is None:
@@ -340,11 +350,7 @@ def read_header(source: ByteSource, *, first_window: int = FIRST_WINDOW) -> GGUF
     kv_count = cursor.count("key", MAX_KV, 12)
     metadata: dict[str, Any] = {}
     for index in range(kv_count):
-        cursor.where = f"key #{index}"
-        key = cursor.string(MAX_KEY_BYTES)
-        cursor.where = f"key {key!r}"
-        if key in metadata:
-            raise cursor.fail("the key appears twice")
+        key = cursor.name("key", index, MAX_KEY_BYTES, metadata, "the key appears twice")
         metadata[key] = cursor.value(cursor.u32(), is_tokens=key == TOKENS_KEY)
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
     if (
@@ -359,11 +365,9 @@ def read_header(source: ByteSource, *, first_window: int = FIRST_WINDOW) -> GGUF
     tensors = []
     names: set[str] = set()
     for index in range(tensor_count):
-        cursor.where = f"tensor #{index}"
-        name = cursor.string(MAX_TENSOR_NAME_BYTES)
-        cursor.where = f"tensor {name!r}"
-        if name in names:
-            raise cursor.fail("the tensor name appears twice")
+        name = cursor.name(
+            "tensor", index, MAX_TENSOR_NAME_BYTES, names, "the tensor name appears twice"
+        )
         names.add(name)
         n_dims = cursor.u32()
         if not 1 <= n_dims <= MAX_DIMS:

@@ -10,11 +10,22 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import PurePath
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from app.engine.config import MAX_DRAFT_LEN, AcceptRule, DraftSource, SamplerConfig, SpecConfig
-from app.lab import checks
-from app.store.settings import Invalid, Settings, parse_field
+from app.files.values import (
+    BadValue,
+    GivenFinite,
+    GivenFlag,
+    GivenWide,
+    InputSchema,
+    member_of,
+    text_of,
+    validated,
+)
+from app.store.settings import Invalid, Settings, check_value
 
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.+")
 
@@ -24,11 +35,10 @@ class ConfigError(ValueError):
 
 
 def check_setting(name: str, value: object, what: str) -> None:
-    """``value`` checked by the chat setting ``name``'s own parser, so the lab and the chat
+    """``value`` checked by the chat setting ``name``'s own rule, so the lab and the chat
     accept the same range (one place for each)."""
-    text = "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
     try:
-        parse_field(name, text)
+        check_value(name, value)
     except Invalid as refused:
         raise ConfigError(f"{what} {value!r} {refused}") from None
 
@@ -56,7 +66,7 @@ class LabConfig:
                 f"configuration name {self.name!r}: use 1-40 letters, digits or - _ . +"
             )
         if self.server is not None:
-            from app.lab.remote import RemoteError, check_url
+            from app.remote.client import RemoteError, check_url
 
             if self.server_kind not in ("llama-server", "vllm"):
                 raise ConfigError(f"configuration {self.name}: kind is llama-server or vllm")
@@ -123,48 +133,37 @@ class LabConfig:
         return data
 
     @staticmethod
-    def from_json(data: dict[str, Any]) -> LabConfig:
-        """A configuration from a result file, each value type-checked before the ranges of
-        ``__post_init__`` apply."""
+    def from_json(data: object) -> LabConfig:
+        """A configuration from a result file, each value type-checked by ``ConfigFields``
+        before the ranges of ``__post_init__`` apply."""
         try:
-            return LabConfig._from_json(checks.mapping(data, "a configuration"))
-        except checks.BadValue as exc:
+            fields = validated(ConfigFields, data, "a configuration")
+        except BadValue as exc:
             raise ConfigError(f"not a lab configuration: {exc}") from None
-        except ValueError as exc:  # an unknown source or rule
-            if isinstance(exc, ConfigError):
-                raise
-            raise ConfigError(f"not a lab configuration: {exc}") from None
+        return LabConfig(**fields.model_dump(exclude_unset=True))
 
-    @staticmethod
-    def _from_json(data: dict[str, Any]) -> LabConfig:
-        def whole(key: str, default: int) -> int:
-            return checks.whole(data.get(key, default), key, -(2**63), 2**63)
 
-        def number(key: str, default: float) -> float:
-            return checks.number(data.get(key, default), key)
+Location = Annotated[str, text_of(4096)]  # a file or an address
 
-        def flag(key: str, default: bool) -> bool:
-            return checks.flag(data.get(key, default), key)
 
-        def text(key: str, default: str | None, limit: int = 4096) -> str | None:
-            return checks.optional_text(data.get(key, default), key, limit)
+class ConfigFields(InputSchema):
+    """The schema of a configuration as a result file states it (``LabConfig.to_json``);
+    a value not given takes ``LabConfig``'s default."""
 
-        return LabConfig(
-            name=checks.text(data.get("name"), "name", 40),
-            source=DraftSource(checks.text(data.get("source", "model"), "source", 16)),
-            draft=text("draft", None),
-            draft_max=whole("draft_max", 16),
-            adaptive=flag("adaptive", True),
-            rule=AcceptRule(checks.text(data.get("rule", "rejection"), "rule", 16)),
-            temperature=number("temperature", 0.0),
-            p_min=number("p_min", 0.0),
-            ngram_n=whole("ngram_n", 3),
-            collapse_guard=flag("collapse_guard", True),
-            ngram_first=flag("ngram_first", True),
-            server=text("server", None),
-            server_kind=checks.text(data.get("server_kind", "llama-server"), "server_kind", 16),
-            baseline_server=text("baseline_server", None),
-        )
+    name: Annotated[str, text_of(40)] = Field(None, validate_default=True)
+    source: Annotated[DraftSource | None, member_of(DraftSource)] = None
+    draft: Location | None = None
+    draft_max: GivenWide = None
+    adaptive: GivenFlag = None
+    rule: Annotated[AcceptRule | None, member_of(AcceptRule)] = None
+    temperature: GivenFinite = None
+    p_min: GivenFinite = None
+    ngram_n: GivenWide = None
+    collapse_guard: GivenFlag = None
+    ngram_first: GivenFlag = None
+    server: Location | None = None
+    server_kind: Annotated[str | None, text_of(16)] = None
+    baseline_server: Location | None = None
 
 
 def _number(kind: type, key: str, value: str, name: str) -> Any:

@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field, PlainValidator
 
 from app.engine.config import DEFAULT_SEED, KV_TYPES, ModelSpec
-from app.lab import checks
+from app.files.values import (
+    BadValue,
+    GivenFinite,
+    GivenFlag,
+    GivenWide,
+    InputSchema,
+    Refusal,
+    Wide,
+    kind,
+    text_of,
+    validated,
+)
 from app.lab.configs import ConfigError, LabConfig, check_setting
 from app.lab.suites import Prompt, Split, SuiteError, check_prompt, split, suite_hash
 
@@ -115,47 +128,69 @@ class LabPlan:
         }
 
     @staticmethod
-    def from_json(data: dict[str, Any]) -> LabPlan:
-        """The plan a result file states, every value type-checked and range-checked by the
-        same rules as a plan made here; ``ConfigError``/``SuiteError`` name what is wrong."""
+    def from_json(data: object) -> LabPlan:
+        """The plan a result file states, every value type-checked by ``PlanFields`` and
+        range-checked by the same rules as a plan made here; ``ConfigError``/``SuiteError``
+        name what is wrong."""
         try:
-            return LabPlan._from_json(data)
-        except checks.BadValue as exc:
+            plan = validated(PlanFields, data, "the plan")
+        except BadValue as exc:
             raise ConfigError(f"the result file's plan cannot be read: {exc}") from None
-
-    @staticmethod
-    def _from_json(data: dict[str, Any]) -> LabPlan:
-        wide = (-(2**63), 2**63)
-        data = checks.mapping(data, "the plan")
-        target = checks.mapping(data.get("target"), "target")
-        claim = checks.mapping(data.get("claim") or {}, "claim")
-        configs = data.get("configs")
-        prompts = data.get("prompts")
-        if not isinstance(configs, list) or not isinstance(prompts, list):
-            raise checks.BadValue("configs and prompts must be lists")
+        claim = plan.claim.model_dump(exclude_unset=True) if plan.claim else {}
         return LabPlan(
-            target=ModelSpec(
-                path=checks.text(target.get("path"), "target.path", 4096),
-                n_gpu_layers=checks.whole(target.get("n_gpu_layers", -1), "n_gpu_layers", *wide),
-                n_ctx=checks.whole(target.get("n_ctx", 4096), "n_ctx", *wide),
-                n_threads=checks.whole(target.get("n_threads", 0), "n_threads", *wide),
-                kv_type=checks.text(target.get("kv_type", "f16"), "kv_type", 16),
-                flash_attn=checks.text(target.get("flash_attn", "auto"), "flash_attn", 16),
-                repack=checks.text(target.get("repack", "auto"), "repack", 16),
-            ),
-            configs=tuple(LabConfig.from_json(c) for c in configs),
+            target=ModelSpec(**plan.target.model_dump(exclude_unset=True)),
+            configs=tuple(LabConfig.from_json(c) for c in plan.configs),
             prompts=tuple(
-                check_prompt(p, f"the result file's prompt {i + 1}") for i, p in enumerate(prompts)
+                check_prompt(p, f"the result file's prompt {i + 1}")
+                for i, p in enumerate(plan.prompts)
             ),
-            repeats=checks.whole(data.get("repeats", 1), "repeats", *wide),
-            max_tokens=checks.whole(data.get("max_tokens", 64), "max_tokens", *wide),
-            seed=checks.whole(data.get("seed", 0), "seed", *wide),
-            ignore_eos=checks.flag(data.get("ignore_eos", False), "ignore_eos"),
-            salt=checks.text(data.get("salt", "specdeck-lab"), "salt", 200),
-            confirm_fraction=checks.number(data.get("confirm_fraction", 1 / 3), "confirm_fraction"),
-            claim=Claim(
-                threshold=checks.number(claim.get("threshold", 1.3), "the claim's threshold"),
-                category=checks.optional_text(claim.get("category"), "the claim's category", 80),
-                config=checks.optional_text(claim.get("config"), "the claim's config", 40),
-            ),
+            seed=plan.seed,
+            claim=Claim(**claim),
+            **plan.model_dump(exclude_unset=True, include=PLAN_SETTINGS),
         )
+
+
+def _list(value: object) -> list[Any]:
+    if not isinstance(value, list):
+        raise Refusal(f"is {kind(value)}; configs and prompts must be lists")
+    return value
+
+
+Entries = Annotated[list[Any], PlainValidator(_list)]  # each read by its own reader
+Name = Annotated[str, text_of(80)]
+Setting = Annotated[str | None, text_of(16)]
+
+
+class TargetFields(InputSchema):
+    path: Annotated[str, text_of(4096)] = Field(None, validate_default=True)
+    n_gpu_layers: GivenWide = None
+    n_ctx: GivenWide = None
+    n_threads: GivenWide = None
+    kv_type: Setting = None
+    flash_attn: Setting = None
+    repack: Setting = None
+
+
+class ClaimFields(InputSchema):
+    threshold: GivenFinite = None
+    category: Name | None = None
+    config: Annotated[str, text_of(40)] | None = None
+
+
+class PlanFields(InputSchema):
+    """The schema of a plan as a result file states it (``LabPlan.to_json``); a value not
+    given takes ``LabPlan``'s default."""
+
+    target: TargetFields
+    configs: Entries = Field(None, validate_default=True)
+    prompts: Entries = Field(None, validate_default=True)
+    repeats: GivenWide = None
+    max_tokens: GivenWide = None
+    seed: Wide = 0  # absent: 0, as result files have always been read
+    ignore_eos: GivenFlag = None
+    salt: Annotated[str | None, text_of(200)] = None
+    confirm_fraction: GivenFinite = None
+    claim: ClaimFields | None = None
+
+
+PLAN_SETTINGS = {"repeats", "max_tokens", "ignore_eos", "salt", "confirm_fraction"}

@@ -12,37 +12,32 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from app.files.fileio import StoredFileError, error_text, read_bytes_bounded
-from app.lab import checks
+from app.files.values import (
+    BadValue,
+    Count,
+    Finite,
+    Flag,
+    GivenCount,
+    GivenFinite,
+    InputSchema,
+    Mapping,
+    label_of,
+    loads,
+    one_of,
+    text_of,
+    validated,
+    whole_in,
+)
 
 FORMAT = "specdeck-lab/1"
 MAX_LOG_BYTES = 512 * 1024 * 1024
 MAX_LINE_BYTES = 4 * 1024 * 1024
 PHASES = ("tuning", "confirmation")
-PROMPT_KEYS = ("phase", "prompt", "category", "repeat", "baselines", "runs")
 MAX_NAME_CHARS = 80  # prompt ids, categories, configuration names (suites and configs allow less)
 MAX_REPEAT = 1000
-# What a run's figures are, for reading them back (``runner.measure`` and ``remote`` write them)
-RUN_NUMBERS = (
-    "tok_s",
-    "ttft_ms",
-    "acceptance",
-    "tokens_per_pass",
-    "itl_p50_ms",
-    "itl_p95_ms",
-    "itl_p99_ms",
-    "host_ms_per_token",
-    "wall_s",
-    "temperature",
-    "baseline_tok_s",
-)
-RUN_COUNTS = ("tokens", "drafted", "accepted", "guard_pauses")
-RUN_OPTIONAL = {"peak_rss_mb": "number", "margin": "number", "first_divergence": "count"}
-# A prompt's CPU times (``interference.between``): seconds, and counts of cores and threads
-LOAD_SECONDS = ("wall_s", "own_cpu_s", "busy_cpu_s")
-LOAD_COUNTS = ("cpus", "threads")
 MAX_CPUS = 1 << 16
 
 
@@ -50,69 +45,91 @@ class ResultFileError(ValueError):
     """A result file that cannot be read or resumed; the message says why."""
 
 
-def _check_run(value: object, what: str) -> None:
-    run = checks.mapping(value, what)
-    for key in RUN_NUMBERS:
-        if key in run:
-            checks.number(run[key], f"{what}.{key}")
-    for key in RUN_COUNTS:
-        if key in run:
-            checks.whole(run[key], f"{what}.{key}", 0, checks.MAX_COUNT)
-    for key, kind in RUN_OPTIONAL.items():
-        if run.get(key) is None:
-            continue
-        if kind == "count":
-            checks.whole(run[key], f"{what}.{key}", 0, checks.MAX_COUNT)
-        else:
-            checks.number(run[key], f"{what}.{key}")
-    if run.get("identical") is not None:
-        checks.flag(run["identical"], f"{what}.identical")
+# --- the schema of the records: every value the readers use, by its type and range ---------
+# A figure present as null is refused (None is only the default for one not written). The
+# records are kept as read, keys the schema does not declare included.
+
+Name = Annotated[str, label_of(MAX_NAME_CHARS)]
+Digest = Annotated[str, text_of(64)]
 
 
-def _check_runs(value: object, what: str) -> None:
-    for name, run in checks.mapping(value, what).items():
-        checks.label(name, f"a name in {what}", MAX_NAME_CHARS)
-        _check_run(run, f"{what}.{name[:MAX_NAME_CHARS]}")
+class Run(InputSchema):
+    """One configuration's figures on one prompt (``runner.measure`` and ``remote``)."""
+
+    tok_s: GivenFinite = None
+    ttft_ms: GivenFinite = None
+    acceptance: GivenFinite = None
+    tokens_per_pass: GivenFinite = None
+    itl_p50_ms: GivenFinite = None
+    itl_p95_ms: GivenFinite = None
+    itl_p99_ms: GivenFinite = None
+    host_ms_per_token: GivenFinite = None
+    wall_s: GivenFinite = None
+    temperature: GivenFinite = None
+    baseline_tok_s: GivenFinite = None
+    tokens: GivenCount = None
+    drafted: GivenCount = None
+    accepted: GivenCount = None
+    guard_pauses: GivenCount = None
+    peak_rss_mb: Finite | None = None
+    margin: Finite | None = None
+    first_divergence: Count | None = None
+    identical: Flag | None = None
+
+
+class Load(InputSchema):
+    """A prompt's CPU times (``interference.between``): seconds, and counts."""
+
+    wall_s: Finite = 0.0
+    own_cpu_s: Finite = 0.0
+    busy_cpu_s: Finite = 0.0
+    cpus: Annotated[int, whole_in(0, MAX_CPUS)] = 1
+    threads: Annotated[int, whole_in(0, MAX_CPUS)] = 1
+
+
+class PromptRecord(InputSchema):
+    phase: Annotated[str, one_of(PHASES)]
+    prompt: Name
+    category: Name
+    repeat: Annotated[int, whole_in(0, MAX_REPEAT)]
+    baselines: dict[Name, Run]
+    runs: dict[Name, Run]
+    load: Load | None = None
+
+
+class LineageTarget(InputSchema):
+    sha256: Digest | None = None
+
+
+class Lineage(InputSchema):
+    target: LineageTarget | None = None
+    drafts: dict[str, Digest] | None = None  # path: sha256
+
+
+class Header(InputSchema):
+    plan: Mapping  # ``LabPlan.from_json`` reads it, with the plan's own schema
+    lineage: Lineage | None = None
+
+
+class Choice(InputSchema):
+    per_category: dict[str, Annotated[str, text_of(40)] | None] | None = None
+    claim_config: Annotated[str, text_of(MAX_NAME_CHARS)] | None = None
+
+
+RECORDS: dict[str, type[InputSchema]] = {
+    "header": Header,
+    "prompt": PromptRecord,
+    "choice": Choice,
+}
 
 
 def check_record(item: dict[str, Any]) -> None:
-    """Raises ``checks.BadValue`` unless every value the readers use has its type and range,
-    so the analysis, the report and resuming never meet a missing key or a wrong type."""
-    kind = item["kind"]
-    if kind == "header":
-        checks.mapping(item.get("plan"), "the plan")
-        lineage = item.get("lineage")
-        if lineage is not None:
-            checks.mapping(lineage, "the lineage")
-            target = lineage.get("target")
-            if target is not None:
-                checks.mapping(target, "the lineage's target")
-                checks.optional_text(target.get("sha256"), "the target's sha256", 64)
-            for path, digest in checks.mapping(lineage.get("drafts") or {}, "drafts").items():
-                checks.text(digest, f"the sha256 of {path[:200]}", 64)
-    elif kind == "prompt":
-        missing = [key for key in PROMPT_KEYS if key not in item]
-        if missing:
-            raise checks.BadValue(f"{', '.join(missing)} missing")
-        phase = checks.text(item.get("phase"), "phase", MAX_NAME_CHARS)
-        if phase not in PHASES:
-            raise checks.BadValue(f"phase is {phase!r}, not one of {', '.join(PHASES)}")
-        checks.label(item.get("prompt"), "prompt", MAX_NAME_CHARS)
-        checks.label(item.get("category"), "category", MAX_NAME_CHARS)
-        checks.whole(item.get("repeat"), "repeat", 0, MAX_REPEAT)
-        _check_runs(item.get("runs"), "runs")
-        _check_runs(item.get("baselines"), "baselines")
-        if item.get("load") is not None:
-            times = checks.mapping(item["load"], "load")
-            for key in LOAD_SECONDS:
-                checks.number(times.get(key, 0.0), f"load.{key}")
-            for key in LOAD_COUNTS:
-                checks.whole(times.get(key, 1), f"load.{key}", 0, MAX_CPUS)
-    elif kind == "choice":
-        per_category = checks.mapping(item.get("per_category") or {}, "per_category")
-        for category, config in per_category.items():
-            checks.optional_text(config, f"the choice for {category[:MAX_NAME_CHARS]}", 40)
-        checks.optional_text(item.get("claim_config"), "claim_config", MAX_NAME_CHARS)
+    """Raises ``BadValue`` unless every value the readers use has its type and range (the
+    schema of its kind), so the analysis, the report and resuming never meet a missing key
+    or a wrong type."""
+    schema = RECORDS.get(item["kind"])
+    if schema is not None:
+        validated(schema, item, "the record")
 
 
 @dataclass
@@ -137,8 +154,8 @@ class ResultLog:
     def open(path: Path, *, repair: bool = False) -> ResultLog:
         """Read a result file; with ``repair`` a torn last line is cut off for appending.
 
-        Every record is type-checked (``check_record``): a damaged or hand-edited file is
-        refused with its line number, never half-read.
+        Every record is checked against its schema (``check_record``): a damaged or
+        hand-edited file is refused with its line number, never half-read.
         """
         try:
             data = read_bytes_bounded(path, MAX_LOG_BYTES, what="result file")
@@ -154,7 +171,7 @@ class ResultLog:
             if len(raw) > MAX_LINE_BYTES:
                 raise ResultFileError(f"{path}:{number}: the line is too long to be a record")
             try:
-                item = checks.loads(raw.decode("utf-8"))
+                item = loads(raw.decode("utf-8"))
             except ValueError as exc:  # not UTF-8, not JSON, NaN/Infinity, nested too deeply
                 raise ResultFileError(f"{path}:{number}: not a lab record ({exc})") from None
             if not isinstance(item, dict) or not isinstance(item.get("kind"), str):
@@ -163,7 +180,7 @@ class ResultLog:
                 raise ResultFileError(f"{path} is not a SpecDeck lab result file")
             try:
                 check_record(item)
-            except checks.BadValue as exc:
+            except BadValue as exc:
                 raise ResultFileError(
                     f"{path}:{number}: a damaged {item['kind'][:20]!r} record: {exc}"
                 ) from None

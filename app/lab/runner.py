@@ -26,6 +26,7 @@ import numpy as np
 from app import __version__
 from app.engine.bench import BenchSettings, lineage, warm_up
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig
+from app.engine.events import RunSummary
 from app.engine.process.host import (
     CancelFlag,
     EngineCrashed,
@@ -33,16 +34,15 @@ from app.engine.process.host import (
     EngineUnresponsive,
     LoadRequest,
 )
-from app.engine.events import RunSummary
 from app.errors import GenerationCancelled
 from app.files.fileio import file_sha256
 from app.lab import interference
 from app.lab.configs import LabConfig
 from app.lab.plan import BASELINE, LabPlan
-from app.lab.remote import RemoteCancelled
 from app.lab.results import ResultFileError, ResultLog
 from app.lab.stats import choose, rows_from
 from app.lab.suites import Prompt
+from app.remote.client import RemoteCancelled
 
 
 @dataclass(frozen=True)
@@ -311,7 +311,7 @@ class LabRunner:
         return True
 
     def _run_remote(self, config: LabConfig, prompt: Prompt, seed: int) -> dict[str, Any]:
-        from app.lab.remote import run_remote
+        from app.lab.remote_run import run_remote
 
         def ask(url: str) -> dict[str, Any]:
             return run_remote(

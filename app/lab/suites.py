@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.files.fileio import StoredFileError, read_text_bounded
-from app.lab.checks import BadValue, label, loads, unicode
+from app.files.values import BadValue, label, loads, unicode
 from app.store.conversations import ConversationStore
 
 BUILTIN_DIR = Path(__file__).resolve().parents[2] / "resources" / "lab"

@@ -267,6 +267,21 @@ def _map_transport(exc: Exception, watch: Watch) -> Exception:
 
 
 @contextmanager
+def _transport_errors(watch: Watch) -> Iterator[None]:
+    """A transport failure inside as the HubError that says what happened under ``watch``
+    (``_map_transport``); a HubError, or a failure it does not know, passes as it is."""
+    try:
+        yield
+    except HubError:
+        raise
+    except Exception as exc:
+        mapped = _map_transport(exc, watch)
+        if mapped is exc:
+            raise
+        raise mapped from exc
+
+
+@contextmanager
 def stream(url: str, headers: dict[str, str], watch: Watch) -> Iterator[Any]:
     """GET ``url`` with bounded waits; HTTP errors are raised from a capped error body."""
     from huggingface_hub.utils import get_session
@@ -299,22 +314,18 @@ def watched_request(
         extensions["trace"] = dog.trace
         dog.start()
     try:
-        with client.stream(
-            method,
-            url,
-            headers=headers,
-            content=content,
-            timeout=watch.timeout(),
-            extensions=extensions,
-        ) as response:
+        with (
+            _transport_errors(watch),
+            client.stream(
+                method,
+                url,
+                headers=headers,
+                content=content,
+                timeout=watch.timeout(),
+                extensions=extensions,
+            ) as response,
+        ):
             yield response
-    except HubError:
-        raise
-    except Exception as exc:
-        mapped = _map_transport(exc, watch)
-        if mapped is exc:
-            raise
-        raise mapped from exc
     finally:
         if dog is not None:
             dog.stop()
@@ -366,19 +377,12 @@ def read_capped(response: Any, limit: int, watch: Watch) -> bytes:
             f"({response.headers['Content-Encoding']}) although none was asked"
         )
     data = bytearray()
-    try:
+    with _transport_errors(watch):
         for chunk in response.iter_raw():
             data += chunk[: limit - len(data)]
             watch.progress(len(chunk), limit - len(data))
             if len(data) >= limit:
                 break
-    except HubError:
-        raise
-    except Exception as exc:
-        mapped = _map_transport(exc, watch)
-        if mapped is exc:
-            raise
-        raise mapped from exc
     return bytes(data)
 
 

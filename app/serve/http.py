@@ -1,8 +1,8 @@
 """The HTTP face of the server: Starlette routes for the OpenAI endpoints.
 
 Each generation request reads a bounded body (size and total time), is checked field by
-field (``app.serve.params``), and becomes a ticket on the ``Engine`` (the ``EngineRunner``,
-or the window's engine worker when the window serves). While the answer
+field (``app.serve.params``), and becomes a ticket on the ``ServingQueue`` (the ``CliServing``,
+or the window's ``WindowServing`` when the window serves). While the answer
 is produced a watcher listens for the client going away; when it does, the ticket is
 cancelled, so the engine stops at its next step (or the waiting call is dropped). Errors
 carry OpenAI's error body, so clients show their message.
@@ -38,14 +38,14 @@ from app.serve.params import (
     read_json,
 )
 from app.serve.replies import Reply, event
-from app.serve.runner import (
+from app.serve.tickets import (
     Cancelled,
     Delta,
-    Engine,
     Failed,
     Finished,
     Outcome,
     QueueFull,
+    ServingQueue,
     Started,
 )
 
@@ -187,9 +187,9 @@ def _too_large() -> ApiError:
 class _Answer(Response):
     """One call on the engine, answered whole or as server-sent events."""
 
-    def __init__(self, runner: Engine, call: Call, reply: Reply) -> None:
+    def __init__(self, serving: ServingQueue, call: Call, reply: Reply) -> None:
         super().__init__()
-        self._runner = runner
+        self._serving = serving
         self._call = call
         self._reply = reply
 
@@ -197,11 +197,11 @@ class _Answer(Response):
         loop = asyncio.get_running_loop()
         outcomes: asyncio.Queue[Outcome] = asyncio.Queue()
 
-        def deliver(outcome: Outcome) -> None:  # on the runner's thread
+        def deliver(outcome: Outcome) -> None:  # on the serving thread
             loop.call_soon_threadsafe(outcomes.put_nowait, outcome)
 
         try:
-            ticket = self._runner.submit(self._call, deliver)
+            ticket = self._serving.submit(self._call, deliver)
         except QueueFull:
             busy = ApiError(
                 429,
@@ -220,7 +220,7 @@ class _Answer(Response):
                     await self._whole(outcomes, scope, receive, send)
                 group.cancel_scope.cancel()
         finally:
-            self._runner.cancel(ticket)  # the client left (or the answer is done: no-op)
+            self._serving.cancel(ticket)  # the client left (or the answer is done: no-op)
 
     async def _whole(
         self, outcomes: asyncio.Queue[Outcome], scope: Scope, receive: Receive, send: Send
@@ -290,7 +290,7 @@ def _error_of(outcome: Failed | Cancelled) -> ApiError:
 
 
 def build_app(
-    runner: Engine,
+    serving: ServingQueue,
     *,
     model: str | Callable[[], str],
     defaults: Sampling,
@@ -316,7 +316,7 @@ def build_app(
         return JSONResponse({"object": "list", "data": [entry]})
 
     async def health(_: Request) -> Response:
-        stats = runner.stats()
+        stats = serving.stats()
         last = stats.last
         return JSONResponse(
             {
@@ -333,11 +333,11 @@ def build_app(
 
     async def chat(request: Request) -> Response:
         call = with_caller(chat_call(await read_call_body(request), defaults), request)
-        return _Answer(runner, call, Reply(name(), chat=True))
+        return _Answer(serving, call, Reply(name(), chat=True))
 
     async def completions(request: Request) -> Response:
         call = with_caller(completion_call(await read_call_body(request), defaults), request)
-        return _Answer(runner, call, Reply(name(), chat=False))
+        return _Answer(serving, call, Reply(name(), chat=False))
 
     async def api_error(_: Request, error: Exception) -> Response:
         assert isinstance(error, ApiError)

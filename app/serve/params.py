@@ -1,23 +1,39 @@
 """OpenAI request bodies -> typed calls, or an ``ApiError`` naming the field.
 
-A body is a stranger's JSON: every value is type- and range-checked here (through
-``app.lab.checks``, the checks the Lab uses on what servers send it) before it reaches the
-engine. Fields the engine does not use are ignored, as OpenAI-compatible servers do; fields
-that would change the answer in a way SpecDeck cannot honour (``n`` > 1, ``echo``) are
-refused rather than silently dropped.
+A body is a stranger's JSON, checked against the schema of its endpoint (``ChatBody``,
+``CompletionBody``, declared with the checked types of ``app.files.values``) before it
+reaches the engine: every value type- and range-checked. Fields the engine does not use are
+ignored, as OpenAI-compatible servers do; fields that would change the answer in a way
+SpecDeck cannot honour (``n`` > 1, ``echo``) are refused rather than silently dropped.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, fields, replace
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, PlainValidator, ValidationInfo
 
 from app.engine.config import SamplerConfig
-from app.lab import checks
-from app.lab.checks import BadValue
+from app.files.values import (
+    BadValue,
+    Flag,
+    InputSchema,
+    Key,
+    Refusal,
+    check_mapping,
+    check_text,
+    check_unicode,
+    check_whole,
+    kind,
+    number_in,
+    shown_path,
+    text_of,
+    validated,
+    whole_in,
+)
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_MESSAGES = 1024
@@ -62,25 +78,15 @@ class ApiError(Exception):
 
 
 @dataclass(frozen=True)
-class Sampling:
-    """What a request may set; the server's command line gives the defaults."""
+class Sampling(SamplerConfig):
+    """What a request may set: the sampler, the answer's length and its stop strings. The
+    server's command line (or the window's settings) gives the defaults."""
 
-    temperature: float = SamplerConfig.temperature
-    top_p: float = SamplerConfig.top_p
-    top_k: int = SamplerConfig.top_k
-    min_p: float = SamplerConfig.min_p
     max_tokens: int = 512
-    seed: int | None = None
     stop: tuple[str, ...] = ()
 
     def sampler(self) -> SamplerConfig:
-        return SamplerConfig(
-            temperature=self.temperature,
-            top_k=self.top_k,
-            top_p=self.top_p,
-            min_p=self.min_p,
-            seed=self.seed,
-        )
+        return SamplerConfig(**{f.name: getattr(self, f.name) for f in fields(SamplerConfig)})
 
 
 @dataclass(frozen=True)
@@ -138,7 +144,7 @@ def read_json(body: bytes) -> dict[str, Any]:
         where = _path_of(payload, found[0])
         raise ApiError(400, f"{where or 'the body'} is {found[0].what}", param=where)
     if not isinstance(payload, dict):
-        raise ApiError(400, f"the body must be a JSON object, not {checks.kind(payload)}")
+        raise ApiError(400, f"the body must be a JSON object, not {kind(payload)}")
     return payload
 
 
@@ -151,8 +157,6 @@ class _Refused:
 
 def _path_of(payload: object, target: _Refused) -> str | None:
     """Where ``target`` sits in ``payload`` (``messages[0].content``); None: the top."""
-    if payload is target:
-        return None
     # each place links to its parent's: (parent place, key); only containers are visited
     stack: list[tuple[dict[str, Any] | list[Any], Any]] = []
     if isinstance(payload, dict | list):
@@ -162,185 +166,210 @@ def _path_of(payload: object, target: _Refused) -> str | None:
         items = value.items() if isinstance(value, dict) else enumerate(value)
         for key, item in items:
             if item is target:
-                return _shown_place((place, key))
+                return shown_path(_keys((place, key))) or None
             if isinstance(item, dict | list):
                 stack.append((item, (place, key)))
     return None
 
 
-def _shown_place(place: Any) -> str | None:
-    keys: list[str | int] = []
+def _keys(place: Any) -> list[Key]:
+    keys: list[Key] = []
     while place is not None:
         place, key = place
         keys.append(key)
-    shown = ""
-    for key in reversed(keys):
-        shown += f"[{key}]" if isinstance(key, int) else (f".{key}" if shown else key)
-    return shown or None
+    return keys[::-1]
+
+
+# --- the schemas of the two bodies ---------------------------------------------------------
+
+
+def _role(value: object) -> str:
+    if not isinstance(value, str) or value not in ROLES:
+        shown = value if isinstance(value, str) else kind(value)
+        raise Refusal(f"is {shown[:40]!r}; it must be one of {', '.join(ROLES)}")
+    return ROLES[value]
+
+
+def _content(value: object, info: ValidationInfo) -> str:
+    """Text, or a list of text parts joined; an assistant's may be null (a tool call's)."""
+    if value is None and info.data.get("role") == "assistant":
+        return ""
+    if isinstance(value, list):
+        value = "".join(_text_part(part, i) for i, part in enumerate(value))
+    return check_text(value, MAX_BODY_BYTES)
+
+
+def _text_part(value: object, index: int) -> str:
+    try:
+        part = check_mapping(value)
+        if part.get("type") != "text":
+            raise Refusal(": only text content is supported")
+    except Refusal as refusal:
+        raise Refusal(refusal.reason, (index,)) from None
+    try:
+        return check_text(part.get("text"), MAX_BODY_BYTES)
+    except Refusal as refusal:
+        raise Refusal(refusal.reason, (index, "text")) from None
+
+
+class Message(InputSchema):
+    role: Annotated[str, PlainValidator(_role)] = Field(None, validate_default=True)
+    content: Annotated[str, PlainValidator(_content)] = Field(None, validate_default=True)
+
+
+def _message_list(value: object) -> list[Any]:
+    """The list before its messages are checked one by one (``Message``)."""
+    if not isinstance(value, list):
+        raise Refusal("must be a list of messages")
+    if not value:
+        raise Refusal("must hold at least one message")
+    if len(value) > MAX_MESSAGES:
+        raise Refusal(f"holds too many messages ({len(value)}; at most {MAX_MESSAGES})")
+    return value
+
+
+def _stop(value: object) -> tuple[str, ...]:
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list):
+        raise Refusal(f"must be text or a list of text, not {kind(value)}")
+    if len(values) > MAX_STOP_STRINGS:
+        raise Refusal(f"holds more than {MAX_STOP_STRINGS} strings")
+    stops = []
+    for i, stop in enumerate(values):
+        try:
+            stops.append(check_text(stop, MAX_STOP_CHARS))
+        except Refusal as refusal:
+            raise Refusal(refusal.reason, (i,)) from None
+    return tuple(stops)
+
+
+def _one_answer(value: object) -> int:
+    if check_whole(value, 1, 128) != 1:
+        raise Refusal("must be 1: one answer per request")
+    return 1
+
+
+def _unsupported(*allowed: object) -> PlainValidator:
+    def check(value: object) -> object:
+        if value not in allowed:
+            raise Refusal("is not supported")
+        return value
+
+    return PlainValidator(check)
+
+
+def _prompt(value: object) -> str:
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
+        value = value[0]
+    if not isinstance(value, str):
+        raise Refusal(f"must be text (or a list of one text), not {kind(value)}")
+    if not value:
+        raise Refusal("is empty")
+    return check_unicode(value)
+
+
+Tokens = Annotated[int, whole_in(1, MAX_TOKENS)]
+OneAnswer = Annotated[int, PlainValidator(_one_answer)]
+
+
+class StreamOptions(InputSchema):
+    include_usage: Flag | None = None
+
+
+class Body(InputSchema):
+    """What both endpoints take; null means the server's default."""
+
+    n: OneAnswer | None = None
+    temperature: Annotated[float, number_in(0, 2)] | None = None
+    top_p: Annotated[float, number_in(0, 1)] | None = None
+    top_k: Annotated[int, whole_in(-1, MAX_TOKENS)] | None = None
+    min_p: Annotated[float, number_in(0, 1)] | None = None
+    seed: Annotated[int, whole_in(-1, MAX_SEED)] | None = None  # -1: a fresh seed
+    stop: Annotated[tuple[str, ...], PlainValidator(_stop)] | None = None
+    max_tokens: Tokens | None = None
+    prompt_cache_key: Annotated[str, text_of(MAX_CACHE_KEY)] | None = None
+    stream: Flag | None = None
+    stream_options: StreamOptions | None = None
+
+
+class ChatBody(Body):
+    """``/v1/chat/completions``."""
+
+    messages: Annotated[tuple[Message, ...], BeforeValidator(_message_list)] = Field(
+        None, validate_default=True
+    )
+    max_completion_tokens: Tokens | None = None  # the newer name of max_tokens, first if both
+
+
+class CompletionBody(Body):
+    """``/v1/completions``."""
+
+    prompt: Annotated[str, PlainValidator(_prompt)] = Field(None, validate_default=True)
+    echo: Annotated[object, _unsupported(None, False)] = None
+    suffix: Annotated[object, _unsupported(None, "")] = None
+    best_of: OneAnswer | None = None
+
+
+def _body(schema: type[Body], payload: dict[str, Any]) -> Any:
+    """``payload`` checked by ``schema``; a fault as a 400 naming the field."""
+    try:
+        return validated(schema, payload, "the body")
+    except BadValue as exc:
+        raise ApiError(400, str(exc), param=_param(exc.at)) from None
+
+
+def _param(at: tuple[Key, ...]) -> str | None:
+    """The field a fault is reported under: the message, or its content part, for a fault
+    inside one; the top-level field otherwise."""
+    if at[:1] == ("messages",):
+        return shown_path(at[:2] if len(at) <= 3 else at[:4])
+    return shown_path(at[:1]) or None
 
 
 def chat_call(payload: dict[str, Any], defaults: Sampling) -> Call:
-    raw = payload.get("messages")
-    if not isinstance(raw, list):
-        raise ApiError(400, "messages must be a list of messages", param="messages")
-    if not raw:
-        raise ApiError(400, "messages must hold at least one message", param="messages")
-    if len(raw) > MAX_MESSAGES:
-        raise ApiError(
-            400, f"too many messages ({len(raw)}; at most {MAX_MESSAGES})", param="messages"
-        )
-    messages = tuple(_message(m, f"messages[{i}]") for i, m in enumerate(raw))
-    limit = payload.get("max_completion_tokens")
-    name = "max_completion_tokens"
-    if limit is None:
-        limit, name = payload.get("max_tokens"), "max_tokens"
-    return _call(payload, defaults, messages=messages, max_tokens=(name, limit))
+    body: ChatBody = _body(ChatBody, payload)
+    messages = tuple((m.role, m.content) for m in body.messages)
+    limit = body.max_tokens if body.max_completion_tokens is None else body.max_completion_tokens
+    return _call(body, defaults, limit, messages=messages)
 
 
 def completion_call(payload: dict[str, Any], defaults: Sampling) -> Call:
-    prompt = payload.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-        prompt = prompt[0]
-    if not isinstance(prompt, str):
-        raise ApiError(
-            400,
-            f"prompt must be text (or a list of one text), not {checks.kind(prompt)}",
-            param="prompt",
-        )
-    if not prompt:
-        raise ApiError(400, "prompt is empty", param="prompt")
-    _check("prompt", checks.unicode, prompt, "prompt")
-    if payload.get("echo") not in (None, False):
-        raise ApiError(400, "echo is not supported", param="echo")
-    if payload.get("suffix") not in (None, ""):
-        raise ApiError(400, "suffix is not supported", param="suffix")
-    _single(payload, "best_of")
-    return _call(
-        payload, defaults, prompt=prompt, max_tokens=("max_tokens", payload.get("max_tokens"))
-    )
+    body: CompletionBody = _body(CompletionBody, payload)
+    return _call(body, defaults, body.max_tokens, prompt=body.prompt)
 
 
 def _call(
-    payload: dict[str, Any],
+    body: Body,
     defaults: Sampling,
+    max_tokens: int | None,
     *,
-    max_tokens: tuple[str, Any],
     messages: tuple[tuple[str, str], ...] = (),
     prompt: str | None = None,
 ) -> Call:
-    _single(payload, "n")
+    def given(value: Any, default: Any) -> Any:
+        return default if value is None else value
+
+    seed = given(body.seed, defaults.seed)
     sampling = replace(
         defaults,
-        temperature=_optional(payload, "temperature", defaults.temperature, checks.number, 0, 2),
-        top_p=_optional(payload, "top_p", defaults.top_p, checks.number, 0, 1),
-        top_k=_optional(payload, "top_k", defaults.top_k, checks.whole, -1, MAX_TOKENS),
-        min_p=_optional(payload, "min_p", defaults.min_p, checks.number, 0, 1),
-        seed=_seed(payload.get("seed"), defaults.seed),
-        stop=_stop(payload.get("stop"), defaults.stop),
+        temperature=given(body.temperature, defaults.temperature),
+        top_p=given(body.top_p, defaults.top_p),
+        top_k=given(body.top_k, defaults.top_k),
+        min_p=given(body.min_p, defaults.min_p),
+        max_tokens=given(max_tokens, defaults.max_tokens),
+        seed=None if seed == -1 else seed,  # -1: a fresh seed, as llama-server reads it
+        stop=given(body.stop, defaults.stop),
     )
-    name, limit = max_tokens
-    if limit is not None:
-        sampling = replace(
-            sampling, max_tokens=_check(name, checks.whole, limit, name, 1, MAX_TOKENS)
-        )
-    caller = cache_caller(payload.get("prompt_cache_key"))
-    stream = _optional(payload, "stream", False, _flag)
-    options = payload.get("stream_options")
-    include_usage = False
-    if options is not None:
-        options = _check("stream_options", checks.mapping, options, "stream_options")
-        include_usage = _optional(options, "include_usage", False, _flag, param="stream_options")
-    return Call(sampling, stream, include_usage, messages, prompt, caller)
+    options = body.stream_options
+    include_usage = bool(options and options.include_usage)
+    caller = cache_caller(body.prompt_cache_key)
+    return Call(sampling, bool(body.stream), include_usage, messages, prompt, caller)
 
 
-def cache_caller(raw: object) -> str | None:
+def cache_caller(key: str | None) -> str | None:
     """OpenAI's ``prompt_cache_key`` as the caller: requests that send the same key share
     the engine's cached prefix whatever their connection. A key is a secret among them;
     one under ``MIN_CACHE_KEY`` characters is too easily guessed and is not used."""
-    if raw is None:
-        return None
-    key = _check("prompt_cache_key", checks.text, raw, "prompt_cache_key", MAX_CACHE_KEY)
-    if len(key) < MIN_CACHE_KEY:
+    if key is None or len(key) < MIN_CACHE_KEY:
         return None
     return "key " + hashlib.sha256(key.encode("utf-8")).hexdigest()
-
-
-def _message(raw: object, where: str) -> tuple[str, str]:
-    message = _check(where, checks.mapping, raw, where)
-    role = message.get("role")
-    if role not in ROLES:
-        allowed = ", ".join(ROLES)
-        shown = role if isinstance(role, str) else checks.kind(role)
-        raise ApiError(
-            400, f"{where}.role is {str(shown)[:40]!r}; it must be one of {allowed}", param=where
-        )
-    content = message.get("content")
-    if content is None and role == "assistant":
-        content = ""
-    if isinstance(content, list):
-        content = "".join(
-            _text_part(part, f"{where}.content[{i}]") for i, part in enumerate(content)
-        )
-    text = _check(where, checks.text, content, f"{where}.content", MAX_BODY_BYTES)
-    return ROLES[role], text
-
-
-def _text_part(raw: object, where: str) -> str:
-    part = _check(where, checks.mapping, raw, where)
-    if part.get("type") != "text":
-        raise ApiError(400, f"{where}: only text content is supported", param=where)
-    return _check(where, checks.text, part.get("text"), f"{where}.text", MAX_BODY_BYTES)
-
-
-def _stop(raw: object, default: tuple[str, ...]) -> tuple[str, ...]:
-    if raw is None:
-        return default
-    values = [raw] if isinstance(raw, str) else raw
-    if not isinstance(values, list):
-        raise ApiError(
-            400, f"stop must be text or a list of text, not {checks.kind(raw)}", param="stop"
-        )
-    if len(values) > MAX_STOP_STRINGS:
-        raise ApiError(400, f"stop holds more than {MAX_STOP_STRINGS} strings", param="stop")
-    return tuple(
-        _check("stop", checks.text, v, f"stop[{i}]", MAX_STOP_CHARS) for i, v in enumerate(values)
-    )
-
-
-def _seed(raw: object, default: int | None) -> int | None:
-    if raw is None:
-        return default
-    seed = _check("seed", checks.whole, raw, "seed", -1, MAX_SEED)
-    return None if seed == -1 else seed  # -1: a fresh seed, as llama-server reads it
-
-
-def _single(payload: dict[str, Any], name: str) -> None:
-    value = payload.get(name)
-    if value is not None and _check(name, checks.whole, value, name, 1, 128) != 1:
-        raise ApiError(400, f"{name} must be 1: one answer per request", param=name)
-
-
-def _flag(value: object, what: str) -> bool:
-    return checks.flag(value, what)
-
-
-def _optional(
-    payload: dict[str, Any],
-    name: str,
-    default: Any,
-    check: Callable[..., Any],
-    *bounds: Any,
-    param: str = "",
-) -> Any:
-    value = payload.get(name)
-    if value is None:
-        return default
-    return _check(param or name, check, value, name, *bounds)
-
-
-def _check(param: str, check: Callable[..., Any], *args: Any) -> Any:
-    """``check(*args)``, its ``BadValue`` as a 400 naming ``param``."""
-    try:
-        return check(*args)
-    except BadValue as exc:
-        raise ApiError(400, str(exc), param=param) from None

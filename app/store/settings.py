@@ -12,10 +12,13 @@ pair it came from (``app.store.current_pair`` says why here and not in the libra
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any, get_args, get_type_hints
+from typing import Annotated, Any
+
+from pydantic import ConfigDict, PlainValidator, ValidationError, create_model
 
 from app.engine.config import (
     DEFAULT_SEED,
@@ -39,6 +42,7 @@ from app.files.fileio import (
     read_json_object,
 )
 from app.files.paths import config_dir, data_dir
+from app.files.values import kind
 from app.store.current_pair import LIBRARY_FILE, MAX_PAIR_NAME, adopt_v1_active_pair
 from app.store.migrations import Document, MigrationError, Schema, upgrade
 
@@ -140,19 +144,70 @@ class Settings:
 # --- parsing and validation ---------------------------------------------------------------
 
 Parser = Callable[[str], Any]
+Check = Callable[[Any], None]
 
 
 class Invalid(ValueError):
     """A refused value; the message is the reason, worded for the person typing it."""
 
 
-def _float_in(low: float, high: float, *, low_open: bool = False, high_open: bool = False):
-    def parse(text: str) -> float:
-        try:
-            value = float(text.strip())
-        except ValueError:
-            raise Invalid(f"'{text}' is not a number") from None
-        if value != value or value in (float("inf"), float("-inf")):
+class WrongType(Invalid):
+    """A value of the wrong type in the settings file (true for a number, "7" for 7)."""
+
+    def __init__(self, expected: str) -> None:
+        super().__init__(f"is not {expected}")
+        self.expected = expected
+
+
+_KIND_WORDS = {bool: "true or false", int: "a whole number", float: "a number", str: "text"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one setting accepts: its type, from the settings file (a JSON value) or as a
+    person typed it (text), then its range (``check``, which raises ``Invalid``)."""
+
+    takes: type
+    check: Check = lambda value: None
+    optional: bool = False  # None is a value too: empty text, null (the seed: a new one)
+
+    @property
+    def expected(self) -> str:
+        return _KIND_WORDS[self.takes] + (" or null" if self.optional else "")
+
+    def from_json(self, value: object) -> Any:
+        """A value from the file: true is not a number and "7" is not 7; a whole number
+        is a number."""
+        if value is None and self.optional:
+            return None
+        if isinstance(value, bool) != (self.takes is bool):
+            raise WrongType(self.expected)
+        if self.takes is float and isinstance(value, int):
+            value = float(value) if abs(value) < 1e308 else math.inf
+        if not isinstance(value, self.takes):
+            raise WrongType(self.expected)
+        self.check(value)
+        return value
+
+    def from_text(self, text: str) -> Any:
+        """What a person typed into the field."""
+        if self.optional and not text.strip():
+            return None
+        value: Any = text
+        if self.takes is bool:
+            value = _bool(text)
+        elif self.takes in (int, float):
+            try:
+                value = self.takes(text.strip())
+            except ValueError:
+                raise Invalid(f"'{text}' is not {_KIND_WORDS[self.takes]}") from None
+        self.check(value)
+        return value
+
+
+def _float_in(low: float, high: float, *, low_open: bool = False, high_open: bool = False) -> Rule:
+    def check(value: float) -> None:
+        if not math.isfinite(value):
             raise Invalid("must be a finite number")
         too_low = value <= low if low_open else value < low
         too_high = value >= high if high_open else value > high
@@ -160,37 +215,24 @@ def _float_in(low: float, high: float, *, low_open: bool = False, high_open: boo
             left = "(" if low_open else "["
             right = ")" if high_open else "]"
             raise Invalid(f"must be in {left}{low:g}, {high:g}{right}")
-        return value
 
-    return parse
+    return Rule(float, check)
 
 
-def _int_in(low: int, high: int, note: str = ""):
-    def parse(text: str) -> int:
-        try:
-            value = int(text.strip())
-        except ValueError:
-            raise Invalid(f"'{text}' is not a whole number") from None
+def _int_in(low: int, high: int, note: str = "", *, optional: bool = False) -> Rule:
+    def check(value: int) -> None:
         if not low <= value <= high:
             raise Invalid(f"must be between {low} and {high}{note}")
-        return value
 
-    return parse
-
-
-def _seed(text: str) -> int | None:
-    if not text.strip():
-        return None
-    return _int_in(0, 2**32 - 1, " (leave empty for a random seed)")(text)
+    return Rule(int, check, optional)
 
 
-def _choice(options: tuple[str, ...]):
-    def parse(text: str) -> str:
-        if text not in options:
+def _choice(options: tuple[str, ...]) -> Rule:
+    def check(value: str) -> None:
+        if value not in options:
             raise Invalid(f"must be one of {', '.join(options)}")
-        return text
 
-    return parse
+    return Rule(str, check)
 
 
 def _bool(text: str) -> bool:
@@ -202,51 +244,51 @@ def _bool(text: str) -> bool:
     raise Invalid(f"'{text}' is not true or false")
 
 
-def _prompt(text: str) -> str:
+def _prompt(text: str) -> None:
     if len(text) > 20_000:
         raise Invalid("the system prompt is longer than 20,000 characters")
-    return text
 
 
-def _model_path(text: str) -> str:
+def _model_path(text: str) -> None:
     if "\x00" in text:  # pathlib refuses it with a ValueError wherever the path is used
         raise Invalid("a file path must not contain a NUL character")
     if len(text) > 4096:
         raise Invalid("a file path must be at most 4096 characters long")
-    return text
 
 
-def _address(text: str) -> str:
+def _address(text: str) -> None:
     """A server address as typed: checked for what it is when it is used (the dialog says
     what is wrong with it); here only for what no address holds."""
     if len(text) > 2048:
         raise Invalid("an address must be at most 2048 characters long")
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
         raise Invalid("an address must not contain control characters")
-    return text
 
 
-def _pair_name(text: str) -> str:
+def _pair_name(text: str) -> None:
     if "\x00" in text:
         raise Invalid("a pair name must not contain a NUL character")
     if len(text) > MAX_PAIR_NAME:
         raise Invalid(f"a pair name must be at most {MAX_PAIR_NAME} characters long")
-    return text
 
 
 @dataclass(frozen=True)
 class FieldInfo:
-    """Everything said about one setting, in one place: how typed text is parsed and
-    checked, and the label and hint the settings panel shows."""
+    """Everything said about one setting, in one place: what it accepts (from the file and
+    as typed), and the label and hint the settings panel shows."""
 
-    parse: Parser
+    rule: Rule
     label: str = ""
     hint: str = ""
+
+    @property
+    def parse(self) -> Parser:
+        return self.rule.from_text
 
 
 _LAYERS = " (-1 offloads every layer that fits)"
 FIELDS: dict[str, FieldInfo] = {
-    "system_prompt": FieldInfo(_prompt, "System prompt"),
+    "system_prompt": FieldInfo(Rule(str, _prompt), "System prompt"),
     "temperature": FieldInfo(
         _float_in(0.0, 5.0),
         "Temperature",
@@ -261,10 +303,14 @@ FIELDS: dict[str, FieldInfo] = {
         "Min-p",
         "drop tokens below this fraction of the top probability",
     ),
-    "seed": FieldInfo(_seed, "Seed", "empty = a new random seed every answer"),
+    "seed": FieldInfo(
+        _int_in(0, 2**32 - 1, " (leave empty for a random seed)", optional=True),
+        "Seed",
+        "empty = a new random seed every answer",
+    ),
     "max_tokens": FieldInfo(_int_in(1, 131_072), "Max tokens", "longest answer, in tokens"),
-    "ignore_eos": FieldInfo(_bool, "Ignore end of generation"),
-    "draft_adaptive": FieldInfo(_bool, "Draft length mode"),
+    "ignore_eos": FieldInfo(Rule(bool), "Ignore end of generation"),
+    "draft_adaptive": FieldInfo(Rule(bool), "Draft length mode"),
     "draft_max": FieldInfo(
         _int_in(1, MAX_DRAFT_LEN),
         "Draft length",
@@ -276,10 +322,10 @@ FIELDS: dict[str, FieldInfo] = {
         "stop drafting when the draft's confidence falls below this",
     ),
     "rule": FieldInfo(_choice(tuple(r.value for r in AcceptRule)), "Acceptance rule"),
-    "target_path": FieldInfo(_model_path, "Target model"),
-    "draft_path": FieldInfo(_model_path, "Draft model"),
+    "target_path": FieldInfo(Rule(str, _model_path), "Target model"),
+    "draft_path": FieldInfo(Rule(str, _model_path), "Draft model"),
     "draft_source": FieldInfo(_choice(tuple(s.value for s in DraftSource)), "Draft source"),
-    "pair_name": FieldInfo(_pair_name, "Saved pair"),
+    "pair_name": FieldInfo(Rule(str, _pair_name), "Saved pair"),
     "target_gpu_layers": FieldInfo(
         _int_in(-1, 999, _LAYERS), "Target GPU layers", "-1 = every layer that fits; 0 = CPU only"
     ),
@@ -300,14 +346,14 @@ FIELDS: dict[str, FieldInfo] = {
         "auto, on or off. auto: on unless a one-time check finds that it crashes this CPU's "
         "llama.cpp (Intel AMX); the SPECDECK_REPACK environment variable overrides it",
     ),
-    "baseline": FieldInfo(_bool, "Baseline side-by-side"),
+    "baseline": FieldInfo(Rule(bool), "Baseline side-by-side"),
     "colour_style": FieldInfo(_choice(COLOUR_STYLES), "Token colours"),
     "serve_port": FieldInfo(
         _int_in(1, 65535), "Serve port", "the port Serve on localhost listens on, on 127.0.0.1"
     ),
-    "remote_url": FieldInfo(_address, "Remote server address"),
-    "remote_server": FieldInfo(_address, "Remote server kind"),
-    "remote_baseline_url": FieldInfo(_address, "Remote baseline address"),
+    "remote_url": FieldInfo(Rule(str, _address), "Remote server address"),
+    "remote_server": FieldInfo(Rule(str, _address), "Remote server kind"),
+    "remote_baseline_url": FieldInfo(Rule(str, _address), "Remote baseline address"),
 }
 PARSERS: dict[str, Parser] = {name: info.parse for name, info in FIELDS.items()}
 
@@ -315,6 +361,12 @@ PARSERS: dict[str, Parser] = {name: info.parse for name, info in FIELDS.items()}
 def parse_field(name: str, text: str) -> Any:
     """Parse what a person typed into field ``name``; raises ``Invalid`` with the reason."""
     return PARSERS[name](text)
+
+
+def check_value(name: str, value: object) -> Any:
+    """``value`` as setting ``name`` takes it from a file; raises ``Invalid`` with the
+    reason (the Lab holds its values to the chat's ranges with it)."""
+    return FIELDS[name].rule.from_json(value)
 
 
 def cross_check(settings: Settings) -> dict[str, str]:
@@ -375,21 +427,13 @@ def _name_the_current_pair(document: Document) -> Document:
 # Format versions of settings.json: a file without "version" is version 1. A change of format
 # bumps SETTINGS_SCHEMA.current and appends the step from the previous version.
 SETTINGS_SCHEMA = Schema("settings", current=2, steps=(_name_the_current_pair,))
-_HINTS = get_type_hints(Settings)
-_KIND_WORDS = {bool: "true or false", int: "a whole number", float: "a number", str: "text"}
-
-
-def _json_kind(value: object) -> str:
-    if value is None:
-        return "null"
-    return {
-        bool: "true/false",
-        int: "a number",
-        float: "a number",
-        str: "text",
-        list: "a list",
-        dict: "an object",
-    }.get(type(value), type(value).__name__)
+# The schema of settings.json: one field per setting, checked by its rule in ``FIELDS``;
+# keys it does not declare are ignored (``SettingsStore.read`` names them).
+_FILE_FIELDS: dict[str, Any] = {
+    name: (Annotated[Any, PlainValidator(info.rule.from_json)], None)
+    for name, info in FIELDS.items()
+}
+SettingsFile = create_model("SettingsFile", __config__=ConfigDict(extra="ignore"), **_FILE_FIELDS)
 
 
 def _short(value: object, limit: int = 40) -> str:
@@ -405,55 +449,31 @@ def _is_json(value: object) -> bool:
     return True
 
 
-def _type_ok(name: str, value: object) -> bool:
-    """Whether the JSON value has the field's type (true is not a number, "7" is not 7)."""
-    hint = _HINTS[name]
-    allowed = get_args(hint) or (hint,)
-    if isinstance(value, bool):
-        return bool in allowed
-    if value is None:
-        return type(None) in allowed
-    if isinstance(value, int):
-        return int in allowed or float in allowed
-    if isinstance(value, float):
-        return float in allowed
-    return isinstance(value, str) and str in allowed
-
-
-def _expected(name: str) -> str:
-    allowed = [t for t in get_args(_HINTS[name]) or (_HINTS[name],) if t is not type(None)]
-    words = " or ".join(_KIND_WORDS.get(t, t.__name__) for t in allowed)
-    return words + (" or null" if len(allowed) < len(get_args(_HINTS[name])) else "")
-
-
 def settings_from_json(raw: dict[str, Any], source: str) -> tuple[Settings, list[str]]:
-    """Settings from a decoded file, each value type-checked and range-checked; a refused
-    value falls back to its default, with a note naming the field."""
+    """Settings from a decoded file, checked by ``SettingsFile``; a refused value falls
+    back to its default, with a note naming the field."""
     defaults = Settings()
+    given = {name: raw[name] for name in FIELDS if name in raw}
+    refused: dict[str, Invalid | None] = {}
+    try:
+        checked = SettingsFile.model_validate(given)
+    except ValidationError as exc:
+        for error in exc.errors():
+            refused.setdefault(str(error["loc"][0]), error.get("ctx", {}).get("error"))
+        checked = SettingsFile.model_validate({k: v for k, v in given.items() if k not in refused})
     notes: list[str] = []
-    accepted: dict[str, Any] = {}
-    for f in fields(Settings):
-        if f.name not in raw:
-            continue
-        value = raw[f.name]
-        default = _as_text(getattr(defaults, f.name)) or "empty"
-        if not _type_ok(f.name, value):
-            notes.append(
-                f'{source}: setting "{f.name}" is {_short(value)} '
-                f"({_json_kind(value)}, expected {_expected(f.name)}); "
-                f"using the default {default}"
-            )
-            continue
-        try:
-            accepted[f.name] = parse_field(f.name, _as_text(value))
-        except Invalid as refused:
-            notes.append(
-                f'{source}: setting "{f.name}" is {_short(value)}: {refused}; '
-                f"using the default {default}"
-            )
-    candidate = replace(defaults, **accepted)
-    for name, why in cross_check(candidate).items():
-        notes.append(f'{source}: setting "{name}" {why}; using the default')
+    for name, why in refused.items():
+        value, default = given[name], _as_text(getattr(defaults, name)) or "empty"
+        if isinstance(why, WrongType):
+            said = f" ({kind(value)}, expected {why.expected})"
+        else:
+            said = f": {why}"
+        notes.append(
+            f'{source}: setting "{name}" is {_short(value)}{said}; using the default {default}'
+        )
+    candidate = replace(defaults, **checked.model_dump(exclude_unset=True))
+    for name, problem in cross_check(candidate).items():
+        notes.append(f'{source}: setting "{name}" {problem}; using the default')
         candidate = replace(candidate, **{name: getattr(defaults, name)})
     if cross_check(candidate):  # a small context that even the default answer length exceeds
         notes.append(f'{source}: setting "n_ctx" is too small for any answer; using the default')

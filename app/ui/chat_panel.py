@@ -28,9 +28,9 @@ from PySide6.QtWidgets import (
 from app.engine.events import RunSummary, TextTail, TokenEvent
 from app.engine.exactness import Judgement
 from app.engine.figures import speed_text
-from app.lab.remote_chat import RemoteAnswer, describe
 from app.models.drafting import PairDrafting
 from app.models.guard_words import AGREEMENT_MEANS, GuardHistory
+from app.remote.chat import RemoteAnswer, describe
 from app.store.conversations import ChatMessage
 from app.ui.answer_verdict import guard_text
 from app.ui.banner import Banner

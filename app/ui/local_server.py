@@ -2,7 +2,7 @@
 window's own engine.
 
 uvicorn runs on its own thread (``app.serve.server.ServerThread``); each request becomes a
-task on the window's engine worker (``app.workers.serve_bridge``), so the chat and the
+task on the window's engine worker (``app.workers.window_serving``), so the chat and the
 requests share the one loaded pair. From the window the server listens on 127.0.0.1 only,
 so it needs no API key. The served name (``model``) is read at each request: a pair change
 while serving renames what the server answers as. ``stop`` cancels what runs and waits,
@@ -19,10 +19,11 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from app.engine.config import SpecConfig
 from app.serve.defaults import DEFAULT_HOST, DEFAULT_QUEUE
 from app.serve.http import build_app
+from app.serve.ledger import Activity
 from app.serve.params import Sampling
 from app.serve.server import Binding, ServerThread, bind, host_names, url_of
 from app.workers.engine_client import EngineClient
-from app.workers.serve_bridge import Activity, WindowEngine
+from app.workers.window_serving import WindowServing
 
 STATUS_MS = 500  # how often the status item reads the server's counts
 
@@ -33,7 +34,7 @@ class LocalServer(QObject):
     def __init__(self, client: EngineClient, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._client = client
-        self._engine: WindowEngine | None = None
+        self._engine: WindowServing | None = None
         self._thread: ServerThread | None = None
         self._where = ""
         self.url = ""
@@ -60,7 +61,7 @@ class LocalServer(QObject):
         sock = bind(Binding(DEFAULT_HOST, port))
         host, bound = sock.getsockname()[:2]
         self._where, self.url = f"{host}:{bound}", url_of(sock)
-        engine = self._client.serving_engine(spec, DEFAULT_QUEUE)
+        engine = self._client.serving(spec, DEFAULT_QUEUE)
         hosts = host_names(DEFAULT_HOST, bound)
         self.model = model
         app = build_app(engine, model=lambda: self.model, defaults=defaults, hosts=hosts, meta=meta)

@@ -26,8 +26,8 @@ from PySide6.QtWidgets import QMainWindow, QPushButton, QScrollArea, QTabWidget
 
 from app.engine.config import DraftSource
 from app.engine.events import TextTail, TokenEvent
-from app.lab.remote_chat import RemotePair
 from app.models.drafting import pair_drafting, pair_words
+from app.remote.chat import RemotePair
 from app.store.conversations import Conversation, ConversationStore
 from app.store.pending_saves import PendingSaves
 from app.store.settings import Settings, SettingsStore

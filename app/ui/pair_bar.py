@@ -20,11 +20,11 @@ from PySide6.QtWidgets import (
 
 from app.engine.config import DraftSource
 from app.gguf.facts import SelfDrafting
-from app.lab.remote_chat import RemotePair
 from app.models.drafting import local_drafting, pair_drafting
 from app.models.fit import gib
 from app.models.library import Library, LibraryError
 from app.models.shipped import is_demo_pair
+from app.remote.chat import RemotePair
 from app.ui.elided_label import ElidedLabel
 from app.ui.pair_chooser import SavedPairsDialog, active_pair_name
 from app.ui.plain_text import tooltip

@@ -24,7 +24,6 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QFileDialog,
     QFormLayout,
-    QHBoxLayout,
     QInputDialog,
     QLineEdit,
     QListWidget,
@@ -39,11 +38,12 @@ from app.engine.config import KV_TYPES, MAX_DRAFT_LEN, DraftSource
 from app.errors import SpecDeckError
 from app.gguf.check import check_local_pair
 from app.gguf.compat import IncompatiblePairError
-from app.lab.remote import RemoteError
-from app.lab.remote_chat import RemotePair
 from app.models.drafting import local_drafting
 from app.models.library import Library, LibraryError, Profile
+from app.remote.chat import RemotePair
+from app.remote.client import RemoteError
 from app.serve.server import is_loopback
+from app.ui.box_layouts import button_row, column
 from app.ui.plain_text import ask, plain_label
 from app.workers.messages import describe_error
 
@@ -365,15 +365,8 @@ class SavedPairsDialog(QDialog):
         self.delete_button.clicked.connect(self._ask_delete)
         close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         close.rejected.connect(self.reject)
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.rename_button)
-        buttons.addWidget(self.delete_button)
-        buttons.addStretch(1)
-        layout = QVBoxLayout(self)
-        layout.addWidget(self.list)
-        layout.addWidget(self.message)
-        layout.addLayout(buttons)
-        layout.addWidget(close)
+        buttons = button_row(self.rename_button, self.delete_button)
+        column(self, self.list, self.message, buttons, close, stretch=False)
         self.refresh()
 
     def refresh(self, select: str | None = None) -> None:

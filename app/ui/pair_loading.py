@@ -17,8 +17,8 @@ from pathlib import Path
 from PySide6.QtWidgets import QWidget
 
 from app.engine.config import DraftSource
-from app.lab.remote_chat import RemotePair
 from app.models.drafting import self_drafting_problem
+from app.remote.chat import RemotePair
 from app.store.settings import LOAD_FIELDS, Settings
 from app.ui.chat_panel import ChatPanel
 from app.ui.pair_bar import PairBar

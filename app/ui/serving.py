@@ -12,6 +12,7 @@ first token…".
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
@@ -19,13 +20,13 @@ from PySide6.QtGui import QAction
 from superqt.utils import signals_blocked
 
 from app.errors import SpecDeckError
+from app.serve.ledger import Activity
 from app.serve.params import Sampling
 from app.store.settings import Settings
 from app.ui.elided_label import ElidedLabel
 from app.ui.local_server import LocalServer
 from app.workers.engine_client import EngineClient
 from app.workers.messages import PairLoaded
-from app.workers.serve_bridge import Activity
 
 WAIT_MS = 500  # how often a waiting chat message's note is brought up to date
 STOPPED_REMOTE = "Stopped serving: the window now chats with a remote server"
@@ -103,14 +104,7 @@ class ServingControl(QObject):
             if loaded is None or loaded.remote is not None:
                 raise SpecDeckError("Load a local pair first: the server answers with it")
             s = self._settings()
-            defaults = Sampling(
-                temperature=s.temperature,
-                top_p=s.top_p,
-                top_k=s.top_k,
-                min_p=s.min_p,
-                max_tokens=s.max_tokens,
-                seed=s.seed,
-            )
+            defaults = Sampling(**asdict(s.sampler()), max_tokens=s.max_tokens)
             url = self.server.start(
                 s.serve_port,
                 model=served_name(loaded),

@@ -27,7 +27,7 @@ from app.workers.messages import (
     Verdict,
     WorkerError,
 )
-from app.workers.serve_bridge import WindowEngine
+from app.workers.window_serving import WindowServing
 
 # A Stop or Cancel the engine process ignores this long ends the process: EngineHost's own
 # watchdog does it while a request runs, and shutdown() here when the window closes.
@@ -96,9 +96,9 @@ class EngineClient(QObject):
         """The engine process, while one runs (for its memory figure)."""
         return self._worker.engine_pid if self._thread is not None else None
 
-    def serving_engine(self, spec: Callable[[], SpecConfig], queue_size: int) -> WindowEngine:
+    def serving(self, spec: Callable[[], SpecConfig], queue_size: int) -> WindowServing:
         """This engine for the HTTP server: served requests queue with the chat's jobs."""
-        return WindowEngine(self._worker, spec, queue_size=queue_size)
+        return WindowServing(self._worker, spec, queue_size=queue_size)
 
     def load(self, request: LoadPair) -> int:
         if self._loading:  # a newer pair supersedes the one still loading

@@ -33,6 +33,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from app.engine.chat_template import ChatTemplateError
 from app.engine.config import DraftSource
+from app.engine.events import RunSummary, StopReason, TokenEvent
 from app.engine.process.host import (
     CancelFlag,
     ChatTemplateHung,
@@ -41,10 +42,9 @@ from app.engine.process.host import (
     LoadRequest,
     PairInfo,
 )
-from app.engine.events import RunSummary, StopReason, TokenEvent
 from app.errors import GenerationCancelled, SpecDeckError
-from app.lab.remote import RemoteError
-from app.lab.remote_chat import RemotePair
+from app.remote.chat import RemotePair
+from app.remote.client import RemoteError
 from app.workers.messages import (
     Busy,
     ChatJob,
@@ -140,7 +140,7 @@ class EngineWorker(QObject):
 
     @Slot(object)
     def run_task(self, task: Callable[[EngineHost | None], None]) -> None:
-        """A served request (``app.workers.serve_bridge``), in turn with the chat's jobs: the
+        """A served request (``app.workers.window_serving``), in turn with the chat's jobs: the
         local engine, or None while there is none (a remote pair, no pair, a dead process)."""
         host = self._host if self._remote is None else None
         task(host if host is not None and host.alive else None)

@@ -1,21 +1,20 @@
-"""What the pair wizard and the Hub worker say to each other: typed requests and replies.
+"""What the wizard's jobs answer: typed replies, the values in them, and ``HubFailure``.
 
 Qt-free, so the wizard's selection model (``app.ui.wizard.pair_selection``) and the tests can
-use them without a display. Each request is a frozen dataclass; each reply is one too, tagged
-with the id of the request it answers so that stale replies can be ignored. Long jobs carry a
-``threading.Event`` to stop early.
+use them without a display. The jobs themselves are in ``app.workers.hub_jobs`` and
+``app.workers.calibration``. Each reply is a frozen dataclass tagged with the id of the
+request it answers.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.engine.llama.hardware import Hardware
 from app.gguf.compat import VocabInfo
 from app.gguf.facts import ModelFacts
-from app.models.catalog import Catalog, DraftCandidate
+from app.models.catalog import DraftCandidate
 from app.models.downloads import DownloadProgress
 from app.models.hub import ModelHit, QuantGroup
 from app.store.settings import Settings
@@ -26,86 +25,11 @@ DRAFT_LENGTH_SURE_MARGIN = 0.10
 # apart: the chat's own default, under which adaptive drafting settles the length.
 ADAPTIVE_DRAFT_MAX = Settings().draft_max
 
-# --- requests -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DetectHardware:
-    pass
-
-
-@dataclass(frozen=True)
-class SaveToken:
-    token: str
-
-
-@dataclass(frozen=True)
-class ProbeHub:
-    """Is the Hub reachable? Answered within ``hub_worker.PROBE_DEADLINE_S``."""
-
-
-@dataclass(frozen=True)
-class Search:
-    query: str
-    cancel: threading.Event = field(default_factory=threading.Event, compare=False)
-
-
-@dataclass(frozen=True)
-class ScanLocal:
-    """GGUF models on this computer: the library's, the models folder's and the model
-    cache's (the demo pair), plus ``extra`` files the person browsed to; each read from its
-    header and checked against ``target_vocab`` when given."""
-
-    library_paths: tuple[str, ...]
-    extra: tuple[str, ...] = ()
-    target_path: str | None = None
-    target_vocab: VocabInfo | None = field(default=None, compare=False)
-
-
-@dataclass(frozen=True)
-class CheckDraftRepo:
-    """A draft repository the person typed, checked against the target's vocabulary."""
-
-    repo_id: str
-    target_repo: str
-    target_file: str
-    cancel: threading.Event = field(default_factory=threading.Event, compare=False)
-
-
-@dataclass(frozen=True)
-class InspectRepo:
-    """List a repo's GGUF models and read one header for the model facts."""
-
-    repo_id: str
-    cancel: threading.Event = field(default_factory=threading.Event, compare=False)
-
-
-@dataclass(frozen=True)
-class FindDrafts:
-    target_repo: str
-    target_file: str
-    catalog: Catalog
-    cancel: threading.Event = field(default_factory=threading.Event, compare=False)
-
 
 @dataclass(frozen=True)
 class DownloadItem:
     repo_id: str
     group: QuantGroup
-
-
-@dataclass(frozen=True)
-class Download:
-    items: tuple[DownloadItem, ...]
-    cancel: threading.Event = field(default_factory=threading.Event, compare=False)
-
-
-@dataclass(frozen=True)
-class Calibrate:
-    target_path: str
-    draft_path: str
-    n_ctx: int
-    cancel: threading.Event = field(default_factory=threading.Event, compare=False)
 
 
 # --- replies ------------------------------------------------------------------------------

@@ -11,9 +11,9 @@ import threading
 from dataclasses import dataclass, field
 
 from app.engine.config import DraftSource, ModelSpec
-from app.engine.process.host import EngineCrashed, EngineUnresponsive, PairInfo
 from app.engine.events import Event, RunSummary
 from app.engine.exactness import Comparison
+from app.engine.process.host import EngineCrashed, EngineUnresponsive, PairInfo
 from app.errors import (
     ContextOverflowError,
     GenerationCancelled,
@@ -21,8 +21,8 @@ from app.errors import (
     SpecDeckError,
 )
 from app.gguf.compat import IncompatiblePairError
-from app.lab.remote import RemoteError
-from app.lab.remote_chat import RemotePair
+from app.remote.chat import RemotePair
+from app.remote.client import RemoteError
 from app.store.settings import Settings
 
 TIMING_RULE = (

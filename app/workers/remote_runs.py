@@ -14,10 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from app.engine.config import DraftSource
-from app.engine.process.protocol import BATCH_SECONDS, PairInfo
 from app.engine.events import Event, RunSummary, StopReason, TextTail
-from app.lab.remote import RemoteCancelled
-from app.lab.remote_chat import RemoteAnswer, RemotePair, check_server, stream_chat
+from app.engine.process.protocol import BATCH_SECONDS, PairInfo
+from app.remote.chat import RemoteAnswer, RemotePair, check_server, stream_chat
+from app.remote.client import RemoteCancelled
 from app.workers.messages import ChatJob, EventBatch, PairLoaded
 
 Emit = Callable[[EventBatch], None]

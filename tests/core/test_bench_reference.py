@@ -11,6 +11,8 @@ import pytest
 from app.cli import main as cli
 from app.engine.bench import BenchSettings
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 
 def test_from_source_the_reference_runner_is_the_developer_tools_one() -> None:
     from app.devtools.reference import run_reference

@@ -4,10 +4,14 @@ target alone, and its verdict said only "drafting paused for 49 of 49 tokens")."
 
 from __future__ import annotations
 
+import pytest
+
 from app.engine.config import SpecConfig
 from app.engine.policy.controller import DraftController
 from app.engine.policy.guard import GuardMemory
 from app.models import guard_words
+
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
 
 
 def test_a_restored_pause_for_cost_is_said_at_step_zero_and_carried_again() -> None:

@@ -8,12 +8,16 @@ import json
 import math
 from pathlib import Path
 
+import pytest
+
 from app.engine.events import RunSummary, StopReason
-from app.lab.checks import loads
+from app.files.values import loads
 from app.store.conversations import ChatMessage, Conversation, ConversationStore, to_json_text
 from app.store.settings import Settings
 from app.workers.chat_session import ChatSession
 from app.workers.messages import JobDone
+
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
 
 
 def _strict(text: str) -> object:

@@ -31,6 +31,8 @@ from app.engine.sampling import (
     top_two_margin,
 )
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 PROMPTS = ["the code of the model", "import data for self", "what is the draft token"]
 FORCED = SpecConfig(draft_max=4, adaptive=False, collapse_guard=False)
 CHAINS = [

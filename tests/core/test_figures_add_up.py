@@ -13,6 +13,8 @@ from app.engine.events import RunSummary, StepEvent, StopReason
 from app.engine.exactness import Comparison, judge
 from app.workers.live_figures import LiveRate, tokens_text
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 
 def _summary(mode: str, tokens: int, tok_s: float, **kw: object) -> RunSummary:
     return RunSummary(

@@ -20,6 +20,8 @@ from app.engine.loop.textstream import TextStream
 from app.engine.randomness import Randomness
 from app.engine.sequences import common_prefix_length
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 DEPTHS = (64, 1500)
 STEPS = 16
 SPEC = SpecConfig(draft_max=4, adaptive=False, collapse_guard=False)

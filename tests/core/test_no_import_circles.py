@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from app.devtools.import_circles import circles, import_graph
+
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,6 +14,8 @@ from app.lab.configs import ConfigError, LabConfig, parse_config, settings_chang
 from app.serve.params import Sampling
 from app.store.settings import Invalid, Settings, parse_field
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 NUMBERS = ("temperature", "top_k", "top_p", "min_p")
 
 

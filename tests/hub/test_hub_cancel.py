@@ -11,9 +11,12 @@ from app.engine.llama.hardware import Hardware
 from app.models.catalog import Catalog, CatalogModel, CatalogPair
 from app.models.library import Library
 from app.ui.wizard.wizard import PairWizard
-from app.workers.hub_messages import HubFailure, InspectRepo, Search
+from app.workers.hub_jobs import HubSession, InspectRepo, Search
+from app.workers.hub_messages import HubFailure
 from app.workers.hub_worker import HubClient
 from tests.hub.fake_hub import FakeHub, FakeRepo
+
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
 
 REPO, FILE = "acme/Slow-GGUF", "slow-Q8_0.gguf"
 
@@ -26,7 +29,7 @@ def slow_hub(fake_hub: FakeHub, gguf_bytes: dict[str, bytes]) -> FakeHub:
 
 
 def test_inspection_request_is_cancelled(qtbot, slow_hub: FakeHub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    client = HubClient(tmp_path / "models")
+    client = HubClient(HubSession(tmp_path / "models"))
     try:
         request = InspectRepo(REPO)
         with qtbot.waitSignal(client.failed, timeout=10_000) as failed:

@@ -23,6 +23,8 @@ from app.models.downloads import (
 from app.models.hub import HubError, list_gguf_files
 from tests.hub.fake_hub import FakeHub, FakeRepo
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 BIG = "big-Q8_0.gguf"
 
 

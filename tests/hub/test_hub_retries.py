@@ -15,6 +15,8 @@ from app.models.hub import HubError, list_gguf_files, read_remote_header, search
 from app.models.hub_http import RetryPolicy, TransferCancelled, TransferLimits
 from tests.hub.fake_hub import FakeHub
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 BIG = "big-Q8_0.gguf"
 TREE = "GET /api/models/acme/Big-GGUF/tree/main"
 RESOLVE = f"/acme/Big-GGUF/resolve/main/{BIG}"

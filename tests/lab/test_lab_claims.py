@@ -22,6 +22,8 @@ from app.lab.stats import (
     verdict,
 )
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 
 def test_config_strings_map_onto_the_engine_settings() -> None:
     fixed = parse_config("f8:draft=/m/d.gguf,n=8,rule=match,temp=0.7,guard=off")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.lab.plan import Claim, LabPlan
-from app.lab.remote import run_remote
+from app.lab.remote_run import run_remote
 from app.lab.results import ResultLog
 from app.lab.runner import LabRunner, target_spec
 from app.lab.stats import rows_from

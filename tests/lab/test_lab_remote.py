@@ -23,18 +23,18 @@ from app.engine.engine import Engine
 from app.engine.events import RunSummary
 from app.lab.configs import ConfigError, parse_config
 from app.lab.plan import Claim, LabPlan
-from app.lab.remote import (
+from app.lab.remote_run import run_remote
+from app.lab.results import ResultLog
+from app.lab.runner import LabRunner, target_spec
+from app.lab.stats import rows_from
+from app.lab.suites import builtin
+from app.remote.client import (
     RemoteError,
     SpecCounters,
     check_url,
     parse_prometheus,
     parse_timings,
-    run_remote,
 )
-from app.lab.results import ResultLog
-from app.lab.runner import LabRunner, target_spec
-from app.lab.stats import rows_from
-from app.lab.suites import builtin
 
 VLLM_METRICS = """\
 # HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 
 from app.engine.process.host import CancelFlag
-from app.lab import remote
 from app.lab.configs import ConfigError, parse_config
 from app.lab.plan import Claim, LabPlan
-from app.lab.remote import RemoteError, run_remote
+from app.lab.remote_run import run_remote
 from app.lab.results import ResultLog
 from app.lab.runner import LabRunner, target_spec
 from app.lab.suites import builtin
+from app.remote.client import RemoteCancelled, RemoteError, check_url
 
 GOOD_TIMINGS = {"prompt_ms": 5, "predicted_n": 8, "predicted_ms": 40, "draft_n": 8}
 HOSTILE_REASON = '<img src="/dev/zero"> \x1b[31m\t' + "x" * 8000
@@ -184,7 +184,7 @@ def test_cancel_cuts_a_request_the_server_never_answers(hostile: HostileServer) 
         lambda: _ask(hostile.url + "/silent", cancel=lambda: time.monotonic() - began > 0.5),
         20.0,
     )
-    assert isinstance(error, getattr(remote, "RemoteCancelled", ())), error
+    assert isinstance(error, RemoteCancelled), error
     assert elapsed < 1.5
 
 
@@ -291,7 +291,7 @@ def test_cancelling_a_lab_run_cuts_its_remote_request(
     ["http://[::1", "http://127.0.0.1:99999", "http://a b", "http://h/\x00", "http://h/\x1b[2J"],
 )
 def test_a_malformed_server_address_is_refused_by_name(url: str) -> None:
-    with pytest.raises(remote.RemoteError, match="is not an http"):
-        remote.check_url(url)
+    with pytest.raises(RemoteError, match="is not an http"):
+        check_url(url)
     with pytest.raises(ConfigError, match="is not an http"):
         parse_config(f"r:server={url}")

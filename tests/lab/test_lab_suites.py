@@ -20,6 +20,8 @@ from app.lab.suites import (
 )
 from app.store.conversations import ChatMessage, Conversation, ConversationStore
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 
 def test_builtin_suites_cover_every_category_with_unique_ids() -> None:
     prompts = builtin()

@@ -12,8 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from app.engine.events import TextTail
-from app.lab.remote import RemoteCancelled, RemoteError
-from app.lab.remote_chat import (
+from app.remote.chat import (
     MAX_ANSWER_CHARS,
     MAX_EVENT_BYTES,
     MAX_STREAM_BYTES,
@@ -21,6 +20,7 @@ from app.lab.remote_chat import (
     describe,
     stream_chat,
 )
+from app.remote.client import RemoteCancelled, RemoteError
 
 MESSAGES = ({"role": "user", "content": "a secret the user typed"},)
 

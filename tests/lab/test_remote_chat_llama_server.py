@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from app.engine.events import TextTail
-from app.lab.remote_chat import RemoteAnswer, speedup, stream_chat
+from app.remote.chat import RemoteAnswer, speedup, stream_chat
 from tests.lab.llama_server import llama_server
 
 pytestmark = pytest.mark.slow

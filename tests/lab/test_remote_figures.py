@@ -12,9 +12,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from app.engine.events import TextTail
-from app.lab.remote import RemoteError, run_remote
-from app.lab.remote_chat import RemoteAnswer, describe, stream_chat
+from app.lab.remote_run import run_remote
+from app.remote.chat import RemoteAnswer, describe, stream_chat
+from app.remote.client import RemoteError
 from app.workers.remote_runs import summary
+
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
 
 
 def _event(value: object) -> bytes:

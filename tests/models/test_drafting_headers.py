@@ -28,6 +28,8 @@ from tests.ggufs import (
 )
 from tests.hub.fake_hub import FakeHub, FakeRepo
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 
 def kv_i32(key: str, value: int) -> bytes:
     return enc_str(key) + struct.pack("<Ii", GGUF_I32, value)

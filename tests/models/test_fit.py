@@ -19,6 +19,8 @@ from app.models.fit import (
 )
 from tests.ggufs import write_gguf
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 GIB = 1 << 30
 
 

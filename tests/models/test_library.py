@@ -11,6 +11,8 @@ from app.models.catalog import Catalog, parse_family
 from app.models.library import Library, LibraryError, ModelInUseError, Profile, data_dir
 from tests.ggufs import write_gguf
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 
 @pytest.fixture
 def library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Library:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from app.devtools.test_models.synthetic import write_tiny_qwen35
 from app.engine.llama.hardware import Hardware
 from app.gguf.facts import model_facts
@@ -18,6 +20,8 @@ from app.models.fit import (
     model_memory,
 )
 from tests.ggufs import qwen36_27b_header
+
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
 
 MIB = 1 << 20
 GIB = 1 << 30

@@ -81,10 +81,11 @@ class ServeProcess:
         options.update(kwargs)
         return openai.OpenAI(base_url=self.url, **options)
 
-    def stop(self, timeout: float = 20.0) -> int:
-        """Ctrl+C, as a person stops it; the exit code."""
+    def stop(self, timeout: float = 20.0, sig: int = signal.SIGINT) -> int:
+        """Ctrl+C, as a person stops it (or ``sig``, as a service manager does); the exit
+        code."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+            self.proc.send_signal(sig)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -146,7 +147,7 @@ class HeldEngine:
         self.tickets: list[object] = []
 
     def submit(self, call, deliver):
-        from app.serve.runner import Ticket
+        from app.serve.tickets import Ticket
 
         ticket = Ticket(call, deliver)
         self.tickets.append(ticket)
@@ -156,9 +157,9 @@ class HeldEngine:
         ticket.cancelled = True
 
     def stats(self):
-        from app.serve.runner import RunnerStats
+        from app.serve.tickets import ServingStats
 
-        return RunnerStats(0, 0, 0, 0, False, None, None)
+        return ServingStats(0, 0, 0, 0, False, None, None)
 
 
 class BareServer:
@@ -184,7 +185,7 @@ class BareServer:
         self._thread.start()
 
     def close(self) -> None:
-        from app.serve.runner import Cancelled
+        from app.serve.tickets import Cancelled
 
         for ticket in self.engine.tickets:  # what it held ends, as a stopped engine's does
             ticket.deliver(Cancelled())

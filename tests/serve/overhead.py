@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from app.engine.config import GenerationRequest, ModelSpec, SpecConfig
-from app.engine.process.host import EngineHost, LoadRequest
 from app.engine.events import PrefillEvent, RunSummary, TokenEvent
+from app.engine.process.host import EngineHost, LoadRequest
 from tests.serve.conftest import ROOT, ServeProcess, app_env
 
 PROMPT = "Write a Python function fizzbuzz(n) and explain it."

@@ -70,6 +70,7 @@ def test_unreadable_bodies_get_a_400_naming_the_fault(tiny_server, body, words) 
         ({"messages": [{"role": "user", "content": "x"}] * 1025}, "messages", "too many"),
         ({"messages": ["hi"]}, "messages[0]", "not an object"),
         ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0]", "role"),
+        ({"messages": [{"role": ["user"], "content": "x"}]}, "messages[0]", "role"),
         ({"messages": [{"role": "user", "content": 5}]}, "messages[0]", "not text"),
         ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, None, "only text"),
         ({"temperature": "hot"}, "temperature", "not a number"),

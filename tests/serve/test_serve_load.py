@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import threading
 import time
@@ -154,11 +155,15 @@ def test_a_client_leaving_before_a_whole_answer_stops_it_too(tiny_server: ServeP
     assert after["cancelled"] == base["cancelled"] + 1 and after["served"] == base["served"]
 
 
-def test_ctrl_c_stops_the_server_and_its_engine_process(chat_pair, serve_logs: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl_c", "sigterm"])
+def test_ctrl_c_or_sigterm_right_after_the_serving_line_stops_the_server_and_its_engine(
+    chat_pair, serve_logs: Path, sig: int
+) -> None:
     server = ServeProcess(pair_args(chat_pair), serve_logs)
     children = psutil.Process(server.proc.pid).children(recursive=True)
     assert children, "the engine runs in a child process"
-    code = server.stop()
+    # at once, as the line appears: before uvicorn's own handlers a SIGINT used to be lost
+    code = server.stop(sig=sig)
     server.close()
     assert code == 0, server.stderr()
     # the engine process (and multiprocessing's helper) end with it, not left behind

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
-from app.engine.process import host as engine_host
 from app.engine.config import DraftSource
+from app.engine.process import host as engine_host
 from app.store.conversations import ConversationStore
 from app.store.settings import Settings
 from tests.crash_ggufs import write_bert_tokenizer_llama, write_hung_template_llama

@@ -388,7 +388,7 @@ def test_lab_suite_result_file_and_server_reason_are_text(
         assert lab.start()
     assert ended.args[0].error and MARK in ended.args[0].error  # the server's reason phrase
     assert MARK in lab.message.text()
-    # the reason phrase is cut to one short line (app.lab.remote), so its start is what shows
+    # the reason phrase is cut to one short line (app.remote.client), so its start is what shows
     check_plain(qapp, watch, expect=(f"<b>{MARK}</b><img",))
 
     # The result file as someone else wrote it: a hostile claim category, then prompt ids

@@ -12,7 +12,7 @@ import pytest
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from app.lab.remote_chat import NOT_REPORTED, RemotePair
+from app.remote.chat import NOT_REPORTED, RemotePair
 from app.store.settings import Settings
 from app.ui.pair_chooser import RemoteServerDialog
 from tests.lab.llama_server import llama_server

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from app.lab.remote_chat import RemotePair
+from app.remote.chat import RemotePair
+from app.serve.ledger import Activity
 from app.ui.chat_panel import FIRST_TOKEN
 from app.ui.serving import STOPPED_NO_PAIR, STOPPED_REMOTE, waiting_words
-from app.workers.serve_bridge import Activity
 from tests.conftest import CHATML
 from tests.serve.conftest import ServeProcess, pair_args
 from tests.ui.conftest import load

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import QObject, Signal
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 
 class _Emitter(QObject):
     fired = Signal()

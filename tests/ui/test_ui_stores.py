@@ -17,6 +17,8 @@ from app.store.conversations import (
 )
 from app.store.settings import Invalid, Settings, SettingsStore, cross_check, with_field
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 
 @pytest.mark.parametrize(
     ("name", "text", "reason"),

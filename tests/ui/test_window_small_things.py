@@ -8,7 +8,7 @@ from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication
 
-from app.lab.remote_chat import RemotePair
+from app.remote.chat import RemotePair
 from app.store.settings import Settings, SettingsStore, with_field
 from app.ui.chat_panel import ChatPanel
 from app.ui.pair_chooser import RemoteServerDialog, same_server

@@ -88,10 +88,10 @@ def test_wizard_to_saved_active_pair(qtbot, tiny_hub: FakeHub, tmp_path: Path) -
         page = wizard.page_verify
         calibrated: list[object] = []
         cancelled: list[int] = []
-        wizard.client.result.connect(
+        wizard.calibration.result.connect(
             lambda r: calibrated.append(r) if isinstance(r, Calibrated) else None
         )
-        wizard.client.failed.connect(
+        wizard.calibration.failed.connect(
             lambda f: cancelled.append(f.request_id) if f.cancelled else None
         )
         # Back during the calibration and Next again: the first run is cancelled, not repeated.
@@ -125,7 +125,8 @@ def test_wizard_to_saved_active_pair(qtbot, tiny_hub: FakeHub, tmp_path: Path) -
     finally:
         wizard.accept()
     assert not wizard.client._thread.isRunning()
-    assert wizard.client.worker._engine is None  # the calibration's models are freed
+    assert not wizard.calibration._thread.isRunning()
+    assert wizard.calibration.context._engine is None  # the calibration's models are freed
     reloaded = Library()
     assert wizard.page_finish.activated == "Tiny pair"  # the window loads it now
     profile = reloaded.profiles["Tiny pair"]

@@ -199,7 +199,7 @@ def test_slower_calibration_is_called_slower_and_needs_consent(  # type: ignore[
         page = wizard.page_verify
         page._done_steps = ["Loading both models", "Target alone: 64 tokens"]
         # The measured numbers of the screenshot: a draft bigger than its target.
-        page.on_result(
+        page.show_calibration(
             Calibrated(0, 0.81, 4.1, 7.9, 0.52, 8, 3.2, ((4, 4.0), (8, 4.1)), noise=0.03)
         )
         text = page.status.text()
@@ -209,14 +209,16 @@ def test_slower_calibration_is_called_slower_and_needs_consent(  # type: ignore[
         assert not page.use_ngram.isHidden() and "Alternatives" in text
         page.activate.setChecked(True)  # the person consents
         assert wizard.state.activate
-        page.on_result(
+        page.show_calibration(
             Calibrated(0, 0.9, 12.0, 8.0, 1.5, 4, 1.0, ((4, 12.0), (8, 9.0)), noise=0.02)
         )
         assert (
             "50 % faster" in page.status.text() and "clearly the faster one" in page.status.text()
         )
         # A 25 % margin is no proof when two runs of the target alone differed by 20 %.
-        page.on_result(Calibrated(0, 0.9, 12.0, 8.0, 1.5, 4, 1.0, ((4, 12.0), (8, 9.0)), noise=0.2))
+        page.show_calibration(
+            Calibrated(0, 0.9, 12.0, 8.0, 1.5, 4, 1.0, ((4, 12.0), (8, 9.0)), noise=0.2)
+        )
         assert "not sure" in page.status.text() and "differed by 20%" in page.status.text()
         assert page.activate.isChecked() and page.use_ngram.isHidden()
     finally:

@@ -23,6 +23,8 @@ from tests.ggufs import GGUF_U32, head_header, kv_array
 from tests.hub.fake_hub import FakeHub, FakeRepo
 from tests.wizard.helpers import HARDWARE, shoot
 
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
 SELF = "acme/Self-MTP-GGUF"
 HEAD = "acme/Gemma4-Assistant-GGUF"
 

@@ -22,12 +22,10 @@ from app.models.catalog import Catalog, CatalogModel, CatalogPair
 from app.models.hub import HubError, explain
 from app.models.library import Library
 from app.ui.wizard.wizard import PairWizard
+from app.workers.calibration import CALIBRATION_DRAFT_LENGTHS
+from app.workers.hub_jobs import PROBE_DEADLINE_S
 from app.workers.hub_messages import Calibrated
-from app.workers.hub_worker import (
-    CALIBRATION_DRAFT_LENGTHS,
-    PROBE_DEADLINE_S,
-    is_unreachable,
-)
+from app.workers.jobs import is_unreachable
 from tests.ggufs import write_gguf
 from tests.hub.fake_hub import FakeHub, FakeRepo
 from tests.wizard.helpers import DRAFT, HARDWARE, TARGET, shoot, tiny_catalog
@@ -335,7 +333,7 @@ def test_calibration_text_and_saved_draft_length_agree(  # type: ignore[no-untyp
         result = Calibrated(0, 0.94, best[1], 13.3, best[1] / 13.3, best[0], 3.0, trials, noise)
         assert result.length_sure is sure
         page = wizard.page_verify
-        page.on_result(result)
+        page.show_calibration(result)
         said = draft_length_said(page.status.text())
         if not sure:
             assert "adaptive" in page.status.text() and "not sure" in page.status.text()

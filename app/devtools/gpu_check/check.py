@@ -26,21 +26,19 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from app.devtools.gpu_check.models import GPU_SHAPES, SMALL_SHAPES, Models, Shapes, write_models
-from app.devtools.mtp_reference import PROMPT, specdeck_run
+from app.devtools.llama_server import ServerSetup, greedy_run
+from app.devtools.mtp_reference import PROMPT, REFERENCE_CTX, specdeck_run
 from app.files.fileio import atomic_write_text, json_text
 
 ALL_LAYERS = "999"
 FAST_DRAFT_MAX = 8  # the fixed policy's draft length with a separate draft model
 MTP_DRAFT_MAX = 3  # and with the model's own next-token block (mtp_reference's default)
-REFERENCE_CTX = 2048  # the context mtp_reference.specdeck_run gives SpecDeck's side
 BENCH_PROMPTS = (
     "Write a Python function that returns the n-th Fibonacci number.",
     "Explain in three sentences what a hash table is.",
@@ -59,23 +57,6 @@ class Clock:
         return self.deadline - time.monotonic()
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _post(url: str, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-    request = urllib.request.Request(
-        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=timeout_s) as answer:
-        reply: dict[str, Any] = json.loads(answer.read(8 << 20))
-    return reply
-
-
 def server_run(
     server: Path,
     model: Path,
@@ -87,66 +68,11 @@ def server_run(
     n_ctx: int,
 ) -> dict[str, Any]:
     """llama-server's greedy answer to a token-id prompt: best tokens/sec of ``rounds``."""
-    port = _free_port()
-    command = [
-        str(server),
-        "-m",
-        str(model),
-        *spec_args,
-        "-ngl",
-        ALL_LAYERS,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "-c",
-        str(n_ctx),
-        "-t",
-        str(threads),
-        "--no-webui",
-        "--parallel",
-        "1",
-    ]
-    with tempfile.TemporaryFile() as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 300
-            while True:
-                if process.poll() is not None:
-                    log.seek(0)
-                    raise RuntimeError(f"llama-server exited: {log.read()[-3000:]!r}")
-                try:
-                    with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
-                        if answer.status == 200:
-                            break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError("llama-server did not start within 300 s")
-                time.sleep(0.25)
-            body = {
-                "prompt": prompt,
-                "n_predict": n_tokens,
-                "temperature": 0,
-                "return_tokens": True,
-                "cache_prompt": False,
-            }
-            # the first answer warms the server up (CUDA graphs, caches) and is not counted
-            replies = [_post(f"{url}/completion", body, 300) for _ in range(rounds + 1)][1:]
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-    best = max((r["timings"] for r in replies), key=lambda t: float(t["predicted_per_second"]))
-    return {
-        "tokens": [int(t) for t in replies[0]["tokens"]],
-        "tok_s": round(float(best["predicted_per_second"]), 2),
-        "drafted": int(best.get("draft_n", 0)),
-        "accepted": int(best.get("draft_n_accepted", 0)),
-    }
+    setup = ServerSetup(n_ctx, threads, ALL_LAYERS, timeout_s=300, stop_timeout_s=20, log_tail=3000)
+    # the first answer warms the server up (CUDA graphs, caches) and is not counted
+    return greedy_run(
+        server, model, spec_args, prompt, n_tokens, setup, rounds=rounds, warm_up=True
+    )
 
 
 def versus_server(

@@ -13,14 +13,21 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+from app.devtools.test_models.gguf_writing import (
+    Matrices,
+    TokenizerField,
+    finish_gguf,
+    full,
+    open_gguf,
+    random_matrices,
+)
+
 WORDS = (
     "the of and to in is that for it as with was on be by at this are from or an "
     "have not but what all were when we there can more if will one about up out do "
     "so has no time def return import class self print if else for while code data "
     "model token draft target"
 ).split()
-# (key, value, value type, array item type) of one tokenizer metadata field
-TokenizerField = tuple[str, object, gguf.GGUFValueType, object]
 TOKEN_TYPE_NORMAL, TOKEN_TYPE_UNKNOWN, TOKEN_TYPE_CONTROL, TOKEN_TYPE_BYTE = 1, 2, 3, 6
 
 
@@ -51,26 +58,30 @@ def vocabulary(extra_words: tuple[str, ...] = ()) -> tuple[list[str], list[float
     return tokens, scores, types
 
 
+def _embedding_and_head(mat: Matrices, n_vocab: int, n_embd: int) -> dict[str, np.ndarray]:
+    """The token embedding, the final norm and the output head (drawn in that order)."""
+    return {
+        "token_embd.weight": mat(n_vocab, n_embd, 1.0),
+        "output_norm.weight": full(n_embd),
+        "output.weight": mat(n_vocab, n_embd, 0.35),
+    }
+
+
 def _weights(shape: TinyShape, n_vocab: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     e, f, hd = shape.n_embd, shape.n_ff, shape.n_embd // shape.n_head
     kv = hd * shape.n_head_kv
 
-    def mat(rows: int, cols: int, scale: float) -> np.ndarray:
-        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+    mat = random_matrices(rng)
 
-    tensors = {
-        "token_embd.weight": mat(n_vocab, e, 1.0),
-        "output_norm.weight": np.ones(e, dtype=np.float32),
-        "output.weight": mat(n_vocab, e, 0.35),
-    }
+    tensors = _embedding_and_head(mat, n_vocab, e)
     for i in range(shape.n_layer):
         tensors |= {
-            f"blk.{i}.attn_norm.weight": np.ones(e, dtype=np.float32),
+            f"blk.{i}.attn_norm.weight": full(e),
             f"blk.{i}.attn_q.weight": mat(e, e, e**-0.5),
             f"blk.{i}.attn_k.weight": mat(kv, e, e**-0.5),
             f"blk.{i}.attn_v.weight": mat(kv, e, e**-0.5),
             f"blk.{i}.attn_output.weight": mat(e, e, e**-0.5),
-            f"blk.{i}.ffn_norm.weight": np.ones(e, dtype=np.float32),
+            f"blk.{i}.ffn_norm.weight": full(e),
             f"blk.{i}.ffn_gate.weight": mat(f, e, e**-0.5),
             f"blk.{i}.ffn_up.weight": mat(f, e, e**-0.5),
             f"blk.{i}.ffn_down.weight": mat(e, f, f**-0.5),
@@ -206,9 +217,7 @@ def write_llama(
     tokenizer: list[TokenizerField],
 ) -> None:
     """A llama-architecture F32 GGUF of ``shape`` with these tensors and tokenizer fields."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_name(path.stem)
+    writer = open_gguf(path, "llama")
     writer.add_context_length(shape.n_ctx)
     writer.add_embedding_length(shape.n_embd)
     writer.add_block_count(shape.n_layer)
@@ -218,14 +227,7 @@ def write_llama(
     writer.add_rope_dimension_count(shape.n_embd // shape.n_head)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    for key, value, kind, item in tokenizer:
-        writer.add_key_value(key, value, kind, sub_type=item)  # type: ignore[arg-type]
-    for name, value in tensors.items():
-        writer.add_tensor(name, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    finish_gguf(writer, tensors, tokenizer)
 
 
 def write_vocab_donor_pair(
@@ -302,12 +304,7 @@ def _qwen35_weights(
     value_dim = shape.ssm_state_size * shape.ssm_time_step_rank
     conv_dim = 2 * key_dim + value_dim
 
-    def mat(rows: int, cols: int, scale: float) -> np.ndarray:
-        # GGUF lists dimensions innermost first: numpy (rows, cols) is llama.cpp {cols, rows}
-        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
-
-    def ones(n: int) -> np.ndarray:
-        return np.ones(n, dtype=np.float32)
+    mat = random_matrices(rng)
 
     def attention(i: int) -> dict[str, np.ndarray]:
         return {
@@ -316,24 +313,20 @@ def _qwen35_weights(
             f"blk.{i}.attn_k.weight": mat(hd * shape.n_head_kv, e, e**-0.5),
             f"blk.{i}.attn_v.weight": mat(hd * shape.n_head_kv, e, e**-0.5),
             f"blk.{i}.attn_output.weight": mat(e, hd * shape.n_head, (hd * shape.n_head) ** -0.5),
-            f"blk.{i}.attn_q_norm.weight": ones(hd),
-            f"blk.{i}.attn_k_norm.weight": ones(hd),
+            f"blk.{i}.attn_q_norm.weight": full(hd),
+            f"blk.{i}.attn_k_norm.weight": full(hd),
         }
 
     def common(i: int) -> dict[str, np.ndarray]:
         return {
-            f"blk.{i}.attn_norm.weight": ones(e),
-            f"blk.{i}.post_attention_norm.weight": ones(e),
+            f"blk.{i}.attn_norm.weight": full(e),
+            f"blk.{i}.post_attention_norm.weight": full(e),
             f"blk.{i}.ffn_gate.weight": mat(f, e, e**-0.5),
             f"blk.{i}.ffn_up.weight": mat(f, e, e**-0.5),
             f"blk.{i}.ffn_down.weight": mat(e, f, f**-0.5),
         }
 
-    tensors = {
-        "token_embd.weight": mat(n_vocab, e, 1.0),
-        "output_norm.weight": ones(e),
-        "output.weight": mat(n_vocab, e, 0.35),
-    }
+    tensors = _embedding_and_head(mat, n_vocab, e)
     for i in range(shape.n_trunk):
         tensors |= common(i)
         if (i + 1) % shape.full_attention_interval == 0:
@@ -348,7 +341,7 @@ def _qwen35_weights(
             f"blk.{i}.ssm_a": -np.exp(mat(1, shape.ssm_time_step_rank, 0.1)[0]),
             f"blk.{i}.ssm_beta.weight": mat(shape.ssm_time_step_rank, e, e**-0.5),
             f"blk.{i}.ssm_alpha.weight": mat(shape.ssm_time_step_rank, e, e**-0.5),
-            f"blk.{i}.ssm_norm.weight": ones(shape.ssm_state_size),
+            f"blk.{i}.ssm_norm.weight": full(shape.ssm_state_size),
             f"blk.{i}.ssm_out.weight": mat(e, value_dim, value_dim**-0.5),
         }
     eh_proj = mat(e, 2 * e, (2 * e) ** -0.5)
@@ -370,11 +363,33 @@ def _qwen35_weights(
         tensors |= block
         tensors |= {
             f"blk.{i}.nextn.eh_proj.weight": eh_proj,
-            f"blk.{i}.nextn.enorm.weight": ones(e),
-            f"blk.{i}.nextn.hnorm.weight": ones(e),
-            f"blk.{i}.nextn.shared_head_norm.weight": ones(e),
-        }
+        } | _nextn_norms(i, e)
     return tensors
+
+
+def _nextn_norms(i: int, n_embd: int) -> dict[str, np.ndarray]:
+    """The norms of next-token block ``i``: of the token embedding, of the hidden state and
+    before the shared output head."""
+    names = ("enorm", "hnorm", "shared_head_norm")
+    return {f"blk.{i}.nextn.{name}.weight": full(n_embd) for name in names}
+
+
+def _add_nextn_shape(
+    writer: gguf.GGUFWriter, shape: TinyQwen35Shape | TinyStep35Shape, expert_ff: int | None = None
+) -> None:
+    """The sizes of a model with ``shape.n_nextn`` next-token blocks after its trunk."""
+    writer.add_context_length(shape.n_ctx)
+    writer.add_embedding_length(shape.n_embd)
+    writer.add_block_count(shape.n_trunk + shape.n_nextn)
+    writer.add_nextn_predict_layers(shape.n_nextn)
+    writer.add_feed_forward_length(shape.n_ff)
+    if expert_ff is not None:
+        writer.add_expert_feed_forward_length(expert_ff)
+    writer.add_head_count(shape.n_head)
+    writer.add_head_count_kv(shape.n_head_kv)
+    writer.add_key_length(shape.head_dim)
+    writer.add_value_length(shape.head_dim)
+    writer.add_rope_dimension_count(shape.head_dim)
 
 
 def write_tiny_qwen35(
@@ -394,19 +409,8 @@ def write_tiny_qwen35(
     shape = shape or TinyQwen35Shape()
     tokens, scores, types = vocabulary()
     tensors = _qwen35_weights(shape, len(tokens), np.random.default_rng(seed), branch_scale)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    writer = gguf.GGUFWriter(str(path), "qwen35")
-    writer.add_name(path.stem)
-    writer.add_context_length(shape.n_ctx)
-    writer.add_embedding_length(shape.n_embd)
-    writer.add_block_count(shape.n_trunk + shape.n_nextn)
-    writer.add_nextn_predict_layers(shape.n_nextn)
-    writer.add_feed_forward_length(shape.n_ff)
-    writer.add_head_count(shape.n_head)
-    writer.add_head_count_kv(shape.n_head_kv)
-    writer.add_key_length(shape.head_dim)
-    writer.add_value_length(shape.head_dim)
-    writer.add_rope_dimension_count(shape.head_dim)
+    writer = open_gguf(path, "qwen35")
+    _add_nextn_shape(writer, shape)
     writer.add_rope_dimension_sections(list(shape.rope_sections))
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_full_attention_interval(shape.full_attention_interval)
@@ -416,14 +420,7 @@ def write_tiny_qwen35(
     writer.add_ssm_time_step_rank(shape.ssm_time_step_rank)
     writer.add_ssm_group_count(shape.ssm_group_count)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    for key, value, kind, item in spm_tokenizer((tokens, scores, types)):
-        writer.add_key_value(key, value, kind, sub_type=item)  # type: ignore[arg-type]
-    for name, value in tensors.items():
-        writer.add_tensor(name, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    finish_gguf(writer, tensors, spm_tokenizer((tokens, scores, types)))
     return path
 
 
@@ -455,68 +452,43 @@ def write_tiny_step35(
     rng = np.random.default_rng(seed)
     e, f, hd, n_vocab = shape.n_embd, shape.n_ff, shape.head_dim, len(tokens)
 
-    def mat(rows: int, cols: int, scale: float) -> np.ndarray:
-        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
-
-    def ones(n: int) -> np.ndarray:
-        return np.ones(n, dtype=np.float32)
+    mat = random_matrices(rng)
 
     def block(i: int) -> dict[str, np.ndarray]:
         return {
-            f"blk.{i}.attn_norm.weight": ones(e),
+            f"blk.{i}.attn_norm.weight": full(e),
             f"blk.{i}.attn_q.weight": mat(hd * shape.n_head, e, e**-0.5),
             f"blk.{i}.attn_k.weight": mat(hd * shape.n_head_kv, e, e**-0.5),
             f"blk.{i}.attn_v.weight": mat(hd * shape.n_head_kv, e, e**-0.5),
             f"blk.{i}.attn_output.weight": mat(e, hd * shape.n_head, branch_scale * hd**-0.5),
-            f"blk.{i}.ffn_norm.weight": ones(e),
+            f"blk.{i}.ffn_norm.weight": full(e),
             f"blk.{i}.ffn_gate.weight": mat(f, e, e**-0.5),
             f"blk.{i}.ffn_up.weight": mat(f, e, e**-0.5),
             f"blk.{i}.ffn_down.weight": mat(e, f, branch_scale * f**-0.5),
         }
 
-    tensors = {
-        "token_embd.weight": mat(n_vocab, e, 1.0),
-        "output_norm.weight": ones(e),
-        "output.weight": mat(n_vocab, e, 0.35),
-    }
+    tensors = _embedding_and_head(mat, n_vocab, e)
     for i in range(shape.n_trunk):
         tensors |= block(i)
     # the head reads [token embedding, hidden state]: an identity on the first half keeps
     # its prediction close to the target's bigram-like one
     eh_proj = np.hstack([np.eye(e, dtype=np.float32), np.zeros((e, e), np.float32)])
     for i in range(shape.n_trunk, shape.n_trunk + shape.n_nextn):
-        tensors |= block(i) | {
-            f"blk.{i}.nextn.eh_proj.weight": eh_proj + mat(e, 2 * e, 0.02),
-            f"blk.{i}.nextn.enorm.weight": ones(e),
-            f"blk.{i}.nextn.hnorm.weight": ones(e),
-            f"blk.{i}.nextn.shared_head_norm.weight": ones(e),
-        }
+        tensors |= (
+            block(i)
+            | {
+                f"blk.{i}.nextn.eh_proj.weight": eh_proj + mat(e, 2 * e, 0.02),
+            }
+            | _nextn_norms(i, e)
+        )
     n_all = shape.n_trunk + shape.n_nextn
-    path.parent.mkdir(parents=True, exist_ok=True)
-    writer = gguf.GGUFWriter(str(path), "step35")
-    writer.add_name(path.stem)
-    writer.add_context_length(shape.n_ctx)
-    writer.add_embedding_length(e)
-    writer.add_block_count(n_all)
-    writer.add_nextn_predict_layers(shape.n_nextn)
-    writer.add_feed_forward_length(f)
-    writer.add_expert_feed_forward_length(f)
-    writer.add_head_count(shape.n_head)
-    writer.add_head_count_kv(shape.n_head_kv)
-    writer.add_key_length(hd)
-    writer.add_value_length(hd)
-    writer.add_rope_dimension_count(hd)
+    writer = open_gguf(path, "step35")
+    # every layer is dense: the expert width is the feed-forward width
+    _add_nextn_shape(writer, shape, expert_ff=f)
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_sliding_window(shape.n_ctx)
     # llama.cpp needs one sliding-window layer; a window as long as the context changes nothing
     writer.add_array("step35.attention.sliding_window_pattern", [1] + [0] * (n_all - 1))
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    for key, value, kind, item in spm_tokenizer((tokens, scores, types)):
-        writer.add_key_value(key, value, kind, sub_type=item)  # type: ignore[arg-type]
-    for name, value in tensors.items():
-        writer.add_tensor(name, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    finish_gguf(writer, tensors, spm_tokenizer((tokens, scores, types)))
     return path

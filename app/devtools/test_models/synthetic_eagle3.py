@@ -27,6 +27,12 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+from app.devtools.test_models.gguf_writing import (
+    finish_gguf,
+    full,
+    open_gguf,
+    random_matrices,
+)
 from app.devtools.test_models.synthetic import (
     TinyShape,
     _donor_tokenizer,
@@ -104,30 +110,27 @@ def write_tiny_eagle3(
     rng = np.random.default_rng(seed)
     e, f = n_embd, shape.n_ff
 
-    def mat(rows: int, cols: int, scale: float) -> np.ndarray:
-        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+    mat = random_matrices(rng)
 
     eye, zero = np.eye(e, dtype=np.float32), np.zeros((e, e), np.float32)
     token_half = np.hstack([eye, zero])  # reads the normed token embedding of [token, g]
     tensors = {
         "fc.weight": mat(e, 3 * e, (3 * e) ** -0.5),
-        "output_norm.weight": np.ones(e, dtype=np.float32),
+        "output_norm.weight": full(e),
         "output.weight": lm_head,
-        "blk.0.attn_norm.weight": np.ones(e, dtype=np.float32),
-        "blk.0.attn_norm_2.weight": np.ones(e, dtype=np.float32),
+        "blk.0.attn_norm.weight": full(e),
+        "blk.0.attn_norm_2.weight": full(e),
         "blk.0.attn_q.weight": token_half * np.float32(shape.attention_sharpness),
         "blk.0.attn_k.weight": token_half.copy(),
         "blk.0.attn_v.weight": np.hstack([eye, -eye]),
         "blk.0.attn_output.weight": eye.copy(),
-        "blk.0.ffn_norm.weight": np.ones(e, dtype=np.float32),
+        "blk.0.ffn_norm.weight": full(e),
         "blk.0.ffn_gate.weight": mat(f, e, e**-0.5),
         "blk.0.ffn_up.weight": mat(f, e, e**-0.5),
         "blk.0.ffn_down.weight": mat(e, f, shape.ffn_scale * f**-0.5),
     }
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    writer = gguf.GGUFWriter(str(path), "eagle3")
-    writer.add_name(path.stem)
+    writer = open_gguf(path, "eagle3")
     writer.add_context_length(shape.n_ctx)
     writer.add_embedding_length(e)
     writer.add_block_count(1)
@@ -142,14 +145,7 @@ def write_tiny_eagle3(
     writer.add_array("eagle3.target_layers", list(target_layers))
     writer.add_uint32("eagle3.target_hidden_size", e)
     writer.add_bool("eagle3.norm_before_residual", True)
-    for key, value, kind, item in _donor_tokenizer(target):
-        writer.add_key_value(key, value, kind, sub_type=item)  # type: ignore[arg-type]
-    for name, value in tensors.items():
-        writer.add_tensor(name, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    finish_gguf(writer, tensors, _donor_tokenizer(target))
     return path
 
 

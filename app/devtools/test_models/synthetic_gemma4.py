@@ -24,6 +24,14 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+from app.devtools.test_models.gguf_writing import (
+    Matrices,
+    add_fields,
+    finish_gguf,
+    full,
+    open_gguf,
+    random_matrices,
+)
 from app.devtools.test_models.synthetic import spm_tokenizer, vocabulary
 
 ASSISTANT_ARCH = "gemma4-assistant"  # the installed gguf package predates the name
@@ -78,6 +86,50 @@ def _orthonormal_rows(rng: np.random.Generator, rows: int, cols: int) -> np.ndar
     return np.ascontiguousarray(q.T, dtype=np.float32)
 
 
+def _layer(
+    i: int,
+    width: int,
+    hd: int,
+    n_ff: int,
+    n_head: int,
+    n_head_kv: int,
+    branch_scale: float,
+    mat: Matrices,
+) -> dict[str, np.ndarray]:
+    """Layer ``i``: attention (with keys and values of its own when ``n_head_kv``) and the
+    feed-forward part."""
+    prefix = f"blk.{i}."
+    tensors = {
+        prefix + "attn_norm.weight": full(width),
+        prefix + "attn_q.weight": mat(hd * n_head, width, width**-0.5),
+    }
+    if n_head_kv:
+        tensors[prefix + "attn_k.weight"] = mat(hd * n_head_kv, width, width**-0.5)
+        tensors[prefix + "attn_v.weight"] = mat(hd * n_head_kv, width, width**-0.5)
+    tensors[prefix + "attn_output.weight"] = mat(width, hd * n_head, (hd * n_head) ** -0.5)
+    tensors[prefix + "attn_q_norm.weight"] = full(hd)
+    if n_head_kv:
+        tensors[prefix + "attn_k_norm.weight"] = full(hd)
+    return tensors | _feed_forward(i, width, n_ff, branch_scale, mat)
+
+
+def _feed_forward(
+    i: int, width: int, n_ff: int, branch_scale: float, mat: Matrices
+) -> dict[str, np.ndarray]:
+    """Block ``i``'s tensors from the attention's output norm on. Each branch is RMS-normed
+    before it joins the residual stream, so its weight alone sets how far the model strays
+    from a bigram model."""
+    return {
+        f"blk.{i}.post_attention_norm.weight": full(width, branch_scale),
+        f"blk.{i}.ffn_norm.weight": full(width),
+        f"blk.{i}.ffn_gate.weight": mat(n_ff, width, width**-0.5),
+        f"blk.{i}.ffn_up.weight": mat(n_ff, width, width**-0.5),
+        f"blk.{i}.ffn_down.weight": mat(width, n_ff, n_ff**-0.5),
+        f"blk.{i}.post_ffw_norm.weight": full(width, branch_scale),
+        f"blk.{i}.layer_output_scale.weight": full(1),
+    }
+
+
 def _target_tensors(
     shape: TinyGemma4Shape,
     n_vocab: int,
@@ -88,12 +140,7 @@ def _target_tensors(
     e, f = shape.n_embd, shape.n_ff
     rank = min(output_rank, e)
 
-    def mat(rows: int, cols: int, scale: float) -> np.ndarray:
-        # GGUF lists dimensions innermost first: numpy (rows, cols) is llama.cpp {cols, rows}
-        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
-
-    def full(n: int, value: float = 1.0) -> np.ndarray:
-        return np.full(n, value, dtype=np.float32)
+    mat = random_matrices(rng)
 
     tensors = {
         # the graph scales embeddings by sqrt(n_embd): rows of norm 1 give an input of rms 1
@@ -107,33 +154,14 @@ def _target_tensors(
     }
     for i, swa in enumerate(shape.pattern()):
         hd = shape.head_dim_swa if swa else shape.head_dim
-        tensors |= {
-            f"blk.{i}.attn_norm.weight": full(e),
-            f"blk.{i}.attn_q.weight": mat(hd * shape.n_head, e, e**-0.5),
-            f"blk.{i}.attn_k.weight": mat(hd * shape.n_head_kv, e, e**-0.5),
-            f"blk.{i}.attn_v.weight": mat(hd * shape.n_head_kv, e, e**-0.5),
-            f"blk.{i}.attn_output.weight": mat(e, hd * shape.n_head, (hd * shape.n_head) ** -0.5),
-            f"blk.{i}.attn_q_norm.weight": full(hd),
-            f"blk.{i}.attn_k_norm.weight": full(hd),
-            # each branch is RMS-normed before it joins the residual stream, so its weight
-            # alone sets how far the model strays from a bigram model
-            f"blk.{i}.post_attention_norm.weight": full(e, branch_scale),
-            f"blk.{i}.ffn_norm.weight": full(e),
-            f"blk.{i}.ffn_gate.weight": mat(f, e, e**-0.5),
-            f"blk.{i}.ffn_up.weight": mat(f, e, e**-0.5),
-            f"blk.{i}.ffn_down.weight": mat(e, f, f**-0.5),
-            f"blk.{i}.post_ffw_norm.weight": full(e, branch_scale),
-            f"blk.{i}.layer_output_scale.weight": full(1),
-        }
+        tensors |= _layer(i, e, hd, f, shape.n_head, shape.n_head_kv, branch_scale, mat)
     return tensors
 
 
 def _writer(
     path: Path, arch: str, n_ctx: int, n_embd: int, pattern: Sequence[bool]
 ) -> gguf.GGUFWriter:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    writer = gguf.GGUFWriter(str(path), arch)
-    writer.add_name(path.stem)
+    writer = open_gguf(path, arch)
     writer.add_context_length(n_ctx)
     writer.add_embedding_length(n_embd)
     writer.add_block_count(len(pattern))
@@ -142,8 +170,7 @@ def _writer(
     writer.add_rope_freq_base(1_000_000.0)
     writer.add_rope_freq_base_swa(10_000.0)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    for key, value, kind, item in spm_tokenizer(vocabulary()):
-        writer.add_key_value(key, value, kind, sub_type=item)  # type: ignore[arg-type]
+    add_fields(writer, spm_tokenizer(vocabulary()))
     return writer
 
 
@@ -164,15 +191,6 @@ def _attention_keys(
     writer.add_rope_dimension_count(head_dim)
     writer.add_rope_dimension_count_swa(head_dim_swa)
     writer.add_sliding_window(window)
-
-
-def _finish(writer: gguf.GGUFWriter, tensors: dict[str, np.ndarray]) -> None:
-    for name, value in tensors.items():
-        writer.add_tensor(name, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
 
 
 def write_tiny_gemma4(
@@ -209,7 +227,7 @@ def write_tiny_gemma4(
     )
     writer.add_shared_kv_layers(0)
     writer.add_embedding_length_per_layer_input(0)
-    _finish(writer, tensors)
+    finish_gguf(writer, tensors)
     return path
 
 
@@ -268,11 +286,7 @@ def write_tiny_gemma4_assistant(
         raise ValueError(f"the assistant ({a}) must be narrower than its target ({b})")
     rng = np.random.default_rng(seed)
 
-    def mat(rows: int, cols: int, scale: float) -> np.ndarray:
-        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
-
-    def full(n: int, value: float = 1.0) -> np.ndarray:
-        return np.full(n, value, dtype=np.float32)
+    mat = random_matrices(rng)
 
     # the assistant's view of the target's hidden space: the directions the target's output
     # head reads most (all of them when the head's rank is at most ``a``)
@@ -289,24 +303,13 @@ def write_tiny_gemma4_assistant(
     }
     for i, swa in enumerate(shape.pattern()):
         hd = t.head_dim_swa if swa else t.head_dim
-        tensors |= {
-            f"blk.{i}.attn_norm.weight": full(a),
-            f"blk.{i}.attn_q.weight": mat(hd * shape.n_head, a, a**-0.5),
-            f"blk.{i}.attn_output.weight": mat(a, hd * shape.n_head, (hd * shape.n_head) ** -0.5),
-            f"blk.{i}.attn_q_norm.weight": full(hd),
-            f"blk.{i}.post_attention_norm.weight": full(a, branch_scale),
-            f"blk.{i}.ffn_norm.weight": full(a),
-            f"blk.{i}.ffn_gate.weight": mat(f, a, a**-0.5),
-            f"blk.{i}.ffn_up.weight": mat(f, a, a**-0.5),
-            f"blk.{i}.ffn_down.weight": mat(a, f, f**-0.5),
-            f"blk.{i}.post_ffw_norm.weight": full(a, branch_scale),
-            f"blk.{i}.layer_output_scale.weight": full(1),
-        }
+        # its queries read the target's keys and values: none of its own
+        tensors |= _layer(i, a, hd, f, shape.n_head, 0, branch_scale, mat)
     writer = _writer(path, ASSISTANT_ARCH, t.n_ctx, a, shape.pattern())
     writer.add_feed_forward_length(f)
     _attention_keys(writer, shape.n_head, t.n_head_kv, t.head_dim, t.head_dim_swa, t.sliding_window)
     writer.add_embedding_length_out(b)
     # every block of an assistant is a next-token block (convert_hf_to_gguf.py writes it so)
     writer.add_nextn_predict_layers(shape.n_layer)
-    _finish(writer, tensors)
+    finish_gguf(writer, tensors)
     return path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import gguf
@@ -41,7 +42,7 @@ def quantize(source: Path, ftype: str, *, threads: int = 0) -> Path:
     params.ftype = FTYPES[ftype]
     params.allow_requantize = True
     params.nthread = threads
-    tmp = out.with_suffix(".tmp")
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")  # concurrent runs: each its own
     rc = llama_cpp.llama_model_quantize(str(source).encode(), str(tmp).encode(), params)
     if rc != 0 or not tmp.exists():
         tmp.unlink(missing_ok=True)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from html import escape
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from PySide6.QtCore import SignalInstance
 from PySide6.QtGui import QColor
@@ -26,19 +27,25 @@ from app.models.library import Library
 from app.ui.plain_text import tooltip as plain_tip
 from app.ui.wizard.pair_selection import WizardState
 from app.workers.hub_messages import HubFailure
-from app.workers.hub_worker import HubClient
+from app.workers.hub_worker import CalibrationClient, HubClient
+from app.workers.job_thread import JobThread
+from app.workers.jobs import Job, Stoppable
+
+Progress = TypeVar("Progress")
+Reply = TypeVar("Reply")
 
 FIT_COLOURS = {FitLabel.FITS: "#2e7d32", FitLabel.TIGHT: "#b26a00", FitLabel.NO_FIT: "#c62828"}
 
 
 class WizardHost(Protocol):
     """What a page needs of the wizard that holds it (``wizard.PairWizard``): the selection,
-    the Hub worker, the library and the catalog, whether the Hub answers, and the ids of the
-    pages a page may go on to. The pages know the wizard by this alone, so that the wizard
-    imports the pages and no page imports the wizard."""
+    the Hub and calibration workers, the library and the catalog, whether the Hub answers,
+    and the ids of the pages a page may go on to. The pages know the wizard by this alone, so
+    that the wizard imports the pages and no page imports the wizard."""
 
     state: WizardState
     client: HubClient
+    calibration: CalibrationClient
     library: Library
     catalog: Catalog
     models_root: Path
@@ -67,7 +74,7 @@ class WizardHost(Protocol):
 
 
 class Page(QWizardPage):
-    """A page that talks to the hub worker and ignores replies to requests it dropped."""
+    """A page that runs jobs on the wizard's workers and ignores replies to jobs it dropped."""
 
     def __init__(self, wizard: WizardHost, title: str, subtitle: str) -> None:
         super().__init__()
@@ -76,21 +83,51 @@ class Page(QWizardPage):
         self.setSubTitle(subtitle)
         self._pending: set[int] = set()
         self._cancels: dict[int, threading.Event] = {}
-        wizard.client.result.connect(self._result)
-        wizard.client.progress.connect(self._progress)
-        wizard.client.failed.connect(self._failed)
 
     @property
     def state(self) -> WizardState:
         return self.owner.state
 
-    def submit(self, request: object) -> int:
-        request_id = self.owner.client.submit(request)
+    def submit(
+        self,
+        job: Job[Any, Progress, Reply],
+        on_result: Callable[[Reply], None],
+        on_progress: Callable[[Progress], None] | None = None,
+        *,
+        worker: JobThread[Any] | None = None,
+    ) -> int:
+        """Run ``job`` on ``worker`` (the Hub's unless told): ``on_result`` gets its reply,
+        ``on_progress`` what it reports, ``on_failure`` its failure; none of them once the
+        page has forgotten the job."""
+        request_id = 0
+
+        def finished(reply: Reply) -> None:
+            if self._settle(request_id):
+                on_result(reply)
+                self.completeChanged.emit()
+
+        def failed(failure: HubFailure) -> None:
+            if self._settle(request_id):
+                self.on_failure(failure)
+                self.completeChanged.emit()
+
+        def progressed(progress: Progress) -> None:
+            if on_progress is not None and request_id in self._pending:
+                on_progress(progress)
+
+        request_id = (worker or self.owner.client).submit(job, finished, failed, progressed)
         self._pending.add(request_id)
-        cancel = getattr(request, "cancel", None)
-        if isinstance(cancel, threading.Event):
-            self._cancels[request_id] = cancel
+        if isinstance(job, Stoppable):
+            self._cancels[request_id] = job.cancel
         return request_id
+
+    def _settle(self, request_id: int) -> bool:
+        """Whether the job is still wanted; it is no longer pending either way."""
+        self._cancels.pop(request_id, None)
+        if request_id not in self._pending:
+            return False
+        self._pending.discard(request_id)
+        return True
 
     def forget_requests(self) -> None:
         """Drop pending requests and stop them, so a stalled Hub never blocks the next one."""
@@ -113,31 +150,6 @@ class Page(QWizardPage):
     def busy(self) -> bool:
         return bool(self._pending)
 
-    def _result(self, reply: object) -> None:
-        request_id = getattr(reply, "request_id", None)
-        if request_id in self._pending:
-            self._pending.discard(request_id)
-            self._cancels.pop(request_id, None)
-            self.on_result(reply)
-            self.completeChanged.emit()
-
-    def _progress(self, reply: object) -> None:
-        if getattr(reply, "request_id", None) in self._pending:
-            self.on_progress(reply)
-
-    def _failed(self, failure: HubFailure) -> None:
-        if failure.request_id in self._pending:
-            self._pending.discard(failure.request_id)
-            self._cancels.pop(failure.request_id, None)
-            self.on_failure(failure)
-            self.completeChanged.emit()
-
-    def on_result(self, reply: object) -> None:
-        pass
-
-    def on_progress(self, reply: object) -> None:
-        pass
-
     def on_failure(self, failure: HubFailure) -> None:
         pass
 
@@ -150,6 +162,47 @@ class Page(QWizardPage):
                 "network. Use “Models on this computer”, or Retry."
             )
         return error_html(failure.message)
+
+
+class StoppablePage(Page):
+    """A page whose one long job (a download, a calibration) its Cancel button stops."""
+
+    def __init__(
+        self,
+        wizard: WizardHost,
+        title: str,
+        subtitle: str,
+        cancel_text: str,
+        stopping: str = "Stopping…",
+    ) -> None:
+        super().__init__(wizard, title, subtitle)
+        self._stopping = stopping  # said once Cancel is pressed
+        self.status = status_label()
+        self.cancel_button = QPushButton(cancel_text)
+        self.cancel_button.clicked.connect(self.cancel)
+        self._cancel = threading.Event()
+
+    def fresh_cancel(self) -> threading.Event:
+        """The stop event for the next job, with Cancel ready to set it."""
+        self._cancel = threading.Event()
+        self.cancel_button.setEnabled(True)
+        return self._cancel
+
+    def cancel(self) -> None:
+        self._cancel.set()
+        self.cancel_button.setEnabled(False)
+        self.status.setText(self._stopping)
+
+    def shutdown(self) -> None:
+        self._cancel.set()
+
+
+def retry_button(page: QWizardPage) -> QPushButton:
+    """A Retry, hidden until a failure shows it, that runs ``page`` again."""
+    button = QPushButton("Retry")
+    button.clicked.connect(page.initializePage)
+    button.setVisible(False)
+    return button
 
 
 def status_label() -> QLabel:

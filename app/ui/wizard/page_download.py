@@ -2,67 +2,49 @@
 
 from __future__ import annotations
 
-import threading
 from html import escape
 from pathlib import Path
 
-from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton, QVBoxLayout
+from PySide6.QtWidgets import QProgressBar, QPushButton
 
 from app.models.downloads import DownloadProgress
 from app.models.fit import gib
 from app.models.library import LibraryError
-from app.ui.wizard.common import Page, WizardHost, error_html, status_label
+from app.ui.box_layouts import button_row, column
+from app.ui.wizard.common import StoppablePage, WizardHost, error_html
 from app.ui.wizard.pair_selection import download_items
-from app.workers.hub_messages import Download, Downloaded, DownloadProgressed, HubFailure
+from app.workers.hub_jobs import Download
+from app.workers.hub_messages import Downloaded, DownloadProgressed, HubFailure
 
 
-class DownloadPage(Page):
+class DownloadPage(StoppablePage):
     def __init__(self, wizard: WizardHost) -> None:
         super().__init__(
             wizard,
             "Download",
             "The models are downloaded and checked against the Hub's sha256. "
             "An interrupted download resumes where it stopped.",
+            "Cancel download",
         )
         self.bar = QProgressBar()
         self.bar.setRange(0, 1000)
-        self.status = status_label()
-        self.cancel_button = QPushButton("Cancel download")
-        self.cancel_button.clicked.connect(self.cancel)
         self.resume_button = QPushButton("Resume")
         self.resume_button.clicked.connect(self.initializePage)
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.cancel_button)
-        buttons.addWidget(self.resume_button)
-        buttons.addStretch(1)
-        layout = QVBoxLayout(self)
-        layout.addWidget(self.bar)
-        layout.addWidget(self.status)
-        layout.addLayout(buttons)
-        layout.addStretch(1)
-        self._cancel = threading.Event()
+        column(self, self.bar, self.status, button_row(self.cancel_button, self.resume_button))
         self._done = False
 
     def initializePage(self) -> None:  # noqa: N802 - Qt name
         self.forget_requests()
         self._done = False
-        self._cancel = threading.Event()
-        self.cancel_button.setEnabled(True)
+        cancel = self.fresh_cancel()
         self.resume_button.setVisible(False)
         self.status.setText("Starting…")
         self._items = download_items(self.state)
         self._sizes = [item.group.size for item in self._items]
-        self.submit(Download(self._items, self._cancel))
+        self.submit(Download(self._items, cancel=cancel), self._downloaded, self._progressed)
         self.completeChanged.emit()
 
-    def cancel(self) -> None:
-        self._cancel.set()
-        self.cancel_button.setEnabled(False)
-        self.status.setText("Stopping…")
-
-    def on_progress(self, reply: object) -> None:
-        if not isinstance(reply, DownloadProgressed):
-            return
+    def _progressed(self, reply: DownloadProgressed) -> None:
         p: DownloadProgress = reply.progress
         before = sum(self._sizes[: reply.item])
         total = sum(self._sizes)
@@ -81,9 +63,7 @@ class DownloadPage(Page):
             f"{gib(p.speed_bps)}/s{eta}"
         )
 
-    def on_result(self, reply: object) -> None:
-        if not isinstance(reply, Downloaded):
-            return
+    def _downloaded(self, reply: Downloaded) -> None:
         s = self.state
         try:
             for item, paths in zip(self._items, reply.paths, strict=True):
@@ -129,6 +109,3 @@ class DownloadPage(Page):
 
     def nextId(self) -> int:  # noqa: N802 - Qt name
         return self.owner.id_finish if self.state.no_draft_model else self.owner.id_verify
-
-    def shutdown(self) -> None:
-        self._cancel.set()

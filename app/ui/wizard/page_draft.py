@@ -27,19 +27,18 @@ from app.ui.wizard.common import (
     error_html,
     make_table,
     note_html,
+    retry_button,
     status_label,
 )
 from app.ui.wizard.pair_selection import DraftChoices, offer_own_heads
 from app.ui.wizard.words import mismatch_in_words
+from app.workers.hub_jobs import CheckDraftRepo, FindDrafts, ScanLocal
 from app.workers.hub_messages import (
-    CheckDraftRepo,
     DraftChecked,
     DraftOption,
     DraftsDone,
-    FindDrafts,
     HubFailure,
     LocalScanned,
-    ScanLocal,
 )
 
 
@@ -58,9 +57,7 @@ class DraftPage(LocalFiles, Page):
             "before anything is downloaded.",
         )
         self.status = status_label()
-        self.retry = QPushButton("Retry")
-        self.retry.clicked.connect(self.initializePage)
-        self.retry.setVisible(False)
+        self.retry = retry_button(self)
         self.table = make_table(["Draft", "Quantization", "Size", "Why", "Compatibility"])
         self.table.itemSelectionChanged.connect(self._selection_changed)
         self.quant = QComboBox()
@@ -141,7 +138,11 @@ class DraftPage(LocalFiles, Page):
             group = self.state.target_group
             assert group is not None and self.state.target_repo is not None
             self.status.setText("Looking for drafts and checking their vocabularies…")
-            self.submit(FindDrafts(self.state.target_repo, group.first.path, self.owner.catalog))
+            self.submit(
+                FindDrafts(self.state.target_repo, group.first.path, self.owner.catalog),
+                self._drafts_done,
+                self._draft_checked,
+            )
         else:
             self._hub_done = True
             self._hub_message = (
@@ -157,7 +158,8 @@ class DraftPage(LocalFiles, Page):
     def _scan(self) -> None:
         target = self.state.target_local.path if self.state.target_local else None
         self.submit(
-            ScanLocal(self._library_paths(), tuple(self._extra), target, self._target_vocab())  # type: ignore[arg-type]
+            ScanLocal(self._library_paths(), tuple(self._extra), target, self._target_vocab()),  # type: ignore[arg-type]
+            self._local_scanned,
         )
 
     def _check_repo(self) -> None:
@@ -172,7 +174,9 @@ class DraftPage(LocalFiles, Page):
         assert group is not None and self.state.target_repo is not None
         self.status.setText(f"Checking {escape(repo)}…")
         self._typed = repo
-        self.submit(CheckDraftRepo(repo, self.state.target_repo, group.first.path))
+        self.submit(
+            CheckDraftRepo(repo, self.state.target_repo, group.first.path), self._repo_checked
+        )
 
     # --- replies ----------------------------------------------------------------------
 
@@ -181,41 +185,38 @@ class DraftPage(LocalFiles, Page):
         """The Hub's drafts, in the table's first rows."""
         return self.choices.options
 
-    def on_progress(self, reply: object) -> None:
-        if isinstance(reply, DraftChecked):
-            self.choices.add_checked(reply.option)
-            self._fill()
+    def _draft_checked(self, reply: DraftChecked) -> None:
+        self.choices.add_checked(reply.option)
+        self._fill()
 
-    def on_result(self, reply: object) -> None:
-        if isinstance(reply, LocalScanned):
-            self.choices.set_local(reply.models)
-            self._fill()
-            want = self._want
-            row = self.choices.local_row(want)
-            if row is not None:
-                self.table.selectRow(row)
-            bad = [why for p, why in reply.unreadable if p == want]
-            if bad:
-                self.status.setText(error_html(f"{want}: {bad[0]}"))
-            else:
-                self._summarise()
-            return
-        if isinstance(reply, DraftChecked):  # a typed repository
-            self.choices.put_typed(reply.option)
-            self._fill()
-            if reply.option.compatible:
-                self.table.selectRow(0)
-                self.status.setText(f"{escape(reply.option.candidate.repo)} is compatible.")
-            else:
-                self.status.setText(
-                    error_html(
-                        f"{reply.option.candidate.repo} cannot draft for this target: "
-                        f"{mismatch_in_words(reply.option.mismatch or '')}"
-                    )
+    def _local_scanned(self, reply: LocalScanned) -> None:
+        self.choices.set_local(reply.models)
+        self._fill()
+        want = self._want
+        row = self.choices.local_row(want)
+        if row is not None:
+            self.table.selectRow(row)
+        bad = [why for p, why in reply.unreadable if p == want]
+        if bad:
+            self.status.setText(error_html(f"{want}: {bad[0]}"))
+        else:
+            self._summarise()
+
+    def _repo_checked(self, reply: DraftChecked) -> None:
+        self.choices.put_typed(reply.option)
+        self._fill()
+        if reply.option.compatible:
+            self.table.selectRow(0)
+            self.status.setText(f"{escape(reply.option.candidate.repo)} is compatible.")
+        else:
+            self.status.setText(
+                error_html(
+                    f"{reply.option.candidate.repo} cannot draft for this target: "
+                    f"{mismatch_in_words(reply.option.mismatch or '')}"
                 )
-            return
-        if not isinstance(reply, DraftsDone):
-            return
+            )
+
+    def _drafts_done(self, reply: DraftsDone) -> None:
         self.choices.options = list(reply.options)
         self._hub_done = True
         self._fill()

@@ -19,13 +19,8 @@ from PySide6.QtWidgets import (
 from app.models.downloads import has_stored_token
 from app.models.fit import KV_BYTES_PER_ELEMENT, gib
 from app.ui.wizard.common import OfflineNote, Page, WizardHost, error_html, status_label
-from app.workers.hub_messages import (
-    DetectHardware,
-    HardwareFound,
-    HubFailure,
-    SaveToken,
-    TokenSaved,
-)
+from app.workers.hub_jobs import DetectHardware, SaveToken
+from app.workers.hub_messages import HardwareFound, HubFailure, TokenSaved
 
 
 class HardwarePage(Page):
@@ -74,7 +69,7 @@ class HardwarePage(Page):
             self.owner.probe_hub()
         if self.state.hardware is None:
             self.devices.setText("Detecting devices…")
-            self.submit(DetectHardware())
+            self.submit(DetectHardware(), self._hardware_found)
         else:
             self._show_hardware()
 
@@ -107,16 +102,16 @@ class HardwarePage(Page):
             return
         self.save_token.setEnabled(False)
         self.token_status.setText("Checking the token with the Hub…")
-        self.submit(SaveToken(text))
+        self.submit(SaveToken(text), self._token_saved)
 
-    def on_result(self, reply: object) -> None:
-        if isinstance(reply, HardwareFound):
-            self.state.hardware = reply.hardware
-            self._show_hardware()
-        elif isinstance(reply, TokenSaved):
-            self.token.clear()
-            self.save_token.setEnabled(True)
-            self._show_token_status("Saved.")
+    def _hardware_found(self, reply: HardwareFound) -> None:
+        self.state.hardware = reply.hardware
+        self._show_hardware()
+
+    def _token_saved(self, _reply: TokenSaved) -> None:
+        self.token.clear()
+        self.save_token.setEnabled(True)
+        self._show_token_status("Saved.")
 
     def on_failure(self, failure: HubFailure) -> None:
         self.save_token.setEnabled(True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QPushButton, QVBoxLayout
+from PySide6.QtWidgets import QVBoxLayout
 
 from app.models.fit import gib
 from app.ui.wizard.common import (
@@ -15,6 +15,7 @@ from app.ui.wizard.common import (
     cell,
     error_html,
     make_table,
+    retry_button,
     status_label,
 )
 from app.ui.wizard.pair_selection import (
@@ -26,7 +27,8 @@ from app.ui.wizard.pair_selection import (
     quant_rows,
 )
 from app.ui.wizard.words import head_text
-from app.workers.hub_messages import HubFailure, InspectRepo, RepoInspected
+from app.workers.hub_jobs import InspectRepo
+from app.workers.hub_messages import HubFailure, RepoInspected
 
 
 class QuantPage(Page):
@@ -38,9 +40,7 @@ class QuantPage(Page):
             "accurate. The best quantization that fits is preselected.",
         )
         self.status = status_label()
-        self.retry = QPushButton("Retry")
-        self.retry.clicked.connect(self.initializePage)
-        self.retry.setVisible(False)
+        self.retry = retry_button(self)
         self.table = make_table(["Quantization", "File", "Size", "Memory (target)", "Fit"])
         self.table.itemSelectionChanged.connect(self.completeChanged)
         layout = QVBoxLayout(self)
@@ -58,12 +58,11 @@ class QuantPage(Page):
         self.status.setText(
             f"Reading {escape(self.state.target_repo or '')} (file list and model header)…"
         )
-        self.submit(InspectRepo(self.state.target_repo or ""))
+        self.submit(InspectRepo(self.state.target_repo or ""), self._inspected)
 
-    def on_result(self, reply: object) -> None:
-        if isinstance(reply, RepoInspected):
-            self.state.inspected = reply
-            self._fill()
+    def _inspected(self, reply: RepoInspected) -> None:
+        self.state.inspected = reply
+        self._fill()
 
     def on_failure(self, failure: HubFailure) -> None:
         self.retry.setVisible(True)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from PySide6.QtWidgets import QFormLayout, QLineEdit, QVBoxLayout, QWizard
+from PySide6.QtWidgets import QFormLayout, QLineEdit, QWizard
 
 from app.models.downloads import free_bytes
 from app.models.fit import assess, estimate_pair, gib, memory_text
 from app.models.library import LibraryError
+from app.ui.box_layouts import column
 from app.ui.wizard.common import FIT_COLOURS, Page, WizardHost, error_html, note_html, status_label
 from app.ui.wizard.pair_selection import (
     default_pair_name,
@@ -30,10 +31,7 @@ class ReviewPage(Page):
         self.name.textChanged.connect(self.completeChanged)
         form = QFormLayout()
         form.addRow("Name of the pair", self.name)
-        layout = QVBoxLayout(self)
-        layout.addWidget(self.summary)
-        layout.addLayout(form)
-        layout.addStretch(1)
+        column(self, self.summary, form)
         self.setCommitPage(True)
         self.setButtonText(QWizard.WizardButton.CommitButton, "Download")
         self._suggested = ""

@@ -37,14 +37,8 @@ from app.ui.wizard.pair_selection import (
     where_text,
 )
 from app.ui.wizard.words import head_text
-from app.workers.hub_messages import (
-    HubFailure,
-    LocalModel,
-    LocalScanned,
-    ScanLocal,
-    Search,
-    SearchResults,
-)
+from app.workers.hub_jobs import ScanLocal, Search
+from app.workers.hub_messages import HubFailure, LocalModel, LocalScanned, SearchResults
 
 
 class TargetPage(LocalFiles, Page):
@@ -148,21 +142,16 @@ class TargetPage(LocalFiles, Page):
 
     def _scan(self) -> None:
         self.local_status.setText("Reading the GGUF models on this computer…")
-        self.submit(ScanLocal(self._library_paths(), tuple(self._extra)))
+        self.submit(ScanLocal(self._library_paths(), tuple(self._extra)), self._fill_local)
 
     def _search(self) -> None:
         query = self.query.text().strip()
         self.forget_requests()
         self.search_status.setText(f"Searching for “{escape(query)}”…")
         self.results.clear()
-        self.submit(Search(query))
+        self.submit(Search(query), self._found)
 
-    def on_result(self, reply: object) -> None:
-        if isinstance(reply, LocalScanned):
-            self._fill_local(reply)
-            return
-        if not isinstance(reply, SearchResults):
-            return
+    def _found(self, reply: SearchResults) -> None:
         for hit in reply.hits:
             # Words, not only a lock glyph: not every system font has the emoji.
             lock = "   🔒 gated: accept its license and save an access token" if hit.gated else ""

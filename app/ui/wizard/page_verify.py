@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-import threading
 from html import escape
 
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QProgressBar, QPushButton, QVBoxLayout
+from PySide6.QtWidgets import QCheckBox, QProgressBar, QPushButton
 
 from app.engine.figures import speed_text
-from app.ui.wizard.common import Page, WizardHost, error_html, note_html, status_label
+from app.ui.box_layouts import button_row, column
+from app.ui.wizard.common import StoppablePage, WizardHost, error_html, note_html, status_label
+from app.workers.calibration import CALIBRATION_DRAFT_LENGTHS, Calibrate
 from app.workers.hub_messages import (
     DRAFT_LENGTH_SURE_MARGIN,
-    Calibrate,
     Calibrated,
     CalibrationStep,
     HubFailure,
 )
-from app.workers.hub_worker import CALIBRATION_DRAFT_LENGTHS
 
 
-class VerifyPage(Page):
+class VerifyPage(StoppablePage):
     """Calibration: its steps, a Cancel, and an honest verdict; a slower pair is saved only
     as active when the person says so."""
 
@@ -29,12 +28,11 @@ class VerifyPage(Page):
             "Verification",
             "Both models are loaded and a short calibration prompt measures how "
             "often the target accepts the draft's tokens, and how fast it runs.",
+            "Cancel calibration",
+            "Stopping after the current step…",
         )
         self.bar = QProgressBar()
         self.steps = status_label()
-        self.status = status_label()
-        self.cancel_button = QPushButton("Cancel calibration")
-        self.cancel_button.clicked.connect(self.cancel)
         self.retry = QPushButton("Run the calibration again")
         self.retry.clicked.connect(self.initializePage)
         self.activate = QCheckBox("Make this the active pair")
@@ -45,19 +43,8 @@ class VerifyPage(Page):
             "(no draft model); try it on your own prompts"
         )
         self.use_ngram.clicked.connect(self._use_ngram)
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.cancel_button)
-        buttons.addWidget(self.retry)
-        buttons.addWidget(self.use_ngram)
-        buttons.addStretch(1)
-        layout = QVBoxLayout(self)
-        layout.addWidget(self.bar)
-        layout.addWidget(self.steps)
-        layout.addWidget(self.status)
-        layout.addWidget(self.activate)
-        layout.addLayout(buttons)
-        layout.addStretch(1)
-        self._cancel = threading.Event()
+        buttons = button_row(self.cancel_button, self.retry, self.use_ngram)
+        column(self, self.bar, self.steps, self.status, self.activate, buttons)
         self._skipped = False
         self._done_steps: list[str] = []
 
@@ -71,7 +58,6 @@ class VerifyPage(Page):
         self.use_ngram.setVisible(False)
         self.activate.setVisible(False)
         self.cancel_button.setVisible(True)
-        self.cancel_button.setEnabled(True)
         self.bar.setRange(0, 4 + len(CALIBRATION_DRAFT_LENGTHS))
         self.bar.setValue(0)
         self.bar.setVisible(True)
@@ -79,18 +65,16 @@ class VerifyPage(Page):
         self.status.setText("Starting the calibration…")
         target = self.owner.library.models[self.state.target_model_id or ""]
         draft = self.owner.library.models[self.state.draft_model_id or ""]
-        self._cancel = threading.Event()
-        self.submit(Calibrate(target.path, draft.path, min(self.state.n_ctx, 2048), self._cancel))
+        cancel = self.fresh_cancel()
+        self.submit(
+            Calibrate(target.path, draft.path, min(self.state.n_ctx, 2048), cancel=cancel),
+            self.show_calibration,
+            self._step_started,
+            worker=self.owner.calibration,
+        )
         self.completeChanged.emit()
 
-    def cancel(self) -> None:
-        self._cancel.set()
-        self.cancel_button.setEnabled(False)
-        self.status.setText("Stopping after the current step…")
-
-    def on_progress(self, reply: object) -> None:
-        if not isinstance(reply, CalibrationStep):
-            return
+    def _step_started(self, reply: CalibrationStep) -> None:
         self.bar.setRange(0, reply.total)
         self.bar.setValue(reply.index - 1)
         done = "".join(f"✓ {escape(t)}<br>" for t in self._done_steps)
@@ -100,9 +84,7 @@ class VerifyPage(Page):
         )
         self.status.setText("")
 
-    def on_result(self, reply: object) -> None:
-        if not isinstance(reply, Calibrated):
-            return
+    def show_calibration(self, reply: Calibrated) -> None:
         self.state.calibration = reply
         self.bar.setVisible(False)
         self.cancel_button.setVisible(False)
@@ -168,9 +150,6 @@ class VerifyPage(Page):
 
     def isComplete(self) -> bool:  # noqa: N802 - Qt name
         return self.state.calibration is not None or self.state.draft_ngram
-
-    def shutdown(self) -> None:
-        self._cancel.set()
 
 
 def draft_length_text(cal: Calibrated) -> str:

@@ -26,8 +26,9 @@ from app.ui.wizard.page_review import ReviewPage
 from app.ui.wizard.page_target import TargetPage
 from app.ui.wizard.page_verify import VerifyPage
 from app.ui.wizard.pair_selection import WizardState
-from app.workers.hub_messages import HubProbed, ProbeHub
-from app.workers.hub_worker import HubClient
+from app.workers.hub_jobs import HubSession, ProbeHub
+from app.workers.hub_messages import HubProbed
+from app.workers.hub_worker import CalibrationClient, HubClient
 
 
 class PairWizard(QWizard):
@@ -57,16 +58,12 @@ class PairWizard(QWizard):
         self.catalog = catalog or Catalog.load()
         self.models_root = models_root or models_dir()
         self.state = WizardState(hardware=hardware)
-        self.client = HubClient(
-            self.models_root,
-            endpoint=endpoint,
-            token=token,
-            offline=offline,
-            model_cache=model_cache or model_cache_dir(),
-            parent=self,
+        session = HubSession(
+            self.models_root, endpoint, token, offline, model_cache or model_cache_dir()
         )
+        self.client = HubClient(session, parent=self)
+        self.calibration = CalibrationClient(parent=self)
         self._probe_id: int | None = None
-        self.client.result.connect(self._on_probe)
         self.page_hardware = HardwarePage(self)
         self.page_target = TargetPage(self)
         self.page_quant = QuantPage(self)
@@ -108,11 +105,11 @@ class PairWizard(QWizard):
     def probe_hub(self) -> None:
         """Ask, once, whether the Hub answers (within 3 s); Retry asks again."""
         self.state.online = None
-        self._probe_id = self.client.submit(ProbeHub())
+        self._probe_id = self.client.submit(ProbeHub(), self._on_probe)
         self.online_changed.emit()
 
-    def _on_probe(self, reply: object) -> None:
-        if isinstance(reply, HubProbed) and reply.request_id == self._probe_id:
+    def _on_probe(self, reply: HubProbed) -> None:
+        if reply.request_id == self._probe_id:
             self._probe_id = None
             self.state.online = reply.online
             self.state.offline_reason = reply.reason
@@ -139,3 +136,4 @@ class PairWizard(QWizard):
         self.page_download.shutdown()
         self.page_verify.shutdown()
         self.client.shutdown()
+        self.calibration.shutdown()

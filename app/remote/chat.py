@@ -11,7 +11,7 @@ user named (a second server without speculation): the vendored llama-server comp
 per-request ``speculative.*`` fields out (``server-schema.cpp``), so speculation cannot be
 turned off for one request there.
 
-Every read is bounded like the Lab's (``app.lab.remote``): one total deadline for the whole
+Every read is bounded like the Lab's (``app.remote.client``): one total deadline for the whole
 request, a cap on the bytes, on one event line and on the events, type checks on every value,
 a cancel that cuts the connection, and no redirect followed. Every figure passes the Lab's
 ``check_figures`` (finite, not negative, no more accepted than drafted, no impossible speed),
@@ -27,22 +27,22 @@ from typing import Any
 
 from app.engine.events import TextTail
 from app.engine.figures import speed_text
-from app.lab.checks import BadValue, loads, unicode
-from app.lab.checks import kind as kind_of
-from app.lab.remote import (
+from app.files.values import BadValue, loads, unicode
+from app.files.values import kind as kind_of
+from app.remote.client import (
     Budget,
     CancelCheck,
     RemoteError,
     ServerTimings,
     SpecCounters,
-    _json_body,
-    _request,
     answer,
     check_counters,
     check_figures,
     check_url,
+    json_body,
     parse_timings,
     plain,
+    read_bytes,
     read_counters,
 )
 
@@ -81,7 +81,7 @@ def check_server(url: str, deadline_s: float = 10.0, cancel: CancelCheck | None 
     import httpx2
 
     with httpx2.Client(follow_redirects=False) as client:
-        data = _request(client, f"{url}/v1/models", None, Budget(deadline_s, cancel), 1 << 20)
+        data = read_bytes(client, f"{url}/v1/models", None, Budget(deadline_s, cancel), 1 << 20)
     try:
         value = loads(data.decode("utf-8"))
     except (ValueError, BadValue) as exc:
@@ -210,7 +210,7 @@ def stream_chat(
         finish = ""
         timings: ServerTimings | None = None
         done = False
-        with answer(client, endpoint, _json_body(body), budget) as response:
+        with answer(client, endpoint, json_body(body), budget) as response:
             for event in _events(endpoint, response.chunks()):
                 if event is None:  # [DONE]
                     done = True

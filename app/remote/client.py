@@ -1,12 +1,13 @@
-"""Remote configurations: an OpenAI-compatible server that does its own speculation.
+"""The client of a remote OpenAI-compatible server that does its own speculation, for the
+Lab's remote configurations (``app.lab.remote_run``) and the window's remote chat
+(``app.remote.chat``).
 
 llama.cpp's ``llama-server`` with a draft model returns ``timings`` in every completion
 (``predicted_n``, ``predicted_ms``, ``prompt_ms`` and, when it drafted, ``draft_n`` and
 ``draft_n_accepted``). vLLM exposes cumulative Prometheus counters at ``/metrics``
 (``vllm:spec_decode_num_drafts_total``, ``..._num_draft_tokens_total``,
 ``..._num_accepted_tokens_total``, ``..._num_accepted_tokens_per_pos_total{position=}``); the
-lab reads them before and after each request and keeps the difference. Both become the same
-per-run metrics the local runs record, so they land on the same plots.
+caller reads them before and after each request and keeps the difference.
 
 A server is untrusted input: each request goes through the Hub code's watched request
 (``app.models.hub_http``), so it has one total deadline, headers included, a size cap and a
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.lab.checks import MAX_COUNT, BadValue, loads, number, whole
+from app.files.values import MAX_COUNT, BadValue, number, whole
 from app.models.hub_http import (
     HubError,
     TransferCancelled,
@@ -37,7 +38,6 @@ from app.models.hub_http import (
     watched_request,
 )
 
-MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 MAX_METRICS_BYTES = 16 * 1024 * 1024
 DEFAULT_DEADLINE_S = 600.0  # one whole request: the longest answer a lab run asks for
 MAX_MS = 1e10  # about four months
@@ -92,7 +92,7 @@ def plain(text: str, limit: int = MAX_SERVER_TEXT) -> str:
 
 
 class _CancelFlag(threading.Event):
-    """The lab's cancel is a callable; the watched request polls an Event's ``is_set``."""
+    """A caller's cancel is a callable; the watched request polls an Event's ``is_set``."""
 
     def __init__(self, check: CancelCheck) -> None:
         super().__init__()
@@ -180,7 +180,7 @@ class _Answer:
         self.watch.check()  # a connection cut at the deadline or the cancel ends quietly
 
 
-def _request(client: Any, url: str, body: bytes | None, budget: Budget, limit: int) -> bytes:
+def read_bytes(client: Any, url: str, body: bytes | None, budget: Budget, limit: int) -> bytes:
     """The body of one request, at most ``limit`` bytes, within ``budget``."""
     with answer(client, url, body, budget) as response:
         data = response.read(limit + 1)
@@ -190,7 +190,7 @@ def _request(client: Any, url: str, body: bytes | None, budget: Budget, limit: i
 
 
 def read_counters(client: Any, url: str, budget: Budget) -> SpecCounters:
-    text = _request(client, url, None, budget, MAX_METRICS_BYTES).decode("utf-8", "replace")
+    text = read_bytes(client, url, None, budget, MAX_METRICS_BYTES).decode("utf-8", "replace")
     try:
         return SpecCounters.from_metrics(text)
     except BadValue as exc:
@@ -391,115 +391,5 @@ class SpecCounters:
         return 1.0 + self.accepted / self.drafts if self.drafts > 0 else 1.0
 
 
-# --- one request -------------------------------------------------------------------------
-
-
-def run_remote(
-    url: str,
-    prompt: str,
-    *,
-    max_tokens: int,
-    temperature: float,
-    seed: int,
-    kind: str = "llama-server",
-    timeout: float = DEFAULT_DEADLINE_S,
-    cancel: CancelCheck | None = None,
-) -> dict[str, Any]:
-    """One chat completion, measured like a local run (same metric names).
-
-    ``timeout`` bounds each whole request (connecting, headers, body), not each read;
-    ``cancel`` cuts the request within a tenth of a second (``RemoteCancelled``).
-    """
-    import httpx2
-
-    base = check_url(url)
-    budget = Budget(timeout, cancel)
-    body = {
-        "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": max_tokens,
-        "temperature": temperature,
-        "seed": seed,
-        "stream": False,
-    }
-    with httpx2.Client(follow_redirects=False) as client:
-        before = read_counters(client, f"{base}/metrics", budget) if kind == "vllm" else None
-        began = time.perf_counter()
-        raw = _request(
-            client,
-            f"{base}/v1/chat/completions",
-            _json_body(body),
-            budget,
-            MAX_RESPONSE_BYTES,
-        )
-        wall_s = time.perf_counter() - began
-        after = read_counters(client, f"{base}/metrics", budget) if before is not None else None
-    metrics = _completion_metrics(base, raw, wall_s)
-    if before is not None and after is not None:
-        delta = check_counters(f"{base}/metrics", after.minus(before))
-        metrics.update(
-            acceptance=delta.acceptance,
-            tokens_per_pass=delta.tokens_per_pass,
-            drafted=int(delta.draft_tokens),
-            accepted=int(delta.accepted),
-            accepted_per_position=list(delta.per_position),
-        )
-    for key in ("tok_s", "ttft_ms", "acceptance", "tokens_per_pass"):
-        metrics[key] = round(float(metrics[key]), 4)
-    metrics.update(
-        itl_p50_ms=0.0,
-        itl_p95_ms=0.0,
-        itl_p99_ms=0.0,
-        host_ms_per_token=0.0,
-        guard_pauses=0,
-        peak_rss_mb=None,
-        stop_reason="remote",
-    )
-    return metrics
-
-
-def _json_body(body: dict[str, Any]) -> bytes:
+def json_body(body: dict[str, Any]) -> bytes:
     return json.dumps(body).encode("utf-8")  # ASCII escapes: a lone surrogate travels too
-
-
-def _completion_metrics(base: str, raw: bytes, wall_s: float) -> dict[str, Any]:
-    """The figures of one completion answer, every value type- and range-checked."""
-    try:
-        response = loads(raw.decode("utf-8"))
-    except ValueError as exc:  # not UTF-8, not JSON, NaN/Infinity, nested too deeply
-        raise RemoteError(f"{base} did not answer with JSON ({plain(str(exc))})") from None
-    if not isinstance(response, dict):
-        raise RemoteError(f"{base} did not answer with a completion object")
-    usage = response.get("usage")
-    if not isinstance(usage, dict):
-        usage = {}
-    try:
-        tokens = whole(usage.get("completion_tokens") or 0, "usage.completion_tokens", 0, MAX_COUNT)
-    except BadValue as exc:
-        raise RemoteError(f"{base}: {exc}") from None
-    metrics: dict[str, Any] = {
-        "tokens": tokens,
-        "tok_s": tokens / wall_s if wall_s > 0 else 0.0,
-        "ttft_ms": 0.0,
-        "acceptance": 0.0,
-        "tokens_per_pass": 1.0,
-        "drafted": 0,
-        "accepted": 0,
-        "wall_s": round(wall_s, 4),
-    }
-    try:
-        timings = parse_timings(response)
-    except RemoteError as exc:
-        raise RemoteError(f"{base}: {exc}") from None
-    if timings is not None:
-        metrics.update(
-            tokens=timings.predicted_n,
-            tok_s=timings.tok_s,
-            ttft_ms=timings.prompt_ms,
-            acceptance=timings.acceptance,
-            tokens_per_pass=timings.tokens_per_pass,
-            drafted=timings.draft_n,
-            accepted=timings.draft_n_accepted,
-        )
-    else:  # the speed measured here, of the tokens the server says it wrote
-        check_figures(f"{base}: the answer's usage", tokens=tokens, ms=wall_s * 1000.0)
-    return metrics

@@ -1,0 +1,60 @@
+"""What the tiny test-model writers share: a GGUF writer opened for a file, and the file
+written out with its metadata fields and tensors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+# (key, value, value type, array item type) of one metadata field, e.g. a tokenizer's
+TokenizerField = tuple[str, object, gguf.GGUFValueType, object]
+
+
+Matrices = Callable[[int, int, float], np.ndarray]
+
+
+def random_matrices(rng: np.random.Generator) -> Matrices:
+    """``mat(rows, cols, scale)``: Gaussian F32 matrices of that scale, drawn from ``rng`` in
+    the order asked. GGUF lists dimensions innermost first: numpy (rows, cols) is llama.cpp
+    {cols, rows}."""
+
+    def mat(rows: int, cols: int, scale: float) -> np.ndarray:
+        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+
+    return mat
+
+
+def full(n: int, value: float = 1.0) -> np.ndarray:
+    """An F32 vector of ``value`` (a norm's weights)."""
+    return np.full(n, value, dtype=np.float32)
+
+
+def open_gguf(path: Path, arch: str) -> gguf.GGUFWriter:
+    """A writer for ``path`` (its folder made), named after the file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_name(path.stem)
+    return writer
+
+
+def add_fields(writer: gguf.GGUFWriter, fields: Iterable[TokenizerField]) -> None:
+    for key, value, kind, item in fields:
+        writer.add_key_value(key, value, kind, sub_type=item)  # type: ignore[arg-type]
+
+
+def finish_gguf(
+    writer: gguf.GGUFWriter,
+    tensors: dict[str, np.ndarray],
+    fields: Iterable[TokenizerField] = (),
+) -> None:
+    """Add ``fields`` (after every field added so far) and ``tensors``, write the file, close."""
+    add_fields(writer, fields)
+    for name, value in tensors.items():
+        writer.add_tensor(name, value)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
