@@ -128,6 +128,14 @@ def test_no_draft_runs_past_the_end_of_a_real_answer(smollm2_pair, monkeypatch) 
         engine.close()
 
 
+def test_the_drafters_say_what_the_loop_asks_of_them(combined) -> None:
+    """Whether a source pays draft passes (the costs may pause it before the first step) and
+    whether its lookups go on while the guard has the model paused: asked, not told by class."""
+    assert combined.pays_passes and combined.lookups_while_paused
+    assert combined.model.pays_passes and not combined.model.lookups_while_paused
+    assert not combined.lookup.pays_passes and not combined.lookup.lookups_while_paused
+
+
 def test_while_the_model_is_paused_only_lookups_draft(combined) -> None:
     paused = DraftLimits(16, model=False)
     block = combined.propose(REPEATED, paused)

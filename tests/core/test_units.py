@@ -575,3 +575,14 @@ def test_a_copy_is_followed_past_suffixes_that_repeat_elsewhere() -> None:
     # an edit breaks the copy: the lookup falls back to the most recent match
     edited = [*committed, 3, 77, nl, 1, 2]
     assert index.follow(edited, k=2) == index.propose(edited, k=2) == [3, 77]
+
+
+def test_a_prefix_known_to_agree_is_not_compared_again() -> None:
+    from app.engine.sequences import common_prefix_length
+
+    cached = list(range(600)) + [7, 8, 9]
+    for committed in (list(range(600)) + [7, 8], list(range(600)) + [7, 1], list(range(300))):
+        full = common_prefix_length(cached, committed)
+        for known in (0, 1, 255, 256, 299, min(full, 600)):
+            assert common_prefix_length(cached, committed, known=min(known, full)) == full
+    assert common_prefix_length((1, 2, 3), [1, 2, 4]) == 2  # a tuple beside a list
