@@ -228,7 +228,7 @@ def build() -> list[Prompt]:
             "## Drafters",
             "## Download and install",
         ),
-        explain("app/engine/mtp.py"),
+        explain("app/engine/drafters/mtp.py"),
     ]
 
 

@@ -24,12 +24,12 @@ from typing import Protocol
 
 from app.engine.chat_template import Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
+from app.engine.drafters.lookup import copied_fraction
 from app.engine.engine import Engine
 from app.engine.events import RunSummary, drain, guard_record
 from app.engine.exactness import compare
 from app.engine.llama.hardware import devices, llama_cpp_version, system_info
 from app.engine.llama.repacking import repacking_enabled
-from app.engine.ngram import copied_fraction
 from app.engine.noise import gap_reasons, noise_flag, pass_gap, steadiness
 from app.engine.policy.costs import CostModel
 from app.engine.process.protocol import BENCHMARKING, RENDERING
@@ -377,8 +377,9 @@ def _share(part: int, whole: int) -> float:
     return round(part / whole, 4) if whole else 0.0
 
 
-def pair_economics(costs: CostModel, k_max: int) -> dict:
-    """What the measured pass costs allow this pair at most, whatever the prompt.
+def pair_economics(costs: CostModel, k_max: int, depth: int) -> dict:
+    """What the measured pass costs allow this pair at most at context ``depth``, whatever
+    the prompt.
 
     ``ceiling_speedup`` is the speedup if every drafted token were accepted, at the best
     draft length up to ``k_max``: a pair whose draft pass costs a third of a target pass on
@@ -386,18 +387,18 @@ def pair_economics(costs: CostModel, k_max: int) -> dict:
     prompt, and the bench says so rather than leaving it to be guessed from the medians.
     Empty for prompt lookup (no draft passes to measure).
     """
-    single, draft = costs.verify_ms(1), costs.draft_ms(1)
+    single, draft = costs.verify_ms(1, depth), costs.draft_ms(1, depth)
     if single is None or draft is None or single <= 0 or k_max < 1:
         return {}
 
     def all_accepted(k: int) -> float:  # k + 1 tokens for one drafting step
-        return (k + 1) * single / (costs.step_ms(k) or single)
+        return (k + 1) * single / (costs.step_ms(k, depth) or single)
 
     best = max(range(1, k_max + 1), key=all_accepted)
     verify = {
         str(n): round(ms, 2)
         for n in sorted({2, 5, 9, k_max + 1})
-        if n <= k_max + 1 and (ms := costs.verify_ms(n)) is not None
+        if n <= k_max + 1 and (ms := costs.verify_ms(n, depth)) is not None
     }
     return {
         "target_pass_ms": round(single, 2),
@@ -407,7 +408,7 @@ def pair_economics(costs: CostModel, k_max: int) -> dict:
         "ceiling_speedup": round(all_accepted(best), 3),
         "ceiling_draft_len": best,
         "break_even_acceptance": {
-            str(k): round(costs.break_even(k), 4) for k in (1, 2, 4, 8, 16) if k <= k_max
+            str(k): round(costs.break_even(k, depth), 4) for k in (1, 2, 4, 8, 16) if k <= k_max
         },
     }
 
@@ -468,7 +469,9 @@ def run_bench(
             rows.append(row)
             if on_row:
                 on_row(row)
-        economics = pair_economics(engine.costs, settings.spec.draft_max)
+        # at the depth where the last answer ended, as the last step left the cost model
+        ended = rows[-1]["prompt_tokens"] + rows[-1]["tokens"] if rows else 0
+        economics = pair_economics(engine.costs, settings.spec.draft_max, ended)
     finally:
         engine.close()
     return {

@@ -17,26 +17,15 @@ from typing import Protocol
 
 import numpy as np
 
-from app.engine.acceptance import Verifier
 from app.engine.chat_template import ChatFormatter, Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig
-from app.engine.draft_block import DraftBlock
-from app.engine.drafting import (
-    CombinedDrafter,
-    Drafter,
-    DraftLimits,
-    ModelDrafter,
-    NgramDrafter,
-    SampledDrafter,
-)
-from app.engine.eagle3 import Eagle3Drafter, Eagle3Head
-from app.engine.events import (
-    Event,
-    GuardEvent,
-    PrefillEvent,
-    StopReason,
-    TextTail,
-)
+from app.engine.drafters.base import Drafter, DraftingContext
+from app.engine.drafters.combined import CombinedDrafter
+from app.engine.drafters.eagle3 import Eagle3Drafter, Eagle3Head
+from app.engine.drafters.lookup import NgramDrafter
+from app.engine.drafters.model import ModelDrafter
+from app.engine.drafters.mtp import MtpDrafter, NextTokenHeads
+from app.engine.events import Event, PrefillEvent, StopReason, TextTail
 from app.engine.llama.backend import (
     RECURRENT_ROLLBACK,
     LlamaContext,
@@ -44,15 +33,17 @@ from app.engine.llama.backend import (
     SamplesRows,
     sample_with,
 )
-from app.engine.mtp import MtpDrafter, NextTokenHeads
+from app.engine.loop.acceptance import Verifier
+from app.engine.loop.answer_writer import AnswerWriter
+from app.engine.loop.drafting_turn import DraftingTurn
+from app.engine.loop.run_clock import DecodeTimed, RunClock
+from app.engine.loop.textstream import TextStream
 from app.engine.policy.calibration import ConfidenceCalibration
 from app.engine.policy.controller import DraftController
 from app.engine.policy.costs import CostModel
 from app.engine.policy.guard import GuardMemory
 from app.engine.randomness import Randomness
-from app.engine.run_clock import DecodeTimed, RunClock
 from app.engine.step_record import StepRecord
-from app.engine.textstream import TextStream
 from app.errors import ContextOverflowError, ModelLoadError
 from app.gguf.check import validate_gguf_file
 from app.gguf.compat import check_compatible
@@ -173,9 +164,9 @@ class Engine:
                 if not timed:
                     continue
                 if ctx is self.spec_ctx:
-                    self.costs.observe_verify(1, ms)
+                    self.costs.observe_verify(1, ms, depth=0)
                 else:
-                    self.costs.observe_draft_pass(1, ms)
+                    self.costs.observe_draft_pass(1, ms, depth=0)
         if self.eagle3 is not None:
             # the head's seed pass reads the target's rows of the position before it
             token = self.target.bos if self.target.bos >= 0 else 0
@@ -186,7 +177,7 @@ class Engine:
                 ms = (time.perf_counter() - began) * 1000.0
                 self.spec_ctx.truncate(0)
                 if timed:
-                    self.costs.observe_draft_pass(1, ms)
+                    self.costs.observe_draft_pass(1, ms, depth=0)
 
     def close(self) -> None:
         for drafting_head in (getattr(self, "heads", None), getattr(self, "eagle3", None)):
@@ -236,28 +227,28 @@ class Engine:
     # --- generation ---------------------------------------------------------------------
 
     def _drafter(self, request: GenerationRequest, randomness: Randomness) -> Drafter:
-        lookup = NgramDrafter(request.spec, costs=self.costs)
-        common = {
-            "sampler": request.sampler,
-            "spec": request.spec,
-            "randomness": randomness,
-            "costs": self.costs,
-            "calibration": self.calibration,
-            "target_vocab": self.target.n_vocab,
-            "want_probs": request.token_probs,
-        }
-        model: ModelDrafter | MtpDrafter | Eagle3Drafter
+        context = DraftingContext(
+            sampler=request.sampler,
+            spec=request.spec,
+            randomness=randomness,
+            costs=self.costs,
+            calibration=self.calibration,
+            target_vocab=self.target.n_vocab,
+            want_probs=request.token_probs,
+        )
+        model: Drafter
         if self.eagle3 is not None:
-            model = Eagle3Drafter(self.eagle3, **common)  # type: ignore[arg-type]
+            model = Eagle3Drafter(self.eagle3, context)
         elif self.heads is not None:
-            model = MtpDrafter(self.heads, **common)  # type: ignore[arg-type]
+            model = MtpDrafter(self.heads, context)
         elif self.draft_ctx is not None and self.draft_source is DraftSource.MODEL:
-            model = ModelDrafter(self.draft_ctx, **common)
+            model = ModelDrafter(self.draft_ctx, context)
         else:
-            return lookup
+            return NgramDrafter(request.spec, costs=self.costs)
         if not request.spec.ngram_first:
             return model
-        return CombinedDrafter(NgramDrafter(request.spec, min_match=2, costs=self.costs), model)
+        lookup = NgramDrafter(request.spec, min_match=2, costs=self.costs)
+        return CombinedDrafter(lookup, model, self.costs)
 
     def _forget_prompts(self, ctx: LlamaContext) -> None:
         """Empty the run's caches (the target's, the draft model's, the heads' own), as a
@@ -293,26 +284,19 @@ class Engine:
         ctx.truncate(min(ctx.common_prefix(prompt), len(prompt) - 1))
         reused = ctx.n_past
         ctx.decode(prompt[reused:-1], logits="none")
-        drafter = self._drafter(request, randomness) if request.speculative else None
-        controller = DraftController(request.spec, self.costs, self.calibration)
-        memory_key = drafter.name if drafter is not None else ""
-        controller.restore(self._guard_memory.get(memory_key))
-        first_pause = None
-        if isinstance(drafter, SampledDrafter | CombinedDrafter):  # drafters that pay passes
-            self.costs.at_depth(len(prompt))
-            first_pause = controller.pause_if_never_pays(step=0)
-        if drafter is not None:
-            drafter.prefill(prompt, drafting=not controller.paused)
+        ends_answer = None if request.ignore_eos else self.target.is_eog
+        drafting = DraftingTurn(
+            self._drafter(request, randomness) if request.speculative else None,
+            DraftController(request.spec, self.costs, self.calibration),
+            self.costs,
+            ends_answer=ends_answer,
+            memory=self._guard_memory,
+        )
+        pause = drafting.prefill(prompt)
         yield PrefillEvent(len(prompt), reused, clock.prefill_done())
-        pauses: list[GuardEvent] = []
-        # while the guard has the model paused, a combined drafter's prompt lookups go on
-        lookups_go_on = isinstance(drafter, CombinedDrafter)
-        if first_pause is None and drafter is not None:
-            first_pause = controller.carried_pause(step=0)  # paused since an earlier answer
-        if first_pause is not None:
-            first_pause = replace(first_pause, lookups_go_on=lookups_go_on)
-            pauses.append(first_pause)
-            yield first_pause
+        pause = drafting.opening_pause(pause, depth=len(prompt))
+        if pause is not None:
+            yield pause
         verifier = Verifier(
             self.target.n_vocab,
             sampler,
@@ -320,9 +304,16 @@ class Engine:
             request.spec.rule,
             want_probs=request.token_probs,
         )
-        ends_answer = None if request.ignore_eos else self.target.is_eog
         stream = TextStream(request.stop)
         committed = list(prompt)
+        answer = AnswerWriter(
+            self.target,
+            committed,
+            stream,
+            clock,
+            ends_answer=ends_answer,
+            max_tokens=request.max_tokens,
+        )
         records: list[StepRecord] = []
         stop = StopReason.MAX_TOKENS
         while True:
@@ -340,66 +331,32 @@ class Engine:
                 stop = StopReason.CONTEXT_FULL
                 break
             step, depth = len(records), len(committed)
-            self.costs.at_depth(depth)
             step_began = time.perf_counter()
             decode_before = clock.decode_s()
 
-            # draft: lookups only while the guard has the model paused, and nothing where no
-            # single target pass was measured near this depth (this step measures one)
-            paused = drafter is not None and controller.paused
-            lookups_only = paused and isinstance(drafter, CombinedDrafter)
-            block: DraftBlock | None = None
-            if (
-                drafter is not None
-                and (lookups_only or not paused)
-                and not self.costs.needs_single_pass(depth)
-            ):
-                ceiling = controller.next_draft_len(confidence_driven=drafter.confidence_driven)
-                want = min(ceiling, remaining - 1, room)
-                if ctx.n_rs_seq > 0:  # a hybrid target rolls back at most this far
-                    want = min(want, ctx.n_rs_seq)
-                if want > 0:
-                    limits = DraftLimits(
-                        want,
-                        keep_drafting=controller.keep_drafting_threshold(),
-                        include=controller.include_threshold(),
-                        ends_answer=ends_answer,
-                        model=not paused,
-                    )
-                    block = drafter.propose(committed, limits)
+            # draft: at most what the answer and the context have room for, and no further
+            # than a hybrid target rolls back
+            cap = min(remaining - 1, room)
+            if ctx.n_rs_seq > 0:
+                cap = min(cap, ctx.n_rs_seq)
+            paused = drafting.paused
+            block = drafting.propose(committed, cap)
             drafts = block.tokens if block else []
 
             # verify
             verify_began = time.perf_counter()
             ctx.decode([committed[-1], *drafts], logits="all" if drafts else "last")
             verify_ms = (time.perf_counter() - verify_began) * 1000.0
-            self.costs.observe_verify(len(drafts) + 1, verify_ms)
+            self.costs.observe_verify(len(drafts) + 1, verify_ms, depth)
             outcome = verifier.judge(ctx, block, depth)
 
             # accept
-            finished = None
-            for produced in outcome.tokens:
-                if ends_answer is not None and ends_answer(produced.token_id):
-                    finished = StopReason.EOG
-                    break
-                committed.append(produced.token_id)
-                piece = stream.push(self.target.piece(produced.token_id))
-                rejected = produced.rejected_token
-                rejected_piece = (
-                    self.target.detokenize([rejected]) if rejected is not None else None
-                )
-                yield clock.token_event(produced, piece, step, rejected_piece)
-                if stream.stopped:
-                    finished = StopReason.STOP_STRING
-                    break
-                if len(committed) - len(prompt) >= request.max_tokens:
-                    finished = StopReason.MAX_TOKENS
-                    break
+            finished = yield from answer.write(outcome, step)
 
             # record: one step, one record, read by everything after it
             record = StepRecord.of(
                 step,
-                drafter.name if drafter is not None else "",
+                drafting.name,
                 block,
                 outcome,
                 depth=depth,
@@ -410,25 +367,11 @@ class Engine:
                 paused=paused,
             )
             records.append(record)
-            if drafter is not None and block is not None:
-                drafter.observe(block, outcome.accepted)
-            controller.observe(record)
-            if record.proposed:
-                yield record.event(
-                    next_draft_len=controller.draft_len,
-                    rolling_acceptance=controller.rolling_acceptance,
-                    break_even=controller.pause_threshold(),
-                )
-            guard = controller.guard(record)
-            if guard is not None:
-                if guard.paused:
-                    guard = replace(guard, lookups_go_on=lookups_go_on)
-                    pauses.append(guard)
-                yield guard
+            yield from drafting.learn(record, block)
             if finished is not None:
                 stop = finished
                 break
-        self._guard_memory[memory_key] = controller.snapshot()
+        drafting.finish()
         tail = stream.flush()
         if tail:
             yield TextTail(tail)
@@ -437,7 +380,7 @@ class Engine:
             stream.text,
             committed[len(prompt) :],
             records,
-            pauses,
+            drafting.pauses,
             position_keyed=sampler.position_keyed and not sampler.greedy,
             temperature=sampler.temperature,
             rule=request.spec.rule.value if request.speculative else "",

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 _CHUNK = 256
 
 
-def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many leading tokens ``a`` and ``b`` share."""
+def common_prefix_length(a: Sequence[int], b: Sequence[int], *, known: int = 0) -> int:
+    """How many leading tokens ``a`` and ``b`` share; the first ``known`` are taken as shared
+    (a cache that followed the sequence compares only what can have changed since)."""
     n = min(len(a), len(b))
-    for start in range(0, n, _CHUNK):
+    for start in range(min(known, n), n, _CHUNK):
         stop = min(start + _CHUNK, n)
         # list() on both sides: a list never equals a tuple, whatever they hold
         if list(a[start:stop]) != list(b[start:stop]):

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from app.engine.events import DrafterFigures, StepEvent
 
 if TYPE_CHECKING:
-    from app.engine.acceptance import Outcome
-    from app.engine.draft_block import DraftBlock
+    from app.engine.drafters.base import DraftBlock
+    from app.engine.loop.acceptance import Outcome
 
 
 @dataclass(frozen=True)

@@ -18,17 +18,17 @@ def test_a_restored_pause_for_cost_is_said_at_step_zero_and_carried_again() -> N
     controller = DraftController(SpecConfig())
     controller.restore(GuardMemory(True, 64, 1, 0.9))
     assert controller.paused
-    event = controller.carried_pause(step=0)
+    event = controller.carried_pause(step=0, depth=0)
     assert event is not None and event.paused and event.step == 0
     assert event.reason == "cost" and event.probe_in == 64
     assert guard_words.message(event, None).startswith("Drafting paused at step 0: ")
-    assert controller.carried_pause(step=0) is None  # said once
+    assert controller.carried_pause(step=0, depth=0) is None  # said once
 
 
 def test_nothing_to_say_when_nothing_was_carried() -> None:
     controller = DraftController(SpecConfig())
     controller.restore(GuardMemory(False, 64, 0, 0.9))
-    assert not controller.paused and controller.carried_pause(step=0) is None
+    assert not controller.paused and controller.carried_pause(step=0, depth=0) is None
 
 
 def test_the_engine_says_a_carried_pause_before_the_first_token(tiny_pair) -> None:  # noqa: ANN001

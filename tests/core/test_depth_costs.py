@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from app.engine.config import SpecConfig
-from app.engine.drafting import DraftLimits, NgramDrafter
+from app.engine.drafters.base import DraftLimits
+from app.engine.drafters.lookup import NgramDrafter
 from app.engine.policy.controller import DraftController
 from app.engine.policy.costs import CostModel
 from app.engine.policy.lookup_gate import LookupGate
@@ -107,21 +108,23 @@ def costs_measured(depths: tuple[int, ...]) -> CostModel:
 
 def test_questions_follow_the_depth_of_the_step() -> None:
     costs = costs_measured((0, 1024, 3200))
-    costs.at_depth(0)
-    shallow = (costs.verify_ms(1), costs.break_even(1), costs.draft_cost_fraction())
-    costs.at_depth(3200)
-    deep = (costs.verify_ms(1), costs.break_even(1), costs.draft_cost_fraction())
+    shallow = (costs.verify_ms(1, 0), costs.break_even(1, 0), costs.draft_cost_fraction(0))
+    deep = (
+        costs.verify_ms(1, 3200),
+        costs.break_even(1, 3200),
+        costs.draft_cost_fraction(3200),
+    )
     assert deep[0] == pytest.approx(target_ms(1, 3200))
     assert shallow[0] == pytest.approx(target_ms(1, 0))
     # the draft's attention costs what the target's does: deep, it is a dear draft
     assert shallow[2] < 0.3 < 0.6 < deep[2]
     assert shallow[1] < deep[1]  # agreement needed to pay
-    assert costs.verify_ms(1, depth=0) == pytest.approx(shallow[0])  # a depth can be named
+    assert costs.verify_ms(1, depth=0) == pytest.approx(shallow[0])  # named by keyword too
 
 
 def test_a_single_pass_is_measured_again_as_the_answer_grows() -> None:
     costs = CostModel()
-    assert not costs.needs_single_pass()  # nothing measured yet: no claim
+    assert not costs.needs_single_pass(0)  # nothing measured yet: no claim
     costs.observe_verify(1, 70.0, depth=0)
     assert not costs.needs_single_pass(200)
     assert costs.needs_single_pass(3193)
@@ -136,49 +139,46 @@ def test_lookups_are_priced_by_their_verification_at_this_depth() -> None:
     whole blocks; where copied runs are short, it verifies shorter blocks deep in the
     context than near its start."""
     costs = costs_measured((0, 1024, 3200))
-    costs.at_depth(3200)
     refused = LookupGate(costs)
     for _ in range(12):
         refused.observe(16, 0)
-    assert refused.length(16, 16) == 0
+    assert refused.length(16, 16, 3200) == 0
     copying = LookupGate(costs)
     for _ in range(6):
         copying.observe(16, 16)
-    assert copying.length(16, 16) == 16
-    assert copying.length(3, 16) == 3  # never longer than the match
+    assert copying.length(16, 16, 3200) == 16
+    assert copying.length(3, 16, 3200) == 3  # never longer than the match
     short_runs = LookupGate(costs)
     for _ in range(12):
         short_runs.observe(10, 4)  # right at first, refused at the fifth token
-    deep = short_runs.length(16, 16)
-    costs.at_depth(0)
-    shallow = short_runs.length(16, 16)
+    deep = short_runs.length(16, 16, 3200)
+    shallow = short_runs.length(16, 16, 0)
     assert 2 <= deep < shallow
     # a match right half the time is worth a long block on a copy, even deep
-    costs.at_depth(3200)
     half = LookupGate(costs)
     for _ in range(6):
         half.observe(16, 16)
         half.observe(16, 0)
-    assert half.length(16, 16) >= 8
+    assert half.length(16, 16, 3200) >= 8
     # where verifying more tokens is nearly free (a GPU), a weak lookup still pays
     flat = CostModel()
-    flat.observe_verify(1, 10.0)
-    flat.observe_verify(17, 10.5)
+    flat.observe_verify(1, 10.0, 0)
+    flat.observe_verify(17, 10.5, 0)
     weak = LookupGate(flat)
     for _ in range(6):
         weak.observe(16, 0)
     weak.observe(16, 1)
-    assert weak.length(16, 16) >= 1
+    assert weak.length(16, 16, 0) >= 1
 
 
 def test_a_held_back_lookup_learns_from_what_the_target_wrote() -> None:
     costs = costs_measured((0, 3200))
-    costs.at_depth(3200)
     drafter = NgramDrafter(SpecConfig(), min_match=2, costs=costs)
     assert drafter.gate is not None and drafter.confidence_driven
     limits = DraftLimits(16)
-    # a paraphrase: "1 2" keeps coming back, followed by something new each time
-    committed = [1, 2, 50]
+    # 3,200 tokens deep (tokens no match is found in), a paraphrase: "1 2" keeps coming
+    # back, followed by something new each time
+    committed = [*range(10_000, 13_197), 1, 2, 50]
     proposed = []
     for fresh in range(60, 72):
         committed += [1, 2]
@@ -212,16 +212,16 @@ def test_the_guard_compares_a_deep_step_with_target_only_at_that_depth() -> None
     deep look slow: it is compared with a target pass at its own depth."""
     controller = DraftController(SpecConfig(guard_window=4, draft_max=4), costs_measured((0,)))
     costs = controller.costs
-    costs.at_depth(0)
-    controller.observe_step_cost(paid_draft=False, tokens=1, ms=target_ms(1, 0) + 1.0, host_ms=1)
+    controller.observe_step_cost(
+        paid_draft=False, tokens=1, ms=target_ms(1, 0) + 1.0, host_ms=1, depth=0
+    )
     for n in SIZES:
         costs.observe_verify(n, target_ms(n, 3200), 3200)
     costs.observe_draft_pass(1, 30.0, 3200)  # a cheap draft
-    costs.at_depth(3200)
     for _ in range(6):  # 2 tokens in 400 ms where target-only takes about 250 ms each
         controller.observe_step(drafted=1, accepted=1)
-        controller.observe_step_cost(paid_draft=True, tokens=2, ms=400.0, host_ms=1.0)
-        assert controller.check_pause() is None
+        controller.observe_step_cost(paid_draft=True, tokens=2, ms=400.0, host_ms=1.0, depth=3200)
+        assert controller.check_pause(3200) is None
     ratio = controller.economics.ratio()
     assert ratio == pytest.approx(2 * (target_ms(1, 3200) + 1.0) / 400.0, rel=0.01)
 
@@ -234,7 +234,7 @@ def test_lookup_steps_do_not_count_against_the_models_agreement() -> None:
     for _ in range(4):
         controller.observe_step(drafted=2, accepted=2)
     assert controller.rolling_acceptance == 1.0
-    assert controller.check_pause() is None
+    assert controller.check_pause(0) is None
 
 
 @pytest.mark.parametrize("depth", [0, 3200])
@@ -243,19 +243,20 @@ def test_a_probe_that_would_lose_at_this_depth_is_mostly_skipped(depth: int) -> 
     3,200 tokens deep its pass costs most of a target pass and the same agreement cannot,
     so after a failed probe three of every four are skipped."""
     costs = costs_measured((0, 3200))
-    costs.at_depth(depth)
     controller = DraftController(SpecConfig(guard_window=4, probe_every=8, draft_max=8), costs)
     probes, tokens = 0, 0
     while tokens < 1200:
         if controller.paused:
-            probes += controller.tick_paused()
+            probes += controller.tick_paused(1, depth)
             tokens += 1
             continue
         for _ in range(4):  # a probe (or the first window) measured losing
             controller.observe_step(drafted=2, accepted=1)
-            controller.observe_step_cost(paid_draft=True, tokens=2, ms=5000.0, host_ms=1.0)
+            controller.observe_step_cost(
+                paid_draft=True, tokens=2, ms=5000.0, host_ms=1.0, depth=depth
+            )
         controller.acceptance.value = 0.4  # the agreement the draft showed
-        assert controller.check_pause() is not None
+        assert controller.check_pause(depth) is not None
         tokens += 12
     # doubling alone would probe at 8, 16, 32, 64, 128, 256 and 512 tokens
     assert probes <= 3 if depth else probes >= 5
@@ -266,13 +267,12 @@ def test_a_draft_that_cannot_pay_at_this_depth_is_paused_within_three_steps(dept
     """Deep in a context the draft needs most of its tokens accepted to pay: at 60 % it is
     paused after three steps rather than a full window; near the start 60 % pays."""
     costs = costs_measured((0, 3200))
-    costs.at_depth(depth)
     controller = DraftController(SpecConfig(guard_window=8, draft_max=8), costs)
     paused_at = None
     for step in range(1, 9):
         for drafted, accepted in ((2, 2), (2, 1)):  # 3 of 5 judged tokens accepted
             controller.observe_step(drafted, accepted)
-        if controller.check_pause() is not None:
+        if controller.check_pause(depth) is not None:
             paused_at = step
             break
     assert paused_at == (2 if depth else None)
@@ -285,13 +285,13 @@ def test_a_fresh_gate_holds_its_first_match_back_where_verifying_costs_passes() 
     costs = CostModel()
     for n, ms in ((1, 12.45), (2, 19.47), (5, 25.91), (9, 35.69), (17, 58.17)):
         for _ in range(3):
-            costs.observe_verify(n, ms)
+            costs.observe_verify(n, ms, 0)
     gate = LookupGate(costs)
-    assert gate.length(16, 16) == 0
+    assert gate.length(16, 16, 0) == 0
     copied = list(range(200, 216))
     gate.hold(10, copied)
     gate.judge_held([0] * 10 + copied)  # the target wrote the whole match
-    assert gate.length(16, 16) >= 4
+    assert gate.length(16, 16, 0) >= 4
 
 
 def _smollm2_costs() -> CostModel:
@@ -299,7 +299,7 @@ def _smollm2_costs() -> CostModel:
     costs = CostModel()
     for n, ms in ((1, 11.4), (2, 21.2), (5, 24.0), (9, 30.9), (17, 57.8)):
         for _ in range(3):
-            costs.observe_verify(n, ms)
+            costs.observe_verify(n, ms, 0)
     return costs
 
 
@@ -328,12 +328,12 @@ def test_a_held_match_is_followed_until_the_answer_leaves_it() -> None:
     assert gate.continued < 0.6
     # the first token is right nine times in ten here, so a short block still pays; at the
     # prior's nine in ten for the tokens after it, nine tokens were verified
-    assert 1 <= gate.length(16, 16) <= 4
+    assert 1 <= gate.length(16, 16, 0) <= 4
     # a copy followed while held teaches the opposite: the run goes on
     copied = list(range(300, 332))
     _write_held(gate, committed, copied, copied)
     assert gate.continued > 0.8
-    assert gate.copying and gate.length(16, 16) >= 2
+    assert gate.copying and gate.length(16, 16, 0) >= 2
 
 
 def test_a_lookup_that_does_not_keep_its_promises_promises_less() -> None:
@@ -344,10 +344,10 @@ def test_a_lookup_that_does_not_keep_its_promises_promises_less() -> None:
     gate = LookupGate(costs)
     for _ in range(6):
         gate.observe(4, 4)  # a streak: the rates promise a long block
-    promised = gate.length(16, 16)
+    promised = gate.length(16, 16, 0)
     assert promised >= 4
     refused = 0
-    while (k := gate.length(16, 16)) > 0 and refused < 5:
+    while (k := gate.length(16, 16, 0)) > 0 and refused < 5:
         gate.observe(k, 0)  # verified, and refused at once
         refused += 1
         for _ in range(2):
@@ -357,18 +357,18 @@ def test_a_lookup_that_does_not_keep_its_promises_promises_less() -> None:
     copying = LookupGate(costs)
     for _ in range(6):
         copying.observe(2, 2)
-    short = copying.length(16, 16)
+    short = copying.length(16, 16, 0)
     for _ in range(4):
-        k = copying.length(16, 16)
+        k = copying.length(16, 16, 0)
         copying.observe(k, k)
-    assert copying.kept > 1.0 and copying.length(16, 16) >= short
+    assert copying.kept > 1.0 and copying.length(16, 16, 0) >= short
 
 
 def test_a_held_match_is_judged_against_what_verifying_it_would_have_promised() -> None:
     """Held matches keep the promise honest while nothing is verified: one refused at once
     lowers the share kept, one the target wrote in full raises it, and lookups resume."""
     refused = LookupGate(_smollm2_costs())
-    assert refused.length(16, 16) == 0  # a fresh gate holds its first match back
+    assert refused.length(16, 16, 0) == 0  # a fresh gate holds its first match back
     refused.hold(10, list(range(100, 116)), priced=True)
     refused.judge_held([0] * 10 + [999])
     assert refused.kept < 1.0
@@ -377,7 +377,7 @@ def test_a_held_match_is_judged_against_what_verifying_it_would_have_promised() 
     unpriced.judge_held([0] * 10 + [999])
     assert unpriced.kept == 1.0
     copied = LookupGate(_smollm2_costs())
-    assert copied.length(16, 16) == 0
+    assert copied.length(16, 16, 0) == 0
     match = list(range(200, 216))
     copied.hold(10, match, priced=True)
     copied.judge_held([0] * 10 + match)  # the target wrote the whole match
@@ -391,7 +391,6 @@ def test_a_match_after_one_that_agreed_is_judged_by_copies_not_by_coincidences()
     kept drafting copies at 30 ms a token; the rate of the state the answer is in promises
     the copy and holds the coincidences back."""
     costs = costs_measured((0, 3200))
-    costs.at_depth(3200)
     gate = LookupGate(costs)
     for _ in range(8):
         gate.observe(16, 16)  # a match right after new words: copying starts
@@ -401,7 +400,7 @@ def test_a_match_after_one_that_agreed_is_judged_by_copies_not_by_coincidences()
         for _ in range(9):
             gate.observe(16, 0)  # new words: matches are coincidences
     assert not gate.copying
-    assert gate.length(16, 16) == 0
+    assert gate.length(16, 16, 3200) == 0
     gate.observe(16, 16)  # the answer copies again
-    assert gate.copying and gate.length(16, 16) == 16
+    assert gate.copying and gate.length(16, 16, 3200) == 16
     assert gate.expected_tokens(16) > 10

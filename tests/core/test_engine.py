@@ -73,10 +73,11 @@ def test_greedy_speculative_equals_target_only(engine: Engine, spec: SpecConfig)
         # an adaptive length judges the economics itself, and on the tiny pair nothing pays
         # (a two-token verification costs three single passes): price verifying as a GPU
         # would, nearly flat in its size, so that the adaptive path drafts and is checked
-        single = engine.costs.verify_ms(1) or 0.05
+        depth = len(engine.tokenize(PROMPTS[0]))  # where the answers run
+        single = engine.costs.verify_ms(1, depth) or 0.05
         for n in range(2, spec.draft_max + 2):
             for _ in range(7):
-                engine.costs.observe_verify(n, single * 1.05)
+                engine.costs.observe_verify(n, single * 1.05, depth)
     for text in PROMPTS:
         prompt = engine.tokenize(text)
         request = GenerationRequest(prompt, max_tokens=48, spec=spec)
@@ -314,7 +315,7 @@ def test_byte_fallback_tokens_stream_whole_characters(engine: Engine) -> None:
     text = "é😀"
     tokens = engine.target.tokenize(text, add_special=False)
     assert len(tokens) > 2  # split into byte tokens by the SPM byte fallback
-    from app.engine.textstream import TextStream
+    from app.engine.loop.textstream import TextStream
 
     stream = TextStream()
     pieces = [stream.push(engine.target.piece(t)) for t in tokens]

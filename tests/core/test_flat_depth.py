@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from app.engine.config import GenerationRequest, ModelSpec, SpecConfig
-from app.engine.drafting import DraftLimits, ModelDrafter
+from app.engine.drafters.base import DraftLimits
+from app.engine.drafters.model import ModelDrafter
 from app.engine.engine import Engine
+from app.engine.loop.textstream import TextStream
 from app.engine.randomness import Randomness
 from app.engine.sequences import common_prefix_length
-from app.engine.textstream import TextStream
 
 pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
 

@@ -58,7 +58,7 @@ def test_a_fresh_engines_first_answer_is_not_paused_by_warm_up(qwen_pair) -> Non
         )
         try:
             costs = engine.costs
-            priced_at_load = costs.verify_ms(1) is not None and costs.draft_ms(1) is not None
+            priced_at_load = costs.verify_ms(1, 0) is not None and costs.draft_ms(1, 0) is not None
             prompt = engine.tokenize_chat([Message("user", PALINDROME)])
             events = list(engine.generate(GenerationRequest(prompt, max_tokens=32)))
             summary = events[-1]
@@ -79,9 +79,10 @@ def test_a_fresh_engines_first_answer_is_not_paused_by_warm_up(qwen_pair) -> Non
                 continue  # another process had the cores: its timings say nothing of the pair
             calm += 1
             assert not [message(p, None) for p in pauses if p.never_pays], f"load {load}"
-            single, draft_pass = costs.verify_ms(1), costs.draft_ms(1)
+            ended = len(prompt) + summary.tokens  # the depth of the answer's last steps
+            single, draft_pass = costs.verify_ms(1, ended), costs.draft_ms(1, ended)
             assert single is not None and draft_pass is not None and draft_pass < single
-            assert costs.can_ever_pay(16)
+            assert costs.can_ever_pay(16, ended)
         finally:
             engine.close()
     print(f"{calm} of 3 fresh loads had the machine")

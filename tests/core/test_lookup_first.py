@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from app.engine.config import GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
-from app.engine.draft_block import DraftBlock
-from app.engine.drafting import CombinedDrafter, DraftLimits, NgramDrafter
+from app.engine.drafters.base import DraftBlock, DraftLimits
+from app.engine.drafters.combined import CombinedDrafter
+from app.engine.drafters.lookup import NgramDrafter
 from app.engine.engine import Engine
 from app.engine.policy.costs import CostModel
 from app.engine.randomness import Randomness
@@ -30,9 +31,9 @@ def combined(tiny_pair: tuple[Path, Path]):
         # the verification prices lookups and rates are judged by: 10 ms single, 30 ms for
         # 17 (not the tiny pair's own, timed at load)
         engine.costs = CostModel()
-        engine.costs.observe_verify(1, 10.0)
-        engine.costs.observe_verify(17, 30.0)
-        engine.costs.observe_draft_pass(1, 2.0)
+        engine.costs.observe_verify(1, 10.0, 0)
+        engine.costs.observe_verify(17, 30.0, 0)
+        engine.costs.observe_draft_pass(1, 2.0, 0)
         request = GenerationRequest((1, 2, 3), sampler=SamplerConfig(), spec=SpecConfig())
         drafter = engine._drafter(request, Randomness(None))
         assert isinstance(drafter, CombinedDrafter)
@@ -127,6 +128,14 @@ def test_no_draft_runs_past_the_end_of_a_real_answer(smollm2_pair, monkeypatch) 
         engine.close()
 
 
+def test_the_drafters_say_what_the_loop_asks_of_them(combined) -> None:
+    """Whether a source pays draft passes (the costs may pause it before the first step) and
+    whether its lookups go on while the guard has the model paused: asked, not told by class."""
+    assert combined.pays_passes and combined.lookups_while_paused
+    assert combined.model.pays_passes and not combined.model.lookups_while_paused
+    assert not combined.lookup.pays_passes and not combined.lookup.lookups_while_paused
+
+
 def test_while_the_model_is_paused_only_lookups_draft(combined) -> None:
     paused = DraftLimits(16, model=False)
     block = combined.propose(REPEATED, paused)
@@ -134,7 +143,8 @@ def test_while_the_model_is_paused_only_lookups_draft(combined) -> None:
     nothing = combined.propose(list(range(10, 70)), paused)  # no match: the target alone
     assert nothing.tokens == [] and nothing.passes == 0
     # a fixed length has no gate to judge lookups by: the guard pauses them with the model
-    fixed = CombinedDrafter(NgramDrafter(SpecConfig(adaptive=False), min_match=2), combined.model)
+    lookup = NgramDrafter(SpecConfig(adaptive=False), min_match=2)
+    fixed = CombinedDrafter(lookup, combined.model, combined.costs)
     assert fixed.propose(REPEATED, paused).tokens == []
     assert fixed.propose(REPEATED, LIMITS).tokens[:2] == [42, 43]
 

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from app.engine.config import SamplerConfig, SpecConfig
+from app.engine.drafters.lookup import copied_fraction, propose
 from app.engine.events import GuardEvent, GuardReason
-from app.engine.ngram import copied_fraction, propose
+from app.engine.loop.textstream import TextStream
 from app.engine.policy.controller import DraftController
 from app.engine.policy.costs import CostModel, expected_tokens
 from app.engine.sampling import (
@@ -18,7 +19,6 @@ from app.engine.sampling import (
     top_two_margin,
 )
 from app.engine.step_record import StepRecord, per_drafter, per_position
-from app.engine.textstream import TextStream
 from app.gguf.compat import IncompatiblePairError, VocabInfo, check_compatible, first_mismatch
 
 pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
@@ -163,67 +163,67 @@ def test_text_stream_holds_back_stop_prefix() -> None:
 
 def test_cost_model_break_even_and_speedup() -> None:
     costs = CostModel()
-    costs.observe_draft_pass(1, 10.0)
-    costs.observe_verify(1, 100.0)
-    costs.observe_verify(5, 120.0)
-    assert costs.verify_ms(3) == pytest.approx(110.0)
+    costs.observe_draft_pass(1, 10.0, 0)
+    costs.observe_verify(1, 100.0, 0)
+    costs.observe_verify(5, 120.0, 0)
+    assert costs.verify_ms(3, 0) == pytest.approx(110.0)
     # perfect agreement with 4 drafts: 5 tokens for 40 + 120 ms vs 100 ms per token
-    assert costs.speedup(0.999, 4) == pytest.approx(5 * 100 / 160, rel=0.01)
-    a = costs.break_even(4)
+    assert costs.speedup(0.999, 4, 0) == pytest.approx(5 * 100 / 160, rel=0.01)
+    a = costs.break_even(4, 0)
     assert 0.0 < a < 1.0
-    assert costs.speedup(a, 4) == pytest.approx(1.0, abs=1e-3)
+    assert costs.speedup(a, 4, 0) == pytest.approx(1.0, abs=1e-3)
     assert expected_tokens(0.0, 4) == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("draft_ms", [2.0, 25.0, 60.0, 99.0, 140.0])
 def test_break_even_is_where_speculation_starts_to_pay(draft_ms: float) -> None:
     costs = CostModel()
-    costs.observe_draft_pass(1, draft_ms)
-    costs.observe_verify(1, 70.0)
-    costs.observe_verify(17, 160.0)
+    costs.observe_draft_pass(1, draft_ms, 0)
+    costs.observe_verify(1, 70.0, 0)
+    costs.observe_verify(17, 160.0, 0)
     for k in (1, 2, 4, 8, 16):
-        a = costs.break_even(k)
+        a = costs.break_even(k, 0)
         if a >= 1.0:  # no acceptance pays at this length
-            assert costs.speedup(0.999, k) < 1.0
+            assert costs.speedup(0.999, k, 0) < 1.0
             continue
-        assert costs.speedup(a, k) >= 1.0 - 1e-6
-        assert a == 0.0 or costs.speedup(max(a - 1e-3, 0.0), k) < 1.0
+        assert costs.speedup(a, k, 0) >= 1.0 - 1e-6
+        assert a == 0.0 or costs.speedup(max(a - 1e-3, 0.0), k, 0) < 1.0
 
 
 def test_bench_reports_the_pair_ceiling_from_measured_costs() -> None:
     from app.engine.bench import pair_economics
 
     costs = CostModel()
-    assert pair_economics(costs, 16) == {}  # nothing measured: no claim
-    costs.observe_draft_pass(1, 25.0)
-    costs.observe_verify(1, 70.0)
-    costs.observe_verify(17, 160.0)
-    report = pair_economics(costs, 16)
-    speedups = {k: (k + 1) * 70.0 / (k * 25.0 + costs.verify_ms(k + 1)) for k in range(1, 17)}
+    assert pair_economics(costs, 16, 0) == {}  # nothing measured: no claim
+    costs.observe_draft_pass(1, 25.0, 0)
+    costs.observe_verify(1, 70.0, 0)
+    costs.observe_verify(17, 160.0, 0)
+    report = pair_economics(costs, 16, 0)
+    speedups = {k: (k + 1) * 70.0 / (k * 25.0 + costs.verify_ms(k + 1, 0)) for k in range(1, 17)}
     best = max(speedups, key=speedups.__getitem__)
     assert report["ceiling_draft_len"] == best
     assert report["ceiling_speedup"] == pytest.approx(speedups[best], abs=1e-3)
     assert report["draft_cost_fraction"] == pytest.approx(25.0 / 70.0, abs=1e-4)
-    assert report["break_even_acceptance"]["4"] == pytest.approx(costs.break_even(4), abs=1e-4)
+    assert report["break_even_acceptance"]["4"] == pytest.approx(costs.break_even(4, 0), abs=1e-4)
     # a draft as slow as its target can never pay, whatever it proposes
     slow = CostModel()
-    slow.observe_draft_pass(1, 70.0)
-    slow.observe_verify(1, 70.0)
-    slow.observe_verify(17, 160.0)
-    assert pair_economics(slow, 16)["ceiling_speedup"] < 1.0
+    slow.observe_draft_pass(1, 70.0, 0)
+    slow.observe_verify(1, 70.0, 0)
+    slow.observe_verify(17, 160.0, 0)
+    assert pair_economics(slow, 16, 0)["ceiling_speedup"] < 1.0
 
 
 def test_controller_pauses_below_break_even_and_probes_again() -> None:
     controller = DraftController(SpecConfig(guard_window=4, probe_every=3, draft_max=4))
-    controller.costs.observe_draft_pass(1, 40.0)  # an expensive draft: break-even is high
-    controller.costs.observe_verify(1, 100.0)
-    controller.costs.observe_verify(5, 130.0)
+    controller.costs.observe_draft_pass(1, 40.0, 0)  # an expensive draft: break-even is high
+    controller.costs.observe_verify(1, 100.0, 0)
+    controller.costs.observe_verify(5, 130.0, 0)
     for _ in range(4):
         controller.observe_step(drafted=4, accepted=0)
-    assert controller.check_pause() is not None
+    assert controller.check_pause(0) is not None
     assert controller.paused
-    assert not controller.tick_paused() and not controller.tick_paused()
-    assert controller.tick_paused() and not controller.paused
+    assert not controller.tick_paused(1, 0) and not controller.tick_paused(1, 0)
+    assert controller.tick_paused(1, 0) and not controller.paused
 
 
 def _record(step: int, proposed: int, accepted: int, **kw: object) -> StepRecord:
@@ -245,9 +245,9 @@ def _record(step: int, proposed: int, accepted: int, **kw: object) -> StepRecord
 
 def test_controller_and_guard_read_the_step_record() -> None:
     controller = DraftController(SpecConfig(guard_window=4, probe_every=2, draft_max=4))
-    controller.costs.observe_draft_pass(1, 40.0)
-    controller.costs.observe_verify(1, 100.0)
-    controller.costs.observe_verify(5, 130.0)
+    controller.costs.observe_draft_pass(1, 40.0, 0)
+    controller.costs.observe_verify(1, 100.0, 0)
+    controller.costs.observe_verify(5, 130.0, 0)
     events = []
     for step in range(4):
         record = _record(step, proposed=4, accepted=0)
@@ -286,13 +286,13 @@ def test_step_records_aggregate_per_position_and_per_drafter() -> None:
 
 def test_adaptive_length_grows_with_agreement() -> None:
     controller = DraftController(SpecConfig(draft_max=12))
-    controller.costs.observe_draft_pass(1, 5.0)
-    controller.costs.observe_verify(1, 100.0)
-    controller.costs.observe_verify(9, 110.0)
+    controller.costs.observe_draft_pass(1, 5.0, 0)
+    controller.costs.observe_verify(1, 100.0, 0)
+    controller.costs.observe_verify(9, 110.0, 0)
     controller.acceptance.value = 0.95
-    long_k = controller.next_draft_len()
+    long_k = controller.next_draft_len(0)
     controller.acceptance.value = 0.3
-    short_k = controller.next_draft_len()
+    short_k = controller.next_draft_len(0)
     assert long_k > short_k >= 1
 
 
@@ -318,7 +318,7 @@ def test_compat_names_first_mismatching_token() -> None:
 
 
 def test_ngram_index_proposes_exactly_what_the_scan_does() -> None:
-    from app.engine.ngram import NgramIndex, propose
+    from app.engine.drafters.lookup import NgramIndex, propose
 
     rng = np.random.default_rng(3)
     for trial in range(40):
@@ -342,25 +342,25 @@ def test_a_probe_after_a_failed_one_is_judged_within_three_steps() -> None:
     from app.engine.policy.controller import DraftController
 
     controller = DraftController(SpecConfig(guard_window=8, probe_every=4, draft_max=4))
-    controller.costs.observe_draft_pass(1, 30.0)  # a draft pass costs 30 % of a target pass
-    controller.costs.observe_verify(1, 100.0)
-    controller.costs.observe_verify(5, 110.0)
+    controller.costs.observe_draft_pass(1, 30.0, 0)  # a draft pass costs 30 % of a target pass
+    controller.costs.observe_verify(1, 100.0, 0)
+    controller.costs.observe_verify(5, 110.0, 0)
     controller.economics.observe_target_only(100.0)  # 100 ms a token target-only
     for _ in range(8):  # every draft accepted, but 3 tokens cost 330 ms: a slight loss
         controller.observe_step(drafted=2, accepted=2)
-        controller.observe_step_cost(paid_draft=True, tokens=3, ms=330.0, host_ms=1.0)
-        decision = controller.check_pause()
+        controller.observe_step_cost(paid_draft=True, tokens=3, ms=330.0, host_ms=1.0, depth=0)
+        decision = controller.check_pause(0)
         if decision:
             break
     assert decision is not None and decision.reason == "cost"
     assert controller.economics.steps == 8  # the first judgement waits for a full window
     for _ in range(decision.probe_in):
-        controller.tick_paused()
+        controller.tick_paused(1, 0)
     assert not controller.paused  # probing again
     steps = 0
-    while controller.check_pause() is None:
+    while controller.check_pause(0) is None:
         controller.observe_step(drafted=2, accepted=2)
-        controller.observe_step_cost(paid_draft=True, tokens=3, ms=330.0, host_ms=1.0)
+        controller.observe_step_cost(paid_draft=True, tokens=3, ms=330.0, host_ms=1.0, depth=0)
         steps += 1
         assert steps <= 3
     assert controller.probe_in == 2 * decision.probe_in  # the next probe waits twice as long
@@ -377,15 +377,15 @@ def test_an_early_loss_pauses_a_fixed_length_at_once_and_an_adaptive_one_after_a
 
     config = SpecConfig(guard_window=8, probe_every=16, draft_max=8, adaptive=adaptive)
     controller = DraftController(config)
-    controller.costs.observe_draft_pass(1, 20.0)
-    controller.costs.observe_verify(1, 100.0)
-    controller.costs.observe_verify(9, 140.0)
+    controller.costs.observe_draft_pass(1, 20.0, 0)
+    controller.costs.observe_verify(1, 100.0, 0)
+    controller.costs.observe_verify(9, 140.0, 0)
     controller.economics.observe_target_only(100.0)
     paused_at = None
     for step in range(1, 13):  # 8 drafted, 2 accepted: 3 tokens for 300 ms, a 0.6x loss
         controller.observe_step(drafted=8, accepted=2)
-        controller.observe_step_cost(paid_draft=True, tokens=3, ms=500.0, host_ms=1.0)
-        if controller.check_pause() is not None:
+        controller.observe_step_cost(paid_draft=True, tokens=3, ms=500.0, host_ms=1.0, depth=0)
+        if controller.check_pause(0) is not None:
             paused_at = step
             break
     assert paused_at == (8 if adaptive else 3)
@@ -396,53 +396,53 @@ def test_an_adaptive_length_pauses_for_disagreement_only_where_no_length_pays() 
 
     for adaptive in (False, True):
         controller = DraftController(SpecConfig(draft_max=16, adaptive=adaptive))
-        controller.costs.observe_draft_pass(1, 20.0)
-        controller.costs.observe_verify(1, 100.0)
-        controller.costs.observe_verify(17, 180.0)
+        controller.costs.observe_draft_pass(1, 20.0, 0)
+        controller.costs.observe_verify(1, 100.0, 0)
+        controller.costs.observe_verify(17, 180.0, 0)
         for _ in range(8):
             controller.observe_step(drafted=8, accepted=3)
-        shortest, drafted = controller.costs.break_even(1), controller.costs.break_even(8)
+        shortest, drafted = controller.costs.break_even(1, 0), controller.costs.break_even(8, 0)
         assert shortest < drafted
         expected = shortest if adaptive else drafted
-        assert controller.pause_threshold() == pytest.approx(expected)
+        assert controller.pause_threshold(0) == pytest.approx(expected)
 
 
 def test_break_even_follows_the_blocks_actually_drafted() -> None:
     from app.engine.policy.controller import DraftController
 
     controller = DraftController(SpecConfig(draft_max=16))
-    controller.costs.observe_draft_pass(1, 20.0)
-    controller.costs.observe_verify(1, 100.0)
-    controller.costs.observe_verify(17, 180.0)
-    ceiling = controller.costs.break_even(16)
+    controller.costs.observe_draft_pass(1, 20.0, 0)
+    controller.costs.observe_verify(1, 100.0, 0)
+    controller.costs.observe_verify(17, 180.0, 0)
+    ceiling = controller.costs.break_even(16, 0)
     for _ in range(8):  # a confidence-driven draft that stops after two tokens
         controller.observe_step(drafted=2, accepted=1)
-    assert controller.break_even() == pytest.approx(controller.costs.break_even(2))
-    assert controller.break_even() < ceiling
+    assert controller.break_even(0) == pytest.approx(controller.costs.break_even(2, 0))
+    assert controller.break_even(0) < ceiling
 
 
 def test_a_draft_as_slow_as_its_target_is_paused_at_once_and_rarely_probed() -> None:
     from app.engine.policy.controller import DraftController
 
     controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=8))
-    controller.costs.observe_draft_pass(1, 100.0)  # a draft pass costs a whole target pass
-    controller.costs.observe_verify(1, 100.0)
-    controller.costs.observe_verify(9, 120.0)
-    assert not controller.can_ever_pay()
+    controller.costs.observe_draft_pass(1, 100.0, 0)  # a draft pass costs a whole target pass
+    controller.costs.observe_verify(1, 100.0, 0)
+    controller.costs.observe_verify(9, 120.0, 0)
+    assert not controller.can_ever_pay(0)
     for _ in range(2):  # every drafted token accepted, and still slower
         controller.observe_step(drafted=8, accepted=8)
-        controller.observe_step_cost(paid_draft=True, tokens=9, ms=920.0, host_ms=1.0)
-        decision = controller.check_pause()
+        controller.observe_step_cost(paid_draft=True, tokens=9, ms=920.0, host_ms=1.0, depth=0)
+        decision = controller.check_pause(0)
     assert decision is not None and decision.reason == "cost"
     probes, tokens = 0, 0
     while tokens < 2000:
         if controller.paused:
-            probes += controller.tick_paused()
+            probes += controller.tick_paused(1, 0)
             tokens += 1
             continue
         controller.observe_step(drafted=8, accepted=8)  # a probe: still slower, paused again
-        controller.observe_step_cost(paid_draft=True, tokens=9, ms=920.0, host_ms=1.0)
-        controller.check_pause()
+        controller.observe_step_cost(paid_draft=True, tokens=9, ms=920.0, host_ms=1.0, depth=0)
+        controller.check_pause(0)
         tokens += 9
     # doubling alone would probe at 16, 48, 112, 240, 496, 1008 and 2032 tokens; the costs
     # skip three of every four of those
@@ -526,12 +526,12 @@ def test_a_single_pass_is_never_extrapolated_below_what_batching_allows() -> Non
     intercept below zero: a single target pass was priced at a microsecond, and the guard
     said a draft pass cost 2,693,993 % of it."""
     costs = CostModel()
-    costs.observe_verify(17, 198.3)
-    costs.observe_verify(16, 175.9)
-    single = costs.verify_ms(1)
+    costs.observe_verify(17, 198.3, 0)
+    costs.observe_verify(16, 175.9, 0)
+    single = costs.verify_ms(1, 0)
     assert single is not None and 175.9 / 16 <= single <= 175.9
-    costs.observe_draft_pass(1, 16.0)
-    fraction = costs.draft_cost_fraction()
+    costs.observe_draft_pass(1, 16.0, 0)
+    fraction = costs.draft_cost_fraction(0)
     assert fraction is not None and fraction <= 16.0 / (175.9 / 16)
 
 
@@ -539,14 +539,14 @@ def test_one_slow_pass_does_not_reprice_a_model() -> None:
     """A pass slowed 50-fold by the scheduler (835 ms where the others took 17) once made a
     cheap draft look dearer than its target for the rest of the answer."""
     costs = CostModel()
-    costs.observe_verify(1, 100.0)
+    costs.observe_verify(1, 100.0, 0)
     for ms in (17.0, 16.5, 17.2, 835.0, 16.8):
-        costs.observe_draft_pass(1, ms)
-    assert costs.draft_ms(1) == pytest.approx(17.0, abs=0.5)
-    assert costs.can_ever_pay(16)
+        costs.observe_draft_pass(1, ms, 0)
+    assert costs.draft_ms(1, 0) == pytest.approx(17.0, abs=0.5)
+    assert costs.can_ever_pay(16, 0)
     for _ in range(4):  # a lasting change is followed within a few passes
-        costs.observe_draft_pass(1, 60.0)
-    assert costs.draft_ms(1) == pytest.approx(60.0)
+        costs.observe_draft_pass(1, 60.0, 0)
+    assert costs.draft_ms(1, 0) == pytest.approx(60.0)
 
 
 def test_an_answer_is_copied_where_it_repeats_runs_of_the_prompt_not_single_words() -> None:
@@ -564,7 +564,7 @@ def test_a_copy_is_followed_past_suffixes_that_repeat_elsewhere() -> None:
     """A command list: every line is "python -m app VERB" and a newline, so the three tokens
     before a verb occur on every line. Copying the list, the most recent occurrence proposes
     the last line's verb; the cursor proposes the line after the one copied."""
-    from app.engine.ngram import NgramIndex
+    from app.engine.drafters.lookup import NgramIndex
 
     nl, run, bench, serve, gen = 5, 10, 20, 30, 40  # "python -m app" is 1 2 3
     listing = [1, 2, 3, run, nl, 1, 2, 3, bench, nl, 1, 2, 3, serve, nl, 1, 2, 3, gen, nl]
@@ -577,3 +577,14 @@ def test_a_copy_is_followed_past_suffixes_that_repeat_elsewhere() -> None:
     # an edit breaks the copy: the lookup falls back to the most recent match
     edited = [*committed, 3, 77, nl, 1, 2]
     assert index.follow(edited, k=2) == index.propose(edited, k=2) == [3, 77]
+
+
+def test_a_prefix_known_to_agree_is_not_compared_again() -> None:
+    from app.engine.sequences import common_prefix_length
+
+    cached = list(range(600)) + [7, 8, 9]
+    for committed in (list(range(600)) + [7, 8], list(range(600)) + [7, 1], list(range(300))):
+        full = common_prefix_length(cached, committed)
+        for known in (0, 1, 255, 256, 299, min(full, 600)):
+            assert common_prefix_length(cached, committed, known=min(known, full)) == full
+    assert common_prefix_length((1, 2, 3), [1, 2, 4]) == 2  # a tuple beside a list

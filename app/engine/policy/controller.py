@@ -70,11 +70,19 @@ class DraftController:
             # a long catch-up (after a pause or a new turn) is a one-off, not a step cost
             ms = record.step_ms - record.catch_up_ms + self._steady_catch_up_ms(record)
             self.observe_step_cost(
-                paid_draft=True, tokens=record.verified, ms=ms, host_ms=record.host_ms
+                paid_draft=True,
+                tokens=record.verified,
+                ms=ms,
+                host_ms=record.host_ms,
+                depth=record.depth,
             )
         else:
             self.observe_step_cost(
-                paid_draft=False, tokens=record.verified, ms=record.step_ms, host_ms=record.host_ms
+                paid_draft=False,
+                tokens=record.verified,
+                ms=record.step_ms,
+                host_ms=record.host_ms,
+                depth=record.depth,
             )
         if record.declined is not None:
             self.observe_declined(*record.declined)
@@ -86,7 +94,7 @@ class DraftController:
     def _steady_catch_up_ms(self, record: StepRecord) -> float:
         if record.catch_up <= 2:
             return record.catch_up_ms
-        steady = self.costs.draft_ms(2)
+        steady = self.costs.draft_ms(2, record.depth)
         return record.catch_up_ms if steady is None else min(steady, record.catch_up_ms)
 
     def observe_confidences(self, confidences: list[float | None], accepted: int) -> None:
@@ -115,12 +123,13 @@ class DraftController:
         self._drafted.append(drafted)
 
     def observe_step_cost(
-        self, *, paid_draft: bool, tokens: int, ms: float, host_ms: float
+        self, *, paid_draft: bool, tokens: int, ms: float, host_ms: float, depth: int
     ) -> None:
-        """A whole step's wall time: drafting steps against target-only steps."""
+        """A whole step's wall time at context ``depth``: drafting steps against target-only
+        steps."""
         economics = self.economics
         economics.host_ms.update(host_ms)
-        single = self.costs.verify_ms(1)
+        single = self.costs.verify_ms(1, depth)
         if paid_draft:
             economics.observe_speculative(tokens, ms, economics.target_only_ms(single))
         else:
@@ -148,14 +157,14 @@ class DraftController:
 
     # --- drafting decisions ------------------------------------------------------------------
 
-    def keep_drafting_threshold(self) -> float:
+    def keep_drafting_threshold(self, depth: int) -> float:
         """Cumulative-acceptance threshold for paying one more draft pass (adaptive only)."""
-        return self.costs.keep_drafting_threshold() if self.config.adaptive else 0.0
+        return self.costs.keep_drafting_threshold(depth) if self.config.adaptive else 0.0
 
-    def include_threshold(self) -> float:
-        return self.costs.include_threshold() if self.config.adaptive else 0.0
+    def include_threshold(self, depth: int) -> float:
+        return self.costs.include_threshold(depth) if self.config.adaptive else 0.0
 
-    def next_draft_len(self, *, confidence_driven: bool = False) -> int:
+    def next_draft_len(self, depth: int, *, confidence_driven: bool = False) -> int:
         """Draft length for the next block.
 
         A draft model reports its confidence per token, so adaptive drafting stops on the
@@ -170,30 +179,31 @@ class DraftController:
         a = self.acceptance.value or 0.0
         best_k, best = cfg.draft_min, 0.0
         for k in range(cfg.draft_min, cfg.draft_max + 1):
-            gain = self.costs.speedup(a, k)
+            gain = self.costs.speedup(a, k, depth)
             if gain > best * 1.005:  # prefer shorter blocks on (near) ties
                 best_k, best = k, gain
         self.draft_len = best_k
         return best_k
 
-    def break_even(self) -> float:
+    def break_even(self, depth: int) -> float:
         """Break-even agreement for the blocks actually drafted lately (a confidence-driven
         draft stops early: its ceiling says nothing about the blocks it drafts)."""
         k = round(sum(self._drafted) / len(self._drafted)) if self._drafted else self.draft_len
-        return self.costs.break_even(max(k, 1))
+        return self.costs.break_even(max(k, 1), depth)
 
-    def pause_threshold(self) -> float:
+    def pause_threshold(self, depth: int) -> float:
         """The agreement below which drafting pauses. A fixed length N is the person's choice:
         its own break-even. An adaptive length can shorten its blocks instead, so only an
         agreement at which no length pays (the shortest's break-even, the lowest) pauses it;
         a loss in wall time is caught by the measured step costs either way."""
         if not self.config.adaptive:
-            return self.break_even()
-        return min(self.break_even(), self.costs.break_even(max(self.config.draft_min, 1)))
+            return self.break_even(depth)
+        shortest = self.costs.break_even(max(self.config.draft_min, 1), depth)
+        return min(self.break_even(depth), shortest)
 
     # --- the guard -----------------------------------------------------------------------------
 
-    def _pause(self, reason: GuardReason, ratio: float | None) -> PauseDecision:
+    def _pause(self, reason: GuardReason, ratio: float | None, depth: int) -> PauseDecision:
         self.paused = True
         self._paused_tokens = 0
         self.probe_in = min(self.config.probe_every * 2**self._failed_probes, MAX_PROBE_INTERVAL)
@@ -201,28 +211,29 @@ class DraftController:
         self.last_pause = PauseDecision(
             reason,
             self.rolling_acceptance,
-            self.pause_threshold(),
+            self.pause_threshold(depth),
             ratio,
-            self.costs.draft_cost_fraction(),
+            self.costs.draft_cost_fraction(depth),
             self.probe_in,
             window=len(self._window),
-            never_pays=not self.can_ever_pay(),
+            never_pays=not self.can_ever_pay(depth),
         )
         return self.last_pause
 
-    def check_pause(self) -> PauseDecision | None:
+    def check_pause(self, depth: int) -> PauseDecision | None:
         if not self.config.collapse_guard or self.paused or not self.costs.verify.ready:
             return None
         window = self._window.maxlen or 1
         ratio = self.economics.ratio()
-        if self.economics.steps >= 2 and not self.can_ever_pay():
-            return self._pause(GuardReason.COST, ratio)
-        if len(self._window) >= window and self.rolling_acceptance < self.pause_threshold():
-            return self._pause(self._reason(disagrees=True), ratio)
-        if len(self._window) >= 3 and self._agreement_at_most() < self.pause_threshold():
+        threshold = self.pause_threshold
+        if self.economics.steps >= 2 and not self.can_ever_pay(depth):
+            return self._pause(GuardReason.COST, ratio, depth)
+        if len(self._window) >= window and self.rolling_acceptance < threshold(depth):
+            return self._pause(self._reason(depth, disagrees=True), ratio, depth)
+        if len(self._window) >= 3 and self._agreement_at_most() < threshold(depth):
             # deep in a context a draft may need 90 % agreement to pay: three steps at 60 %
             # already say it will not, and each further step is paid in full
-            return self._pause(self._reason(disagrees=True), ratio)
+            return self._pause(self._reason(depth, disagrees=True), ratio, depth)
         steps = self.economics.steps
         # A probe after a failed one is judged on fewer steps: drafting has already been seen
         # to lose on this pair, and every probing step it loses again is paid in full.
@@ -235,8 +246,8 @@ class DraftController:
             (steps >= early and ratio < 0.8) or (steps >= judged_after and ratio < 1.0)
         ):
             # slow because the draft disagrees, or because it costs too much while agreeing
-            disagrees = bool(self._window) and self.rolling_acceptance < self.pause_threshold()
-            return self._pause(self._reason(disagrees=disagrees), ratio)
+            disagrees = bool(self._window) and self.rolling_acceptance < threshold(depth)
+            return self._pause(self._reason(depth, disagrees=disagrees), ratio, depth)
         if steps >= max(window, 3):
             self._failed_probes = 0  # drafting pays: the next pause starts from a short probe
         return None
@@ -246,21 +257,21 @@ class DraftController:
         if self.paused:
             # target-only steps, or prompt lookups that went on while the model was paused
             counted = record.drafter and not record.draft_passes
-            if counted and self.tick_paused(max(record.verified, 1)):
+            if counted and self.tick_paused(max(record.verified, 1), record.depth):
                 return GuardEvent(
                     False,
                     self.rolling_acceptance,
-                    self.pause_threshold(),
+                    self.pause_threshold(record.depth),
                     record.step,
                     reason=GuardReason.PROBE,
                 )
             return None
         if record.paid:
-            decision = self.check_pause()
+            decision = self.check_pause(record.depth)
             return None if decision is None else self._paused_event(decision, record.step)
         return None
 
-    def pause_if_never_pays(self, step: int) -> GuardEvent | None:
+    def pause_if_never_pays(self, step: int, depth: int) -> GuardEvent | None:
         """Before an answer drafts: where the costs measured near its depth say no draft
         length beats the target alone even with every drafted token accepted, pause now. The
         guard pauses such a draft after two steps paid in full, and a new answer starts
@@ -270,13 +281,14 @@ class DraftController:
         if (
             not self.config.collapse_guard
             or self.paused
-            or not self.costs.measured_for_drafting()
-            or self.can_ever_pay()
+            or not self.costs.measured_for_drafting(depth)
+            or self.can_ever_pay(depth)
         ):
             return None
-        return self._paused_event(self._pause(GuardReason.COST, self.economics.ratio()), step)
+        decision = self._pause(GuardReason.COST, self.economics.ratio(), depth)
+        return self._paused_event(decision, step)
 
-    def carried_pause(self, step: int) -> GuardEvent | None:
+    def carried_pause(self, step: int, depth: int) -> GuardEvent | None:
         """The pause for cost an earlier answer on this pair left (``restore``), said at the
         start of this one: an answer the target writes alone from its first token gets the
         reason too, not only "drafting paused for 49 of 49 tokens". (A served request is such
@@ -286,11 +298,11 @@ class DraftController:
         self.last_pause = PauseDecision(
             GuardReason.COST,
             self.acceptance.value or 0.0,
-            self.pause_threshold(),
+            self.pause_threshold(depth),
             None,
-            self.costs.draft_cost_fraction(),
+            self.costs.draft_cost_fraction(depth),
             self.probe_in,
-            never_pays=not self.can_ever_pay(),
+            never_pays=not self.can_ever_pay(depth),
         )
         return self._paused_event(self.last_pause, step)
 
@@ -331,37 +343,38 @@ class DraftController:
             self._paused_tokens = 0
             self.probe_in = memory.probe_in
 
-    def _reason(self, *, disagrees: bool) -> GuardReason:
+    def _reason(self, depth: int, *, disagrees: bool) -> GuardReason:
         """Why drafting stops paying. A draft costing half a target pass or more needs near-
         perfect agreement to pay: its break-even is high because of its price, so while it is
         mostly right the price is the reason given; a draft mostly wrong disagrees."""
-        fraction = self.costs.draft_cost_fraction()
+        fraction = self.costs.draft_cost_fraction(depth)
         mostly_right = not self._window or self.rolling_acceptance >= 0.5
         if fraction is not None and fraction >= EXPENSIVE_DRAFT and mostly_right:
             return GuardReason.COST
         return GuardReason.DISAGREEMENT if disagrees else GuardReason.COST
 
-    def can_ever_pay(self) -> bool:
-        """Whether any draft length could beat the target alone, by the measured costs."""
-        return self.costs.can_ever_pay(max(self.config.draft_max, 1))
+    def can_ever_pay(self, depth: int) -> bool:
+        """Whether any draft length could beat the target alone, by the costs at ``depth``."""
+        return self.costs.can_ever_pay(max(self.config.draft_max, 1), depth)
 
-    def _probe_would_lose(self) -> bool:
+    def _probe_would_lose(self, depth: int) -> bool:
         """By the costs at this depth, no draft length can pay whatever the agreement; or,
         once a probe has failed, none pays at the agreement the draft last showed. A probe
         pays a catch-up over every token written while paused and then its steps in full,
         which deep in a context on a CPU once came to about a second."""
-        if not self.can_ever_pay():
+        if not self.can_ever_pay(depth):
             return True
         if self._failed_probes < 2:
             return False
         k_max = max(self.config.draft_max, 1)
-        return self.costs.best_speedup(self.acceptance.value or 0.0, k_max) < 1.0
+        return self.costs.best_speedup(self.acceptance.value or 0.0, k_max, depth) < 1.0
 
-    def tick_paused(self, tokens: int = 1) -> bool:
-        """Count tokens written while paused; True when it is time to probe again."""
+    def tick_paused(self, tokens: int, depth: int) -> bool:
+        """Count tokens written while paused at context ``depth``; True when it is time to
+        probe again."""
         self._paused_tokens += tokens
         if self._paused_tokens >= self.probe_in:
-            if self._failed_probes % 4 and self._probe_would_lose():
+            if self._failed_probes % 4 and self._probe_would_lose(depth):
                 # skip this probe (every fourth one still runs, in case the costs or the text
                 # changed) and wait twice as long
                 self._paused_tokens = 0

@@ -26,8 +26,8 @@ class CostModel:
     pass over several tokens, measured as such, so a long catch-up after a pause or a new
     chat turn never inflates the cost of a single draft pass.
 
-    Questions are about the depth of the step being decided (``at_depth``, set by the loop
-    each step) unless they name one; so are observations. A single target pass is rarely
+    Every question and observation names the context depth it is about (the step's). A
+    single target pass is rarely
     measured while drafting, so the loop runs one step target-only where none was measured
     near the depth it has reached (``needs_single_pass``): that step costs what target-only
     decoding would, and every later judgement compares with a price of this depth.
@@ -36,32 +36,31 @@ class CostModel:
     def __init__(self) -> None:
         self.verify = PassCost()
         self.draft = PassCost()
-        self.depth = 0
         # Break-even by draft length (a 30-step bisection) and whether any length can pay
         # (sixteen prices): asked several times per step, kept within one depth range for a
-        # few observations, as medians move little from one pass to the next.
+        # few observations and steps (verifications), as medians move little from one pass
+        # to the next.
         self._break_even: dict[int, float] = {}
         self._can_pay: dict[int, bool] = {}
         self._derived_range = 0
         self._unseen = 0  # observations since the derived figures were computed
         self._steps = 0  # steps since then
 
-    def at_depth(self, depth: int) -> None:
-        """The context depth the next questions and observations are about (once a step)."""
-        self.depth = depth
+    def observe_draft_pass(self, n_tokens: int, ms: float, depth: int) -> None:
+        self._observed(self.draft.observe(n_tokens, ms, depth))
+
+    def observe_verify(self, n_tokens: int, ms: float, depth: int) -> None:
+        """One target pass: a step's verification (a new step for the derived figures)."""
         self._steps += 1
-        if depth_range(depth) != self._derived_range or self._steps >= DERIVED_STEPS:
-            self._derived_range = depth_range(depth)
+        self._observed(self.verify.observe(n_tokens, ms, depth))
+        if self._steps >= DERIVED_STEPS:
             self._forget_derived()
 
-    def _at(self, depth: int | None) -> int:
-        return self.depth if depth is None else depth
-
-    def observe_draft_pass(self, n_tokens: int, ms: float, depth: int | None = None) -> None:
-        self._observed(self.draft.observe(n_tokens, ms, self._at(depth)))
-
-    def observe_verify(self, n_tokens: int, ms: float, depth: int | None = None) -> None:
-        self._observed(self.verify.observe(n_tokens, ms, self._at(depth)))
+    def _derived_at(self, depth: int) -> None:
+        """The derived figures kept are those of ``depth``'s range: forget them elsewhere."""
+        if depth_range(depth) != self._derived_range:
+            self._derived_range = depth_range(depth)
+            self._forget_derived()
 
     def _observed(self, new_cell: bool) -> None:
         self._unseen += 1
@@ -73,90 +72,92 @@ class CostModel:
         self._can_pay.clear()
         self._unseen = self._steps = 0
 
-    def verify_ms(self, n_tokens: int, depth: int | None = None) -> float | None:
-        return self.verify.ms(n_tokens, self._at(depth))
+    def verify_ms(self, n_tokens: int, depth: int) -> float | None:
+        return self.verify.ms(n_tokens, depth)
 
-    def draft_ms(self, n_tokens: int = 1, depth: int | None = None) -> float | None:
-        return self.draft.ms(n_tokens, self._at(depth))
+    def draft_ms(self, n_tokens: int, depth: int) -> float | None:
+        return self.draft.ms(n_tokens, depth)
 
-    def marginal_verify_ms(self, depth: int | None = None) -> float:
-        return self.verify.marginal(self._at(depth)) if self.verify.ready else 0.0
+    def marginal_verify_ms(self, depth: int) -> float:
+        return self.verify.marginal(depth) if self.verify.ready else 0.0
 
     def ready(self) -> bool:
         return self.draft.ready and self.verify.ready
 
-    def needs_single_pass(self, depth: int | None = None) -> bool:
+    def needs_single_pass(self, depth: int) -> bool:
         """No single target pass was measured near this depth: run one step target-only."""
-        return self.verify.ready and not self.verify.measured_near(1, self._at(depth))
+        return self.verify.ready and not self.verify.measured_near(1, depth)
 
-    def measured_for_drafting(self, depth: int | None = None) -> bool:
+    def measured_for_drafting(self, depth: int) -> bool:
         """Whether a drafting step's parts were measured near ``depth`` (a single target pass,
         a single draft pass, a verification of several tokens), not only extrapolated."""
-        at = self._at(depth)
-        verified = self.verify.sizes_measured_near(at)
-        return self.draft.measured_near(1, at) and 1 in verified and len(verified) > 1
+        verified = self.verify.sizes_measured_near(depth)
+        return self.draft.measured_near(1, depth) and 1 in verified and len(verified) > 1
 
-    def draft_cost_fraction(self, depth: int | None = None) -> float | None:
+    def draft_cost_fraction(self, depth: int) -> float | None:
         """A single draft pass as a fraction of a single target pass."""
         single, draft = self.verify_ms(1, depth), self.draft_ms(1, depth)
         if single is None or draft is None or single <= 0:
             return None
         return draft / single
 
-    def keep_drafting_threshold(self) -> float:
+    def keep_drafting_threshold(self, depth: int) -> float:
         """Paying one more draft pass is worth it while P(all accepted so far) exceeds this.
 
         An accepted token saves one single-token target pass; drafting it costs one draft
         pass plus its share of the verification batch.
         """
-        single, draft = self.verify_ms(1), self.draft_ms(1)
+        single, draft = self.verify_ms(1, depth), self.draft_ms(1, depth)
         if single is None or draft is None:
             return 0.0
-        return min((draft + self.marginal_verify_ms()) / single, 1.0)
+        return min((draft + self.marginal_verify_ms(depth)) / single, 1.0)
 
-    def include_threshold(self) -> float:
+    def include_threshold(self, depth: int) -> float:
         """A token already drafted is worth verifying while P(all accepted) exceeds this."""
-        single = self.verify_ms(1)
+        single = self.verify_ms(1, depth)
         if single is None:
             return 0.0
-        return min(self.marginal_verify_ms() / single, 1.0)
+        return min(self.marginal_verify_ms(depth) / single, 1.0)
 
-    def step_ms(self, k: int, depth: int | None = None) -> float | None:
+    def step_ms(self, k: int, depth: int) -> float | None:
         """One drafting step at length k: k draft passes and one verification of k + 1."""
         step, draft = self.verify_ms(k + 1, depth), self.draft_ms(1, depth)
         if step is None or draft is None:
             return None
         return k * draft + step
 
-    def speedup(self, acceptance: float, k: int, depth: int | None = None) -> float:
+    def speedup(self, acceptance: float, k: int, depth: int) -> float:
         """Expected tokens/sec of speculation with draft length k over target-only decoding."""
         single, cost = self.verify_ms(1, depth), self.step_ms(k, depth)
         if single is None or cost is None:
             return 1.0
         return expected_tokens(acceptance, k) * single / cost
 
-    def best_speedup(self, acceptance: float, k_max: int) -> float:
-        return max((self.speedup(acceptance, k) for k in range(1, max(k_max, 1) + 1)), default=1)
+    def best_speedup(self, acceptance: float, k_max: int, depth: int) -> float:
+        lengths = range(1, max(k_max, 1) + 1)
+        return max((self.speedup(acceptance, k, depth) for k in lengths), default=1)
 
-    def can_ever_pay(self, k_max: int) -> bool:
+    def can_ever_pay(self, k_max: int, depth: int) -> bool:
         """Whether any draft length up to ``k_max`` could beat the target alone even if every
         drafted token were accepted (a draft as slow as its target never can)."""
+        self._derived_at(depth)
         known = self._can_pay.get(k_max)
         if known is None:
-            known = self._can_pay[k_max] = self.best_speedup(0.999, k_max) >= 1.0
+            known = self._can_pay[k_max] = self.best_speedup(0.999, k_max, depth) >= 1.0
         return known
 
-    def break_even(self, k: int) -> float:
+    def break_even(self, k: int, depth: int) -> float:
         """Smallest per-token acceptance at which draft length k beats the target alone."""
         if not self.ready() or k <= 0:
             return 0.0
+        self._derived_at(depth)
         known = self._break_even.get(k)
         if known is None:
-            known = self._break_even[k] = self._bisect_break_even(k)
+            known = self._break_even[k] = self._bisect_break_even(k, depth)
         return known
 
-    def _bisect_break_even(self, k: int) -> float:
-        single, cost = self.verify_ms(1), self.step_ms(k)
+    def _bisect_break_even(self, k: int, depth: int) -> float:
+        single, cost = self.verify_ms(1, depth), self.step_ms(k, depth)
         if single is None or cost is None:
             return 0.0
         if single <= 0.0:

@@ -114,14 +114,15 @@ class LookupGate:
         """Tokens one verification of a k-token match yields, the target's own included."""
         return 1.0 + self.kept * self._promised(k)
 
-    def length(self, available: int, k_max: int) -> int:
-        """The length to verify of a match of ``available`` tokens; 0 holds it back."""
-        single = self.costs.verify_ms(1)
+    def length(self, available: int, k_max: int, depth: int) -> int:
+        """The length to verify of a match of ``available`` tokens at context ``depth``; 0
+        holds it back."""
+        single = self.costs.verify_ms(1, depth)
         if single is None:
             return min(available, k_max)
         best_k, best = 0, 0.0
         for k in range(1, min(available, k_max) + 1):
-            verify = self.costs.verify_ms(k + 1) or single
+            verify = self.costs.verify_ms(k + 1, depth) or single
             gain = self.expected_tokens(k) * single / verify
             if gain > best * 1.005:  # shorter on (near) ties: a refusal then costs less
                 best_k, best = k, gain
@@ -131,12 +132,12 @@ class LookupGate:
         self._pending = self._would
         return best_k
 
-    def best_rate(self, k_max: int) -> float | None:
+    def best_rate(self, k_max: int, depth: int) -> float | None:
         """Tokens per ms of verification expected of the best length up to ``k_max`` (None
         while a verification cost is unknown): what a lookup promises beside a model."""
         best = None
         for k in range(1, k_max + 1):
-            verify = self.costs.verify_ms(k + 1)
+            verify = self.costs.verify_ms(k + 1, depth)
             if verify is None or verify <= 0:
                 return None
             rate = self.expected_tokens(k) / verify

@@ -1,12 +1,20 @@
 """Prompt-lookup drafting: propose the continuation of an earlier occurrence of the suffix.
 
 No draft model is needed. It shines when the answer repeats the prompt (code edits,
-summaries with quotes, structured output) and costs nothing when it finds no match.
+summaries with quotes, structured output) and costs nothing when it finds no match. With
+adaptive lengths and a cost model, a match is verified only as far as it pays for its
+verification at this depth, or held back (``LookupGate``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+
+from app.engine.config import SpecConfig
+from app.engine.drafters.base import DraftBlock, Drafter, DraftLimits
+from app.engine.policy.costs import CostModel
+from app.engine.policy.lookup_gate import LookupGate
 
 
 def propose(tokens: Sequence[int], *, max_n: int, k: int, min_n: int = 1) -> list[int]:
@@ -122,3 +130,70 @@ def copied_fraction(source: Sequence[int], answer: Sequence[int], run: int = COP
         if tuple(answer[start : start + run]) in windows:
             copied[start : start + run] = [True] * run
     return sum(copied) / len(answer)
+
+
+def _through_end(tokens: list[int], ends_answer: Callable[[int], bool]) -> list[int]:
+    """``tokens`` up to and including the first one that ends the answer."""
+    for index, token in enumerate(tokens):
+        if ends_answer(token):
+            return tokens[: index + 1]
+    return tokens
+
+
+class NgramDrafter(Drafter):
+    """Prompt lookup over the whole conversation: no model, no draft pass, no confidence."""
+
+    name = "n-gram"
+
+    def __init__(
+        self, spec: SpecConfig, *, min_match: int = 1, costs: CostModel | None = None
+    ) -> None:
+        self.index = NgramIndex(spec.ngram_n)
+        self.min_match = min_match
+        self.gate = LookupGate(costs) if costs is not None and spec.adaptive else None
+
+    @property
+    def confidence_driven(self) -> bool:
+        return self.gate is not None  # the gate sizes each block; the controller the ceiling
+
+    def prefill(self, prompt: list[int], *, drafting: bool = True) -> None:
+        """Index the prompt with the prompt's processing: the steps then index only what
+        they add, and the first is no slower than the rest. Indexed even while paused:
+        gated lookups go on while the guard has the model paused."""
+        self.index.sync(prompt)
+
+    def match(self, committed: list[int], limits: DraftLimits) -> list[int]:
+        """The lookup's match after ``committed``, ungated (empty: none)."""
+        tokens = self.index.follow(committed, k=limits.k, min_n=self.min_match)
+        if limits.ends_answer is not None:
+            tokens = _through_end(tokens, limits.ends_answer)
+        return tokens
+
+    def judge_held(self, committed: list[int]) -> None:
+        if self.gate is not None:
+            self.gate.judge_held(committed)
+
+    def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
+        began = time.perf_counter()
+        tokens = self.match(committed, limits)
+        if self.gate is not None:
+            self.gate.judge_held(committed)
+            keep = self.gate.length(len(tokens), limits.k, len(committed))
+            if not keep:
+                self.gate.hold(len(committed), tokens, priced=True)
+            tokens = tokens[:keep]
+        block = DraftBlock(
+            tokens=tokens, probs=[None] * len(tokens), source=self.name, depth=len(committed)
+        )
+        block.confidences = [None] * len(tokens)
+        block.ms = (time.perf_counter() - began) * 1000.0
+        return block
+
+    def hold_back(self, committed: list[int], block: DraftBlock) -> None:
+        """A proposed block that will not be verified: judge it by what the target writes."""
+        if self.gate is not None:
+            self.gate.hold(len(committed), block.tokens)
+
+    def observe(self, block: DraftBlock, accepted: int) -> None:
+        if self.gate is not None:
+            self.gate.observe(len(block.tokens), accepted)

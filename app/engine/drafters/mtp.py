@@ -26,26 +26,15 @@ from dataclasses import replace
 
 import numpy as np
 
-from app.engine.config import ModelSpec, SamplerConfig, SpecConfig
-from app.engine.draft_block import DraftBlock
-from app.engine.drafting import DraftLimits, SampledDrafter
+from app.engine.config import ModelSpec
+from app.engine.drafters.base import DraftBlock, DraftingContext, DraftLimits
+from app.engine.drafters.sampled import SampledDrafter
 from app.engine.llama.backend import LlamaContext, LlamaModel
-from app.engine.policy.calibration import ConfidenceCalibration
-from app.engine.policy.costs import CostModel
-from app.engine.randomness import Randomness
 from app.engine.sampling import Row
+from app.engine.sequences import common_prefix_length
 from app.errors import ModelLoadError
 
 RING_ROWS = 2048  # target rows kept for the heads; older ones are fed eagerly (prefill)
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    """Length of the common prefix of two token lists (vectorised: run once per request)."""
-    n = min(len(a), len(b))
-    if n == 0:
-        return 0
-    differs = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
-    return int(differs[0]) if differs.size else n
 
 
 class NextTokenHeads:
@@ -108,7 +97,7 @@ class NextTokenHeads:
         if not self.shared and self.target.n_past - 1 - self.ctx.n_past > RING_ROWS // 2:
             # a long prefill: feed the heads the prompt now, before the ring overwrites rows
             # they still need (a verification batch is far shorter than this)
-            n_keep = common_prefix(self.ctx.tokens, self.target.tokens)
+            n_keep = common_prefix_length(self.ctx.tokens, self.target.tokens)
             if self.chained:
                 n_keep = min(n_keep, self._trusted)
             self.ctx.truncate(n_keep)
@@ -136,7 +125,7 @@ class NextTokenHeads:
         common part and feed the rest but the last token (the first draft pass takes it)."""
         if self.shared:
             return
-        n = common_prefix(self.ctx.tokens, prompt[:-1])
+        n = common_prefix_length(self.ctx.tokens, prompt[:-1])
         if self.chained:
             n = min(n, self._trusted)
         self.ctx.truncate(n)
@@ -154,10 +143,7 @@ class NextTokenHeads:
         n = min(len(cached), len(committed), self._trusted)
         if self.chained:
             return n
-        end = min(len(cached), len(committed))
-        while n < end and cached[n] == committed[n]:
-            n += 1
-        return n
+        return common_prefix_length(cached, committed, known=n)
 
     def _feed(self, committed: list[int], upto: int, *, logits: str = "none") -> int:
         """Decode ``committed[n_past:upto]`` through every head; how many tokens it decoded."""
@@ -227,27 +213,8 @@ class NextTokenHeads:
 class MtpDrafter(SampledDrafter):
     """Drafts with the target's next-token heads, by the same rules as a draft model."""
 
-    def __init__(
-        self,
-        heads: NextTokenHeads,
-        *,
-        sampler: SamplerConfig,
-        spec: SpecConfig,
-        randomness: Randomness,
-        costs: CostModel,
-        calibration: ConfidenceCalibration,
-        target_vocab: int,
-        want_probs: bool,
-    ) -> None:
-        super().__init__(
-            sampler=sampler,
-            spec=spec,
-            randomness=randomness,
-            costs=costs,
-            calibration=calibration,
-            target_vocab=target_vocab,
-            want_probs=want_probs,
-        )
+    def __init__(self, heads: NextTokenHeads, context: DraftingContext) -> None:
+        super().__init__(context)
         self.heads = heads
         self.name = "assistant" if heads.assistant else "MTP"
         self._step = 0
@@ -267,13 +234,13 @@ class MtpDrafter(SampledDrafter):
         row, decoded = self.heads.first(committed)
         block.catch_up = decoded
         block.catch_up_ms = (time.perf_counter() - began) * 1000.0
-        self.costs.observe_draft_pass(decoded, block.catch_up_ms)
+        self.context.costs.observe_draft_pass(decoded, block.catch_up_ms, len(committed))
         self._step = 0
         return row
 
-    def _advance(self, token: int) -> Row:
+    def _advance(self, token: int, depth: int) -> Row:
         self._step += 1
         began = time.perf_counter()
         row = self.heads.advance(token, self._step)
-        self.costs.observe_draft_pass(1, (time.perf_counter() - began) * 1000.0)
+        self.context.costs.observe_draft_pass(1, (time.perf_counter() - began) * 1000.0, depth)
         return row

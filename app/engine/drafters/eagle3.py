@@ -28,14 +28,11 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from app.engine.config import ModelSpec, SamplerConfig, SpecConfig
-from app.engine.draft_block import DraftBlock
-from app.engine.drafting import SampledDrafter
+from app.engine.config import ModelSpec, SamplerConfig
+from app.engine.drafters.base import DraftBlock, DraftingContext
+from app.engine.drafters.sampled import SampledDrafter
 from app.engine.llama.backend import LlamaContext, LlamaModel
 from app.engine.llama.extensions import eagle3_functions
-from app.engine.policy.calibration import ConfidenceCalibration
-from app.engine.policy.costs import CostModel
-from app.engine.randomness import Randomness
 from app.engine.sampling import HostRow, Row
 from app.errors import ModelLoadError
 
@@ -217,27 +214,8 @@ class Eagle3Drafter(SampledDrafter):
 
     name = "EAGLE-3"
 
-    def __init__(
-        self,
-        head: Eagle3Head,
-        *,
-        sampler: SamplerConfig,
-        spec: SpecConfig,
-        randomness: Randomness,
-        costs: CostModel,
-        calibration: ConfidenceCalibration,
-        target_vocab: int,
-        want_probs: bool,
-    ) -> None:
-        super().__init__(
-            sampler=sampler,
-            spec=spec,
-            randomness=randomness,
-            costs=costs,
-            calibration=calibration,
-            target_vocab=target_vocab,
-            want_probs=want_probs,
-        )
+    def __init__(self, head: Eagle3Head, context: DraftingContext) -> None:
+        super().__init__(context)
         self.head = head
 
     def _start(self, committed: list[int], block: DraftBlock) -> Row:
@@ -245,11 +223,11 @@ class Eagle3Drafter(SampledDrafter):
         row = HostRow(self.head.first(committed))
         block.catch_up = 1
         block.catch_up_ms = (time.perf_counter() - began) * 1000.0
-        self.costs.observe_draft_pass(1, block.catch_up_ms)
+        self.context.costs.observe_draft_pass(1, block.catch_up_ms, len(committed))
         return row
 
-    def _advance(self, token: int) -> Row:
+    def _advance(self, token: int, depth: int) -> Row:
         began = time.perf_counter()
         row = HostRow(self.head.advance(token))
-        self.costs.observe_draft_pass(1, (time.perf_counter() - began) * 1000.0)
+        self.context.costs.observe_draft_pass(1, (time.perf_counter() - began) * 1000.0, depth)
         return row

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.engine.config import AcceptRule, SamplerConfig
-from app.engine.draft_block import DraftBlock
+from app.engine.drafters.base import DraftBlock
 from app.engine.events import TokenKind
 from app.engine.llama.backend import LlamaContext
 from app.engine.randomness import ACCEPT, DRAW, RESIDUAL, Randomness

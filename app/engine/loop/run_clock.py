@@ -16,9 +16,9 @@ from typing import Protocol
 import numpy as np
 import psutil
 
-from app.engine.acceptance import Produced
 from app.engine.events import GuardEvent, RunSummary, StopReason, TokenEvent
 from app.engine.llama.backend import LlamaModel
+from app.engine.loop.acceptance import Produced
 from app.engine.step_record import StepRecord, per_drafter, per_position
 
 

@@ -1,0 +1,102 @@
+"""What every draft source shares: the interface the loop drafts through (``Drafter``), what
+the controller allows for one block (``DraftLimits``), what a drafter proposes
+(``DraftBlock``) and what a request gives every sampled drafter (``DraftingContext``).
+
+Like llama.cpp's ``common/speculative.cpp``: a drafter proposes up to ``k`` tokens after the
+committed sequence and is told afterwards how many the target accepted (what it proposed
+and what was kept is counted once, in the loop's step record).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from app.engine.config import SamplerConfig, SpecConfig
+from app.engine.policy.calibration import ConfidenceCalibration
+from app.engine.policy.costs import CostModel
+from app.engine.randomness import Randomness
+from app.engine.sampling import Distribution
+
+
+@dataclass
+class DraftBlock:
+    """What a drafter proposes for one step: the tokens, their draft probabilities and
+    confidences, and what drafting them cost. The verifier judges it and the step record
+    counts it."""
+
+    tokens: list[int] = field(default_factory=list)
+    qdists: list[Distribution] = field(default_factory=list)  # only when sampling from q
+    probs: list[float | None] = field(default_factory=list)  # q(x) of each drafted token
+    confidences: list[float | None] = field(default_factory=list)  # draft's top probability
+    ms: float = 0.0
+    passes: int = 0  # draft-model passes paid for this block (0 for prompt lookup)
+    catch_up_ms: float = 0.0  # the first pass, over the tokens the draft had not seen
+    catch_up: int = 0  # how many tokens that first pass decoded
+    # the token the draft computed but declined to propose (confidence too low), with its
+    # confidence: the target's next token says whether it would have been accepted
+    declined: tuple[int, float] | None = None
+    source: str = "model"
+    depth: int = 0  # the context depth it was drafted at: the costs it is judged by
+
+
+@dataclass(frozen=True)
+class DraftLimits:
+    """What the controller allows for one block."""
+
+    k: int
+    keep_drafting: float = 0.0  # pay another draft pass while P(all accepted) * a exceeds this
+    include: float = 0.0  # keep an already drafted token while P(all accepted) exceeds this
+    # a token after which the answer ends: nothing drafted past it can ever be used
+    ends_answer: Callable[[int], bool] | None = None
+    model: bool = True  # False while the guard has the draft model paused: lookups only
+
+
+@dataclass(frozen=True)
+class DraftingContext:
+    """What every sampled drafter of one request drafts with, whatever its source."""
+
+    sampler: SamplerConfig
+    spec: SpecConfig
+    randomness: Randomness
+    costs: CostModel  # the pair's, kept across requests: each draft pass is filed in it
+    calibration: ConfidenceCalibration
+    target_vocab: int  # a draft vocabulary may be up to 128 tokens larger than the target's
+    want_probs: bool  # the request shows q(x) of each drafted token
+
+
+class Drafter:
+    """One draft source. The loop asks it to propose, tells it what was accepted, and asks
+    what kind of source it is rather than which class."""
+
+    name = "drafter"
+
+    @property
+    def confidence_driven(self) -> bool:
+        """It sizes each block itself (the controller gives only the ceiling)."""
+        return False
+
+    @property
+    def pays_passes(self) -> bool:
+        """It may pay draft passes (a model or heads): whether the costs can say drafting
+        never pays, before the answer's first step."""
+        return False
+
+    @property
+    def lookups_while_paused(self) -> bool:
+        """Its prompt lookups go on while the guard has its model paused."""
+        return False
+
+    def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
+        """Within one request ``committed`` only grows between calls (``prefill`` starts a
+        request), so a drafter's per-step work need not grow with the conversation."""
+        raise NotImplementedError
+
+    def observe(self, block: DraftBlock, accepted: int) -> None:
+        return None
+
+    def prefill(self, prompt: list[int], *, drafting: bool = True) -> None:
+        """Take in the prompt with the target's prefill. ``drafting`` False: the guard has
+        the drafter paused from the answer's start, so a pass that only readies a draft
+        model waits for the step that next drafts (its catch-up)."""
+        return None

@@ -1,0 +1,67 @@
+"""A small draft model of the target's vocabulary, drafting in its own context."""
+
+from __future__ import annotations
+
+import time
+
+from app.engine.drafters.base import DraftBlock, DraftingContext
+from app.engine.drafters.sampled import SampledDrafter
+from app.engine.llama.backend import LlamaContext
+from app.engine.sampling import Row
+from app.engine.sequences import common_prefix_length
+
+
+class ModelDrafter(SampledDrafter):
+    """A small model drafts token by token and stops when one more pass would not pay."""
+
+    name = "draft model"
+
+    def __init__(self, ctx: LlamaContext, context: DraftingContext) -> None:
+        super().__init__(context)
+        self.ctx = ctx
+        # leading positions of the draft's cache known to equal the committed sequence: each
+        # step compares only what can have changed since the last one, not the whole answer
+        self._agrees = 0
+
+    def prefill(self, prompt: list[int], *, drafting: bool = True) -> None:
+        """Bring the draft's cache up to the prompt with the target's prefill, not in step 1.
+
+        Not while paused from the start: a draft that can never pay, or whose pause carried
+        over from the last answer, would read the whole prompt for nothing (SmolLM2 F16 with
+        its Q4_1 draft, a draft pass 80-100 % of a target pass: the median time to the first
+        token of 32 short prompts went from 182 to 75 ms without it); a probe's catch-up
+        reads it if drafting resumes."""
+        if not drafting:
+            return
+        self.ctx.truncate(min(self.ctx.common_prefix(prompt), len(prompt) - 1))
+        self.ctx.decode(prompt[self.ctx.n_past : -1], logits="none")
+        self._agrees = self.ctx.n_past
+
+    def _catch_up_from(self, committed: list[int]) -> int:
+        """``min(ctx.common_prefix(committed), len(committed) - 1)``, comparing only the
+        positions past those known to agree."""
+        cached = self.ctx.tokens
+        end = min(len(cached), len(committed))
+        n = min(self._agrees, end)
+        if n and cached[n - 1] != committed[n - 1]:  # not the sequence it followed
+            n = 0
+        return min(common_prefix_length(cached, committed, known=n), len(committed) - 1)
+
+    def _pass(self, tokens: list[int], depth: int) -> float:
+        began = time.perf_counter()
+        self.ctx.decode(tokens, logits="last")
+        ms = (time.perf_counter() - began) * 1000.0
+        self.context.costs.observe_draft_pass(len(tokens), ms, depth)
+        return ms
+
+    def _start(self, committed: list[int], block: DraftBlock) -> Row:
+        ctx = self.ctx
+        ctx.truncate(self._catch_up_from(committed))
+        block.catch_up = len(committed) - ctx.n_past
+        block.catch_up_ms = self._pass(committed[ctx.n_past :], len(committed))
+        self._agrees = len(committed)
+        return ctx.row(-1)
+
+    def _advance(self, token: int, depth: int) -> Row:
+        self._pass([token], depth)
+        return self.ctx.row(-1)

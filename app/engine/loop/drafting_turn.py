@@ -1,0 +1,120 @@
+"""The drafting side of one request: the drafter and the controller that sizes and pauses it.
+
+The loop asks it for a block before each verification and hands it each step's record
+after; it answers with nothing where no drafter runs (target-only decoding), where the
+guard has drafting paused (prompt lookups excepted where they go on), and where no single
+target pass was measured near the step's depth (that step measures one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+from app.engine.drafters.base import DraftBlock, Drafter, DraftLimits
+from app.engine.events import GuardEvent, StepEvent
+from app.engine.policy.controller import DraftController
+from app.engine.policy.costs import CostModel
+from app.engine.policy.guard import GuardMemory
+from app.engine.step_record import StepRecord
+
+
+class DraftingTurn:
+    """One request's drafter (None: the target alone) and its controller, restored from
+    what the last request on the pair with the same drafter left (``memory``)."""
+
+    def __init__(
+        self,
+        drafter: Drafter | None,
+        controller: DraftController,
+        costs: CostModel,
+        *,
+        ends_answer: Callable[[int], bool] | None,
+        memory: dict[str, GuardMemory | None],
+    ) -> None:
+        self.drafter = drafter
+        self.controller = controller
+        self.costs = costs
+        self.ends_answer = ends_answer
+        self.name = drafter.name if drafter is not None else ""
+        # while the guard has the model paused, a combined drafter's prompt lookups go on
+        self.lookups_go_on = drafter is not None and drafter.lookups_while_paused
+        self.pauses: list[GuardEvent] = []  # the guard's pauses, for the run's summary
+        self._memory = memory
+        controller.restore(memory.get(self.name))
+
+    @property
+    def paused(self) -> bool:
+        """The guard has the drafter paused (this step, the target writes alone)."""
+        return self.drafter is not None and self.controller.paused
+
+    def prefill(self, prompt: list[int]) -> GuardEvent | None:
+        """Before the answer's first step: pause a drafter the costs say can never pay, and
+        let the drafter take in the prompt. The pause, if any, is said after the prefill."""
+        drafter = self.drafter
+        if drafter is None:
+            return None
+        pause = None
+        if drafter.pays_passes:
+            pause = self.controller.pause_if_never_pays(step=0, depth=len(prompt))
+        drafter.prefill(prompt, drafting=not self.controller.paused)
+        return pause
+
+    def opening_pause(self, pause: GuardEvent | None, depth: int) -> GuardEvent | None:
+        """The pause to say before the first token: the prefill's, or one carried over from
+        an earlier answer."""
+        if pause is None and self.drafter is not None:
+            pause = self.controller.carried_pause(step=0, depth=depth)
+        return None if pause is None else self._paused(pause)
+
+    def propose(self, committed: list[int], cap: int) -> DraftBlock | None:
+        """The block to verify after ``committed``, at most ``cap`` tokens (None: none)."""
+        drafter, controller = self.drafter, self.controller
+        depth = len(committed)
+        paused = self.paused
+        if (
+            drafter is None
+            or (paused and not self.lookups_go_on)
+            or self.costs.needs_single_pass(depth)
+        ):
+            return None
+        ceiling = controller.next_draft_len(depth, confidence_driven=drafter.confidence_driven)
+        want = min(ceiling, cap)
+        if want <= 0:
+            return None
+        limits = DraftLimits(
+            want,
+            keep_drafting=controller.keep_drafting_threshold(depth),
+            include=controller.include_threshold(depth),
+            ends_answer=self.ends_answer,
+            model=not paused,
+        )
+        return drafter.propose(committed, limits)
+
+    def learn(
+        self, record: StepRecord, block: DraftBlock | None
+    ) -> Iterator[StepEvent | GuardEvent]:
+        """After one step: the drafter and the controller learn from it; the step's event
+        for the charts, and the guard's pause or probe when it decides one."""
+        controller = self.controller
+        if self.drafter is not None and block is not None:
+            self.drafter.observe(block, record.accepted)
+        controller.observe(record)
+        if record.proposed:
+            yield record.event(
+                next_draft_len=controller.draft_len,
+                rolling_acceptance=controller.rolling_acceptance,
+                break_even=controller.pause_threshold(record.depth),
+            )
+        guard = controller.guard(record)
+        if guard is not None:
+            yield self._paused(guard) if guard.paused else guard
+
+    def _paused(self, pause: GuardEvent) -> GuardEvent:
+        pause = replace(pause, lookups_go_on=self.lookups_go_on)
+        self.pauses.append(pause)
+        return pause
+
+    def finish(self) -> None:
+        """Leave the guard's state for the next request on the pair with this drafter."""
+        self._memory[self.name] = self.controller.snapshot()
