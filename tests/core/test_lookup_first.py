@@ -137,7 +137,7 @@ def test_the_drafters_say_what_the_loop_asks_of_them(combined) -> None:
 
 
 def test_while_the_model_is_paused_only_lookups_draft(combined) -> None:
-    paused = DraftLimits(16, model=False)
+    paused = DraftLimits(16, model=False, guard_paused=True)
     block = combined.propose(REPEATED, paused)
     assert block.source == "n-gram" and block.passes == 0 and block.tokens[:2] == [42, 43]
     nothing = combined.propose(list(range(10, 70)), paused)  # no match: the target alone

@@ -49,7 +49,10 @@ class DraftLimits:
     include: float = 0.0  # keep an already drafted token while P(all accepted) exceeds this
     # a token after which the answer ends: nothing drafted past it can ever be used
     ends_answer: Callable[[int], bool] | None = None
-    model: bool = True  # False while the guard has the draft model paused: lookups only
+    # False: lookups only, while the guard has the draft model paused (``guard_paused``) or
+    # in an answer's first step, before the draft model has read the prompt
+    model: bool = True
+    guard_paused: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,13 @@ class Drafter:
     @property
     def lookups_while_paused(self) -> bool:
         """Its prompt lookups go on while the guard has its model paused."""
+        return False
+
+    def reads_prompt_late(self, prompt: list[int]) -> bool:
+        """It takes ``prompt`` in after the answer's first token: it has more than a few
+        tokens of it to read, and its first proposal catches up with whatever is committed
+        by then. The first token then waits only for the target's prefill, as it does with
+        the target alone."""
         return False
 
     def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:

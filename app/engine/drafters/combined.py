@@ -44,6 +44,9 @@ class CombinedDrafter(Drafter):
     def lookups_while_paused(self) -> bool:
         return True
 
+    def reads_prompt_late(self, prompt: list[int]) -> bool:
+        return self.model.reads_prompt_late(prompt)
+
     def prefill(self, prompt: list[int], *, drafting: bool = True) -> None:
         self.lookup.prefill(prompt)
         self.model.prefill(prompt, drafting=drafting)
@@ -66,7 +69,7 @@ class CombinedDrafter(Drafter):
         return False
 
     def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
-        if not limits.model and self.lookup.gate is None:
+        if limits.guard_paused and self.lookup.gate is None:
             # a fixed length has no gate to judge lookups by: the guard pauses them too
             return DraftBlock(source=self.lookup.name, depth=len(committed))
         self.lookup.judge_held(committed)

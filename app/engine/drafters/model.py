@@ -10,6 +10,8 @@ from app.engine.llama.backend import LlamaContext
 from app.engine.sampling import Row
 from app.engine.sequences import common_prefix_length
 
+LATE_READ_MIN = 16  # prompt tokens the draft reads before the first token, at most
+
 
 class ModelDrafter(SampledDrafter):
     """A small model drafts token by token and stops when one more pass would not pay."""
@@ -22,6 +24,12 @@ class ModelDrafter(SampledDrafter):
         # leading positions of the draft's cache known to equal the committed sequence: each
         # step compares only what can have changed since the last one, not the whole answer
         self._agrees = 0
+
+    def reads_prompt_late(self, prompt: list[int]) -> bool:
+        # its own cache catches up in one batch (``_start``); a few tokens (the same prompt
+        # again, a short turn) are read with the prefill, so the first step can draft
+        unread = len(prompt) - 1 - min(self.ctx.common_prefix(prompt), len(prompt) - 1)
+        return unread > LATE_READ_MIN
 
     def prefill(self, prompt: list[int], *, drafting: bool = True) -> None:
         """Bring the draft's cache up to the prompt with the target's prefill, not in step 1.

@@ -40,6 +40,10 @@ class DraftingTurn:
         # while the guard has the model paused, a combined drafter's prompt lookups go on
         self.lookups_go_on = drafter is not None and drafter.lookups_while_paused
         self.pauses: list[GuardEvent] = []  # the guard's pauses, for the run's summary
+        # the first step goes before the draft model has read the prompt (prompt lookups, which
+        # read nothing, may draft in it), so the first token comes as soon as with the target
+        # alone; the draft's catch-up is paid in the second step
+        self._first_step_alone = False
         self._memory = memory
         controller.restore(memory.get(self.name))
 
@@ -57,7 +61,8 @@ class DraftingTurn:
         pause = None
         if drafter.pays_passes:
             pause = self.controller.pause_if_never_pays(step=0, depth=len(prompt))
-        drafter.prefill(prompt, drafting=not self.controller.paused)
+        self._first_step_alone = drafter.reads_prompt_late(prompt)
+        drafter.prefill(prompt, drafting=not (self.controller.paused or self._first_step_alone))
         return pause
 
     def opening_pause(self, pause: GuardEvent | None, depth: int) -> GuardEvent | None:
@@ -71,10 +76,11 @@ class DraftingTurn:
         """The block to verify after ``committed``, at most ``cap`` tokens (None: none)."""
         drafter, controller = self.drafter, self.controller
         depth = len(committed)
+        first_alone, self._first_step_alone = self._first_step_alone, False
         paused = self.paused
         if (
             drafter is None
-            or (paused and not self.lookups_go_on)
+            or ((paused or first_alone) and not self.lookups_go_on)
             or self.costs.needs_single_pass(depth)
         ):
             return None
@@ -87,7 +93,8 @@ class DraftingTurn:
             keep_drafting=controller.keep_drafting_threshold(depth),
             include=controller.include_threshold(depth),
             ends_answer=self.ends_answer,
-            model=not paused,
+            model=not (paused or first_alone),
+            guard_paused=paused,
         )
         return drafter.propose(committed, limits)
 
