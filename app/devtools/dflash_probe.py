@@ -3,11 +3,16 @@ drives it.
 
 A developer's probe, not app code (the app reaches llama.cpp only through the engine
 process). ``python -m app.devtools.dflash_probe TARGET HEAD [--greedy N] [--prompt 1,300,310]
-[--n-max K] [--ignore-eos]`` loads a target and its block drafter, generates N greedy tokens
-target-only and with block drafts, and prints one JSON object: what llama.cpp says about the
-head (target layers, block size, mask token, DFlash2's selector width, DSpark's Markov head),
-whether the two runs are identical, and the drafted and accepted counts. Run it in a child
-process: llama.cpp aborts the process on some malformed heads.
+[--n-max K] [--ignore-eos] [--draft-from-prompt]`` loads a target and its block drafter,
+generates N greedy tokens target-only and with block drafts, and prints one JSON object:
+what llama.cpp says about the head (target layers, block size, mask token, DFlash2's
+selector width, DSpark's Markov head), whether the two runs are identical, and the drafted
+and accepted counts. Run it in a child process: llama.cpp aborts the process on some
+malformed heads.
+
+``--draft-from-prompt`` steps as SpecDeck's engine does: the target decodes the prompt but
+its last token, and the first block drafts after the prompt's last token (llama-server first
+decodes the whole prompt and drafts after the token it picks there).
 
 The call sequence is llama.cpp's ``common_speculative_impl_draft_dflash``
 (common/speculative.cpp) with the server's loop around it (tools/server/server-context.cpp):
@@ -230,6 +235,7 @@ def greedy(
     n_max: int,
     *,
     ignore_eos: bool = False,
+    draft_from_prompt: bool = False,
 ) -> dict[str, Any]:
     """Target-only greedy tokens beside block-speculative greedy tokens."""
     fn = dflash_functions()
@@ -259,14 +265,20 @@ def greedy(
         fn.set_embeddings_layer_inp(ctx_tgt, lid, True)
     ctx_dft = _context(head_model, ctx_other=ctx_tgt, n_outputs=n_max + 1)
     drafter = BlockDrafter(fn, ctx_tgt, ctx_dft, head)
-    _decode_target(ctx_tgt, prompt, 0)
-    drafter.process(len(prompt), 0)
-    tokens = [_pick(ctx_tgt, n_vocab, len(prompt) - 1, banned)]
+    if draft_from_prompt:  # the prompt's last token is the first block's anchor
+        _decode_target(ctx_tgt, prompt[:-1], 0)
+        drafter.process(len(prompt) - 1, 0)
+        tokens, first_pos, n_total = [prompt[-1]], len(prompt) - 1, n_tokens + 1
+    else:
+        _decode_target(ctx_tgt, prompt, 0)
+        drafter.process(len(prompt), 0)
+        tokens = [_pick(ctx_tgt, n_vocab, len(prompt) - 1, banned)]
+        first_pos, n_total = len(prompt), n_tokens
     drafted = accepted = 0
     per_position = [0] * n_max
-    while len(tokens) < n_tokens:
-        pos0 = len(prompt) + len(tokens) - 1
-        cap = min(n_max, n_tokens - len(tokens) - 1)
+    while len(tokens) < n_total:
+        pos0 = first_pos + len(tokens) - 1
+        cap = min(n_max, n_total - len(tokens) - 1)
         drafts = drafter.draft(tokens[-1], pos0, n_max)[:cap] if cap > 0 else []
         _decode_target(ctx_tgt, [tokens[-1], *drafts], pos0)
         drafter.process(len(drafts) + 1, pos0)
@@ -279,7 +291,7 @@ def greedy(
         tokens += picks[: n_ok + 1]
         for ctx in (ctx_tgt, ctx_dft):
             llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(ctx), 0, pos0 + n_ok + 1, -1)
-    tokens = tokens[:n_tokens]
+    tokens = tokens[1:n_total] if draft_from_prompt else tokens[:n_total]
     llama_cpp.llama_free(ctx_dft)
     llama_cpp.llama_free(ctx_tgt)
     llama_cpp.llama_model_free(head_model)
@@ -313,6 +325,7 @@ def main(argv: list[str]) -> int:
         args.token_ids("--prompt", PROMPT),
         int(args.get("--n-max", "4")),
         ignore_eos="--ignore-eos" in argv,
+        draft_from_prompt="--draft-from-prompt" in argv,
     )
     print(json.dumps(report), flush=True)
     return 0

@@ -21,6 +21,7 @@ from app.engine.chat_template import ChatFormatter, Message
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig
 from app.engine.drafters.base import Drafter, DraftingContext
 from app.engine.drafters.combined import CombinedDrafter
+from app.engine.drafters.dflash import BlockHead, DFlashDrafter
 from app.engine.drafters.eagle3 import Eagle3Drafter, Eagle3Head
 from app.engine.drafters.lookup import NgramDrafter
 from app.engine.drafters.model import ModelDrafter
@@ -47,15 +48,16 @@ from app.engine.step_record import StepRecord
 from app.errors import ContextOverflowError, ModelLoadError
 from app.gguf.check import validate_gguf_file
 from app.gguf.compat import check_compatible
-from app.gguf.facts import model_facts
+from app.gguf.facts import SelfDrafting, model_facts
 
 CancelCheck = Callable[[], bool]
 WARM_UP_TIMED = 3  # timed single passes per model after loading: the cost lines' first prices
 
 
-def self_drafting_method(path: Path) -> str:
-    """The drafting method a GGUF's header declares ("mtp", "assistant", …, "" for none)."""
-    return model_facts(validate_gguf_file(path)).drafting.method
+def declared_drafting(path: Path) -> SelfDrafting:
+    """How a GGUF's header says it drafts: its method ("mtp", "assistant", …, "" for none)
+    and a block drafter's block."""
+    return model_facts(validate_gguf_file(path)).drafting
 
 
 def _never() -> bool:
@@ -81,13 +83,15 @@ class Engine:
         self.draft_source = draft_source or (DraftSource.MODEL if draft else DraftSource.NGRAM)
         self_drafting = self.draft_source is DraftSource.MTP
         # a Gemma 4 style assistant is a second file that drafts from the target's hidden rows
-        method = (
-            self_drafting_method(Path(draft.path))
+        drafting = (
+            declared_drafting(Path(draft.path))
             if draft is not None and self.draft_source is DraftSource.MODEL
-            else ""
+            else None
         )
+        method = drafting.method if drafting is not None else ""
         assistant, eagle3 = method == "assistant", method == "eagle3"
-        if method and not (assistant or eagle3):
+        block = drafting.block if drafting is not None else None
+        if method and not (assistant or eagle3 or block is not None):
             raise ModelLoadError(
                 f"{Path(draft.path).name if draft else 'the draft'} is a {method} head, which "
                 "this SpecDeck cannot draft with yet: choose a draft model, MTP or n-gram"
@@ -97,6 +101,7 @@ class Engine:
         self.draft_ctx: LlamaContext | None = None
         self.heads: NextTokenHeads | None = None
         self.eagle3: Eagle3Head | None = None
+        self.block_head: BlockHead | None = None
         try:
             if self_drafting and self.target.n_layer_nextn <= 0:
                 raise ModelLoadError(
@@ -119,6 +124,10 @@ class Engine:
                 self.draft = LlamaModel(replace(draft, n_ctx=target.n_ctx))
                 check_compatible(self.target.vocab_info(), self.draft.vocab_info())
                 self.eagle3 = Eagle3Head(self.draft, self.spec_ctx, draft)
+            elif block is not None and draft is not None:
+                self.draft = LlamaModel(replace(draft, n_ctx=target.n_ctx))
+                check_compatible(self.target.vocab_info(), self.draft.vocab_info())
+                self.block_head = BlockHead(self.draft, self.spec_ctx, draft, block)
             if draft is not None and self.draft_source is DraftSource.MODEL and not method:
                 self.draft = LlamaModel(replace(draft, n_ctx=target.n_ctx))
                 check_compatible(self.target.vocab_info(), self.draft.vocab_info())
@@ -178,9 +187,29 @@ class Engine:
                 self.spec_ctx.truncate(0)
                 if timed:
                     self.costs.observe_draft_pass(1, ms, depth=0)
+        if self.block_head is not None:
+            self._warm_up_block_head(self.block_head)
+
+    def _warm_up_block_head(self, head: BlockHead) -> None:
+        """A block after one target token, as a draft does; each drafted position is filed
+        as its share of the pass (``DFlashDrafter``). The head's cache is left empty."""
+        token = self.target.bos if self.target.bos >= 0 else 0
+        for timed in range(WARM_UP_TIMED + 1):
+            self.spec_ctx.decode([token], logits="none")
+            began = time.perf_counter()
+            drafted, _ = head.draft(token, 1, head.max_draft, confidences=False)
+            ms = (time.perf_counter() - began) * 1000.0
+            self.spec_ctx.truncate(0)
+            if timed:
+                self.costs.observe_draft_pass(1, ms / max(len(drafted), 1), depth=0)
+        head.forget()
 
     def close(self) -> None:
-        for drafting_head in (getattr(self, "heads", None), getattr(self, "eagle3", None)):
+        for drafting_head in (
+            getattr(self, "heads", None),
+            getattr(self, "eagle3", None),
+            getattr(self, "block_head", None),
+        ):
             if drafting_head is not None:
                 drafting_head.close()
         for ctx in (
@@ -239,6 +268,8 @@ class Engine:
         model: Drafter
         if self.eagle3 is not None:
             model = Eagle3Drafter(self.eagle3, context)
+        elif self.block_head is not None:
+            model = DFlashDrafter(self.block_head, context)
         elif self.heads is not None:
             model = MtpDrafter(self.heads, context)
         elif self.draft_ctx is not None and self.draft_source is DraftSource.MODEL:
@@ -252,7 +283,8 @@ class Engine:
 
     def _forget_prompts(self, ctx: LlamaContext) -> None:
         """Empty the run's caches (the target's, the draft model's, the heads' own), as a
-        prompt that shares nothing with the last would: an EAGLE-3 head follows the target."""
+        prompt that shares nothing with the last would: an EAGLE-3 head and a block drafter
+        follow the target."""
         ctx.truncate(0)
         if self.draft_ctx is not None:
             self.draft_ctx.truncate(0)
@@ -271,6 +303,7 @@ class Engine:
             self.draft_ctx,
             self.heads.ctx if self.heads is not None else None,
             self.eagle3,
+            self.block_head,
         ]
         contexts: list[_RunPart] = [ctx]
         contexts += [c for c in helpers if request.speculative and c is not None]

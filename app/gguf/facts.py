@@ -335,14 +335,7 @@ def head_mismatch(target: GGUFHeader, draft: SelfDrafting) -> str | None:
     if draft.block is not None:
         trunk = facts.n_layer - facts.drafting.n_heads
         arch, width = facts.architecture, facts.n_embd
-        mismatch = block_target_mismatch(draft.block, draft.target_layers, arch, width, trunk)
-        if mismatch is not None:
-            return mismatch
-        return (
-            f"this SpecDeck does not draft with {draft.block.variant} block drafters yet (the "
-            f"head fits this {arch} target, {width:,} wide, reading layers "
-            f"{list(draft.target_layers)})"
-        )
+        return block_target_mismatch(draft.block, draft.target_layers, arch, width, trunk)
     if draft.method == "assistant":
         if draft.target_arch and draft.target_arch != facts.architecture:
             return (

@@ -1,0 +1,288 @@
+"""Drafting with a block drafter (DFlash, DFlash2 or DSpark): one pass drafts a whole block.
+
+The head is a separate GGUF (``dflash`` architecture) trained for one target. It follows
+llama.cpp's ``common_speculative_impl_draft_dflash`` (common/speculative.cpp), as
+``app/devtools/dflash_probe.py`` documents step by step:
+
+- after every target decode (the prompt's batches and each verification), the inputs of the
+  head's target layers at each decoded position are concatenated and decoded into the head's
+  own cache at the target's positions: the head keeps keys and values of what the target saw;
+- a draft decodes one block at the position after the committed tokens' last but one: the
+  last committed token (the anchor) then mask tokens, attention inside the block non-causal
+  unless the header says otherwise, and reads every position's prediction from that one pass:
+  DFlash the mask positions, DSpark from its anchor's own position (its Markov head has
+  chained the block in the graph), DFlash2 by walking its selector's lattice of candidates;
+- the block leaves the head's cache right after the pass, and what the target rejected leaves
+  it before the next block: the head's cache holds only committed positions between steps.
+
+The draft is greedy, as llama.cpp's is, whatever the sampler: a drafted token is judged like a
+lookup's (no draft distribution), so the answer stays the target's under either rule.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from typing import Any
+
+import llama_cpp
+import numpy as np
+
+from app.engine.config import ModelSpec, SamplerConfig
+from app.engine.drafters.base import DraftBlock, Drafter, DraftingContext, DraftLimits
+from app.engine.llama.backend import LlamaContext, LlamaModel
+from app.engine.llama.extensions import dflash_functions
+from app.engine.policy.calibration import AnswerBias, judged
+from app.errors import ModelLoadError
+from app.gguf.block_heads import BlockDrafting
+
+DECODE = llama_cpp.LLAMA_PROCESS_TYPE_DECODE
+Entry = tuple[int | np.ndarray, int, bool]  # a token or an embedding row, its position, logits
+
+
+def _top_probability(logits: np.ndarray, index: int) -> float:
+    """Softmax probability of ``index`` in a row of logits."""
+    shifted = np.exp(logits - logits[index], dtype=np.float64)
+    return float(1.0 / shifted.sum())
+
+
+class BlockHead:
+    """A block drafter's context over one target context, for the loaded pair's lifetime."""
+
+    def __init__(
+        self, head: LlamaModel, target: LlamaContext, spec: ModelSpec, facts: BlockDrafting
+    ) -> None:
+        self.fn = dflash_functions()
+        self.model = head
+        self.target = target
+        self.facts = facts
+        self.variant = facts.variant
+        n_layer = int(llama_cpp.llama_model_n_layer(target.model.ptr))
+        self.layer_ids = self.fn.target_layer_ids(head.ptr)
+        if not self.layer_ids or not all(0 <= i < n_layer for i in self.layer_ids):
+            # llama.cpp aborts the process on a layer the target does not hand out
+            raise ModelLoadError(
+                f"{head.path.name} reads target layers {list(self.layer_ids)}, but "
+                f"{target.model.path.name} has {n_layer}: it is not this target's head"
+            )
+        self.selector_top_k = int(self.fn.model_dflash_selector_top_k(head.ptr))
+        self.dflash2 = self.selector_top_k > 0
+        self.dspark = facts.variant == "DSpark"
+        self.anchor_first = self.dspark and facts.sample_from_anchor
+        self.max_draft = facts.max_draft  # what one block can draft at most
+        self.mask_token = int(llama_cpp.llama_vocab_mask(llama_cpp.llama_model_get_vocab(head.ptr)))
+        if not 0 <= self.mask_token < head.n_vocab:
+            raise ModelLoadError(f"llama.cpp finds no mask token in {head.path.name}")
+        self.n_embd_target = int(llama_cpp.llama_model_n_embd(target.model.ptr))
+        self.n_embd = int(llama_cpp.llama_model_n_embd(head.ptr))
+        self.n_vocab = head.n_vocab
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = target.n_ctx
+        params.n_batch = params.n_ubatch = target.n_batch
+        params.n_seq_max = 1
+        params.n_rs_seq = 0
+        params.n_outputs_max = facts.block_size  # a block's every position has an output
+        params.n_threads = params.n_threads_batch = spec.threads()
+        params.no_perf = True
+        params.ctx_other = target.ptr  # most heads embed and project with the target's weights
+        ptr = llama_cpp.llama_init_from_model(head.ptr, params)
+        if not ptr:
+            raise ModelLoadError(f"llama.cpp could not create a context for {head.path.name}")
+        self.ptr: Any = ptr
+        self.memory = llama_cpp.llama_get_memory(ptr)
+        self.n_ubatch = int(llama_cpp.llama_n_ubatch(ptr))
+        self.decode_s = 0.0
+        for layer in self.layer_ids:  # before the target's first decode: it re-reserves
+            self.fn.set_embeddings_layer_inp(target.ptr, layer, True)
+        # DFlash2 leaves its selector's lattice in the next-token rows of every position;
+        # DSpark its confidences in those of its outputs
+        self.fn.set_embeddings_nextn(ptr, True, not self.dflash2)
+        llama_cpp.llama_set_causal_attn(ptr, facts.causal)
+        target.after_decode = self._target_decoded
+
+    def sample_with(self, config: SamplerConfig) -> str:
+        """The head's block is read on the host (its argmax, or DFlash2's lattice), whatever
+        the chain (``SamplesRows``)."""
+        return f"host (the {self.variant} head's block)"
+
+    def close(self) -> None:
+        if self.target.after_decode == self._target_decoded:
+            self.target.after_decode = None
+        if self.ptr:
+            llama_cpp.llama_free(self.ptr)
+            self.ptr = None
+
+    def forget(self) -> None:
+        """Empty the head's cache (the next target decode refills it from its first position)."""
+        llama_cpp.llama_memory_clear(self.memory, True)
+
+    # --- after every target decode --------------------------------------------------------
+
+    def _target_decoded(self, first_pos: int, n: int) -> None:
+        # what the head held from here on is a rejected draft's, or another prompt's
+        llama_cpp.llama_memory_seq_rm(self.memory, 0, first_pos, -1)
+        layers = []
+        for layer in self.layer_ids:
+            pointer = self.fn.get_embeddings_layer_inp(self.target.ptr, layer)
+            if not pointer:
+                raise RuntimeError(f"the target gave no input rows for layer {layer}")
+            layers.append(np.ctypeslib.as_array(pointer, shape=(n, self.n_embd_target)))
+        features = np.concatenate(layers, axis=1)
+        for start in range(0, n, self.n_ubatch):
+            chunk = features[start : start + self.n_ubatch]
+            self._process([(row, first_pos + start + i, False) for i, row in enumerate(chunk)])
+
+    def _process(self, entries: list[Entry]) -> None:
+        batch = llama_cpp.llama_batch_ext_init(self.ptr)
+        rows = []  # llama.cpp copies each row when the batch is added; kept alive until then
+        try:
+            for item, position, output in entries:
+                if isinstance(item, np.ndarray):
+                    row = np.ascontiguousarray(item, dtype=np.float32)
+                    rows.append(row)
+                    embd = llama_cpp.llama_embd(
+                        row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), 1, row.shape[0]
+                    )
+                    index = llama_cpp.llama_batch_ext_add_embd(batch, 0, embd)
+                else:
+                    index = llama_cpp.llama_batch_ext_add_token(batch, 0, item)
+                if index < 0:
+                    raise RuntimeError(f"llama.cpp refused a block head batch entry ({index})")
+                pos = llama_cpp.llama_pos(position)
+                llama_cpp.llama_batch_ext_set_pos(batch, index, ctypes.byref(pos))
+                if output:
+                    llama_cpp.llama_batch_ext_set_output_logits(batch, index, True)
+            began = time.perf_counter()
+            code = llama_cpp.llama_process(self.ptr, DECODE, batch)
+            self.decode_s += time.perf_counter() - began
+        finally:
+            llama_cpp.llama_batch_ext_free(batch)
+        if code != 0:
+            raise RuntimeError(f"the {self.variant} head's llama_process returned {code}")
+
+    # --- drafting ---------------------------------------------------------------------------
+
+    def block_length(self, n_max: int) -> int:
+        """Tokens in the block that drafts up to ``n_max``: the anchor's place and the mask
+        positions, or DSpark's block read from its anchor."""
+        return n_max if self.anchor_first else n_max + 1
+
+    def draft(
+        self, last: int, pos0: int, n_max: int, *, confidences: bool
+    ) -> tuple[list[int], list[float | None]]:
+        """The head's block after ``last`` (at ``pos0``), up to ``n_max`` tokens, and each
+        token's confidence where asked: the head's top probability (DSpark's confidence
+        head where it has one, DFlash2's selector score)."""
+        n_max = max(1, min(n_max, self.max_draft))
+        n_block = self.block_length(n_max)
+        llama_cpp.llama_memory_seq_rm(self.memory, 0, pos0, -1)
+        block = [last] + [self.mask_token] * (n_block - 1)
+        self._process([(t, pos0 + i, not self.dflash2) for i, t in enumerate(block)])
+        try:
+            if self.dflash2:
+                return self._walk_selector(n_block, confidences)
+            return self._read_block(n_block, confidences)
+        finally:
+            llama_cpp.llama_memory_seq_rm(self.memory, 0, pos0, -1)  # the block leaves
+
+    def _walk_selector(
+        self, n_block: int, confidences: bool
+    ) -> tuple[list[int], list[float | None]]:
+        k = self.selector_top_k
+        pointer = self.fn.get_embeddings_nextn(self.ptr)
+        if not pointer:
+            raise RuntimeError("the DFlash2 selector produced no lattice")
+        lattice = np.ctypeslib.as_array(pointer, shape=(n_block, self.n_embd))
+        tokens: list[int] = []
+        sure: list[float | None] = []
+        predecessor = 0
+        for i in range(1, n_block):
+            row = lattice[i]
+            scores = row[k + predecessor * k : k + (predecessor + 1) * k]
+            predecessor = int(scores.argmax())
+            tokens.append(int(row[predecessor]))
+            sure.append(_top_probability(scores, predecessor) if confidences else None)
+        return tokens, sure
+
+    def _read_block(self, n_block: int, confidences: bool) -> tuple[list[int], list[float | None]]:
+        conf_rows = None
+        if confidences and self.dspark and self.facts.confidence_head:
+            pointer = self.fn.get_embeddings_nextn(self.ptr)
+            if pointer:
+                conf_rows = np.ctypeslib.as_array(pointer, shape=(n_block, self.n_embd))
+        tokens: list[int] = []
+        sure: list[float | None] = []
+        for i in range(0 if self.anchor_first else 1, n_block):
+            pointer = llama_cpp.llama_get_logits_ith(self.ptr, i)
+            if not pointer:
+                raise RuntimeError(f"the {self.variant} head returned no logits")
+            logits = np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
+            token = int(logits.argmax())
+            tokens.append(token)
+            if conf_rows is not None:
+                sure.append(float(conf_rows[i, 0]))
+            else:
+                sure.append(_top_probability(logits, token) if confidences else None)
+        return tokens, sure
+
+
+class DFlashDrafter(Drafter):
+    """Drafts a block in one pass of a block drafter and keeps the part that pays."""
+
+    def __init__(self, head: BlockHead, context: DraftingContext) -> None:
+        self.head = head
+        self.context = context
+        self.name = head.variant
+        # the block is built for the request's ceiling, whatever one step asks: llama.cpp
+        # builds every block for its n_max (the block's length changes what it drafts)
+        self.n_max = max(1, min(context.spec.draft_max, head.max_draft))
+        self.bias = AnswerBias()
+
+    @property
+    def confidence_driven(self) -> bool:
+        return True
+
+    @property
+    def pays_passes(self) -> bool:
+        return True
+
+    def observe(self, block: DraftBlock, accepted: int) -> None:
+        calibration = self.context.calibration
+        for confidence, was_accepted in judged(block.confidences, accepted):
+            self.bias.observe(calibration.acceptance(confidence), was_accepted)
+
+    def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
+        began = time.perf_counter()
+        context = self.context
+        p_min, calibration = context.spec.p_min, context.calibration
+        depth = len(committed)
+        block = DraftBlock(source=self.name, depth=depth, passes=1)
+        adaptive = limits.include > 0.0
+        want = p_min > 0.0 or adaptive or context.want_probs
+        tokens, confidences = self.head.draft(
+            committed[-1], depth - 1, self.n_max, confidences=want
+        )
+        pass_ms = (time.perf_counter() - began) * 1000.0
+        # the cost model prices a block as k single draft passes; a block drafter pays one
+        # pass for all its positions, so each is filed as its share of that pass
+        share = pass_ms / max(len(tokens), 1)
+        context.costs.observe_draft_pass(1, share, depth)
+        all_accepted = 1.0
+        for token, confidence in zip(tokens, confidences, strict=True):
+            if len(block.tokens) >= limits.k or token >= context.target_vocab:
+                break
+            if confidence is not None:
+                if confidence < p_min:
+                    break
+                if adaptive:
+                    all_accepted *= self.bias.adjust(calibration.acceptance(confidence))
+                    if all_accepted < limits.include:
+                        block.declined = (token, confidence)
+                        break
+            block.tokens.append(token)
+            block.confidences.append(confidence)
+            block.probs.append(confidence)
+            if limits.ends_answer is not None and limits.ends_answer(token):
+                break
+        block.ms = (time.perf_counter() - began) * 1000.0
+        return block
