@@ -21,8 +21,8 @@ lookup's (no draft distribution), so the answer stays the target's under either 
 
 from __future__ import annotations
 
-import ctypes
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import llama_cpp
@@ -31,13 +31,11 @@ import numpy as np
 from app.engine.config import ModelSpec, SamplerConfig
 from app.engine.drafters.base import DraftBlock, Drafter, DraftingContext, DraftLimits
 from app.engine.llama.backend import LlamaContext, LlamaModel
+from app.engine.llama.ext_batch import DECODE, BatchEntry, process_batch
 from app.engine.llama.extensions import dflash_functions
 from app.engine.policy.calibration import AnswerBias, judged
 from app.errors import ModelLoadError
 from app.gguf.block_heads import BlockDrafting
-
-DECODE = llama_cpp.LLAMA_PROCESS_TYPE_DECODE
-Entry = tuple[int | np.ndarray, int, bool]  # a token or an embedding row, its position, logits
 
 
 def _top_probability(logits: np.ndarray, index: int) -> float:
@@ -130,35 +128,13 @@ class BlockHead:
         features = np.concatenate(layers, axis=1)
         for start in range(0, n, self.n_ubatch):
             chunk = features[start : start + self.n_ubatch]
-            self._process([(row, first_pos + start + i, False) for i, row in enumerate(chunk)])
+            self._process(
+                [(None, first_pos + start + i, row, False) for i, row in enumerate(chunk)]
+            )
 
-    def _process(self, entries: list[Entry]) -> None:
-        batch = llama_cpp.llama_batch_ext_init(self.ptr)
-        rows = []  # llama.cpp copies each row when the batch is added; kept alive until then
-        try:
-            for item, position, output in entries:
-                if isinstance(item, np.ndarray):
-                    row = np.ascontiguousarray(item, dtype=np.float32)
-                    rows.append(row)
-                    embd = llama_cpp.llama_embd(
-                        row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), 1, row.shape[0]
-                    )
-                    index = llama_cpp.llama_batch_ext_add_embd(batch, 0, embd)
-                else:
-                    index = llama_cpp.llama_batch_ext_add_token(batch, 0, item)
-                if index < 0:
-                    raise RuntimeError(f"llama.cpp refused a block head batch entry ({index})")
-                pos = llama_cpp.llama_pos(position)
-                llama_cpp.llama_batch_ext_set_pos(batch, index, ctypes.byref(pos))
-                if output:
-                    llama_cpp.llama_batch_ext_set_output_logits(batch, index, True)
-            began = time.perf_counter()
-            code = llama_cpp.llama_process(self.ptr, DECODE, batch)
-            self.decode_s += time.perf_counter() - began
-        finally:
-            llama_cpp.llama_batch_ext_free(batch)
-        if code != 0:
-            raise RuntimeError(f"the {self.variant} head's llama_process returned {code}")
+    def _process(self, entries: Sequence[BatchEntry]) -> None:
+        who = f"{self.variant} head"
+        self.decode_s += process_batch(self.ptr, DECODE, entries, who=who)
 
     # --- drafting ---------------------------------------------------------------------------
 
@@ -177,7 +153,7 @@ class BlockHead:
         n_block = self.block_length(n_max)
         llama_cpp.llama_memory_seq_rm(self.memory, 0, pos0, -1)
         block = [last] + [self.mask_token] * (n_block - 1)
-        self._process([(t, pos0 + i, not self.dflash2) for i, t in enumerate(block)])
+        self._process([(t, pos0 + i, None, not self.dflash2) for i, t in enumerate(block)])
         try:
             if self.dflash2:
                 return self._walk_selector(n_block, confidences)

@@ -21,8 +21,8 @@ The feature rows are kept in a ring keyed by position, so per-step work stays fl
 
 from __future__ import annotations
 
-import ctypes
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import llama_cpp
@@ -32,19 +32,12 @@ from app.engine.config import ModelSpec, SamplerConfig
 from app.engine.drafters.base import DraftBlock, DraftingContext
 from app.engine.drafters.sampled import SampledDrafter
 from app.engine.llama.backend import LlamaContext, LlamaModel
+from app.engine.llama.ext_batch import DECODE, ENCODE, BatchEntry, process_batch
 from app.engine.llama.extensions import eagle3_functions
 from app.engine.sampling import HostRow, Row
 from app.errors import ModelLoadError
 
 RING_ROWS = 2048  # feature rows kept by position; a longer prefill keeps its tail only
-ENCODE = llama_cpp.LLAMA_PROCESS_TYPE_ENCODE
-DECODE = llama_cpp.LLAMA_PROCESS_TYPE_DECODE
-
-
-def _embd(row: np.ndarray) -> Any:
-    row = np.ascontiguousarray(row, dtype=np.float32)
-    pointer = row.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-    return llama_cpp.llama_embd(pointer, 1, row.shape[0])  # llama.cpp copies the row
 
 
 class Eagle3Head:
@@ -135,7 +128,7 @@ class Eagle3Head:
         # batch's first, which may differ from what the cache held there
         start = max(first_pos - 1, 0)
         llama_cpp.llama_memory_seq_rm(self.memory, 0, start, -1)
-        entries: list[tuple[int | None, int, np.ndarray, bool]] = []
+        entries: list[BatchEntry] = []
         before = self._row(first_pos - 1)
         if before is not None:
             entries.append((tokens[0], first_pos - 1, before, False))
@@ -152,33 +145,9 @@ class Eagle3Head:
     def _pos_max(self) -> int:
         return int(llama_cpp.llama_memory_seq_pos_max(self.memory, 0))
 
-    def _process(self, kind: int, entries: list[tuple[int | None, int, np.ndarray, bool]]) -> None:
-        if not entries:
-            return
-        batch = llama_cpp.llama_batch_ext_init(self.ptr)
-        try:
-            for token, position, row, output in entries:
-                if token is None:
-                    index = llama_cpp.llama_batch_ext_add_embd(batch, 0, _embd(row))
-                else:
-                    index = llama_cpp.llama_batch_ext_add_token(batch, 0, token)
-                    if index >= 0 and not llama_cpp.llama_batch_ext_set_embd_token(
-                        batch, index, _embd(row)
-                    ):
-                        raise RuntimeError("llama.cpp refused a head input row")
-                if index < 0:
-                    raise RuntimeError(f"llama.cpp refused a head batch entry ({index})")
-                pos = llama_cpp.llama_pos(position)
-                llama_cpp.llama_batch_ext_set_pos(batch, index, ctypes.byref(pos))
-                if output:
-                    llama_cpp.llama_batch_ext_set_output_logits(batch, index, True)
-            began = time.perf_counter()
-            code = llama_cpp.llama_process(self.ptr, kind, batch)
-            self.decode_s += time.perf_counter() - began
-        finally:
-            llama_cpp.llama_batch_ext_free(batch)
-        if code != 0:
-            raise RuntimeError(f"the EAGLE-3 head's llama_process returned {code}")
+    def _process(self, kind: int, entries: Sequence[BatchEntry]) -> None:
+        if entries:
+            self.decode_s += process_batch(self.ptr, kind, entries, who="EAGLE-3 head")
 
     # --- drafting ---------------------------------------------------------------------------
 
