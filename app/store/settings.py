@@ -119,18 +119,16 @@ class Settings:
         )
 
     def target_spec(self, path: str | None = None) -> ModelSpec:
-        return ModelSpec(
-            path=path or self.target_path,
-            n_gpu_layers=self.target_gpu_layers,
-            n_ctx=self.n_ctx,
-            n_threads=self.n_threads,
-            repack=self.weight_repacking,
-        )
+        return self._model_spec(path or self.target_path, self.target_gpu_layers)
 
     def draft_spec(self, path: str | None = None) -> ModelSpec:
+        return self._model_spec(path or self.draft_path, self.draft_gpu_layers)
+
+    def _model_spec(self, path: str, gpu_layers: int) -> ModelSpec:
+        """One model of the pair: its own GPU layers, the load settings both share."""
         return ModelSpec(
-            path=path or self.draft_path,
-            n_gpu_layers=self.draft_gpu_layers,
+            path=path,
+            n_gpu_layers=gpu_layers,
             n_ctx=self.n_ctx,
             n_threads=self.n_threads,
             repack=self.weight_repacking,
