@@ -8,7 +8,7 @@ for example ``adaptive:draft=small.gguf``, ``ngram8:ngram,n=8,rule=match`` or ``
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import PurePath
 from typing import Annotated, Any
 
@@ -89,15 +89,9 @@ class LabConfig:
             raise ConfigError(f"configuration {self.name}: ngram n must be 1..16")
 
     def spec(self) -> SpecConfig:
-        return SpecConfig(
-            draft_max=self.draft_max,
-            adaptive=self.adaptive,
-            p_min=self.p_min,
-            rule=self.rule,
-            collapse_guard=self.collapse_guard,
-            ngram_n=self.ngram_n,
-            ngram_first=self.ngram_first,
-        )
+        # a configuration's knobs bear SpecConfig's own names; the rest keep its defaults
+        named = [f.name for f in fields(SpecConfig) if hasattr(self, f.name)]
+        return SpecConfig(**{name: getattr(self, name) for name in named})
 
     def sampler(self, seed: int) -> SamplerConfig:
         return SamplerConfig(temperature=self.temperature, seed=seed)

@@ -92,13 +92,9 @@ class Settings:
     # --- conversions -----------------------------------------------------------------
 
     def sampler(self) -> SamplerConfig:
-        return SamplerConfig(
-            temperature=self.temperature,
-            top_k=self.top_k,
-            top_p=self.top_p,
-            min_p=self.min_p,
-            seed=self.seed,
-        )
+        # the sampler's settings bear SamplerConfig's own names; the rest keep its defaults
+        named = [f.name for f in fields(SamplerConfig) if hasattr(self, f.name)]
+        return SamplerConfig(**{name: getattr(self, name) for name in named})
 
     def spec(self) -> SpecConfig:
         return SpecConfig(
