@@ -25,6 +25,19 @@ class CatalogError(ValueError):
     pass
 
 
+# How a catalog entry drafts, in the words the wizard shows.
+DRAFTING_WORDS = {
+    "": "plain model",
+    "mtp": "drafts for itself (MTP)",
+    "assistant": "assistant draft",
+    "dflash": "DFlash block drafter",
+    "dspark": "DSpark block drafter",
+}
+# Heads that read their target's hidden states: each drafts only for the targets it is
+# paired with, never for a model that merely shares its family.
+PAIRED_ONLY = frozenset({"assistant", "dflash", "dspark"})
+
+
 @dataclass(frozen=True)
 class CatalogFile:
     """A file of a catalog entry's repository, as read from a public page."""
@@ -45,16 +58,34 @@ class CatalogModel:
     # Where the repo and its file names were confirmed (a URL or a search reference) and when.
     confirmed: str | None = None
     # How it drafts: "mtp" (for itself, with its next-token layers), "assistant" (a head that
-    # drafts for its pair's target) or "" (a plain model).
+    # drafts for its pair's target), "dflash" / "dspark" (a block drafter beside its pair's
+    # target: DFlash and DFlash2 heads, DSpark heads) or "" (a plain model).
     drafting: str = ""
     files: tuple[CatalogFile, ...] = ()  # the curated file first; () where none were read
     # When ``check-pair`` last confirmed a self-drafting entry against the real Hub; None:
     # unchecked (a pair's own check is ``CatalogPair.checked``).
     checked: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.drafting not in DRAFTING_WORDS:
+            kinds = ", ".join(repr(k) for k in DRAFTING_WORDS)
+            raise CatalogError(
+                f"catalog model {self.id!r}: drafting {self.drafting!r} is none of {kinds}"
+            )
+        if self.drafting in PAIRED_ONLY and not self.draft_only:
+            raise CatalogError(
+                f"catalog model {self.id!r} ({self.method}) drafts for a target and cannot "
+                "be one: draft_only must be true"
+            )
+
     @property
     def file(self) -> str | None:
         return self.files[0].name if self.files else None
+
+    @property
+    def method(self) -> str:
+        """How it drafts, in words: "DFlash block drafter", "drafts for itself (MTP)"."""
+        return DRAFTING_WORDS[self.drafting]
 
 
 @dataclass(frozen=True)
@@ -72,6 +103,13 @@ class DraftCandidate:
     source: str  # "catalog pair" or "same family"
     notes: str = ""
     file: str | None = None  # the file to use, when the catalog names one
+    method: str = ""  # how a catalog pair's draft drafts, when not as a plain model
+
+    @property
+    def origin(self) -> str:
+        """Where it came from and, for a head, how it drafts: "catalog pair · DFlash block
+        drafter"."""
+        return f"{self.source} · {self.method}" if self.method else self.source
 
 
 def default_catalog_path() -> Path:
@@ -116,6 +154,14 @@ class Catalog:
             dates.append(target.checked)
         return max(dates, default=None)
 
+    def drafting_words(self, target: CatalogModel) -> str:
+        """How ``target`` can be drafted for beyond a plain draft model, in words: "drafts
+        for itself (MTP) · DFlash block drafter in the catalog"; "" for none."""
+        drafts = [self.model(p.draft) for p in self.pairs if p.target == target.id]
+        words = [target.method] if target.drafting == "mtp" else []
+        words += sorted({f"{d.method} in the catalog" for d in drafts if d.drafting})
+        return " · ".join(words)
+
     def by_repo(self, repo: str) -> CatalogModel | None:
         return next((m for m in self.models if m.repo.lower() == repo.lower()), None)
 
@@ -152,13 +198,19 @@ class Catalog:
                     d = self.model(pair.draft)
                     found.append(
                         DraftCandidate(
-                            d.repo, d.quant, d.params_b, "catalog pair", d.notes, file=d.file
+                            d.repo,
+                            d.quant,
+                            d.params_b,
+                            "catalog pair",
+                            d.notes,
+                            file=d.file,
+                            method=d.method if d.drafting else "",
                         )
                     )
         same_family: list[DraftCandidate] = []
         for m in self.models:
-            # an assistant drafts only for the target it is paired with
-            if m.family == family and m.repo != target_repo and m.drafting != "assistant":
+            # a head drafts only for the targets it is paired with
+            if m.family == family and m.repo != target_repo and m.drafting not in PAIRED_ONLY:
                 same_family.append(
                     DraftCandidate(m.repo, m.quant, m.params_b, "same family", m.notes)
                 )

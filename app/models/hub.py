@@ -305,14 +305,20 @@ def group_gguf_files(files: list[GGUFFile]) -> list[QuantGroup]:
     return result
 
 
+HEAD_FILE_PREFIXES = ("mtp-", "dflash-", "dspark-")
+
+
 def is_head_file(path: str) -> bool:
     """Whether a file's name marks it as a drafting head that rides beside a target in the
     same repository: llama.cpp's converter writes a separate next-token head as
-    ``mtp-NAME.gguf``, and repositories keep Gemma 4 assistants as ``mtp-…`` files, under an
-    ``MTP/`` folder or named ``…-assistant…``. Its header has the last word; the name only
+    ``mtp-NAME.gguf`` (ggml-org's conversions name a block drafter ``dflash-NAME.gguf`` or
+    ``dspark-NAME.gguf``), and repositories keep Gemma 4 assistants as ``mtp-…`` files, under
+    an ``MTP/`` folder or named ``…-assistant…``. Its header has the last word; the name only
     keeps such a file from being offered as one of the target's quantizations."""
     parts = path.lower().split("/")
-    return parts[-1].startswith("mtp-") or "mtp" in parts[:-1] or "-assistant" in parts[-1]
+    return (
+        parts[-1].startswith(HEAD_FILE_PREFIXES) or "mtp" in parts[:-1] or "-assistant" in parts[-1]
+    )
 
 
 def split_heads(groups: list[QuantGroup]) -> tuple[list[QuantGroup], list[QuantGroup]]:

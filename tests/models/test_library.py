@@ -149,6 +149,8 @@ def test_catalog_self_drafting_and_assistant_entries() -> None:
     assert sizes == {
         "gemma-4-12B-it-assistant-Q8_0.gguf": 465_109_248,
         "gemma-4-12B-it-assistant-BF16.gguf": 861_520_128,
+        "Qwen3.5-9B-DFlash.Q8_0.gguf": 1_383_768_224,
+        "dflash-Qwen3.6-27B-Q8_0.gguf": 1_849_481_440,
     }
     # an assistant is offered only to the target it is paired with
     drafts = catalog.draft_candidates("unsloth/gemma-4-12B-it-qat-GGUF")

@@ -116,7 +116,8 @@ class TargetPage(LocalFiles, Page):
         for entry, fit in catalog.targets_for(hardware):
             where = f"≈ {gib(fit.needed)} at {entry.quant}" if fit else ""
             label = f" — {fit.label.value} on this computer" if fit else ""
-            drafting = "  ·  drafts for itself (MTP)" if entry.drafting == "mtp" else ""
+            methods = catalog.drafting_words(entry)
+            drafting = f"  ·  {methods}" if methods else ""
             checked = catalog.checked(entry)
             status = (
                 f"checked against the Hub {checked}"

@@ -408,7 +408,7 @@ class DraftChoices:
                 option.candidate.repo,
                 group.quant if group else "–",
                 gib(group.size) if group else "–",
-                option.candidate.source,
+                option.candidate.origin,
                 verdict,
             )
             rows.append(
