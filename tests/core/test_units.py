@@ -143,6 +143,14 @@ def test_ngram_proposes_continuation_of_latest_match() -> None:
     assert propose(tokens, max_n=3, k=0) == []
 
 
+def test_a_repeating_run_is_continued_for_the_whole_block_not_one_token() -> None:
+    """The most recent match of a run's suffix ends one period before the end: its
+    continuation goes on over itself, as the run does."""
+    assert propose([5, 248, 248, 248], max_n=3, k=4) == [248] * 4
+    assert propose([9, 1, 2, 1, 2, 1, 2], max_n=3, k=5) == [1, 2, 1, 2, 1]
+    assert propose([9, 1, 2, 1, 2, 1, 2], max_n=3, k=1) == [1]
+
+
 def test_text_stream_joins_split_utf8() -> None:
     data = "é😀".encode()
     stream = TextStream()
