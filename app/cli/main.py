@@ -24,6 +24,7 @@ from app.engine.config import (
     GenerationRequest,
 )
 from app.engine.figures import rate, speed_text
+from app.engine.machine_load import MachineLoad
 from app.errors import SpecDeckError
 
 if TYPE_CHECKING:
@@ -130,6 +131,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         token_probs=not args.no_token_probs,
         rounds=args.rounds,
         max_rounds=max(args.max_rounds, args.rounds),
+        busy=machine_load(args.busy),
     )
 
     def show(row: dict) -> None:
@@ -141,8 +143,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             if row["identical"]
             else (f"diverged@{row['first_divergence']} margin {row['divergence_margin']}")
         )
+        name = f"[busy] {row['id']}" if row.get("busy") else row["id"]
         print(
-            f"{row['id']}: base {rate(row['baseline_tok_s'])} spec {rate(row['speculative_tok_s'])}"
+            f"{name}: base {rate(row['baseline_tok_s'])} spec {rate(row['speculative_tok_s'])}"
             f"{ref} tok/s ×{row['speedup']:.2f}{at_equal} acc {row['acceptance_rate']:.2f} "
             f"host {row['host_ms_per_token']:.3f}/{row['baseline_host_ms_per_token']:.3f} "
             f"ms/tok copied {row['copied']:.0%} pauses {row['guard_pauses']} {verdict}"
@@ -170,7 +173,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     print(json.dumps(result["aggregate"], indent=2))
+    if "busy" in result:
+        print(f"busy machine, {result['busy']['load']}:", file=sys.stderr)
+        print(json.dumps(result["busy"]["aggregate"], indent=2))
     return 0
+
+
+def machine_load(text: str | None) -> MachineLoad | None:
+    if text is None:
+        return None
+    try:
+        return MachineLoad.parse(text)
+    except ValueError as exc:
+        raise SpecDeckError(f"--busy: {exc}") from None
 
 
 def cmd_version(_: argparse.Namespace) -> int:
@@ -220,6 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=6,
         help="rounds a prompt runs in all where its first rounds' speedups disagree by more "
         "than a tenth (default 6)",
+    )
+    bench.add_argument(
+        "--busy",
+        metavar="LOAD",
+        help="also run every prompt with the machine kept busy, after all of them quiet: "
+        "bursts[:SEED] (all cores spinning and streaming memory for 0.2-3 s, idle as long) "
+        "or steady:SHARE (that share of the cores busy)",
     )
     bench.add_argument(
         "--in-process",

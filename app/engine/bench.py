@@ -30,6 +30,7 @@ from app.engine.events import RunSummary, drain, guard_record
 from app.engine.exactness import compare
 from app.engine.llama.hardware import devices, llama_cpp_version, system_info
 from app.engine.llama.repacking import repacking_enabled
+from app.engine.machine_load import LoadRunning, MachineLoad
 from app.engine.noise import gap_reasons, noise_flag, pass_gap, steadiness
 from app.engine.policy.costs import CostModel
 from app.engine.process.protocol import BENCHMARKING, RENDERING
@@ -82,6 +83,8 @@ class BenchSettings:
     rounds: int = 2  # target-only and speculative runs per prompt, taking turns to go first
     # where those rounds' speedups disagree by more than ROUNDS_AGREE, rounds run up to this
     max_rounds: int = 6
+    # also every prompt again with the machine kept busy (after all of them quiet)
+    busy: MachineLoad | None = None
 
 
 def load_prompts(path: Path) -> list[dict[str, str]]:
@@ -442,6 +445,7 @@ def lineage(
             "token_probs": settings.token_probs,
             "rounds": settings.rounds,
             "max_rounds": settings.max_rounds,
+            "busy": asdict(settings.busy) if settings.busy else None,
         },
     }
 
@@ -472,6 +476,7 @@ def run_bench(
         # at the depth where the last answer ended, as the last step left the cost model
         ended = rows[-1]["prompt_tokens"] + rows[-1]["tokens"] if rows else 0
         economics = pair_economics(engine.costs, settings.spec.draft_max, ended)
+        busy = _busy_phase(engine, items, rows, settings, on_row, on_stage)
     finally:
         engine.close()
     return {
@@ -479,7 +484,36 @@ def run_bench(
         "aggregate": aggregate(rows) | ({"pair": economics} if economics else {}),
         "lineage": lineage(target, draft, source, settings)
         | {"load_s": round(load_s, 3), "peak_rss_bytes": peak_rss_bytes()},
-    }
+    } | ({"busy": busy} if busy else {})
+
+
+def _busy_phase(
+    engine: Engine,
+    items: list[dict[str, str]],
+    quiet: list[dict],
+    settings: BenchSettings,
+    on_row: Callable[[dict], None] | None,
+    on_stage: StageCallback,
+) -> dict | None:
+    """Every prompt again under ``settings.busy``, started afresh for each prompt so each
+    meets the same bursts; each row also carries its quiet speedup from this run."""
+    load = settings.busy
+    if load is None:
+        return None
+    rows = []
+    for item, quiet_row in zip(items, quiet, strict=True):
+        with LoadRunning(load):
+            row = bench_prompt(engine, item, settings, on_stage)
+        row["busy"] = True
+        row["quiet_speedup"] = quiet_row["speedup"]
+        rows.append(row)
+        if on_row:
+            on_row(row)
+    figures = aggregate(rows)
+    quiet_median = statistics.median(r["speedup"] for r in quiet)
+    if quiet_median > 0 and figures.get("median_speedup") is not None:
+        figures["median_speedup_vs_quiet"] = round(figures["median_speedup"] / quiet_median, 4)
+    return {"load": load.describe(), "prompts": rows, "aggregate": figures}
 
 
 def peak_rss_bytes() -> int | None:

@@ -88,6 +88,7 @@ class GuardEvent:
     window: int = 0  # verification steps the agreement was measured over
     never_pays: bool = False  # by the measured pass costs, no length beats the target alone
     lookups_go_on: bool = False  # prompt lookups keep drafting while the draft is paused
+    noisy: bool = False  # a pause for cost measured while other programs slowed the machine
 
     @property
     def measured_loss(self) -> bool:
@@ -110,6 +111,7 @@ def guard_record(event: GuardEvent) -> dict[str, Any]:
         ),
         "window": event.window,
         "lookups_go_on": event.lookups_go_on,
+        "noisy": event.noisy,
     }
 
 

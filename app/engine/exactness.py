@@ -216,6 +216,18 @@ def pause_note(paused: int, tokens: int) -> str:
     return f"drafting paused for {paused} of {tokens} tokens" if paused > 0 else ""
 
 
+OUTSIDE_LOAD = 0.5  # cores other programs kept busy during a run: worth saying beside it
+
+
+def outside_load_note(spec: RunSummary) -> str:
+    """That the answer ran while other programs used the machine, as measured: its speed and
+    the guard's decisions say as much about them as about the pair."""
+    cores = spec.outside_cores
+    if cores is None or cores < OUTSIDE_LOAD:
+        return ""
+    return f"ran while other programs kept {cores:.1f} cores busy"
+
+
 def judge(
     spec: RunSummary,
     base: RunSummary | None,
@@ -236,9 +248,9 @@ def judge(
     speed = speed_text(spec, base, StepCosts.of(steps))
     compared = comparison if base is not None else None
     exactness, divergence = _exactness(compared, temperature, rule, position_keyed)
-    note = pause_note(spec.paused_tokens, spec.tokens)
     uneven = base is not None and bool(uneven_machine(spec, base))
-    return Judgement(speed, exactness, divergence, (note,) if note else (), uneven)
+    notes = (pause_note(spec.paused_tokens, spec.tokens), "" if uneven else outside_load_note(spec))
+    return Judgement(speed, exactness, divergence, tuple(n for n in notes if n), uneven)
 
 
 def _exactness(

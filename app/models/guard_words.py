@@ -142,6 +142,11 @@ def explanation(event: GuardEvent, drafting: PairDrafting | None) -> str:
                 f", so at its recent agreement ({agreement}{_over(event)}) it cannot pay: that "
                 f"needs {break_even} or more"
             )
+        if event.noisy:
+            why += (
+                ", measured while other programs were slowing this machine (its target passes "
+                "took well over their usual time), so the draft is tried again soon"
+            )
         return f"{cost}{why}. {then}"
     agreement, break_even = percent_pair(event.acceptance, event.break_even)
     return (

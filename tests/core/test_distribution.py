@@ -106,34 +106,51 @@ def assert_follows(observed: Counter, exact: Distribution) -> None:
     assert result.pvalue > 1e-3, f"chi-square p={result.pvalue:.2e}, obs={obs}, exp={exp.round(1)}"
 
 
+def most_common_first(outputs: list) -> int:
+    return Counter(o[0] for o in outputs).most_common(1)[0][0]
+
+
+# The first token comes from the target alone (no block is drafted before it), so each test
+# judges the first drafted position: the second token, among the runs that share the first.
+
+
 @pytest.mark.parametrize("rule", [AcceptRule.REJECTION, AcceptRule.MATCH])
-def test_first_token_follows_target_distribution(engine: Engine, rule: AcceptRule) -> None:
+def test_first_drafted_token_follows_target_distribution(engine: Engine, rule: AcceptRule) -> None:
     prompt = engine.tokenize("the code of the")
-    p = exact_next(engine.base_ctx, prompt)
-    q = exact_next(engine.draft_ctx, prompt)
+    outputs, _ = sample_runs(engine, prompt, rule, draft_max=1, max_tokens=3)
+    assert_follows(Counter(o[0] for o in outputs), exact_next(engine.base_ctx, prompt))
+    first = most_common_first(outputs)
+    p = exact_next(engine.base_ctx, (*prompt, first))
+    q = exact_next(engine.draft_ctx, (*prompt, first))
     overlap = sum(min(p.prob(int(t)), q.prob(int(t))) for t in set(p.ids) | set(q.ids))
     assert overlap < 0.9, "the draft must differ from the target for this test to mean much"
-    outputs, _ = sample_runs(engine, prompt, rule, draft_max=1, max_tokens=2)
-    assert_follows(Counter(o[0] for o in outputs), p)
+    assert_follows(Counter(o[1] for o in outputs if o[0] == first), p)
 
 
 def test_later_block_position_follows_target_distribution(engine: Engine) -> None:
     prompt = engine.tokenize("import data for")
-    outputs, _ = sample_runs(engine, prompt, AcceptRule.REJECTION, draft_max=3, max_tokens=4)
-    first = Counter(o[0] for o in outputs).most_common(1)[0][0]
-    p = exact_next(engine.base_ctx, (*prompt, first))
-    assert_follows(Counter(o[1] for o in outputs if o[0] == first), p)
+    outputs, _ = sample_runs(engine, prompt, AcceptRule.REJECTION, draft_max=3, max_tokens=5)
+    first = most_common_first(outputs)
+    runs = [o for o in outputs if o[0] == first]
+    second = Counter(o[1] for o in runs).most_common(1)[0][0]
+    p = exact_next(engine.base_ctx, (*prompt, first, second))
+    assert_follows(Counter(o[2] for o in runs if o[1] == second), p)
 
 
 def test_rejection_sampling_accepts_at_least_as_often_as_match(engine: Engine) -> None:
+    """Each step drafts one token after the target's first, so the acceptance expected in
+    theory is the mean over the target's first tokens of sum min(p, q) and sum p * q."""
     prompt = engine.tokenize("what is the")
-    p = exact_next(engine.base_ctx, prompt)
-    q = exact_next(engine.draft_ctx, prompt)
-    ids = sorted(set(int(i) for i in p.ids) | set(int(i) for i in q.ids))
-    theory_rejection = sum(min(p.prob(t), q.prob(t)) for t in ids)  # sum min(p, q)
-    theory_match = sum(p.prob(t) * q.prob(t) for t in ids)  # sum p * q
-    _, rejection = sample_runs(engine, prompt, AcceptRule.REJECTION, draft_max=1, max_tokens=2)
-    _, match = sample_runs(engine, prompt, AcceptRule.MATCH, draft_max=1, max_tokens=2)
+    first = exact_next(engine.base_ctx, prompt)
+    theory_rejection = theory_match = 0.0
+    for token in (int(t) for t in first.ids):
+        p = exact_next(engine.base_ctx, (*prompt, token))
+        q = exact_next(engine.draft_ctx, (*prompt, token))
+        ids = sorted(set(int(i) for i in p.ids) | set(int(i) for i in q.ids))
+        theory_rejection += first.prob(token) * sum(min(p.prob(t), q.prob(t)) for t in ids)
+        theory_match += first.prob(token) * sum(p.prob(t) * q.prob(t) for t in ids)
+    _, rejection = sample_runs(engine, prompt, AcceptRule.REJECTION, draft_max=1, max_tokens=3)
+    _, match = sample_runs(engine, prompt, AcceptRule.MATCH, draft_max=1, max_tokens=3)
     sigma = 4 * np.sqrt(0.25 / RUNS)
     assert abs(rejection - theory_rejection) < sigma
     assert abs(match - theory_match) < sigma
@@ -144,14 +161,16 @@ def test_output_follows_the_target_truncated_by_the_whole_chain(engine: Engine) 
     """The chain runs on the device on both sides; the output must follow the target's
     distribution after top-k, top-p, min-p and temperature, computed on the host."""
     prompt = engine.tokenize("the code of the")
-    p = exact_next(engine.base_ctx, prompt, TRUNCATED)
-    q = exact_next(engine.draft_ctx, prompt, TRUNCATED)
+    outputs, _ = sample_runs(
+        engine, prompt, AcceptRule.REJECTION, draft_max=2, max_tokens=4, sampler=TRUNCATED
+    )
+    assert_follows(Counter(o[0] for o in outputs), exact_next(engine.base_ctx, prompt, TRUNCATED))
+    first = most_common_first(outputs)
+    p = exact_next(engine.base_ctx, (*prompt, first), TRUNCATED)
+    q = exact_next(engine.draft_ctx, (*prompt, first), TRUNCATED)
     assert 2 < p.ids.size < TRUNCATED.top_k, "top-p / min-p must cut inside top-k here"
     assert set(p.ids) != set(q.ids), "the draft's support must differ for this to mean much"
-    outputs, _ = sample_runs(
-        engine, prompt, AcceptRule.REJECTION, draft_max=2, max_tokens=2, sampler=TRUNCATED
-    )
-    assert_follows(Counter(o[0] for o in outputs), p)
-    first = Counter(o[0] for o in outputs).most_common(1)[0][0]
-    later = exact_next(engine.base_ctx, (*prompt, first), TRUNCATED)
-    assert_follows(Counter(o[1] for o in outputs if o[0] == first), later)
+    assert_follows(Counter(o[1] for o in outputs if o[0] == first), p)
+    second = Counter(o[1] for o in outputs if o[0] == first).most_common(1)[0][0]
+    later = exact_next(engine.base_ctx, (*prompt, first, second), TRUNCATED)
+    assert_follows(Counter(o[2] for o in outputs if o[:2] == (first, second)), later)

@@ -449,6 +449,22 @@ def test_the_first_token_comes_before_the_draft_model_reads_the_prompt(engine: E
         assert read_before_first_token == 0
         assert engine.draft_ctx.n_past >= len(prompt)  # it caught up and drafted after
         assert spec_run.drafted > 0
+        assert spec_run.verify_passes[0][0] == 1  # the first step verified no block
         base_run = summary_of(run(engine, replace(request, speculative=False)))
         check = compare(prompt, spec_run.token_ids, base_run.token_ids, engine)
         assert check.identical or check.margin < NEAR_TIE_LOGIT_MARGIN, check.describe()
+
+
+@pytest.mark.parametrize("length", [2, 5])
+def test_a_short_or_already_read_prompt_gets_its_first_token_from_one_target_pass(
+    engine: Engine, length: int
+) -> None:
+    """No block is drafted or verified before the first token, however little of the prompt
+    the draft has to read: a short prompt, and the same prompt again (nothing unread)."""
+    spec = SpecConfig(draft_max=4, adaptive=False, collapse_guard=False, ngram_first=True)
+    prompt = engine.tokenize(" ".join(PROMPTS))[:length]
+    request = GenerationRequest(prompt, max_tokens=16, spec=spec, reuse_prefix=False)
+    for _ in range(2):  # the second time the draft's cache already holds the prompt
+        spec_run = summary_of(run(engine, request))
+        assert spec_run.verify_passes[0][0] == 1
+        assert spec_run.drafted > 0

@@ -174,3 +174,32 @@ def test_the_verdict_counts_the_tokens_written_while_drafting_was_paused(
         assert f"drafting paused for {summary.paused_tokens} of {summary.tokens} tokens" in text
     finally:
         engine.close()
+
+
+def test_the_verdict_says_when_other_programs_kept_the_machine_busy(
+    tiny_pair: tuple[Path, Path],
+) -> None:
+    """A run's outside cores are said beside its verdict from half a core up, and not twice
+    where the speeds are not comparable anyway (that text names them already)."""
+    target, draft = tiny_pair
+    engine = Engine(
+        ModelSpec(str(target), n_ctx=256, n_threads=1),
+        ModelSpec(str(draft), n_ctx=256, n_threads=1),
+    )
+    try:
+        prompt = engine.tokenize("the code of the model")
+        spec = drain(engine.generate(GenerationRequest(prompt, max_tokens=16)))
+        base = drain(engine.generate(GenerationRequest(prompt, max_tokens=16, speculative=False)))
+    finally:
+        engine.close()
+
+    def verdict(outside: float, base_share: float = 1.0) -> str:
+        busy = replace(spec, outside_cores=outside, cpu_share=1.0)
+        even = replace(base, outside_cores=outside, cpu_share=base_share)
+        return judge(busy, even, None, temperature=0.0, rule=AcceptRule.REJECTION).text
+
+    assert "ran while other programs kept 1.2 cores busy" in verdict(1.2)
+    assert "other programs" not in verdict(0.2)
+    uneven = verdict(1.2, base_share=0.5)
+    assert uneven.startswith("speeds not comparable") and uneven.count("other processes") == 1
+    assert "ran while other programs" not in uneven

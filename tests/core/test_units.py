@@ -11,6 +11,7 @@ from app.engine.events import GuardEvent, GuardReason
 from app.engine.loop.textstream import TextStream
 from app.engine.policy.controller import DraftController
 from app.engine.policy.costs import CostModel, expected_tokens
+from app.engine.policy.guard import PauseDecision
 from app.engine.sampling import (
     _top_k_ids,
     distribution,
@@ -140,6 +141,14 @@ def test_ngram_proposes_continuation_of_latest_match() -> None:
     assert propose(tokens, max_n=3, k=2) == [5, 7]
     assert propose([1, 2, 3], max_n=3, k=4) == []
     assert propose(tokens, max_n=3, k=0) == []
+
+
+def test_a_repeating_run_is_continued_for_the_whole_block_not_one_token() -> None:
+    """The most recent match of a run's suffix ends one period before the end: its
+    continuation goes on over itself, as the run does."""
+    assert propose([5, 248, 248, 248], max_n=3, k=4) == [248] * 4
+    assert propose([9, 1, 2, 1, 2, 1, 2], max_n=3, k=5) == [1, 2, 1, 2, 1]
+    assert propose([9, 1, 2, 1, 2, 1, 2], max_n=3, k=1) == [1]
 
 
 def test_text_stream_joins_split_utf8() -> None:
@@ -364,6 +373,51 @@ def test_a_probe_after_a_failed_one_is_judged_within_three_steps() -> None:
         steps += 1
         assert steps <= 3
     assert controller.probe_in == 2 * decision.probe_in  # the next probe waits twice as long
+
+
+def test_a_loss_measured_under_other_programs_load_is_probed_again_soon_and_not_carried() -> None:
+    """The same slight loss as above, but with the steps' target passes taking twice their
+    price (a burst of other programs): the pause is said as measured on a busy machine, the
+    draft is tried again in a few tokens, the pause after it is not lengthened, and the next
+    answer does not start paused."""
+    from app.engine.policy.controller import DraftController
+    from app.engine.policy.guard import NOISY_PROBE
+    from app.models.guard_words import message
+
+    def losing_steps(controller: DraftController, verify_ms: float) -> PauseDecision | None:
+        for step in range(8):  # every draft accepted, but 3 tokens cost 330 ms: a slight loss
+            controller.observe(
+                StepRecord(step=step, drafter="draft model", depth=0, proposed=2, accepted=2,
+                           verified=3, emitted=3, draft_passes=2, draft_ms=20.0, catch_up=1,
+                           catch_up_ms=10.0, verify_ms=verify_ms, host_ms=1.0, step_ms=330.0)
+            )  # fmt: skip
+            decision = controller.check_pause(0)
+            if decision:
+                return decision
+        return None
+
+    controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=4))
+    controller.costs.observe_draft_pass(1, 50.0, 0)  # an expensive draft: a pause would carry
+    controller.costs.observe_verify(1, 100.0, 0)
+    controller.costs.observe_verify(3, 105.0, 0)
+    controller.economics.observe_target_only(100.0)
+    busy = losing_steps(controller, verify_ms=210.0)
+    assert busy is not None and busy.reason == "cost" and busy.noisy
+    assert busy.probe_in == NOISY_PROBE
+    said = message(controller._paused_event(busy, step=8), None)
+    assert "measured while other programs were slowing this machine" in said
+    assert f"again in {NOISY_PROBE} tokens" in said
+    assert not controller.snapshot().paused_for_cost
+    for _ in range(busy.probe_in):
+        controller.tick_paused(1, 0)
+    assert not controller.paused
+    again = losing_steps(controller, verify_ms=210.0)
+    assert again is not None and again.probe_in == NOISY_PROBE  # not doubled
+    quiet = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=4))
+    quiet.costs, quiet.economics = controller.costs, type(controller.economics)(8)
+    quiet.economics.observe_target_only(100.0)
+    steady = losing_steps(quiet, verify_ms=105.0)
+    assert steady is not None and not steady.noisy and steady.probe_in == 16
 
 
 @pytest.mark.parametrize("adaptive", [False, True])

@@ -90,11 +90,12 @@ class Drafter:
         """Its prompt lookups go on while the guard has its model paused."""
         return False
 
-    def reads_prompt_late(self, prompt: list[int]) -> bool:
-        """It takes ``prompt`` in after the answer's first token: it has more than a few
-        tokens of it to read, and its first proposal catches up with whatever is committed
-        by then. The first token then waits only for the target's prefill, as it does with
-        the target alone."""
+    @property
+    def reads_prompt_late(self) -> bool:
+        """It takes the prompt in after the answer's first token, and its first proposal
+        catches up with whatever is committed by then: the first step writes with the target
+        alone, so the first token waits only for the target's prefill, as with the target
+        alone."""
         return False
 
     def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:

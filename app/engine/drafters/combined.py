@@ -44,8 +44,9 @@ class CombinedDrafter(Drafter):
     def lookups_while_paused(self) -> bool:
         return True
 
-    def reads_prompt_late(self, prompt: list[int]) -> bool:
-        return self.model.reads_prompt_late(prompt)
+    @property
+    def reads_prompt_late(self) -> bool:
+        return self.model.reads_prompt_late
 
     def prefill(self, prompt: list[int], *, drafting: bool = True) -> None:
         self.lookup.prefill(prompt)

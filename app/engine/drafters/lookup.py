@@ -27,10 +27,19 @@ def propose(tokens: Sequence[int], *, max_n: int, k: int, min_n: int = 1) -> lis
         # scan backwards so the most recent occurrence wins
         for start in range(length - n - 1, -1, -1):
             if tokens[start] == suffix[0] and list(tokens[start : start + n]) == suffix:
-                follow = list(tokens[start + n : start + n + k])
-                if follow:
-                    return follow
+                return continuation(tokens, start + n, k)
     return []
+
+
+def continuation(tokens: Sequence[int], at: int, k: int) -> list[int]:
+    """``k`` tokens copied from ``at`` on; past the end the copy goes on over what it has
+    copied (a repeating run: after "x x x" the most recent match of "x x" is one token from
+    the end, and its continuation is "x x x …", not the one "x" left in the sequence)."""
+    length = len(tokens)
+    follow = list(tokens[at : at + k])
+    while len(follow) < k and at < length:
+        follow.append(follow[len(follow) - (length - at)])
+    return follow
 
 
 class NgramIndex:
@@ -80,7 +89,7 @@ class NgramIndex:
             return []
         self.sync(tokens)
         at = self._locate(tokens, min_n)
-        return [] if at is None else list(tokens[at : at + k])
+        return [] if at is None else continuation(tokens, at, k)
 
     def follow(self, tokens: Sequence[int], *, k: int, min_n: int = 1) -> list[int]:
         """``propose``, except that while the sequence keeps copying the run the last
@@ -99,7 +108,7 @@ class NgramIndex:
         if at is None:
             at = self._locate(tokens, min_n)
         self._cursor = None if at is None else (at, length)
-        return [] if at is None else list(tokens[at : at + k])
+        return [] if at is None else continuation(tokens, at, k)
 
     def _locate(self, tokens: Sequence[int], min_n: int) -> int | None:
         """Where the continuation of the longest suffix's most recent earlier match starts."""

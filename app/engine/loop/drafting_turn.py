@@ -40,9 +40,10 @@ class DraftingTurn:
         # while the guard has the model paused, a combined drafter's prompt lookups go on
         self.lookups_go_on = drafter is not None and drafter.lookups_while_paused
         self.pauses: list[GuardEvent] = []  # the guard's pauses, for the run's summary
-        # the first step goes before the draft model has read the prompt (prompt lookups, which
-        # read nothing, may draft in it), so the first token comes as soon as with the target
-        # alone; the draft's catch-up is paid in the second step
+        # with a draft model the first step writes with the target alone, before the draft has
+        # read the prompt, so the first token comes as soon as without it; no prompt lookup
+        # drafts in it either (verifying a block costs more than one token's pass). The
+        # draft's catch-up is paid in the second step
         self._first_step_alone = False
         self._memory = memory
         controller.restore(memory.get(self.name))
@@ -61,7 +62,7 @@ class DraftingTurn:
         pause = None
         if drafter.pays_passes:
             pause = self.controller.pause_if_never_pays(step=0, depth=len(prompt))
-        self._first_step_alone = drafter.reads_prompt_late(prompt)
+        self._first_step_alone = drafter.reads_prompt_late
         drafter.prefill(prompt, drafting=not (self.controller.paused or self._first_step_alone))
         return pause
 
@@ -80,7 +81,8 @@ class DraftingTurn:
         paused = self.paused
         if (
             drafter is None
-            or ((paused or first_alone) and not self.lookups_go_on)
+            or first_alone
+            or (paused and not self.lookups_go_on)
             or self.costs.needs_single_pass(depth)
         ):
             return None
@@ -93,7 +95,7 @@ class DraftingTurn:
             keep_drafting=controller.keep_drafting_threshold(depth),
             include=controller.include_threshold(depth),
             ends_answer=self.ends_answer,
-            model=not (paused or first_alone),
+            model=not paused,
             guard_paused=paused,
         )
         return drafter.propose(committed, limits)

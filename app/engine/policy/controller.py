@@ -27,7 +27,9 @@ from app.engine.policy.calibration import ConfidenceCalibration, judged
 from app.engine.policy.costs import CostModel
 from app.engine.policy.guard import (
     EXPENSIVE_DRAFT,
+    INTERFERED,
     MAX_PROBE_INTERVAL,
+    NOISY_PROBE,
     Economics,
     GuardMemory,
     PauseDecision,
@@ -75,6 +77,7 @@ class DraftController:
                 ms=ms,
                 host_ms=record.host_ms,
                 depth=record.depth,
+                interfered=self._interfered(record),
             )
         else:
             self.observe_step_cost(
@@ -90,6 +93,11 @@ class DraftController:
             lookup = record.draft_passes == 0
             self.observe_step(record.proposed, record.accepted, lookup=lookup)
             self.observe_confidences(list(record.confidences), record.accepted)
+
+    def _interfered(self, record: StepRecord) -> bool:
+        """The step's target pass took well over its price: something else had the cores."""
+        price = self.costs.verify_ms(record.proposed + 1, record.depth)
+        return price is not None and price > 0 and record.verify_ms > INTERFERED * price
 
     def _steady_catch_up_ms(self, record: StepRecord) -> float:
         if record.catch_up <= 2:
@@ -123,7 +131,14 @@ class DraftController:
         self._drafted.append(drafted)
 
     def observe_step_cost(
-        self, *, paid_draft: bool, tokens: int, ms: float, host_ms: float, depth: int
+        self,
+        *,
+        paid_draft: bool,
+        tokens: int,
+        ms: float,
+        host_ms: float,
+        depth: int,
+        interfered: bool = False,
     ) -> None:
         """A whole step's wall time at context ``depth``: drafting steps against target-only
         steps."""
@@ -131,7 +146,8 @@ class DraftController:
         economics.host_ms.update(host_ms)
         single = self.costs.verify_ms(1, depth)
         if paid_draft:
-            economics.observe_speculative(tokens, ms, economics.target_only_ms(single))
+            base = economics.target_only_ms(single)
+            economics.observe_speculative(tokens, ms, base, interfered=interfered)
         else:
             economics.observe_target_only(ms / max(tokens, 1), single)
 
@@ -203,11 +219,20 @@ class DraftController:
 
     # --- the guard -----------------------------------------------------------------------------
 
-    def _pause(self, reason: GuardReason, ratio: float | None, depth: int) -> PauseDecision:
+    def _pause(
+        self, reason: GuardReason, ratio: float | None, depth: int, *, noisy: bool = False
+    ) -> PauseDecision:
+        """Pause drafting. One decided on costs measured under interference (``noisy``) is
+        probed again soon and does not lengthen the next pause: a burst of other programs
+        had paused drafting on 8 of 16 prompts for the rest of their answers."""
         self.paused = True
         self._paused_tokens = 0
-        self.probe_in = min(self.config.probe_every * 2**self._failed_probes, MAX_PROBE_INTERVAL)
-        self._failed_probes += 1
+        if noisy:
+            self.probe_in = NOISY_PROBE
+        else:
+            interval = self.config.probe_every * 2**self._failed_probes
+            self.probe_in = min(interval, MAX_PROBE_INTERVAL)
+            self._failed_probes += 1
         self.last_pause = PauseDecision(
             reason,
             self.rolling_acceptance,
@@ -217,6 +242,7 @@ class DraftController:
             self.probe_in,
             window=len(self._window),
             never_pays=not self.can_ever_pay(depth),
+            noisy=noisy,
         )
         return self.last_pause
 
@@ -247,7 +273,9 @@ class DraftController:
         ):
             # slow because the draft disagrees, or because it costs too much while agreeing
             disagrees = bool(self._window) and self.rolling_acceptance < threshold(depth)
-            return self._pause(self._reason(depth, disagrees=disagrees), ratio, depth)
+            reason = self._reason(depth, disagrees=disagrees)
+            noisy = reason is GuardReason.COST and self.economics.noisy()
+            return self._pause(reason, ratio, depth, noisy=noisy)
         if steps >= max(window, 3):
             self._failed_probes = 0  # drafting pays: the next pause starts from a short probe
         return None
@@ -318,16 +346,19 @@ class DraftController:
             probe_in=decision.probe_in,
             window=decision.window,
             never_pays=decision.never_pays,
+            noisy=decision.noisy,
         )
 
     def snapshot(self) -> GuardMemory:
         # Only a draft that costs half a target pass or more is too expensive whatever the
-        # prompt: its pause carries over. A pause for a hard prompt does not silence the next.
+        # prompt: its pause carries over. A pause for a hard prompt does not silence the next,
+        # nor one decided while other programs slowed the machine.
         last = self.last_pause
         cost = (
             self.paused
             and last is not None
             and last.reason is GuardReason.COST
+            and not last.noisy
             and (last.draft_cost_fraction or 0.0) >= EXPENSIVE_DRAFT
         )
         return GuardMemory(cost, self.probe_in, self._failed_probes, self.acceptance.value)

@@ -24,13 +24,18 @@ class Economics:
     def __init__(self, window: int) -> None:
         # (tokens, ms, target-only ms per token at that step's depth)
         self._spec: deque[tuple[int, float, float]] = deque(maxlen=window)
+        # of those steps, whether other programs slowed its target pass (``INTERFERED``)
+        self._interfered: deque[bool] = deque(maxlen=window)
         self.base_ms = Ema(alpha=0.1)  # one target-only token, whole step
         self.overhead_ms = Ema(alpha=0.1)  # of it, the time beyond its target pass
         self.host_ms = Ema(alpha=0.1)  # a step's time outside llama_decode
 
-    def observe_speculative(self, tokens: int, ms: float, base_ms: float | None) -> None:
+    def observe_speculative(
+        self, tokens: int, ms: float, base_ms: float | None, *, interfered: bool = False
+    ) -> None:
         if base_ms is not None:
             self._spec.append((tokens, ms, base_ms))
+            self._interfered.append(interfered)
 
     def observe_target_only(self, ms: float, single_ms: float | None = None) -> None:
         self.base_ms.update(ms)
@@ -49,6 +54,14 @@ class Economics:
 
     def clear(self) -> None:
         self._spec.clear()
+        self._interfered.clear()
+
+    def noisy(self) -> bool:
+        """Enough of the judged steps ran while other programs slowed the machine that their
+        speed says more about the machine than about the draft."""
+        return bool(self._interfered) and sum(self._interfered) >= NOISY_SHARE * len(
+            self._interfered
+        )
 
     @property
     def steps(self) -> int:
@@ -63,6 +76,12 @@ class Economics:
 
 
 MAX_PROBE_INTERVAL = 1024  # target-only tokens between two probes of a paused draft, at most
+# A step's target pass that took this many times its price (the cost lines' figure for its size
+# and depth) ran while something else had the cores: bursts on a busy 2-core machine spread
+# single passes 5-40x, a quiet machine's stay within about 1.2x of their price.
+INTERFERED = 1.5
+NOISY_SHARE = 1 / 3  # of the judged steps interfered with: their speed does not decide alone
+NOISY_PROBE = 8  # target-only tokens before a draft paused on noisy costs is tried again
 EXPENSIVE_DRAFT = 0.5  # a draft pass costing this fraction of a target pass or more
 
 
@@ -87,3 +106,4 @@ class PauseDecision:
     probe_in: int  # target-only tokens before the draft is probed again
     window: int = 0  # steps the agreement was measured over
     never_pays: bool = False  # the cost lines say no draft length can beat the target
+    noisy: bool = False  # decided on costs measured while other programs slowed the machine
