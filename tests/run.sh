@@ -24,7 +24,7 @@ python -c "from app.models import shipped as m; print(m.smollm2_pair()); print(m
 echo "== llama.cpp's llama-server from the sources vendored in llama-cpp-python (built once, cached)"
 python -c "from app.devtools.reference import llama_cpp_tool; print(llama_cpp_tool('llama-server'))" || exit 1
 echo "== pytest"
-python -m pytest -p no:cacheprovider "$@"
+python -m pytest -p no:cacheprovider --durations=25 "$@"
 status=$?
 if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: that is a failure here"; exit 1
