@@ -7,7 +7,12 @@ margin for the backend's own allocations. A target that drafts for itself with i
 (MTP) layers adds the MTP context: one attention layer's K and V per next-token layer at the
 same context size, and a second compute buffer (llama.cpp reserves one per context; users ran
 out of memory with MTP for exactly these, llama.cpp #27282). Its layers' weights are already
-in the file's size. It is compared with the free memory of the GPU devices (layers are split
+in the file's size. A block drafter (DFlash, DFlash2, DSpark) as the draft adds what the
+engine's ``BlockHead`` has llama.cpp allocate: the head's own context at the target's context
+size (its cache is always f16: the context is made with llama.cpp's defaults), a compute
+buffer for a batch of target features, the block's output rows, and on the target's side the
+inputs of the layers the head reads, kept once in the target's graph and once on the host.
+The whole is compared with the free memory of the GPU devices (layers are split
 across them by free memory, as llama.cpp does by default) or, on a CPU build, with the
 available system RAM.
 """
@@ -113,6 +118,11 @@ class ModelMemory:
     mtp_kv: int = 0  # the MTP context's K and V (one attention layer per next-token layer)
     mtp_compute: int = 0  # the MTP context's own compute buffer
     mtp_weights: int = 0  # of ``weights``: the next-token layers, loaded to draft with them
+    # A block drafter's context ("DFlash", "DFlash2", "DSpark"; "" for any other model):
+    # ``kv`` and ``compute`` are then that context's, and these what it adds beside them
+    block_variant: str = ""
+    block_outputs: int = 0  # the host rows a block's pass fills (logits, next-token rows)
+    target_layer_inputs: int = 0  # the target's layer inputs kept for the head
 
     @property
     def mtp(self) -> int:
@@ -120,8 +130,14 @@ class ModelMemory:
         return self.mtp_kv + self.mtp_compute
 
     @property
+    def block_context(self) -> int:
+        """A block drafter's context: its cache, compute buffer and output rows."""
+        return self.kv + self.compute + self.block_outputs if self.block_variant else 0
+
+    @property
     def total(self) -> int:
-        return self.weights + self.kv + self.compute + self.recurrent + self.mtp
+        extra = self.block_outputs + self.target_layer_inputs
+        return self.weights + self.kv + self.compute + self.recurrent + self.mtp + extra
 
 
 def model_memory(
@@ -142,10 +158,7 @@ def model_memory(
         raise ValueError(
             f"unknown KV cache type {kv_type!r}; use one of {', '.join(KV_BYTES_PER_ELEMENT)}"
         ) from None
-    # Largest live intermediate per micro-batch: the logits or the attention scores
-    # (the latter disappear with flash attention, so this errs on the safe side).
-    widest = max(facts.vocab_size, facts.n_head * n_ctx)
-    compute = 4 * N_UBATCH * (widest + 8 * facts.n_embd)
+    compute = _compute_bytes(facts, n_ctx)
     memory = ModelMemory(
         weights,
         facts.kv_bytes(n_ctx, per_element),
@@ -159,6 +172,42 @@ def model_memory(
         mtp_kv=facts.mtp_kv_bytes(n_ctx, per_element),
         mtp_compute=compute,  # the MTP context reserves a buffer of the same batch size
         mtp_weights=facts.mtp_weight_bytes,
+    )
+
+
+def _compute_bytes(facts: ModelFacts, n_ctx: int, vocab_size: int = 0) -> int:
+    """A context's compute buffer for one micro-batch: its largest live intermediate, the
+    logits or the attention scores (the latter disappear with flash attention, so this errs
+    on the safe side), and a few rows of the model's width."""
+    widest = max(vocab_size or facts.vocab_size, facts.n_head * n_ctx)
+    return 4 * N_UBATCH * (widest + 8 * facts.n_embd)
+
+
+def block_head_memory(
+    head: ModelFacts, weights: int, target: ModelFacts, n_ctx: int
+) -> ModelMemory:
+    """A block drafter's memory beside ``target`` at ``n_ctx`` tokens, as the engine's
+    ``BlockHead`` creates its context: the target's context size and batch, f16 cache (the
+    context takes llama.cpp's defaults, not the pair's KV type), every batch position an
+    output in llama.cpp's worst-case graph."""
+    block = head.drafting.block
+    if block is None:
+        raise ValueError(f"{head.name} is not a block drafter")
+    vocab = head.vocab_size or target.vocab_size
+    feature_width = len(head.drafting.target_layers) * target.n_embd
+    compute = _compute_bytes(head, n_ctx, vocab) + 4 * N_UBATCH * feature_width
+    # llama.cpp keeps next-token rows for the block's outputs only, except DFlash2's
+    # selector, whose lattice fills a row for every batch position
+    next_token_rows = N_UBATCH if block.variant == "DFlash2" else block.block_size
+    return ModelMemory(
+        weights,
+        head.kv_bytes(n_ctx, KV_BYTES_PER_ELEMENT["f16"]),
+        compute,
+        block_variant=block.variant,
+        block_outputs=4 * (block.block_size * vocab + next_token_rows * head.n_embd),
+        # each read layer's inputs: a graph output of the target's compute buffer and a host
+        # copy for the head, both a batch long
+        target_layer_inputs=2 * 4 * N_UBATCH * feature_width,
     )
 
 
@@ -197,13 +246,18 @@ def estimate_pair(
     *,
     mtp: bool = False,
 ) -> PairEstimate:
-    """A pair's memory; ``mtp``: the target drafts for itself (``draft`` is then None)."""
+    """A pair's memory; ``mtp``: the target drafts for itself (``draft`` is then None).
+    A block drafter as the draft is counted as its context beside the target
+    (``block_head_memory``)."""
     trained = [f.context_length for f in (target, draft) if f is not None and f.context_length > 0]
+    draft_memory = None
+    if draft is not None and draft.drafting.block is not None:
+        draft_memory = block_head_memory(draft, draft_bytes, target, n_ctx)
+    elif draft is not None:
+        draft_memory = model_memory(draft, draft_bytes, n_ctx, kv_type, snapshots=0)
     return PairEstimate(
         model_memory(target, target_bytes, n_ctx, kv_type, mtp=mtp),
-        model_memory(draft, draft_bytes, n_ctx, kv_type, snapshots=0)
-        if draft is not None
-        else None,
+        draft_memory,
         n_ctx,
         min(trained, default=0),
     )
@@ -211,15 +265,23 @@ def estimate_pair(
 
 def memory_text(estimate: PairEstimate) -> str:
     """The estimate in words: weights, caches, compute and, when the target drafts for itself,
-    what its MTP context adds."""
+    what its MTP context adds; with a block drafter, what its context adds."""
     target, draft = estimate.target, estimate.draft
     weights = f"weights {gib(target.weights)}" + (f" + {gib(draft.weights)}" if draft else "")
-    kv = target.kv + (draft.kv if draft else 0)
+    plain_draft = draft if draft is not None and not draft.block_variant else None
+    kv = target.kv + (plain_draft.kv if plain_draft else 0)
     parts = [weights, f"KV cache {gib(kv)}"]
     recurrent = target.recurrent + (draft.recurrent if draft else 0)
     if recurrent:
         parts.append(f"recurrent state {gib(recurrent)}")
-    parts.append(f"compute {gib(target.compute + (draft.compute if draft else 0))}")
+    parts.append(f"compute {gib(target.compute + (plain_draft.compute if plain_draft else 0))}")
+    if draft is not None and draft.block_variant:
+        parts.append(
+            f"{draft.block_variant} context {gib(draft.block_context)} (its cache "
+            f"{gib(draft.kv)}, compute {gib(draft.compute)} and block outputs "
+            f"{gib(draft.block_outputs)}) and the target's layer inputs for it "
+            f"{gib(draft.target_layer_inputs)}"
+        )
     if estimate.mtp:
         parts.append(
             f"MTP context {gib(target.mtp)} (its cache {gib(target.mtp_kv)} and compute "
