@@ -59,6 +59,7 @@ class StepEvent:
     next_draft_len: int
     rolling_acceptance: float
     break_even: float  # acceptance below which drafting costs more than it saves
+    drafter: str = ""  # the source that drafted the step ("n-gram", "DFlash", …)
 
 
 class GuardReason(str, Enum):

@@ -63,6 +63,7 @@ class StepRecord:
             next_draft_len=next_draft_len,
             rolling_acceptance=rolling_acceptance,
             break_even=break_even,
+            drafter=self.drafter,
         )
 
     @classmethod

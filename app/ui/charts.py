@@ -4,8 +4,9 @@ Acceptance (drafted tokens accepted ÷ drafted, the one figure the window, the s
 the exports use) per verification step and for the run so far; the collapse guard's recent
 agreement with its break-even line; tokens/sec over time for the speculative and the
 baseline run; a histogram of accepted lengths; the draft length chosen for each step. Lines
-break where no step drafted (speculation paused). Every chart exports as a PNG at least
-1200 px wide; the run statistics export as CSV or JSON.
+break where no step drafted (speculation paused); hovering a step in the per-step charts names
+its drafter. Every chart exports as a PNG at least 1200 px wide; the run statistics export as
+CSV or JSON.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from app.engine.events import GuardEvent, RunSummary, StepEvent
 from app.models.guard_words import message
 from app.ui.palette import BASE_PEN, OKABE_ITO, SPEC_PEN
 from app.ui.stats_export import AnswerStats, to_csv, to_json, with_suffix
+from app.ui.step_tips import StepTips
 from app.ui.theme import CHART
 from app.workers.messages import EventBatch
 
@@ -284,6 +286,10 @@ class ChartsPanel(QWidget):
         export_row.addWidget(self.export_button)
         export_row.addStretch(1)
         layout.addLayout(export_row)
+        # the per-step charts name the drafter of the step under the pointer
+        self.step_tips = [
+            StepTips(plot, lambda: self.stats.steps) for plot in (self.accept_plot, self.len_plot)
+        ]
         self.reset()
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
