@@ -80,7 +80,7 @@ class SpecConfig:
     guard_window: int = 8  # verification steps in the rolling acceptance window
     probe_every: int = 16  # target-only tokens before the draft is probed again
     ngram_n: int = 3  # longest n-gram to match for prompt-lookup drafting
-    ngram_first: bool = True  # with a draft model: free prompt-lookup drafts go first
+    ngram_first: bool = True  # with a draft model or a head: free prompt-lookup drafts go first
 
 
 @dataclass(frozen=True)

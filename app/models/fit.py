@@ -189,7 +189,8 @@ def block_head_memory(
     """A block drafter's memory beside ``target`` at ``n_ctx`` tokens, as the engine's
     ``BlockHead`` creates its context: the target's context size and batch, f16 cache (the
     context takes llama.cpp's defaults, not the pair's KV type), every batch position an
-    output in llama.cpp's worst-case graph."""
+    output in llama.cpp's worst-case graph (it sizes a ``dflash`` context's outputs by the
+    batch whatever ``n_outputs_max`` asks: ``llama_model_has_encoder`` is true for it)."""
     block = head.drafting.block
     if block is None:
         raise ValueError(f"{head.name} is not a block drafter")
