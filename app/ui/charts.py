@@ -69,6 +69,17 @@ class Ring:
 MIN_TICK_PX = 16  # px between labelled ticks on the value axis: a label is ~12 px, none overlap
 
 
+def _coarser(step: float) -> float:
+    """The next step of the 1, 2, 5, 10 × 10^k series: pyqtgraph's spacing may start at 2,
+    and doubling it gave 0.4 where 0.5 was due; 0.4 then 1.0 left a 40 px acceptance axis
+    with ticks at its two ends only, where no label fits, so it had no label at all."""
+    power = 10.0 ** math.floor(math.log10(step))
+    for factor in (2.0, 5.0, 10.0):
+        if factor * power > step * (1 + 1e-9):
+            return factor * power
+    return 20.0 * power
+
+
 class _SparseAxis(pg.AxisItem):
     """A value axis whose major ticks stand at least ``MIN_TICK_PX`` apart, however short
     the plot (the minor ones are drawn unlabelled: ``maxTextLevel=0``)."""
@@ -79,11 +90,8 @@ class _SparseAxis(pg.AxisItem):
         if not levels or span == 0 or size <= 0:
             return levels
         major = levels[0][0]
-        steps = (2.0, 2.5, 2.0)  # 1, 2, 5, 10 × 10^k
-        index = 0
         while major * size / span < MIN_TICK_PX:
-            major *= steps[index % 3]
-            index += 1
+            major = _coarser(major)
         finer = [level for level in levels[1:] if level[0] < major]
         return [(major, 0.0), *finer[:1]]
 

@@ -306,6 +306,10 @@ class PairBar(QFrame):
         self._fit_resources()
         self.change.setEnabled(text is None)
         self.demo.setEnabled(text is None)
+        # neither can be used while a pair loads: the progress and Cancel take their room,
+        # which at 1024 px left the file names "qw…uf" and pushed the toolbar into »
+        self.change.setVisible(text is None)
+        self.demo.setVisible(text is None)
         self.source.setEnabled(text is None)
 
     def set_progress(self, progress: float | None) -> None:

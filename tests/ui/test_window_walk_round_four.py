@@ -1,0 +1,94 @@
+"""What the walk through the real window at 1024x640 found after issue 33's fixes: a waiting
+note that stopped counting in the speculative pane, a short acceptance chart without one
+labelled value, and the remote server dialog squeezing its fields to show a refusal."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from PySide6.QtCore import QEvent, QObject
+from PySide6.QtWidgets import QApplication
+
+from app.ui.token_view import TokenView
+
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
+
+class _Paints(QObject):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if event.type() == QEvent.Type.Paint:
+            self.count += 1
+        return False
+
+
+def test_a_new_placeholder_over_an_empty_pane_is_painted(qtbot) -> None:  # noqa: ANN001
+    view = TokenView()
+    qtbot.addWidget(view)
+    view.resize(300, 120)
+    view.show()
+    qtbot.waitExposed(view)
+    view.setPlaceholderText("Serving a request from another program (2 s)")
+    QApplication.processEvents()
+    paints = _Paints()
+    view.viewport().installEventFilter(paints)
+    view.setPlaceholderText("Serving a request from another program (8 s)")
+    qtbot.waitUntil(lambda: paints.count > 0, timeout=2000)
+    view.viewport().removeEventFilter(paints)
+
+
+def test_a_short_acceptance_chart_labels_a_value_inside_its_axis(qtbot) -> None:  # noqa: ANN001
+    from app.ui.charts import MIN_TICK_PX, ChartsPanel
+
+    charts = ChartsPanel()
+    qtbot.addWidget(charts)
+    axis = charts.plots["acceptance"].getAxis("left")
+    for size in (35.0, 40.0, 50.0):  # the acceptance plot's height at 1024x640
+        major = axis.tickSpacing(0.0, 1.05, size)[0][0]
+        assert major * size / 1.05 >= MIN_TICK_PX
+        assert major == pytest.approx(0.5)  # a tick at 0.5, not only at the axis's ends
+    for low, high, size in ((0.0, 60.0, 40.0), (0.0, 16.0, 30.0), (0.0, 1.05, 400.0)):
+        major = axis.tickSpacing(low, high, size)[0][0]
+        mantissa = major / 10 ** math.floor(math.log10(major))
+        assert round(mantissa, 6) in (1.0, 2.0, 5.0)  # steps of 1, 2, 5 × 10^k
+    charts.stop()
+
+
+def test_the_remote_dialog_grows_to_show_a_refusal_without_squeezing_its_fields(qtbot) -> None:  # noqa: ANN001
+    from app.ui.pair_chooser import RemoteServerDialog
+
+    dialog = RemoteServerDialog(None, None, "http://127.0.0.1:8080")
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    dialog.url.setText("http://127.0.0.1:8080")
+    dialog.accept()
+    QApplication.processEvents()
+    assert "own serving address" in dialog.message.text()
+    for field in (dialog.url, dialog.kind, dialog.baseline):
+        assert field.height() >= field.sizeHint().height()
+    assert dialog.message.height() >= dialog.message.heightForWidth(dialog.message.width())
+
+
+def test_a_loading_pair_leaves_the_file_names_their_room_at_1024(make_window, qtbot) -> None:  # noqa: ANN001
+    from app.engine.config import DraftSource
+
+    window = make_window()
+    window.resize(1024, 640)
+    qtbot.waitExposed(window)
+    bar = window.pair_bar
+    names = "/m/qwen2.5-coder-0.5b-instruct-q4_k_m"
+    bar.show_pair(f"{names}.F32.gguf", f"{names}.Q2_K.gguf", DraftSource.MODEL)
+    qtbot.wait(50)
+    at_rest = bar.target.width()
+    bar.set_busy("Loading SmolLM2-135M-Instruct.Q4_1.gguf…")
+    qtbot.wait(50)
+    assert bar.change.isHidden() and bar.demo.isHidden()  # unusable while it loads
+    assert bar.target.width() >= 0.8 * at_rest, (bar.target.width(), at_rest)
+    bar.set_busy(None)
+    qtbot.wait(20)
+    assert bar.change.isVisible() and bar.demo.isVisible() and bar.change.isEnabled()
