@@ -32,6 +32,8 @@ from app.ui.plain_text import tooltip
 PAIR_NAME_WIDTH = 160  # px; the full name is in the tooltip
 PAIR_NAME_MIN_WIDTH = 90  # px a name keeps before it elides
 NAMES_ROOM = 2 * 200  # px the target and draft names keep before device and memory show
+BUSY_TEXT_WIDTH = 110  # px for a load's words beside its progress; the status bar has them whole
+UNBOUNDED = 16777215  # Qt's QWIDGETSIZE_MAX
 DEMO_NAME = "Demo pair"
 NONE_LOADED = "none loaded"
 MTP_CHOICE = "MTP (the target's own heads)"
@@ -303,6 +305,8 @@ class PairBar(QFrame):
         self.status.setText(text or "")
         self.status.setVisible(bool(text))
         _keep_whole(self.status, short=False)  # a load's long text elides
+        # "Loading qwen2.5-coder-0.5b-instruct-q4…" took the room the file names had
+        self.status.setMaximumWidth(BUSY_TEXT_WIDTH if text else UNBOUNDED)
         self._fit_resources()
         self.change.setEnabled(text is None)
         self.demo.setEnabled(text is None)
@@ -331,6 +335,7 @@ class PairBar(QFrame):
         """A short hint, shown whole ("Choose a pair to star…" reads as a fault)."""
         self.status.setText(text)
         self.status.setVisible(bool(text))
+        self.status.setMaximumWidth(UNBOUNDED)
         _keep_whole(self.status, short=True)
 
 

@@ -76,6 +76,7 @@ def test_the_remote_dialog_grows_to_show_a_refusal_without_squeezing_its_fields(
 
 def test_a_loading_pair_leaves_the_file_names_their_room_at_1024(make_window, qtbot) -> None:  # noqa: ANN001
     from app.engine.config import DraftSource
+    from app.ui.pair_bar import BUSY_TEXT_WIDTH
 
     window = make_window()
     window.resize(1024, 640)
@@ -85,10 +86,14 @@ def test_a_loading_pair_leaves_the_file_names_their_room_at_1024(make_window, qt
     bar.show_pair(f"{names}.F32.gguf", f"{names}.Q2_K.gguf", DraftSource.MODEL)
     qtbot.wait(50)
     at_rest = bar.target.width()
-    bar.set_busy("Loading SmolLM2-135M-Instruct.Q4_1.gguf…")
+    bar.set_busy("Loading qwen2.5-coder-0.5b-instruct-q4_k_m.F32.gguf…")
+    bar.set_progress(0.0)
+    window.cancel_load_button.show()  # as while the engine loads
     qtbot.wait(50)
     assert bar.change.isHidden() and bar.demo.isHidden()  # unusable while it loads
-    assert bar.target.width() >= 0.8 * at_rest, (bar.target.width(), at_rest)
+    assert bar.target.width() >= at_rest, (bar.target.width(), at_rest)
+    assert bar.status.width() <= BUSY_TEXT_WIDTH  # the words elide, the names do not
+    assert bar.status.toolTip()  # its words whole on hover (and in the status bar)
     bar.set_busy(None)
     qtbot.wait(20)
     assert bar.change.isVisible() and bar.demo.isVisible() and bar.change.isEnabled()
