@@ -34,6 +34,7 @@ PAIR_NAME_MIN_WIDTH = 90  # px a name keeps before it elides
 NAMES_ROOM = 2 * 200  # px the target and draft names keep before device and memory show
 BUSY_TEXT_WIDTH = 110  # px for a load's words beside its progress; the status bar has them whole
 UNBOUNDED = 16777215  # Qt's QWIDGETSIZE_MAX
+REMOTE_MEMORY = "on the server"
 DEMO_NAME = "Demo pair"
 NONE_LOADED = "none loaded"
 MTP_CHOICE = "MTP (the target's own heads)"
@@ -290,13 +291,19 @@ class PairBar(QFrame):
         self.draft.setToolTip(tooltip(pair.baseline_url or ""))
 
     def show_resources(self, device: str, weights_bytes: int, rss_bytes: int | None) -> None:
+        """The device, the weights and this process's memory; no weights here is a remote
+        pair, whose memory is the server's (it read "weights 0 MiB · process 207 MiB")."""
         self.device.setText(device)
         self.device.setToolTip(tooltip(device))
-        text = f"weights {gib(weights_bytes)}"
-        if rss_bytes:
-            text += f" · process {gib(rss_bytes)}"
+        if weights_bytes:
+            text = f"weights {gib(weights_bytes)}"
+            if rss_bytes:
+                text += f" · process {gib(rss_bytes)}"
+            tip = text
+        else:
+            text, tip = REMOTE_MEMORY, "The weights and their memory are on the server's machine"
         self.memory.setText(text)
-        self.memory.setToolTip(tooltip(text))
+        self.memory.setToolTip(tooltip(tip))
         self._fit_resources()
 
     def set_busy(self, text: str | None) -> None:

@@ -97,3 +97,14 @@ def test_a_loading_pair_leaves_the_file_names_their_room_at_1024(make_window, qt
     bar.set_busy(None)
     qtbot.wait(20)
     assert bar.change.isVisible() and bar.demo.isVisible() and bar.change.isEnabled()
+
+
+def test_a_remote_pair_shows_no_weights_of_its_own_in_the_pair_bar(qtbot) -> None:  # noqa: ANN001
+    from app.ui.pair_bar import REMOTE_MEMORY, PairBar
+
+    bar = PairBar()
+    qtbot.addWidget(bar)
+    bar.show_resources("remote llama-server", 0, 207 * 2**20)  # a remote pair loads no weights
+    assert bar.memory.text() == REMOTE_MEMORY and "MiB" not in bar.memory.toolTip()
+    bar.show_resources("CPU · 2 threads", 349 * 2**20, 943 * 2**20)
+    assert bar.memory.text() == "weights 349 MiB · process 943 MiB"
