@@ -1,6 +1,7 @@
-"""What the walk through the real window at 1024x640 found after issue 33's fixes: a waiting
-note that stopped counting in the speculative pane, a short acceptance chart without one
-labelled value, and the remote server dialog squeezing its fields to show a refusal."""
+"""What the walk through the real window found after issue 33's fixes: a waiting note that
+stopped counting in the speculative pane, a short chart without one labelled value, the remote
+server dialog squeezing its fields to show a refusal, file names squeezed to "ge…uf" while a
+pair loads (all at 1024x640), and a remote pair shown with "weights 0 MiB"."""
 
 from __future__ import annotations
 
@@ -41,20 +42,24 @@ def test_a_new_placeholder_over_an_empty_pane_is_painted(qtbot) -> None:  # noqa
     view.viewport().removeEventFilter(paints)
 
 
-def test_a_short_acceptance_chart_labels_a_value_inside_its_axis(qtbot) -> None:  # noqa: ANN001
-    from app.ui.charts import MIN_TICK_PX, ChartsPanel
+def test_a_short_chart_labels_a_value_inside_its_axis(qtbot) -> None:  # noqa: ANN001
+    from app.ui.charts import LABEL_HALF_PX, MIN_TICK_PX, NICE_STEPS, ChartsPanel
 
     charts = ChartsPanel()
     qtbot.addWidget(charts)
     axis = charts.plots["acceptance"].getAxis("left")
-    for size in (35.0, 40.0, 50.0):  # the acceptance plot's height at 1024x640
-        major = axis.tickSpacing(0.0, 1.05, size)[0][0]
-        assert major * size / 1.05 >= MIN_TICK_PX
-        assert major == pytest.approx(0.5)  # a tick at 0.5, not only at the axis's ends
-    for low, high, size in ((0.0, 60.0, 40.0), (0.0, 16.0, 30.0), (0.0, 1.05, 400.0)):
-        major = axis.tickSpacing(low, high, size)[0][0]
+    # at 1024x640 a plot is ~35 px tall: acceptance 0..1.05, accepted lengths 0..5.1
+    for high, size in ((1.05, 35.0), (1.05, 40.0), (1.05, 50.0), (5.1, 30.0), (5.1, 35.0)):
+        major = axis.tickSpacing(0.0, high, size)[0][0]
+        assert major * size / high >= MIN_TICK_PX
+        margin = LABEL_HALF_PX * high / size
+        inside = math.ceil(margin / major) * major
+        assert inside <= high - margin, (high, size, major)  # a tick far enough in for a label
+    for high, size in ((60.0, 40.0), (16.0, 30.0), (1.05, 400.0)):
+        major = axis.tickSpacing(0.0, high, size)[0][0]
         mantissa = major / 10 ** math.floor(math.log10(major))
-        assert round(mantissa, 6) in (1.0, 2.0, 5.0)  # steps of 1, 2, 5 × 10^k
+        assert any(mantissa == pytest.approx(step) for step in NICE_STEPS), major
+    assert axis.tickSpacing(0.0, 1.05, 400.0)[0][0] <= 0.25  # a tall plot keeps fine labels
     charts.stop()
 
 
