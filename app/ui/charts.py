@@ -71,21 +71,54 @@ class Ring:
 MIN_TICK_PX = 16  # px between labelled ticks on the value axis: a label is ~12 px, none overlap
 
 
+NICE_STEPS = (1.0, 2.0, 2.5, 4.0, 5.0)  # × 10^k: tick steps a value axis may take
+LABEL_HALF_PX = 6  # px: half a label's height; a tick nearer an end has its label dropped
+
+
+def _coarser(step: float) -> float:
+    """The next step of the ``NICE_STEPS`` series after ``step``."""
+    power = 10.0 ** math.floor(math.log10(step))
+    for factor in (*NICE_STEPS[1:], 10.0):
+        if factor * power > step * (1 + 1e-9):
+            return factor * power
+    return 20.0 * power
+
+
+def _labelled_inside(step: float, low: float, high: float, margin: float) -> bool:
+    """Whether a multiple of ``step`` lies ``margin`` or more inside both ends of the axis."""
+    first = math.ceil((low + margin) / step) * step
+    return first <= high - margin
+
+
+def spaced_major(start: float, low: float, high: float, size: float) -> float:
+    """The finest step from ``start`` on whose ticks stand ``MIN_TICK_PX`` apart and one of
+    which is labelled inside the axis. At 1024x640 a plot is ~35 px tall: 0..1.05 in steps of
+    1.0 put ticks at its two ends only, where pyqtgraph drops their labels, so the axis had
+    none; 0.5 labels its middle."""
+    span = high - low
+    margin = LABEL_HALF_PX * span / size
+    step, spaced = start, None
+    for _ in range(12):  # a few decades at most
+        if step * size / span >= MIN_TICK_PX:
+            spaced = spaced or step
+            if _labelled_inside(step, low, high, margin):
+                return step
+        step = _coarser(step)
+    return spaced or step
+
+
 class _SparseAxis(pg.AxisItem):
     """A value axis whose major ticks stand at least ``MIN_TICK_PX`` apart, however short
-    the plot (the minor ones are drawn unlabelled: ``maxTextLevel=0``)."""
+    the plot, with one labelled inside it where any fits (the minor ones are drawn
+    unlabelled: ``maxTextLevel=0``)."""
 
     def tickSpacing(self, minVal: float, maxVal: float, size: float):  # noqa: N802, N803
         levels = super().tickSpacing(minVal, maxVal, size)
         span = abs(maxVal - minVal)
         if not levels or span == 0 or size <= 0:
             return levels
-        major = levels[0][0]
-        steps = (2.0, 2.5, 2.0)  # 1, 2, 5, 10 × 10^k
-        index = 0
-        while major * size / span < MIN_TICK_PX:
-            major *= steps[index % 3]
-            index += 1
+        low, high = min(minVal, maxVal), max(minVal, maxVal)
+        major = spaced_major(levels[0][0], low, high, size)
         finer = [level for level in levels[1:] if level[0] < major]
         return [(major, 0.0), *finer[:1]]
 

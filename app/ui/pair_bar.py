@@ -32,6 +32,9 @@ from app.ui.plain_text import tooltip
 PAIR_NAME_WIDTH = 160  # px; the full name is in the tooltip
 PAIR_NAME_MIN_WIDTH = 90  # px a name keeps before it elides
 NAMES_ROOM = 2 * 200  # px the target and draft names keep before device and memory show
+BUSY_TEXT_WIDTH = 110  # px for a load's words beside its progress; the status bar has them whole
+UNBOUNDED = 16777215  # Qt's QWIDGETSIZE_MAX
+REMOTE_MEMORY = "on the server"
 DEMO_NAME = "Demo pair"
 NONE_LOADED = "none loaded"
 MTP_CHOICE = "MTP (the target's own heads)"
@@ -288,13 +291,19 @@ class PairBar(QFrame):
         self.draft.setToolTip(tooltip(pair.baseline_url or ""))
 
     def show_resources(self, device: str, weights_bytes: int, rss_bytes: int | None) -> None:
+        """The device, the weights and this process's memory; no weights here is a remote
+        pair, whose memory is the server's (it read "weights 0 MiB · process 207 MiB")."""
         self.device.setText(device)
         self.device.setToolTip(tooltip(device))
-        text = f"weights {gib(weights_bytes)}"
-        if rss_bytes:
-            text += f" · process {gib(rss_bytes)}"
+        if weights_bytes:
+            text = f"weights {gib(weights_bytes)}"
+            if rss_bytes:
+                text += f" · process {gib(rss_bytes)}"
+            tip = text
+        else:
+            text, tip = REMOTE_MEMORY, "The weights and their memory are on the server's machine"
         self.memory.setText(text)
-        self.memory.setToolTip(tooltip(text))
+        self.memory.setToolTip(tooltip(tip))
         self._fit_resources()
 
     def set_busy(self, text: str | None) -> None:
@@ -303,9 +312,15 @@ class PairBar(QFrame):
         self.status.setText(text or "")
         self.status.setVisible(bool(text))
         _keep_whole(self.status, short=False)  # a load's long text elides
+        # "Loading qwen2.5-coder-0.5b-instruct-q4…" took the room the file names had
+        self.status.setMaximumWidth(BUSY_TEXT_WIDTH if text else UNBOUNDED)
         self._fit_resources()
         self.change.setEnabled(text is None)
         self.demo.setEnabled(text is None)
+        # neither can be used while a pair loads: the progress and Cancel take their room,
+        # which at 1024 px left the file names "qw…uf" and pushed the toolbar into »
+        self.change.setVisible(text is None)
+        self.demo.setVisible(text is None)
         self.source.setEnabled(text is None)
 
     def set_progress(self, progress: float | None) -> None:
@@ -327,6 +342,7 @@ class PairBar(QFrame):
         """A short hint, shown whole ("Choose a pair to star…" reads as a fault)."""
         self.status.setText(text)
         self.status.setVisible(bool(text))
+        self.status.setMaximumWidth(UNBOUNDED)
         _keep_whole(self.status, short=True)
 
 

@@ -302,11 +302,11 @@ class RemoteServerDialog(QDialog):
                 self.url.text(), str(self.kind.currentData()), self.baseline.text()
             )
         except RemoteError as exc:
-            self.message.setText(str(exc))
+            self._say(str(exc))
             return
         own = [u for u in (pair.url, pair.baseline_url) if u and same_server(u, self._own_url)]
         if own:
-            self.message.setText(
+            self._say(
                 f"{own[0]} is this window's own serving address (Serve on localhost): the "
                 "chat would wait on itself. Choose another server, or chat with the loaded "
                 "pair directly."
@@ -314,6 +314,22 @@ class RemoteServerDialog(QDialog):
             return
         self.pair = pair
         super().accept()
+
+    def _say(self, text: str) -> None:
+        """Why the address is refused, with the dialog grown to hold it: at its old height
+        the words squeezed the fields above them to half their height."""
+        self.message.setText(text)
+        layout = self.layout()
+        if layout is None:
+            return
+        layout.activate()
+        wanted = (
+            layout.totalHeightForWidth(self.width())
+            if layout.hasHeightForWidth()
+            else layout.totalSizeHint().height()
+        )
+        if wanted > self.height():
+            self.resize(self.width(), wanted)
 
 
 def same_server(url: str, other: str) -> bool:

@@ -96,6 +96,12 @@ class TokenView(QPlainTextEdit):
         events: list[TokenEvent | TextTail] = list(self._events)
         return [*events, TextTail(self._tail)] if self._tail else events
 
+    def setPlaceholderText(self, placeholderText: str) -> None:  # noqa: N802, N803 - Qt override
+        super().setPlaceholderText(placeholderText)
+        # Qt repaints only when the placeholder appears or goes: a new text over an empty
+        # view stayed unpainted ("(2 s)" while the wait had reached 8 s)
+        self.viewport().update()
+
     def clear_tokens(self, placeholder: str = "") -> None:
         self._events.clear()
         self._starts.clear()
