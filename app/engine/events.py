@@ -165,7 +165,8 @@ class RunSummary:
     rule: str = ""  # acceptance rule of a speculative run
     guard_events: tuple[GuardEvent, ...] = ()  # the collapse guard's pauses, as measured
     p99_itl_ms: float = 0.0
-    paused_tokens: int = 0  # tokens the target wrote alone while the guard paused drafting
+    paused_tokens: int = 0  # tokens written while the guard paused drafting
+    paused_lookup_tokens: int = 0  # of them, prompt lookups' accepted tokens (lookups go on)
     # the machine the run got (run_stats.MachineMeter): its threads' CPU over what they could
     # use, and the cores other processes kept busy; None when not measured
     cpu_share: float | None = None

@@ -211,9 +211,15 @@ def speed_text(spec: RunSummary, base: RunSummary | None, costs: StepCosts) -> s
     return f"{slower}: {reason}" if reason else slower
 
 
-def pause_note(paused: int, tokens: int) -> str:
-    """How much of the answer the target wrote alone because the guard paused drafting."""
-    return f"drafting paused for {paused} of {tokens} tokens" if paused > 0 else ""
+def pause_note(paused: int, tokens: int, lookups: int = 0) -> str:
+    """How much of the answer was written while the guard paused drafting, and how much of
+    that prompt lookups still drafted (they go on while a model or heads are paused)."""
+    if paused <= 0:
+        return ""
+    note = f"drafting paused for {paused} of {tokens} tokens"
+    if lookups > 0:
+        note += f" (prompt lookups still drafted {min(lookups, paused)} of them)"
+    return note
 
 
 OUTSIDE_LOAD = 0.5  # cores other programs kept busy during a run: worth saying beside it
@@ -249,7 +255,8 @@ def judge(
     compared = comparison if base is not None else None
     exactness, divergence = _exactness(compared, temperature, rule, position_keyed)
     uneven = base is not None and bool(uneven_machine(spec, base))
-    notes = (pause_note(spec.paused_tokens, spec.tokens), "" if uneven else outside_load_note(spec))
+    paused = pause_note(spec.paused_tokens, spec.tokens, spec.paused_lookup_tokens)
+    notes = (paused, "" if uneven else outside_load_note(spec))
     return Judgement(speed, exactness, divergence, tuple(n for n in notes if n), uneven)
 
 

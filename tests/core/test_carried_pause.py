@@ -61,3 +61,36 @@ def test_the_engine_says_a_carried_pause_before_the_first_token(tiny_pair) -> No
     assert isinstance(summary, RunSummary)
     assert summary.guard_pauses >= 1 and guards[0] in summary.guard_events
     assert summary.paused_tokens == summary.tokens  # written alone, and now said why
+
+
+def test_the_verdict_says_how_much_prompt_lookups_drafted_while_the_model_was_paused(
+    tiny_pair,  # noqa: ANN001
+) -> None:
+    """An answer that repeats itself while the draft model is paused: prompt lookups go on,
+    and the verdict's pause note says how many of the paused tokens they drafted (the walk
+    found "drafting paused for 48 of 48 tokens" where lookups had drafted 35 of them)."""
+    from app.engine.config import AcceptRule, GenerationRequest, ModelSpec
+    from app.engine.engine import Engine
+    from app.engine.events import RunSummary
+    from app.engine.exactness import judge
+
+    target, draft = tiny_pair
+    eng = Engine(
+        ModelSpec(str(target), n_ctx=512, n_threads=1),
+        ModelSpec(str(draft), n_ctx=512, n_threads=1),
+    )
+    try:
+        prompt = tuple(eng.tokenize("the model the model the model the model the model"))
+        request = GenerationRequest(prompt, max_tokens=60)
+        list(eng.generate(request))
+        for key in eng._guard_memory:  # paused for cost for the whole next answer
+            eng._guard_memory[key] = GuardMemory(True, 1024, 1, 0.9)
+        summary = list(eng.generate(request))[-1]
+    finally:
+        eng.close()
+    assert isinstance(summary, RunSummary)
+    assert summary.paused_tokens == summary.tokens
+    assert 0 < summary.paused_lookup_tokens < summary.paused_tokens
+    text = judge(summary, None, None, temperature=0.0, rule=AcceptRule.REJECTION).text
+    lookups = summary.paused_lookup_tokens
+    assert f"(prompt lookups still drafted {lookups} of them)" in text

@@ -184,6 +184,9 @@ class RunClock:
             rule=rule,
             guard_events=tuple(pauses),
             paused_tokens=sum(r.emitted for r in records if r.paused),
+            paused_lookup_tokens=sum(
+                r.accepted for r in records if r.paused and r.proposed and not r.draft_passes
+            ),
             cpu_share=cpu_share,
             outside_cores=outside_cores,
             drafted_per_position=drafted_at,
