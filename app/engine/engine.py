@@ -400,7 +400,7 @@ class Engine:
                 paused=paused,
             )
             records.append(record)
-            yield from drafting.learn(record, block)
+            yield from drafting.learn(record, block, last=finished is not None)
             if finished is not None:
                 stop = finished
                 break

@@ -101,10 +101,13 @@ class DraftingTurn:
         return drafter.propose(committed, limits)
 
     def learn(
-        self, record: StepRecord, block: DraftBlock | None
+        self, record: StepRecord, block: DraftBlock | None, *, last: bool = False
     ) -> Iterator[StepEvent | GuardEvent]:
         """After one step: the drafter and the controller learn from it; the step's event
-        for the charts, and the guard's pause or probe when it decides one."""
+        for the charts, and the guard's pause or probe when it decides one. A probe due
+        after the answer's ``last`` step is not said: no step of this answer drafts after it
+        (the banner read "resumed at step 34" beside "drafting paused for 48 of 48 tokens");
+        the next answer on the pair starts unpaused all the same."""
         controller = self.controller
         if self.drafter is not None and block is not None:
             self.drafter.observe(block, record.accepted)
@@ -116,7 +119,7 @@ class DraftingTurn:
                 break_even=controller.pause_threshold(record.depth),
             )
         guard = controller.guard(record)
-        if guard is not None:
+        if guard is not None and (guard.paused or not last):
             yield self._paused(guard) if guard.paused else guard
 
     def _paused(self, pause: GuardEvent) -> GuardEvent:
