@@ -19,6 +19,7 @@ copied text is the message's own.
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from PySide6.QtCore import QByteArray, QMimeData, QUrl
 from PySide6.QtGui import (
@@ -45,6 +46,18 @@ LINE_CHARS = 4000
 BREAK_NEAR = 200  # a long line is cut after a space within this many characters of the limit
 CONTINUED = QTextFormat.Property.UserProperty + 1  # block format: continues the line above
 IMAGE_TEXT = QTextFormat.Property.UserProperty + 2  # char format: text shown for an image
+# A tag as CommonMark reads raw HTML: an opening one (attributes, maybe self-closing) or a
+# closing one; a code span's backticks and a link's target and title ("](…)") are found
+# alongside, to skip what is inside them.
+_TAG_OR_CODE = re.compile(
+    r"(?P<code>`+)"
+    r"|(?P<target>\]\((?:[^()\n\\]|\\.|\([^()\n]*\))*\))"
+    r"|<(?P<close>/)?(?P<name>[A-Za-z][A-Za-z0-9-]*)"
+    r"(?P<attributes>(?:\s+[A-Za-z_:][\w.:-]*(?:\s*=\s*(?:[^\s\"'=<>`]+|'[^']*'|\"[^\"]*\"))?)*)"
+    r"\s*(?P<self>/)?>"
+)
+# Elements with no content, which HTML writes without closing them (``<br>``, ``<img …>``).
+_VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
 
@@ -67,10 +80,11 @@ class _Scratch(QTextDocument):
 
 
 def insert_markdown(cursor: QTextCursor, markdown: str) -> None:
-    """``cursor.insertMarkdown(markdown)`` (GitHub dialect), with no file read for it and
-    every image shown as text (``images_as_text``)."""
+    """``cursor.insertMarkdown(markdown)`` (GitHub dialect), with no file read for it, every
+    image shown as text (``images_as_text``) and no text lost to an unclosed tag
+    (``balanced_html``)."""
     scratch = _Scratch()
-    scratch.setMarkdown(markdown)
+    scratch.setMarkdown(balanced_html(markdown))
     images_as_text(scratch)
     cursor.insertFragment(QTextDocumentFragment(scratch))
 
@@ -265,6 +279,77 @@ def copied(selection: QTextDocumentFragment) -> QMimeData | None:
 
 
 # --- Markdown source -------------------------------------------------------------------------
+
+
+def _tags(markdown: str) -> list[re.Match[str]]:
+    """The HTML tags in ``markdown`` outside code fences, code spans and link targets, in
+    order."""
+    found: list[re.Match[str]] = []
+    fenced = False
+    prose: list[tuple[int, str]] = []  # (offset, line) of the lines outside fences
+    offset = 0
+    for line in markdown.split("\n"):
+        if line.lstrip().startswith(FENCES):
+            fenced = not fenced
+        elif not fenced:
+            prose.append((offset, line))
+        offset += len(line) + 1
+    at = 0
+    for start, line in prose:
+        at = max(at, start)
+        end = start + len(line)
+        while at < end and (match := _TAG_OR_CODE.search(markdown, at, end)):
+            at = match.end()
+            if match["target"] is not None:
+                continue
+            if match["code"] is None:
+                found.append(match)
+                continue
+            # a code span ends at the next run of as many backticks (it may go on below)
+            closing = re.compile(rf"(?<!`){match['code']}(?!`)").search(markdown, at)
+            if closing is not None:
+                at = closing.end()
+    return found
+
+
+def balanced_html(markdown: str) -> str:
+    """``markdown`` with every HTML tag Qt's import would leave open made harmless.
+
+    Qt's Markdown import holds back all text after an HTML tag until as many tags have
+    closed as opened, and drops what it holds at the end: "declare a List<String>", a
+    ``<br>`` or a stray ``</div>`` hid the rest of an answer. A void element (``<br>``,
+    ``<img …>``) is written self-closing, and a tag that is never closed, or closes none, is
+    shown as text (its ``<`` as ``&lt;``); tags that pair up stay HTML."""
+    shown_as_text: list[int] = []  # where a "<" becomes "&lt;"
+    self_closed: list[int] = []  # where a "/" goes before ">"
+    opened: list[tuple[str, int]] = []  # (name, where) of the tags open, innermost last
+    open_names: Counter[str] = Counter()
+    for tag in _tags(markdown):
+        name = tag["name"].lower()
+        if tag["close"] and not open_names[name]:
+            shown_as_text.append(tag.start())
+        elif tag["close"]:  # it closes the innermost of its name, and what opened inside it
+            while True:
+                inner, where = opened.pop()
+                open_names[inner] -= 1
+                if inner == name:
+                    break
+                shown_as_text.append(where)
+        elif name in _VOID and not tag["self"]:
+            self_closed.append(tag.end() - 1)
+        elif not tag["self"]:
+            opened.append((name, tag.start()))
+            open_names[name] += 1
+    shown_as_text += [where for _, where in opened]
+    if not shown_as_text and not self_closed:
+        return markdown
+    edits = sorted([(at, "&lt;") for at in shown_as_text] + [(at, "/>") for at in self_closed])
+    parts, last = [], 0
+    for at, text in edits:  # each replaces one character: a "<" or a ">"
+        parts += [markdown[last:at], text]
+        last = at + 1
+    parts.append(markdown[last:])
+    return "".join(parts)
 
 
 def keep_line_breaks(markdown: str) -> str:
