@@ -125,7 +125,8 @@ def _completion_metrics(base: str, raw: bytes, wall_s: float) -> dict[str, Any]:
     if timings is not None:
         metrics.update(
             tokens=timings.predicted_n,
-            tok_s=timings.tok_s,
+            # no time from the server: the speed measured here, as without timings
+            tok_s=timings.tok_s if timings.tok_s is not None else metrics["tok_s"],
             ttft_ms=timings.prompt_ms,
             acceptance=timings.acceptance,
             tokens_per_pass=timings.tokens_per_pass,

@@ -125,7 +125,9 @@ class RemoteAnswer:
         if self.timings is not None:
             t = self.timings
             source = "llama-server's timings"
-            speed = f", {t.predicted_n} tokens at {speed_text(t.tok_s)}"
+            speed = f", {t.predicted_n} tokens" + (
+                f" at {speed_text(t.tok_s)}" if t.tok_s is not None else " (no time reported)"
+            )
             if t.draft_n == 0:
                 return f"no drafting reported ({source}){speed}"
             return (

@@ -269,8 +269,10 @@ class ServerTimings:
     draft_n_accepted: int
 
     @property
-    def tok_s(self) -> float:
-        return self.predicted_n * 1000.0 / self.predicted_ms if self.predicted_ms > 0 else 0.0
+    def tok_s(self) -> float | None:
+        """The server's generation speed; None where it gave no time (``predicted_ms`` 0 is
+        "not reported" to ``check_figures``, and must not become a speed of 0)."""
+        return self.predicted_n * 1000.0 / self.predicted_ms if self.predicted_ms > 0 else None
 
     @property
     def acceptance(self) -> float:

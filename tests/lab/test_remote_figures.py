@@ -30,6 +30,7 @@ TIMINGS: dict[str, dict[str, float] | None] = {
     "/denormal-ms": {"predicted_n": 3, "predicted_ms": 5e-324},  # 3000 / 5e-324 is inf
     "/accepts-more": {"predicted_n": 3, "predicted_ms": 30, "draft_n": 1, "draft_n_accepted": 3},
     "/possible": {"predicted_n": 3, "predicted_ms": 30, "draft_n": 4, "draft_n_accepted": 2},
+    "/no-time": {"predicted_n": 3, "predicted_ms": 0},  # 0 ms: no time reported
     "/vllm-lies": None,  # its /metrics: drafted 10, accepted 500
     "/vllm-went-down": None,  # its /metrics: the counters fall during the request
     "/flood": None,  # its usage: 10**12 tokens, in the milliseconds the request takes
@@ -161,3 +162,19 @@ def test_a_usage_claiming_more_tokens_than_the_time_allows_is_refused_by_the_lab
     """Without timings the Lab divides the tokens the usage claims by the time it measured."""
     with pytest.raises(RemoteError, match="usage give 1,000,000,000,000 tokens in .* ms, faster"):
         _lab(lying.url + "/flood", "llama-server")
+
+
+def test_a_server_that_gives_no_time_gets_no_speed_of_zero(lying: LyingServer) -> None:
+    """``predicted_ms`` 0 is "not reported": the chat says so and claims no speed (the replay
+    of issue 31 found "3 tokens at 0.00 tok/s" shown and ``spec_tok_s: 0.0`` stored); the
+    Lab uses the speed it measured, as without timings."""
+    events = _chat(lying.url + "/no-time", "llama-server")
+    answer = events[-1]
+    assert isinstance(answer, RemoteAnswer)
+    assert answer.tok_s is None
+    assert "3 tokens (no time reported)" in describe(answer)
+    assert "0.00 tok/s" not in describe(answer)
+    run = summary("speculative", answer)
+    assert run.tok_s > 0  # the wall-clock speed of what the server wrote
+    lab = _lab(lying.url + "/no-time", "llama-server")
+    assert isinstance(lab["tok_s"], float) and lab["tok_s"] > 0
