@@ -18,6 +18,20 @@ from app.engine.llama.extensions import Eagle3Functions
 from app.errors import ModelLoadError
 
 
+def layer_inputs(
+    fn: Eagle3Functions, target_ctx: Any, layer_ids: Sequence[int], n: int, n_embd_target: int
+) -> np.ndarray:
+    """The last decode's ``n`` rows on ``target_ctx``, each the inputs of the target layers
+    ``layer_ids`` side by side (a new array)."""
+    layers = []
+    for layer in layer_ids:
+        pointer = fn.get_embeddings_layer_inp(target_ctx, layer)
+        if not pointer:
+            raise RuntimeError(f"the target gave no input rows for layer {layer}")
+        layers.append(np.ctypeslib.as_array(pointer, shape=(n, n_embd_target)))
+    return np.concatenate(layers, axis=1)
+
+
 class FeatureHead:
     """A head's context over one target context, for the loaded pair's lifetime.
 
@@ -92,15 +106,7 @@ class FeatureHead:
             self.ptr = None
 
     def _layer_inputs(self, n: int) -> np.ndarray:
-        """The last target decode's ``n`` rows, each the inputs of the head's target layers
-        side by side."""
-        layers = []
-        for layer in self.layer_ids:
-            pointer = self.fn.get_embeddings_layer_inp(self.target.ptr, layer)
-            if not pointer:
-                raise RuntimeError(f"the target gave no input rows for layer {layer}")
-            layers.append(np.ctypeslib.as_array(pointer, shape=(n, self.n_embd_target)))
-        return np.concatenate(layers, axis=1)
+        return layer_inputs(self.fn, self.target.ptr, self.layer_ids, n, self.n_embd_target)
 
     def _process(self, kind: int, entries: Sequence[BatchEntry]) -> None:
         if entries:
