@@ -61,7 +61,6 @@ verify and accept:
 from __future__ import annotations
 
 import ctypes
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,13 +70,19 @@ import llama_cpp
 import numpy as np
 from gguf import GGUFReader
 
-from app.devtools.arguments import parse_arguments
-from app.devtools.llama_batches import decode, logits_row
+from app.devtools.llama_batches import (
+    decode,
+    greedy_pick,
+    load_target_and_head,
+    logits_row,
+    probe_context,
+    run_head_probe,
+)
+from app.engine.llama.ext_batch import DECODE, process_batch
 from app.engine.llama.extensions import DFlashFunctions, dflash_functions
+from app.engine.llama.feature_head import layer_inputs
 
-PROMPT = (1, 300, 310, 320, 330, 301)  # <s> then word pieces of the synthetic vocabulary
 N_CTX = 1024
-DECODE = llama_cpp.LLAMA_PROCESS_TYPE_DECODE
 
 
 def _meta(model: Any, key: str) -> str | None:
@@ -87,44 +92,8 @@ def _meta(model: Any, key: str) -> str | None:
     return buffer.value.decode()
 
 
-def _pick(ctx: Any, n_vocab: int, index: int, banned: list[int]) -> int:
-    """The target's greedy token; ``banned`` (the end-of-generation tokens under
-    ``ignore_eos``, as llama-server biases them) never wins."""
-    logits = logits_row(ctx, n_vocab, index).copy()
-    logits[banned] = -np.inf
-    return int(logits.argmax())
-
-
 def _decode_target(ctx: Any, tokens: list[int], first_pos: int) -> None:
     decode(ctx, tokens, first_pos, logits="all", what="target llama_decode")
-
-
-def _process(ctx: Any, entries: list[tuple[int | np.ndarray, int, bool]]) -> None:
-    """One ``llama_process(DECODE)``: (token or embedding row, position, logits on) each."""
-    batch = llama_cpp.llama_batch_ext_init(ctx)
-    rows = []
-    try:
-        for item, position, output in entries:
-            if isinstance(item, np.ndarray):
-                row = np.ascontiguousarray(item, dtype=np.float32)
-                rows.append(row)
-                embd = llama_cpp.llama_embd(
-                    row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), 1, row.shape[0]
-                )
-                idx = llama_cpp.llama_batch_ext_add_embd(batch, 0, embd)
-            else:
-                idx = llama_cpp.llama_batch_ext_add_token(batch, 0, item)
-            if idx < 0:
-                raise RuntimeError(f"llama_batch_ext_add_* returned {idx}")
-            pos = llama_cpp.llama_pos(position)
-            llama_cpp.llama_batch_ext_set_pos(batch, idx, ctypes.byref(pos))
-            if output:
-                llama_cpp.llama_batch_ext_set_output_logits(batch, idx, True)
-        code = llama_cpp.llama_process(ctx, DECODE, batch)
-    finally:
-        llama_cpp.llama_batch_ext_free(batch)
-    if code != 0:
-        raise RuntimeError(f"llama_process on the head returned {code}")
 
 
 @dataclass(frozen=True)
@@ -173,26 +142,22 @@ class BlockDrafter:
         llama_cpp.llama_set_causal_attn(ctx_dft, head.causal)
 
     def process(self, n_tokens: int, first_pos: int) -> None:
-        layers = []
-        for lid in self.head.layer_ids:
-            pointer = self.fn.get_embeddings_layer_inp(self.ctx_tgt, lid)
-            if not pointer:
-                raise RuntimeError(f"the target gave no input rows for layer {lid}")
-            layers.append(np.ctypeslib.as_array(pointer, shape=(n_tokens, self.n_embd_tgt)))
-        features = np.concatenate(layers, axis=1)
+        features = layer_inputs(
+            self.fn, self.ctx_tgt, self.head.layer_ids, n_tokens, self.n_embd_tgt
+        )
         n_ubatch = int(llama_cpp.llama_n_ubatch(self.ctx_dft))
         for start in range(0, n_tokens, n_ubatch):
             chunk = features[start : start + n_ubatch]
-            _process(
-                self.ctx_dft, [(row, first_pos + start + i, False) for i, row in enumerate(chunk)]
-            )
+            entries = [(None, first_pos + start + i, row, False) for i, row in enumerate(chunk)]
+            process_batch(self.ctx_dft, DECODE, entries, who="head")
 
     def draft(self, last: int, pos0: int, n_max: int) -> list[int]:
         head = self.head
         anchor_first = head.dspark and head.sample_from_anchor
         n_block = n_max + (0 if anchor_first else 1)
         block = [last] + [head.mask_token] * (n_block - 1)
-        _process(self.ctx_dft, [(t, pos0 + i, not self.dflash2) for i, t in enumerate(block)])
+        entries = [(t, pos0 + i, None, not self.dflash2) for i, t in enumerate(block)]
+        process_batch(self.ctx_dft, DECODE, entries, who="head")
         drafts: list[int] = []
         if self.dflash2:
             k = head.selector_top_k
@@ -212,21 +177,6 @@ class BlockDrafter:
         return drafts
 
 
-def _context(model: Any, *, ctx_other: Any = None, n_outputs: int = 0) -> Any:
-    params = llama_cpp.llama_context_default_params()
-    params.n_ctx, params.n_batch, params.n_ubatch = N_CTX, 512, 512
-    params.n_threads, params.n_threads_batch = 2, 2
-    params.n_rs_seq = 0
-    if n_outputs:
-        params.n_outputs_max = n_outputs
-    if ctx_other is not None:
-        params.ctx_other = ctx_other
-    ctx = llama_cpp.llama_init_from_model(model, params)
-    if not ctx:
-        raise RuntimeError("llama_init_from_model failed")
-    return ctx
-
-
 def greedy(
     target_path: Path,
     head_path: Path,
@@ -239,31 +189,26 @@ def greedy(
 ) -> dict[str, Any]:
     """Target-only greedy tokens beside block-speculative greedy tokens."""
     fn = dflash_functions()
-    llama_cpp.llama_backend_init()
-    params = llama_cpp.llama_model_default_params()
-    target = llama_cpp.llama_model_load_from_file(str(target_path).encode(), params)
-    head_model = llama_cpp.llama_model_load_from_file(str(head_path).encode(), params)
-    if not target or not head_model:
-        return {"loaded": False, "target_loaded": bool(target), "head_loaded": bool(head_model)}
+    loaded = load_target_and_head(target_path, head_path, ignore_eos=ignore_eos)
+    if isinstance(loaded, dict):
+        return loaded
+    target, head_model, n_vocab, banned = loaded.target, loaded.head, loaded.n_vocab, loaded.banned
     markov = any(t.name == "markov_w1.weight" for t in GGUFReader(str(head_path)).tensors)
     head = block_head(fn, head_model, markov)
     n_max = min(n_max, head.n_draft_max)
-    vocab = llama_cpp.llama_model_get_vocab(target)
-    n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
-    banned = [t for t in range(n_vocab) if ignore_eos and llama_cpp.llama_vocab_is_eog(vocab, t)]
 
-    baseline_ctx = _context(target)
+    baseline_ctx = probe_context(target, N_CTX)
     _decode_target(baseline_ctx, prompt, 0)
-    baseline = [_pick(baseline_ctx, n_vocab, len(prompt) - 1, banned)]
+    baseline = [greedy_pick(baseline_ctx, n_vocab, len(prompt) - 1, banned)]
     while len(baseline) < n_tokens:
         _decode_target(baseline_ctx, baseline[-1:], len(prompt) + len(baseline) - 1)
-        baseline.append(_pick(baseline_ctx, n_vocab, 0, banned))
+        baseline.append(greedy_pick(baseline_ctx, n_vocab, 0, banned))
     llama_cpp.llama_free(baseline_ctx)
 
-    ctx_tgt = _context(target)
+    ctx_tgt = probe_context(target, N_CTX)
     for lid in head.layer_ids:
         fn.set_embeddings_layer_inp(ctx_tgt, lid, True)
-    ctx_dft = _context(head_model, ctx_other=ctx_tgt, n_outputs=n_max + 1)
+    ctx_dft = probe_context(head_model, N_CTX, ctx_other=ctx_tgt, n_outputs=n_max + 1)
     drafter = BlockDrafter(fn, ctx_tgt, ctx_dft, head)
     if draft_from_prompt:  # the prompt's last token is the first block's anchor
         _decode_target(ctx_tgt, prompt[:-1], 0)
@@ -272,7 +217,7 @@ def greedy(
     else:
         _decode_target(ctx_tgt, prompt, 0)
         drafter.process(len(prompt), 0)
-        tokens = [_pick(ctx_tgt, n_vocab, len(prompt) - 1, banned)]
+        tokens = [greedy_pick(ctx_tgt, n_vocab, len(prompt) - 1, banned)]
         first_pos, n_total = len(prompt), n_tokens
     drafted = accepted = 0
     per_position = [0] * n_max
@@ -282,7 +227,7 @@ def greedy(
         drafts = drafter.draft(tokens[-1], pos0, n_max)[:cap] if cap > 0 else []
         _decode_target(ctx_tgt, [tokens[-1], *drafts], pos0)
         drafter.process(len(drafts) + 1, pos0)
-        picks = [_pick(ctx_tgt, n_vocab, i, banned) for i in range(len(drafts) + 1)]
+        picks = [greedy_pick(ctx_tgt, n_vocab, i, banned) for i in range(len(drafts) + 1)]
         n_ok = 0
         while n_ok < len(drafts) and drafts[n_ok] == picks[n_ok]:
             per_position[n_ok] += 1
@@ -294,8 +239,7 @@ def greedy(
     tokens = tokens[1:n_total] if draft_from_prompt else tokens[:n_total]
     llama_cpp.llama_free(ctx_dft)
     llama_cpp.llama_free(ctx_tgt)
-    llama_cpp.llama_model_free(head_model)
-    llama_cpp.llama_model_free(target)
+    loaded.free()
     return {
         "loaded": True,
         "target_layers": list(head.layer_ids),
@@ -314,21 +258,8 @@ def greedy(
 
 
 def main(argv: list[str]) -> int:
-    args = parse_arguments(argv, 2, __doc__, ("--greedy", "--prompt", "--n-max"))
-    if args is None:
-        return 2
-    target, head = args.paths
-    report = greedy(
-        target,
-        head,
-        int(args.get("--greedy", "64")),
-        args.token_ids("--prompt", PROMPT),
-        int(args.get("--n-max", "4")),
-        ignore_eos="--ignore-eos" in argv,
-        draft_from_prompt="--draft-from-prompt" in argv,
-    )
-    print(json.dumps(report), flush=True)
-    return 0
+    switches = {"--ignore-eos": "ignore_eos", "--draft-from-prompt": "draft_from_prompt"}
+    return run_head_probe(argv, __doc__, greedy, n_tokens=64, n_max=4, switches=switches)
 
 
 if __name__ == "__main__":

@@ -58,8 +58,6 @@ verify and accept:
 
 from __future__ import annotations
 
-import ctypes
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,59 +66,19 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from app.devtools.arguments import parse_arguments
-from app.devtools.llama_batches import decode, logits_row
+from app.devtools.llama_batches import (
+    decode,
+    greedy_pick,
+    load_target_and_head,
+    logits_row,
+    probe_context,
+    run_head_probe,
+)
+from app.engine.llama.ext_batch import DECODE, ENCODE, BatchEntry, process_batch
 from app.engine.llama.extensions import Eagle3Functions, eagle3_functions
+from app.engine.llama.feature_head import layer_inputs
 
-PROMPT = (1, 300, 310, 320, 330, 301)  # <s> then word pieces of the synthetic vocabulary
 N_CTX = 1024
-
-
-def _greedy_pick(ctx: Any, n_vocab: int, index: int, banned: list[int]) -> int:
-    """The target's greedy token; ``banned`` (the end-of-generation tokens under
-    ``ignore_eos``, as llama-server biases them) never wins."""
-    logits = logits_row(ctx, n_vocab, index).copy()
-    logits[banned] = -np.inf
-    return int(logits.argmax())
-
-
-def _embd(row: np.ndarray) -> Any:
-    row = np.ascontiguousarray(row, dtype=np.float32)
-    pointer = row.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-    return llama_cpp.llama_embd(pointer, 1, row.shape[0])  # llama.cpp copies the row
-
-
-@dataclass
-class _Entry:
-    token: int | None  # None: an embedding-only entry (the encoder's input)
-    pos: int
-    row: np.ndarray
-    output: bool = False
-
-
-def _process(ctx: Any, kind: int, entries: list[_Entry]) -> None:
-    batch = llama_cpp.llama_batch_ext_init(ctx)
-    try:
-        for entry in entries:
-            if entry.token is None:
-                idx = llama_cpp.llama_batch_ext_add_embd(batch, 0, _embd(entry.row))
-            else:
-                idx = llama_cpp.llama_batch_ext_add_token(batch, 0, entry.token)
-                if idx >= 0 and not llama_cpp.llama_batch_ext_set_embd_token(
-                    batch, idx, _embd(entry.row)
-                ):
-                    raise RuntimeError("llama_batch_ext_set_embd_token refused the row")
-            if idx < 0:
-                raise RuntimeError(f"llama_batch_ext_add_* returned {idx}")
-            pos = llama_cpp.llama_pos(entry.pos)
-            llama_cpp.llama_batch_ext_set_pos(batch, idx, ctypes.byref(pos))
-            if entry.output:
-                llama_cpp.llama_batch_ext_set_output_logits(batch, idx, True)
-        code = llama_cpp.llama_process(ctx, kind, batch)
-    finally:
-        llama_cpp.llama_batch_ext_free(batch)
-    if code != 0:
-        raise RuntimeError(f"llama_process({kind}) on the head returned {code}")
 
 
 @dataclass
@@ -144,43 +102,34 @@ class Eagle3Drafter:
 
     def process(self, tokens: list[int], first_pos: int) -> None:
         n = len(tokens)
-        layers = []
-        for lid in self.layer_ids:
-            pointer = self.fn.get_embeddings_layer_inp(self.ctx_tgt, lid)
-            if not pointer:
-                raise RuntimeError(f"the target gave no input rows for layer {lid}")
-            layers.append(np.ctypeslib.as_array(pointer, shape=(n, self.n_embd_tgt)).copy())
-        features = np.concatenate(layers, axis=1)  # [n, 3 * n_embd_tgt]
+        features = layer_inputs(self.fn, self.ctx_tgt, self.layer_ids, n, self.n_embd_tgt)
         g = np.zeros((n, self.n_embd_dec), np.float32)
         n_ubatch = int(llama_cpp.llama_n_ubatch(self.ctx_dft))
         for start in range(0, n, n_ubatch):
             chunk = features[start : start + n_ubatch]
             placeholder = self._head_pos_max() + 1  # the encoder does not use positions
-            _process(
-                self.ctx_dft,
-                llama_cpp.LLAMA_PROCESS_TYPE_ENCODE,
-                [_Entry(None, placeholder + j, row, True) for j, row in enumerate(chunk)],
-            )
+            entries = [(None, placeholder + j, row, True) for j, row in enumerate(chunk)]
+            process_batch(self.ctx_dft, ENCODE, entries, who="head")
             pointer = self.fn.get_embeddings_nextn(self.ctx_dft)
             if not pointer:
                 raise RuntimeError("the head's encoder returned no rows")
             rows = np.ctypeslib.as_array(pointer, shape=(len(chunk), self.n_embd_dec))
             g[start : start + len(chunk)] = rows
-        entries = []
+        pairs: list[BatchEntry] = []
         bridge = self.pending_pos >= 0 and self.pending_pos + 1 == first_pos
         if bridge and self.pending_pos > self._head_pos_max():
-            entries.append(_Entry(tokens[0], self.pending_pos, self.pending_g))
-        entries += [_Entry(tokens[k + 1], first_pos + k, g[k]) for k in range(n - 1)]
-        if entries:
-            _process(self.ctx_dft, llama_cpp.LLAMA_PROCESS_TYPE_DECODE, entries)
+            pairs.append((tokens[0], self.pending_pos, self.pending_g, False))
+        pairs += [(tokens[k + 1], first_pos + k, g[k], False) for k in range(n - 1)]
+        if pairs:
+            process_batch(self.ctx_dft, DECODE, pairs, who="head")
         self.verify_g, self.verify_pos_first = g, first_pos
         self.pending_pos, self.pending_g = first_pos + n - 1, g[n - 1].copy()
 
     def draft(self, last: int, n_max: int) -> list[int]:
         memory = llama_cpp.llama_get_memory(self.ctx_dft)
         llama_cpp.llama_memory_seq_rm(memory, 0, self.pending_pos, -1)
-        decode = llama_cpp.LLAMA_PROCESS_TYPE_DECODE
-        _process(self.ctx_dft, decode, [_Entry(last, self.pending_pos, self.pending_g, True)])
+        seed = (last, self.pending_pos, self.pending_g, True)
+        process_batch(self.ctx_dft, DECODE, [seed], who="head")
         drafts: list[int] = []
         while True:
             token = int(logits_row(self.ctx_dft, self.n_vocab, 0).argmax())
@@ -192,7 +141,7 @@ class Eagle3Drafter:
             if len(drafts) >= n_max:
                 return drafts
             pos = self.pending_pos + len(drafts)
-            _process(self.ctx_dft, decode, [_Entry(token, pos, prenorm, True)])
+            process_batch(self.ctx_dft, DECODE, [(token, pos, prenorm, True)], who="head")
 
     def accept(self, n_accepted: int) -> None:
         i = min(n_accepted, len(self.verify_g) - 1)
@@ -200,28 +149,15 @@ class Eagle3Drafter:
         self.pending_g = self.verify_g[i].copy()
 
 
-def _context(model: Any, *, ctx_other: Any = None) -> Any:
-    params = llama_cpp.llama_context_default_params()
-    params.n_ctx, params.n_batch, params.n_ubatch = N_CTX, 512, 512
-    params.n_threads, params.n_threads_batch = 2, 2
-    params.n_rs_seq = 0
-    if ctx_other is not None:
-        params.ctx_other = ctx_other
-    ctx = llama_cpp.llama_init_from_model(model, params)
-    if not ctx:
-        raise RuntimeError("llama_init_from_model failed")
-    return ctx
-
-
 def _target_only(
     model: Any, prompt: list[int], n_vocab: int, n_tokens: int, banned: list[int]
 ) -> list[int]:
-    ctx = _context(model)
+    ctx = probe_context(model, N_CTX)
     decode(ctx, prompt, 0, what="target llama_decode")
-    out = [_greedy_pick(ctx, n_vocab, -1, banned)]
+    out = [greedy_pick(ctx, n_vocab, -1, banned)]
     while len(out) < n_tokens:
         decode(ctx, [out[-1]], len(prompt) + len(out) - 1, what="target llama_decode")
-        out.append(_greedy_pick(ctx, n_vocab, -1, banned))
+        out.append(greedy_pick(ctx, n_vocab, -1, banned))
     llama_cpp.llama_free(ctx)
     return out
 
@@ -235,8 +171,8 @@ def _speculative(
     layer_ids = fn.target_layer_ids(head)
     if len(layer_ids) != 3 or not all(0 <= lid < n_layer_tgt for lid in layer_ids):
         raise RuntimeError(f"head reads layers {layer_ids}; the target has {n_layer_tgt}")
-    ctx_tgt = _context(target)
-    ctx_dft = _context(head, ctx_other=ctx_tgt)
+    ctx_tgt = probe_context(target, N_CTX)
+    ctx_dft = probe_context(head, N_CTX, ctx_other=ctx_tgt)
     for lid in layer_ids:
         fn.set_embeddings_layer_inp(ctx_tgt, lid, True)
     fn.set_embeddings_nextn(ctx_dft, True, True)
@@ -253,7 +189,7 @@ def _speculative(
 
     decode(ctx_tgt, prompt, 0, what="target llama_decode")
     drafter.process(prompt, 0)
-    last = _greedy_pick(ctx_tgt, n_vocab, -1, banned)
+    last = greedy_pick(ctx_tgt, n_vocab, -1, banned)
     out, n_past = [last], len(prompt)
     drafted_at, accepted_at = [0] * n_max, [0] * n_max
     steps = 0
@@ -267,7 +203,7 @@ def _speculative(
         batch = [last, *drafts]
         decode(ctx_tgt, batch, n_past, logits="all", what="target llama_decode")
         drafter.process(batch, n_past)
-        verified = [_greedy_pick(ctx_tgt, n_vocab, i, banned) for i in range(len(batch))]
+        verified = [greedy_pick(ctx_tgt, n_vocab, i, banned) for i in range(len(batch))]
         accepted = 0
         while accepted < len(drafts) and drafts[accepted] == verified[accepted]:
             accepted += 1
@@ -304,20 +240,14 @@ def greedy(
     ignore_eos: bool = False,
 ) -> dict[str, Any]:
     """Target-only greedy tokens beside EAGLE-3-speculative greedy tokens."""
-    llama_cpp.llama_backend_init()
-    params = llama_cpp.llama_model_default_params()
-    target = llama_cpp.llama_model_load_from_file(str(target_path).encode(), params)
-    head = llama_cpp.llama_model_load_from_file(str(head_path).encode(), params)
-    if not target or not head:
-        return {"loaded": False, "target_loaded": bool(target), "head_loaded": bool(head)}
-    vocab = llama_cpp.llama_model_get_vocab(target)
-    n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
-    banned = [t for t in range(n_vocab) if ignore_eos and llama_cpp.llama_vocab_is_eog(vocab, t)]
+    loaded = load_target_and_head(target_path, head_path, ignore_eos=ignore_eos)
+    if isinstance(loaded, dict):
+        return loaded
+    target, head, n_vocab, banned = loaded.target, loaded.head, loaded.n_vocab, loaded.banned
     baseline = _target_only(target, prompt, n_vocab, n_tokens, banned)
     speculative = _speculative(target, head, prompt, n_tokens, n_max, banned)
     has_encoder = bool(llama_cpp.llama_model_has_encoder(head))
-    llama_cpp.llama_model_free(head)
-    llama_cpp.llama_model_free(target)
+    loaded.free()
     return {
         "loaded": True,
         "head_has_encoder": has_encoder,
@@ -328,20 +258,8 @@ def greedy(
 
 
 def main(argv: list[str]) -> int:
-    args = parse_arguments(argv, 2, __doc__, ("--greedy", "--prompt", "--n-max"))
-    if args is None:
-        return 2
-    target, head = args.paths
-    report = greedy(
-        target,
-        head,
-        int(args.get("--greedy", "200")),
-        args.token_ids("--prompt", PROMPT),
-        int(args.get("--n-max", "3")),
-        ignore_eos="--ignore-eos" in argv,
-    )
-    print(json.dumps(report), flush=True)
-    return 0
+    switches = {"--ignore-eos": "ignore_eos"}
+    return run_head_probe(argv, __doc__, greedy, n_tokens=200, n_max=3, switches=switches)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from filelock import FileLock
 
+from app.engine.bench import ReferenceRequest, ReferenceRun
 from app.engine.llama.repacking import repacking_enabled
 from app.errors import SpecDeckError
 from app.files.paths import model_cache_dir
@@ -120,59 +121,46 @@ _DRAFTED = re.compile(r"n_drafted\s*=\s*(\d+)")
 _ACCEPTED = re.compile(r"n_accept\s*=\s*(\d+)")
 
 
-def run_reference(
-    target: Path,
-    draft: Path,
-    prompt_text: str,
-    *,
-    max_tokens: int,
-    draft_max: int,
-    p_min: float,
-    threads: int,
-    n_ctx: int,
-    seed: int,
-    ignore_eos: bool = False,
-    repack: bool | None = None,
-) -> ReferenceResult:
+def run_reference(request: ReferenceRequest) -> ReferenceResult:
     command = [
         str(reference_binary()),
         "-m",
-        str(target),
+        str(request.target),
         "-md",
-        str(draft),
+        str(request.draft),
         "--spec-type",
         "draft-simple",
         "-p",
-        prompt_text,
+        request.prompt_text,
         "-n",
-        str(max_tokens),
+        str(request.max_tokens),
         "--temp",
         "0",
         "--top-k",
         "1",
         "--seed",
-        str(seed),
+        str(request.seed),
         "--spec-draft-n-max",
-        str(draft_max),
+        str(request.draft_max),
         "--spec-draft-n-min",
         "0",
         "--spec-draft-p-min",
-        str(p_min),
+        str(request.p_min),
         "-t",
-        str(threads),
+        str(request.threads),
         "-tb",
-        str(threads),
+        str(request.threads),
         "-c",
-        str(n_ctx),
+        str(request.n_ctx),
         "-ngl",
         "99",
         "-ngld",
         "99",
     ]
-    if ignore_eos:
+    if request.ignore_eos:
         command.append("--ignore-eos")
     # the same repacking choice as SpecDeck's own contexts, so the comparison is like for like
-    use_repack = repacking_enabled().enabled if repack is None else repack
+    use_repack = repacking_enabled().enabled if request.repack is None else request.repack
     command.append("--repack" if use_repack else "--no-repack")
     result = subprocess.run(command, capture_output=True, text=True, errors="replace")
     log = result.stdout + result.stderr
@@ -194,6 +182,4 @@ def run_reference(
 if TYPE_CHECKING:
     # ``bench --reference`` passes ``run_reference`` to the bench as its ``ReferenceRun``
     # (looked up by name at run time): mypy checks here that it fits
-    from app.engine.bench import ReferenceRun
-
     _AS_THE_BENCH_TAKES_IT: ReferenceRun = run_reference

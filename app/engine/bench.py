@@ -47,27 +47,30 @@ class ReferenceFigures(Protocol):
     def acceptance_rate(self) -> float: ...
 
 
+@dataclass(frozen=True)
+class ReferenceRequest:
+    """One prompt for llama.cpp's own speculative program, as the bench ran it."""
+
+    target: Path
+    draft: Path
+    prompt_text: str
+    max_tokens: int
+    draft_max: int
+    p_min: float
+    threads: int
+    n_ctx: int
+    seed: int
+    ignore_eos: bool = False
+    repack: bool | None = None  # None: as the app's repacking verdict says
+
+
 class ReferenceRun(Protocol):
     """llama.cpp's own speculative program on one prompt, beside the bench's runs
     (``bench --reference``). It is a developer tool (``app.devtools.reference.run_reference``),
     which the engine never imports: the command line passes it in where the developer tools
     are present, and the installers leave them out."""
 
-    def __call__(
-        self,
-        target: Path,
-        draft: Path,
-        prompt_text: str,
-        *,
-        max_tokens: int,
-        draft_max: int,
-        p_min: float,
-        threads: int,
-        n_ctx: int,
-        seed: int,
-        ignore_eos: bool = False,
-        repack: bool | None = None,
-    ) -> ReferenceFigures: ...
+    def __call__(self, request: ReferenceRequest) -> ReferenceFigures: ...
 
 
 @dataclass(frozen=True)
@@ -202,17 +205,19 @@ def bench_prompt(
     }
     if settings.reference is not None and engine.draft_spec is not None:
         ref = settings.reference(
-            Path(engine.target_spec.path),
-            Path(engine.draft_spec.path),
-            prompt_text,
-            max_tokens=settings.max_tokens,
-            draft_max=settings.spec.draft_max,
-            p_min=settings.spec.p_min,
-            threads=engine.target_spec.threads(),
-            n_ctx=engine.n_ctx,
-            seed=settings.sampler.seed or 0,
-            ignore_eos=settings.ignore_eos,
-            repack=engine.target.repacking.enabled,
+            ReferenceRequest(
+                Path(engine.target_spec.path),
+                Path(engine.draft_spec.path),
+                prompt_text,
+                max_tokens=settings.max_tokens,
+                draft_max=settings.spec.draft_max,
+                p_min=settings.spec.p_min,
+                threads=engine.target_spec.threads(),
+                n_ctx=engine.n_ctx,
+                seed=settings.sampler.seed or 0,
+                ignore_eos=settings.ignore_eos,
+                repack=engine.target.repacking.enabled,
+            )
         )
         row["reference_tok_s"] = round(ref.tok_s, 3)
         row["reference_acceptance_rate"] = round(ref.acceptance_rate, 4)

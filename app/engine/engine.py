@@ -205,23 +205,21 @@ class Engine:
         head.forget()
 
     def close(self) -> None:
-        for drafting_head in (
-            getattr(self, "heads", None),
-            getattr(self, "eagle3", None),
-            getattr(self, "block_head", None),
+        # the heads before the contexts they read, the contexts before their models; a part
+        # a failed load never made is not there
+        for name in (
+            "heads",
+            "eagle3",
+            "block_head",
+            "_base_ctx",
+            "draft_ctx",
+            "spec_ctx",
+            "draft",
+            "target",
         ):
-            if drafting_head is not None:
-                drafting_head.close()
-        for ctx in (
-            getattr(self, "_base_ctx", None),
-            getattr(self, "draft_ctx", None),
-            getattr(self, "spec_ctx", None),
-        ):
-            if ctx is not None:
-                ctx.close()
-        for model in (getattr(self, "draft", None), getattr(self, "target", None)):
-            if model is not None:
-                model.close()
+            part = getattr(self, name, None)
+            if part is not None:
+                part.close()
 
     @property
     def base_ctx(self) -> LlamaContext:

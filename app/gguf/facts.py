@@ -87,22 +87,15 @@ def vocab_info(header: GGUFHeader) -> VocabInfo:
         add_eos=header_bool(
             header, "tokenizer.ggml.add_eos_token", DEFAULT_ADD_EOS.get(vocab_type, False)
         ),
-        bos_id=header_int(
-            header,
-            "tokenizer.ggml.bos_token_id",
-            _DEFAULT_BOS.get(vocab_type, -1),
-            low=-1,
-            high=last,
-        ),
-        eos_id=header_int(
-            header,
-            "tokenizer.ggml.eos_token_id",
-            _DEFAULT_EOS.get(vocab_type, -1),
-            low=-1,
-            high=last,
-        ),
+        bos_id=_special_token(header, "bos", _DEFAULT_BOS.get(vocab_type, -1), last),
+        eos_id=_special_token(header, "eos", _DEFAULT_EOS.get(vocab_type, -1), last),
         tokens=tokens,
     )
+
+
+def _special_token(header: GGUFHeader, name: str, default: int, last: int) -> int:
+    """The ``name`` token's id (``tokenizer.ggml.<name>_token_id``): -1 (none) up to ``last``."""
+    return header_int(header, f"tokenizer.ggml.{name}_token_id", default, low=-1, high=last)
 
 
 def quantization_name(file_type: int | None) -> str:

@@ -49,7 +49,7 @@ from app.models.hub_http import (
     RetryPolicy,
     TransferLimits,
     Watch,
-    content_range_start,
+    answered_range,
     pause,
     retryable,
     stream,
@@ -453,13 +453,7 @@ class Downloader:
             if response.status_code not in (200, 206):
                 raise BadResponse(f"{url}: unexpected HTTP {response.status_code}")
             if response.status_code == 206:
-                answered = content_range_start(response)
-                if answered is None or answered[0] != offset:
-                    raise BadResponse(
-                        f"{url}: the server answered the byte range "
-                        f"{response.headers.get('Content-Range')!r} to a request "
-                        f"from byte {offset}"
-                    )
+                answered_range(response, offset, url, f"from byte {offset}")
             if response.headers.get("Content-Encoding", "identity").lower() not in ("identity", ""):
                 raise BadResponse(f"{url}: the server sent compressed data although none was asked")
             self._copy_body(response, out, offset, size, digest, cancel, state, watch)

@@ -408,13 +408,17 @@ def raise_for_status_capped(response: Any, watch: Watch) -> None:
     hf_raise_for_status(capped)
 
 
-def content_range_start(response: Any) -> tuple[int, int | None] | None:
-    """(first byte, total size or None) of a 206 answer; None when the header is malformed."""
-    match = _CONTENT_RANGE_RE.match(response.headers.get("Content-Range", "").strip())
-    if match is None:
-        return None
-    total = None if match.group(3) == "*" else int(match.group(3))
-    return int(match.group(1)), total
+def answered_range(response: Any, offset: int, who: str, asked: str) -> int | None:
+    """The total size (None: not said) of a 206 answer to a range request from byte
+    ``offset``; ``BadResponse`` naming ``who`` and what was ``asked`` when its Content-Range
+    is malformed or starts elsewhere."""
+    header = response.headers.get("Content-Range")
+    match = _CONTENT_RANGE_RE.match((header or "").strip())
+    if match is None or int(match.group(1)) != offset:
+        raise BadResponse(
+            f"{who}: the server answered the byte range {header!r} to a request {asked}"
+        )
+    return None if match.group(3) == "*" else int(match.group(3))
 
 
 def get_json(
@@ -474,14 +478,9 @@ class HttpRangeSource:
             if response.status_code == 416:
                 return b""
             if response.status_code == 206:
-                answered = content_range_start(response)
-                if answered is None or answered[0] != offset:
-                    raise BadResponse(
-                        f"{self.name}: the server answered the byte range "
-                        f"{response.headers.get('Content-Range')!r} to a request "
-                        f"for bytes {offset}-{offset + size - 1}"
-                    )
-                self.size = answered[1]
+                self.size = answered_range(
+                    response, offset, self.name, f"for bytes {offset}-{offset + size - 1}"
+                )
                 return read_capped(response, size, self.watch)
             if response.status_code != 200:
                 raise BadResponse(

@@ -404,7 +404,7 @@ def test_a_loss_measured_under_other_programs_load_is_probed_again_soon_and_not_
     busy = losing_steps(controller, verify_ms=210.0)
     assert busy is not None and busy.reason == "cost" and busy.noisy
     assert busy.probe_in == NOISY_PROBE
-    said = message(controller._paused_event(busy, step=8), None)
+    said = message(busy.event(step=8), None)
     assert "measured while other programs were slowing this machine" in said
     assert f"again in {NOISY_PROBE} tokens" in said
     assert not controller.snapshot().paused_for_cost

@@ -1,6 +1,7 @@
 """What every draft source shares: the interface the loop drafts through (``Drafter``), what
 the controller allows for one block (``DraftLimits``), what a drafter proposes
-(``DraftBlock``) and what a request gives every sampled drafter (``DraftingContext``).
+(``DraftBlock``), what a request gives every sampled drafter (``DraftingContext``), and the
+drafters that size their own blocks by their calibrated confidence (``ConfidenceDrafter``).
 
 Like llama.cpp's ``common/speculative.cpp``: a drafter proposes up to ``k`` tokens after the
 committed sequence and is told afterwards how many the target accepted (what it proposed
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.engine.config import SamplerConfig, SpecConfig
-from app.engine.policy.calibration import ConfidenceCalibration
+from app.engine.policy.calibration import AnswerBias, ConfidenceCalibration, judged
 from app.engine.policy.costs import CostModel
 from app.engine.randomness import Randomness
 from app.engine.sampling import Distribution
@@ -111,3 +112,26 @@ class Drafter:
         the drafter paused from the answer's start, so a pass that only readies a draft
         model waits for the step that next drafts (its catch-up)."""
         return None
+
+
+class ConfidenceDrafter(Drafter):
+    """A drafter that sizes its own blocks by its calibrated confidence and pays draft passes
+    for them (a model drafting token by token, a block drafter): each block's judged
+    confidences teach its answer bias."""
+
+    def __init__(self, context: DraftingContext) -> None:
+        self.context = context
+        self.bias = AnswerBias()
+
+    @property
+    def confidence_driven(self) -> bool:
+        return True
+
+    @property
+    def pays_passes(self) -> bool:
+        return True
+
+    def observe(self, block: DraftBlock, accepted: int) -> None:
+        calibration = self.context.calibration
+        for confidence, was_accepted in judged(block.confidences, accepted):
+            self.bias.observe(calibration.acceptance(confidence), was_accepted)

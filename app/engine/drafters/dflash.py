@@ -22,18 +22,16 @@ lookup's (no draft distribution), so the answer stays the target's under either 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Any
 
 import llama_cpp
 import numpy as np
 
 from app.engine.config import ModelSpec, SamplerConfig
-from app.engine.drafters.base import DraftBlock, Drafter, DraftingContext, DraftLimits
+from app.engine.drafters.base import ConfidenceDrafter, DraftBlock, DraftingContext, DraftLimits
 from app.engine.llama.backend import LlamaContext, LlamaModel
-from app.engine.llama.ext_batch import DECODE, BatchEntry, process_batch
-from app.engine.llama.extensions import dflash_functions
-from app.engine.policy.calibration import AnswerBias, judged
+from app.engine.llama.ext_batch import DECODE
+from app.engine.llama.extensions import DFlashFunctions, dflash_functions
+from app.engine.llama.feature_head import FeatureHead
 from app.errors import ModelLoadError
 from app.gguf.block_heads import BlockDrafting
 
@@ -44,25 +42,17 @@ def _top_probability(logits: np.ndarray, index: int) -> float:
     return float(1.0 / shifted.sum())
 
 
-class BlockHead:
+class BlockHead(FeatureHead):
     """A block drafter's context over one target context, for the loaded pair's lifetime."""
+
+    fn: DFlashFunctions
 
     def __init__(
         self, head: LlamaModel, target: LlamaContext, spec: ModelSpec, facts: BlockDrafting
     ) -> None:
-        self.fn = dflash_functions()
-        self.model = head
-        self.target = target
+        super().__init__(dflash_functions(), head, target, who=f"{facts.variant} head")
         self.facts = facts
         self.variant = facts.variant
-        n_layer = int(llama_cpp.llama_model_n_layer(target.model.ptr))
-        self.layer_ids = self.fn.target_layer_ids(head.ptr)
-        if not self.layer_ids or not all(0 <= i < n_layer for i in self.layer_ids):
-            # llama.cpp aborts the process on a layer the target does not hand out
-            raise ModelLoadError(
-                f"{head.path.name} reads target layers {list(self.layer_ids)}, but "
-                f"{target.model.path.name} has {n_layer}: it is not this target's head"
-            )
         self.selector_top_k = int(self.fn.model_dflash_selector_top_k(head.ptr))
         self.dflash2 = self.selector_top_k > 0
         self.dspark = facts.variant == "DSpark"
@@ -71,44 +61,18 @@ class BlockHead:
         self.mask_token = int(llama_cpp.llama_vocab_mask(llama_cpp.llama_model_get_vocab(head.ptr)))
         if not 0 <= self.mask_token < head.n_vocab:
             raise ModelLoadError(f"llama.cpp finds no mask token in {head.path.name}")
-        self.n_embd_target = int(llama_cpp.llama_model_n_embd(target.model.ptr))
-        self.n_embd = int(llama_cpp.llama_model_n_embd(head.ptr))
         self.n_vocab = head.n_vocab
-        params = llama_cpp.llama_context_default_params()
-        params.n_ctx = target.n_ctx
-        params.n_batch = params.n_ubatch = target.n_batch
-        params.n_seq_max = 1
-        params.n_rs_seq = 0
-        params.n_outputs_max = facts.block_size  # a block's every position has an output
-        params.n_threads = params.n_threads_batch = spec.threads()
-        params.no_perf = True
-        params.ctx_other = target.ptr  # most heads embed and project with the target's weights
-        ptr = llama_cpp.llama_init_from_model(head.ptr, params)
-        if not ptr:
-            raise ModelLoadError(f"llama.cpp could not create a context for {head.path.name}")
-        self.ptr: Any = ptr
-        self.memory = llama_cpp.llama_get_memory(ptr)
-        self.n_ubatch = int(llama_cpp.llama_n_ubatch(ptr))
-        self.decode_s = 0.0
-        for layer in self.layer_ids:  # before the target's first decode: it re-reserves
-            self.fn.set_embeddings_layer_inp(target.ptr, layer, True)
+        # a block's every position has an output
+        ptr = self._open_context(spec, n_outputs_max=facts.block_size, n_rs_seq=0)
         # DFlash2 leaves its selector's lattice in the next-token rows of every position;
         # DSpark its confidences in those of its outputs
         self.fn.set_embeddings_nextn(ptr, True, not self.dflash2)
         llama_cpp.llama_set_causal_attn(ptr, facts.causal)
-        target.after_decode = self._target_decoded
 
     def sample_with(self, config: SamplerConfig) -> str:
         """The head's block is read on the host (its argmax, or DFlash2's lattice), whatever
         the chain (``SamplesRows``)."""
         return f"host (the {self.variant} head's block)"
-
-    def close(self) -> None:
-        if self.target.after_decode == self._target_decoded:
-            self.target.after_decode = None
-        if self.ptr:
-            llama_cpp.llama_free(self.ptr)
-            self.ptr = None
 
     def forget(self) -> None:
         """Empty the head's cache (the next target decode refills it from its first position)."""
@@ -119,22 +83,12 @@ class BlockHead:
     def _target_decoded(self, first_pos: int, n: int) -> None:
         # what the head held from here on is a rejected draft's, or another prompt's
         llama_cpp.llama_memory_seq_rm(self.memory, 0, first_pos, -1)
-        layers = []
-        for layer in self.layer_ids:
-            pointer = self.fn.get_embeddings_layer_inp(self.target.ptr, layer)
-            if not pointer:
-                raise RuntimeError(f"the target gave no input rows for layer {layer}")
-            layers.append(np.ctypeslib.as_array(pointer, shape=(n, self.n_embd_target)))
-        features = np.concatenate(layers, axis=1)
+        features = self._layer_inputs(n)
         for start in range(0, n, self.n_ubatch):
             chunk = features[start : start + self.n_ubatch]
             self._process(
-                [(None, first_pos + start + i, row, False) for i, row in enumerate(chunk)]
+                DECODE, [(None, first_pos + start + i, row, False) for i, row in enumerate(chunk)]
             )
-
-    def _process(self, entries: Sequence[BatchEntry]) -> None:
-        who = f"{self.variant} head"
-        self.decode_s += process_batch(self.ptr, DECODE, entries, who=who)
 
     # --- drafting ---------------------------------------------------------------------------
 
@@ -153,7 +107,7 @@ class BlockHead:
         n_block = self.block_length(n_max)
         llama_cpp.llama_memory_seq_rm(self.memory, 0, pos0, -1)
         block = [last] + [self.mask_token] * (n_block - 1)
-        self._process([(t, pos0 + i, None, not self.dflash2) for i, t in enumerate(block)])
+        self._process(DECODE, [(t, pos0 + i, None, not self.dflash2) for i, t in enumerate(block)])
         try:
             if self.dflash2:
                 return self._walk_selector(n_block, confidences)
@@ -202,30 +156,16 @@ class BlockHead:
         return tokens, sure
 
 
-class DFlashDrafter(Drafter):
+class DFlashDrafter(ConfidenceDrafter):
     """Drafts a block in one pass of a block drafter and keeps the part that pays."""
 
     def __init__(self, head: BlockHead, context: DraftingContext) -> None:
+        super().__init__(context)
         self.head = head
-        self.context = context
         self.name = head.variant
         # the block is built for the request's ceiling, whatever one step asks: llama.cpp
         # builds every block for its n_max (the block's length changes what it drafts)
         self.n_max = max(1, min(context.spec.draft_max, head.max_draft))
-        self.bias = AnswerBias()
-
-    @property
-    def confidence_driven(self) -> bool:
-        return True
-
-    @property
-    def pays_passes(self) -> bool:
-        return True
-
-    def observe(self, block: DraftBlock, accepted: int) -> None:
-        calibration = self.context.calibration
-        for confidence, was_accepted in judged(block.confidences, accepted):
-            self.bias.observe(calibration.acceptance(confidence), was_accepted)
 
     def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
         began = time.perf_counter()

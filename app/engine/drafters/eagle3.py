@@ -22,8 +22,6 @@ The feature rows are kept in a ring keyed by position, so per-step work stays fl
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Any
 
 import llama_cpp
 import numpy as np
@@ -32,81 +30,41 @@ from app.engine.config import ModelSpec, SamplerConfig
 from app.engine.drafters.base import DraftBlock, DraftingContext
 from app.engine.drafters.sampled import SampledDrafter
 from app.engine.llama.backend import LlamaContext, LlamaModel
-from app.engine.llama.ext_batch import DECODE, ENCODE, BatchEntry, process_batch
+from app.engine.llama.ext_batch import DECODE, ENCODE, BatchEntry
 from app.engine.llama.extensions import eagle3_functions
+from app.engine.llama.feature_head import FeatureHead
 from app.engine.sampling import HostRow, Row
 from app.errors import ModelLoadError
 
 RING_ROWS = 2048  # feature rows kept by position; a longer prefill keeps its tail only
 
 
-class Eagle3Head:
+class Eagle3Head(FeatureHead):
     """An EAGLE-3 head's context over one target context, for the loaded pair's lifetime."""
 
     def __init__(self, head: LlamaModel, target: LlamaContext, spec: ModelSpec) -> None:
-        self.fn = eagle3_functions()
-        self.model = head
-        self.target = target
-        n_layer = int(llama_cpp.llama_model_n_layer(target.model.ptr))
-        self.layer_ids = self.fn.target_layer_ids(head.ptr)
-        if len(self.layer_ids) != 3 or not all(0 <= i < n_layer for i in self.layer_ids):
-            # llama.cpp aborts the process on a layer past the target's
-            raise ModelLoadError(
-                f"{head.path.name} reads target layers {list(self.layer_ids)}, but "
-                f"{target.model.path.name} has {n_layer}: it is not this target's head"
-            )
+        super().__init__(eagle3_functions(), head, target, n_layers=3, who="EAGLE-3 head")
         if head.n_vocab != target.model.n_vocab:
             raise ModelLoadError(
                 f"{head.path.name} drafts over {head.n_vocab} tokens and the target has "
                 f"{target.model.n_vocab}: heads with a reduced draft vocabulary are not supported"
             )
-        self.n_embd_target = int(llama_cpp.llama_model_n_embd(target.model.ptr))
-        self.n_embd = int(llama_cpp.llama_model_n_embd(head.ptr))
-        params = llama_cpp.llama_context_default_params()
-        params.n_ctx = target.n_ctx
-        params.n_batch = params.n_ubatch = target.n_batch
-        params.n_seq_max = 1
-        params.n_threads = params.n_threads_batch = spec.threads()
-        params.no_perf = True
-        params.ctx_other = target.ptr  # the head embeds and projects with the target's weights
-        ptr = llama_cpp.llama_init_from_model(head.ptr, params)
-        if not ptr:
-            raise ModelLoadError(f"llama.cpp could not create a context for {head.path.name}")
-        self.ptr: Any = ptr
-        self.memory = llama_cpp.llama_get_memory(ptr)
-        self.n_ubatch = int(llama_cpp.llama_n_ubatch(ptr))
-        self.decode_s = 0.0
-        for layer in self.layer_ids:  # before the target's first decode: it re-reserves
-            self.fn.set_embeddings_layer_inp(target.ptr, layer, True)
+        ptr = self._open_context(spec)
         self.fn.set_embeddings_nextn(ptr, True, True)
         self._rows = np.zeros((RING_ROWS, self.n_embd), dtype=np.float32)
         self._row_pos = np.full(RING_ROWS, -1, dtype=np.int64)
         self._position = 0  # where the next drafted token goes
-        target.after_decode = self._target_decoded
 
     def sample_with(self, config: SamplerConfig) -> str:
         """The head's decoder returns whole rows of logits: its drafts are sampled on the host
         whatever the chain (``SamplesRows``)."""
         return "host (the EAGLE-3 head's draft rows)"
 
-    def close(self) -> None:
-        if self.target.after_decode == self._target_decoded:
-            self.target.after_decode = None
-        if self.ptr:
-            llama_cpp.llama_free(self.ptr)
-            self.ptr = None
-
     # --- after every target decode --------------------------------------------------------
 
     def _target_decoded(self, first_pos: int, n: int) -> None:
         tokens = self.target.tokens[first_pos : first_pos + n]
-        layers = []
-        for layer in self.layer_ids:
-            pointer = self.fn.get_embeddings_layer_inp(self.target.ptr, layer)
-            if not pointer:
-                raise RuntimeError(f"the target gave no input rows for layer {layer}")
-            layers.append(np.ctypeslib.as_array(pointer, shape=(n, self.n_embd_target)))
-        features = np.concatenate(layers, axis=1)
+        features = self._layer_inputs(n)
         g = np.empty((n, self.n_embd), dtype=np.float32)
         for start in range(0, n, self.n_ubatch):
             chunk = features[start : start + self.n_ubatch]
@@ -144,10 +102,6 @@ class Eagle3Head:
 
     def _pos_max(self) -> int:
         return int(llama_cpp.llama_memory_seq_pos_max(self.memory, 0))
-
-    def _process(self, kind: int, entries: Sequence[BatchEntry]) -> None:
-        if entries:
-            self.decode_s += process_batch(self.ptr, kind, entries, who="EAGLE-3 head")
 
     # --- drafting ---------------------------------------------------------------------------
 

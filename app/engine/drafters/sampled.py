@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import time
 
-from app.engine.drafters.base import DraftBlock, Drafter, DraftingContext, DraftLimits
-from app.engine.policy.calibration import AnswerBias, judged
+from app.engine.drafters.base import ConfidenceDrafter, DraftBlock, DraftingContext, DraftLimits
 from app.engine.randomness import DRAW
 from app.engine.sampling import Row
 
 
-class SampledDrafter(Drafter):
+class SampledDrafter(ConfidenceDrafter):
     """Drafts token by token from a model's logits and stops when one more pass would not pay.
 
     Subclasses say how the first pass catches up with the committed tokens (``_start``) and
@@ -27,24 +26,10 @@ class SampledDrafter(Drafter):
     name = "sampled drafter"
 
     def __init__(self, context: DraftingContext) -> None:
-        self.context = context
+        super().__init__(context)
         # With temperature > 0 the draft samples from q under both rules: rejection sampling
         # needs it, and it makes sample-and-match's acceptance sum(p*q) <= sum(min(p, q)).
         self.stochastic = not context.sampler.greedy
-        self.bias = AnswerBias()
-
-    @property
-    def confidence_driven(self) -> bool:
-        return True
-
-    @property
-    def pays_passes(self) -> bool:
-        return True
-
-    def observe(self, block: DraftBlock, accepted: int) -> None:
-        calibration = self.context.calibration
-        for confidence, was_accepted in judged(block.confidences, accepted):
-            self.bias.observe(calibration.acceptance(confidence), was_accepted)
 
     def _start(self, committed: list[int], block: DraftBlock) -> Row:
         """The first pass: catch up with ``committed`` and return the next position's row."""

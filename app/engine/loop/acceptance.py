@@ -9,7 +9,7 @@ token. Either way the output follows the target's distribution.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 from app.engine.config import AcceptRule, SamplerConfig
 from app.engine.drafters.base import DraftBlock
@@ -34,6 +34,7 @@ class Outcome:
     accepted: int
 
 
+@dataclass(frozen=True, eq=False)
 class Verifier:
     """Turns the target's rows over [last, d1..dk] into the tokens to keep.
 
@@ -42,20 +43,12 @@ class Verifier:
     target's distribution after the user's chain, and p(x) for hover comes from the same row.
     """
 
-    def __init__(
-        self,
-        n_vocab: int,
-        sampler: SamplerConfig,
-        randomness: Randomness,
-        rule: AcceptRule,
-        *,
-        want_probs: bool = True,
-    ) -> None:
-        self.n_vocab = n_vocab
-        self.sampler = sampler
-        self.randomness = randomness
-        self.rule = rule
-        self.want_probs = want_probs
+    n_vocab: int
+    sampler: SamplerConfig
+    randomness: Randomness
+    rule: AcceptRule
+    _: KW_ONLY
+    want_probs: bool = True
 
     def judge(self, ctx: LlamaContext, block: DraftBlock | None, position: int) -> Outcome:
         """``position``: context position of the first token this step produces."""

@@ -296,7 +296,7 @@ class DraftController:
             return None
         if record.paid:
             decision = self.check_pause(record.depth)
-            return None if decision is None else self._paused_event(decision, record.step)
+            return None if decision is None else decision.event(record.step)
         return None
 
     def pause_if_never_pays(self, step: int, depth: int) -> GuardEvent | None:
@@ -314,7 +314,7 @@ class DraftController:
         ):
             return None
         decision = self._pause(GuardReason.COST, self.economics.ratio(), depth)
-        return self._paused_event(decision, step)
+        return decision.event(step)
 
     def carried_pause(self, step: int, depth: int) -> GuardEvent | None:
         """The pause for cost an earlier answer on this pair left (``restore``), said at the
@@ -332,22 +332,7 @@ class DraftController:
             self.probe_in,
             never_pays=not self.can_ever_pay(depth),
         )
-        return self._paused_event(self.last_pause, step)
-
-    def _paused_event(self, decision: PauseDecision, step: int) -> GuardEvent:
-        return GuardEvent(
-            True,
-            decision.acceptance,
-            decision.break_even,
-            step,
-            reason=decision.reason,
-            speed_ratio=decision.speed_ratio,
-            draft_cost_fraction=decision.draft_cost_fraction,
-            probe_in=decision.probe_in,
-            window=decision.window,
-            never_pays=decision.never_pays,
-            noisy=decision.noisy,
-        )
+        return self.last_pause.event(step)
 
     def snapshot(self) -> GuardMemory:
         # Only a draft that costs half a target pass or more is too expensive whatever the

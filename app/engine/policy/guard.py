@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from app.engine.events import GuardReason
+from app.engine.events import GuardEvent, GuardReason
 from app.engine.running_stats import Ema
 
 
@@ -107,3 +107,7 @@ class PauseDecision:
     window: int = 0  # steps the agreement was measured over
     never_pays: bool = False  # the cost lines say no draft length can beat the target
     noisy: bool = False  # decided on costs measured while other programs slowed the machine
+
+    def event(self, step: int) -> GuardEvent:
+        """The pause said at ``step``: the guard event carries every field of the decision."""
+        return GuardEvent(paused=True, step=step, **vars(self))

@@ -1,0 +1,113 @@
+"""What the heads that read the target's hidden state (EAGLE-3, the block drafters) share: the
+target layers a head reads, checked against the target; the head's own context over the
+target's; the inputs of those layers after every target decode; and ``llama_process`` on the
+head's context."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import llama_cpp
+import numpy as np
+
+from app.engine.config import ModelSpec
+from app.engine.llama.backend import LlamaContext, LlamaModel
+from app.engine.llama.ext_batch import BatchEntry, process_batch
+from app.engine.llama.extensions import Eagle3Functions
+from app.errors import ModelLoadError
+
+
+def layer_inputs(
+    fn: Eagle3Functions, target_ctx: Any, layer_ids: Sequence[int], n: int, n_embd_target: int
+) -> np.ndarray:
+    """The last decode's ``n`` rows on ``target_ctx``, each the inputs of the target layers
+    ``layer_ids`` side by side (a new array)."""
+    layers = []
+    for layer in layer_ids:
+        pointer = fn.get_embeddings_layer_inp(target_ctx, layer)
+        if not pointer:
+            raise RuntimeError(f"the target gave no input rows for layer {layer}")
+        layers.append(np.ctypeslib.as_array(pointer, shape=(n, n_embd_target)))
+    return np.concatenate(layers, axis=1)
+
+
+class FeatureHead:
+    """A head's context over one target context, for the loaded pair's lifetime.
+
+    A subclass checks what else its head needs once the layers are known (``__init__``), then
+    opens the context (``_open_context``) and says what it does after each target decode
+    (``_target_decoded``)."""
+
+    def __init__(
+        self,
+        fn: Eagle3Functions,
+        head: LlamaModel,
+        target: LlamaContext,
+        *,
+        n_layers: int | None = None,
+        who: str,
+    ) -> None:
+        """``n_layers``: how many target layers the head must read (None: any, at least one);
+        ``who`` names the head in the errors."""
+        self.fn = fn
+        self.model = head
+        self.target = target
+        self.who = who
+        n_layer = int(llama_cpp.llama_model_n_layer(target.model.ptr))
+        self.layer_ids = fn.target_layer_ids(head.ptr)
+        counted = len(self.layer_ids) == n_layers if n_layers is not None else bool(self.layer_ids)
+        if not counted or not all(0 <= i < n_layer for i in self.layer_ids):
+            # llama.cpp aborts the process on a layer the target does not hand out
+            raise ModelLoadError(
+                f"{head.path.name} reads target layers {list(self.layer_ids)}, but "
+                f"{target.model.path.name} has {n_layer}: it is not this target's head"
+            )
+
+    def _open_context(
+        self, spec: ModelSpec, *, n_outputs_max: int | None = None, n_rs_seq: int | None = None
+    ) -> Any:
+        """The head's context beside the target's (llama.cpp's defaults where a value is
+        None); the target hands out the head's layers' inputs from its next decode on."""
+        head, target = self.model, self.target
+        self.n_embd_target = int(llama_cpp.llama_model_n_embd(target.model.ptr))
+        self.n_embd = int(llama_cpp.llama_model_n_embd(head.ptr))
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = target.n_ctx
+        params.n_batch = params.n_ubatch = target.n_batch
+        params.n_seq_max = 1
+        if n_rs_seq is not None:
+            params.n_rs_seq = n_rs_seq
+        if n_outputs_max is not None:
+            params.n_outputs_max = n_outputs_max
+        params.n_threads = params.n_threads_batch = spec.threads()
+        params.no_perf = True
+        params.ctx_other = target.ptr  # most heads embed and project with the target's weights
+        ptr = llama_cpp.llama_init_from_model(head.ptr, params)
+        if not ptr:
+            raise ModelLoadError(f"llama.cpp could not create a context for {head.path.name}")
+        self.ptr: Any = ptr
+        self.memory = llama_cpp.llama_get_memory(ptr)
+        self.n_ubatch = int(llama_cpp.llama_n_ubatch(ptr))
+        self.decode_s = 0.0
+        for layer in self.layer_ids:  # before the target's first decode: it re-reserves
+            self.fn.set_embeddings_layer_inp(target.ptr, layer, True)
+        target.after_decode = self._target_decoded
+        return ptr
+
+    def _target_decoded(self, first_pos: int, n: int) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        if self.target.after_decode == self._target_decoded:
+            self.target.after_decode = None
+        if self.ptr:
+            llama_cpp.llama_free(self.ptr)
+            self.ptr = None
+
+    def _layer_inputs(self, n: int) -> np.ndarray:
+        return layer_inputs(self.fn, self.target.ptr, self.layer_ids, n, self.n_embd_target)
+
+    def _process(self, kind: int, entries: Sequence[BatchEntry]) -> None:
+        if entries:
+            self.decode_s += process_batch(self.ptr, kind, entries, who=self.who)
