@@ -161,8 +161,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         result = run_bench(target, draft, prompts, settings, source=source, on_row=show)
     else:  # a llama.cpp crash becomes an error naming the file; timings are taken in the child
         from app.engine.process.host import run_bench_in_child
+        from app.engine.process.protocol import BenchRequest
 
-        result = run_bench_in_child(target, draft, prompts, settings, source=source, on_row=show)
+        request = BenchRequest(target, draft, tuple(prompts), settings, source)
+        result = run_bench_in_child(request, on_row=show)
     Path(args.json).write_text(json.dumps(result, indent=2))
     pair = result["aggregate"].get("pair")
     if pair:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, fields, replace
+from dataclasses import KW_ONLY, dataclass, fields, replace
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, PlainValidator, ValidationInfo
@@ -47,24 +47,19 @@ MAX_CACHE_KEY = 256
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 
+@dataclass(eq=False)
 class ApiError(Exception):
     """An HTTP error with OpenAI's error body."""
 
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        param: str | None = None,
-        code: str | None = None,
-        kind: str = "invalid_request_error",
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.param = param
-        self.code = code
-        self.kind = kind
+    status: int
+    message: str
+    _: KW_ONLY
+    param: str | None = None
+    code: str | None = None
+    kind: str = "invalid_request_error"
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
 
     def body(self) -> dict[str, Any]:
         return {

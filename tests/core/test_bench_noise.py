@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from app.engine.bench import ROUNDS_AGREE, BenchSettings, rounds_agree
-from app.engine.config import ModelSpec, SpecConfig
+from app.engine.config import DraftSource, ModelSpec, SpecConfig
 from app.engine.noise import (
     DRIFT_LIMIT,
     GAP_LIMIT,
@@ -21,6 +21,7 @@ from app.engine.noise import (
     steadiness,
 )
 from app.engine.process.host import run_bench_in_child
+from app.engine.process.protocol import BenchRequest
 
 
 def _passes(rng: np.random.Generator, sizes: list[int], slow: slice = slice(0, 0), by=1.0):
@@ -99,10 +100,13 @@ def test_the_bench_pairs_its_rounds_and_reports_their_steadiness(
     )
     assert settings.rounds == 2
     result = run_bench_in_child(
-        ModelSpec(str(target), n_ctx=512, n_threads=2),
-        ModelSpec(str(draft), n_ctx=512, n_threads=2),
-        [{"id": "a", "prompt": "the code"}],
-        settings,
+        BenchRequest(
+            ModelSpec(str(target), n_ctx=512, n_threads=2),
+            ModelSpec(str(draft), n_ctx=512, n_threads=2),
+            ({"id": "a", "prompt": "the code"},),
+            settings,
+            DraftSource.MODEL,
+        )
     )
     row = result["prompts"][0]
     rounds = row["rounds"]
@@ -161,10 +165,15 @@ def test_rounds_that_disagree_are_repeated_taking_turns(
         max_rounds=4,
     )
     result = run_bench_in_child(
-        ModelSpec(str(target), n_ctx=512, n_threads=2),
-        ModelSpec(str(draft), n_ctx=512, n_threads=2),
-        [{"id": str(n), "prompt": text} for n, text in enumerate(("the code", "import data"))],
-        settings,
+        BenchRequest(
+            ModelSpec(str(target), n_ctx=512, n_threads=2),
+            ModelSpec(str(draft), n_ctx=512, n_threads=2),
+            tuple(
+                {"id": str(n), "prompt": text} for n, text in enumerate(("the code", "import data"))
+            ),
+            settings,
+            DraftSource.MODEL,
+        )
     )
     assert result["lineage"]["settings"]["max_rounds"] == 4
     for row in result["prompts"]:

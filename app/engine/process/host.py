@@ -450,17 +450,11 @@ class EngineHost:
 
 
 def run_bench_in_child(
-    target: ModelSpec,
-    draft: ModelSpec | None,
-    prompts: Sequence[dict[str, str]],
-    settings: Any,
-    *,
-    source: DraftSource = DraftSource.MODEL,
-    on_row: Callable[[dict[str, Any]], None] | None = None,
+    request: BenchRequest, on_row: Callable[[dict[str, Any]], None] | None = None
 ) -> dict[str, Any]:
     """The benchmark in an engine process; a crash raises ``EngineCrashed`` naming the file."""
     host = EngineHost()
     try:
-        return host.bench(BenchRequest(target, draft, tuple(prompts), settings, source), on_row)
+        return host.bench(request, on_row)
     finally:
         host.close()
