@@ -232,14 +232,24 @@ def insert_bounded(cursor: QTextCursor, text: str, fmt: QTextCharFormat) -> list
         if index:
             end_line(cursor, fmt)
             offset += 1
-        for number, piece in enumerate(line_pieces(line, cursor.positionInBlock())):
-            if number:
-                continue_line(cursor, fmt)
-                cuts.append(offset)
-            if piece:
-                cursor.insertText(piece, fmt)
-                offset += len(piece)
+        offset = insert_line(cursor, line, fmt, offset, cuts)
     return cuts
+
+
+def insert_line(
+    cursor: QTextCursor, line: str, fmt: QTextCharFormat, offset: int, cuts: list[int]
+) -> int:
+    """One line (no line break in it) at ``cursor``, cut into paragraphs of at most
+    ``LINE_CHARS``; ``offset`` is where the line starts in its text, each cut's offset is
+    added to ``cuts``, and the offset after the line is returned."""
+    for number, piece in enumerate(line_pieces(line, cursor.positionInBlock())):
+        if number:
+            continue_line(cursor, fmt)
+            cuts.append(offset)
+        if piece:
+            cursor.insertText(piece, fmt)
+            offset += len(piece)
+    return offset
 
 
 def joined_text(document: QTextDocument) -> str:

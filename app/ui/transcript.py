@@ -50,15 +50,14 @@ from app.ui.message_text import (
     FENCES,
     address_shown,
     align,
-    continue_line,
     copied,
     end_line,
     fence_state,
     image_text_at,
     insert_bounded,
+    insert_line,
     insert_markdown,
     keep_line_breaks,
-    line_pieces,
     mono_family,
     no_resource,
     open_code_fence,
@@ -478,7 +477,7 @@ class Transcript(QTextBrowser):
         """Streamed text at the live cursor, code fences shown as code blocks as they come, no
         paragraph over ``LINE_CHARS``; returns where in ``text`` a long line was cut."""
         cursor = live.cursor
-        cuts: set[int] = set()
+        cuts: list[int] = []
         offset = 0
         for index, part in enumerate(text.split("\n")):
             if index:  # a line ended: was it a fence?
@@ -497,14 +496,8 @@ class Transcript(QTextBrowser):
                 if live.code:
                     shown = QTextCharFormat(fmt)
                     shown.setFontFamilies([mono_family()])
-                for number, piece in enumerate(line_pieces(part, cursor.positionInBlock())):
-                    if number:
-                        continue_line(cursor, shown)
-                        cuts.add(offset)
-                    if piece:
-                        cursor.insertText(piece, shown)
-                        offset += len(piece)
-        return cuts
+                offset = insert_line(cursor, part, shown, offset, cuts)
+        return set(cuts)
 
     def _plain(self, cursor: QTextCursor, index: int) -> None:
         """A message too large for the Markdown renderer: its text (the first part of it,
