@@ -8,8 +8,6 @@ are folded away unless the person opens them with Compare, or the two answers pa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QResizeEvent
 from PySide6.QtWidgets import (
@@ -482,17 +480,6 @@ class ChatPanel(QWidget):
         shown = not self.save_banner.isHidden()
         self.save_banner.hide()
         return shown
-
-    def show_messages(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        pending: bool = False,
-        last_events: Sequence[TokenEvent | TextTail] = (),
-        continuing: bool = False,
-    ) -> None:
-        """The conversation in the transcript (see ``Transcript.show_messages``)."""
-        self.transcript.show_messages(messages, pending, last_events, continuing)
 
     def show_stored_answer(self, message: ChatMessage | None) -> None:
         """A reopened answer's comparison, as it was after the live answer: the answer

@@ -534,7 +534,7 @@ class MainWindow(QMainWindow):
     def _start_answer(self, job: ChatJob) -> None:
         # a continuation extends the last message: no new "answering…" message below it
         continuing = self.session.continuing
-        self.chat.show_messages(
+        self.chat.transcript.show_messages(
             self.conversation.messages, pending=not continuing, continuing=continuing
         )
         remote = self.loaded.remote if self.loaded is not None else None
@@ -627,7 +627,7 @@ class MainWindow(QMainWindow):
         messages = self.conversation.messages
         session = self.session
         self.chat.set_conversation_state(bool(messages), session.last_answer, session.can_continue)
-        self.chat.show_messages(messages, last_events=last_events)
+        self.chat.transcript.show_messages(messages, last_events=last_events)
         self.conversations.refresh(self.conversation.id)
         self._sync_actions()
 
