@@ -9,6 +9,8 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+from app.gguf.writing import write_out
+
 # (key, value, value type, array item type) of one metadata field, e.g. a tokenizer's
 TokenizerField = tuple[str, object, gguf.GGUFValueType, object]
 
@@ -52,9 +54,4 @@ def finish_gguf(
 ) -> None:
     """Add ``fields`` (after every field added so far) and ``tensors``, write the file, close."""
     add_fields(writer, fields)
-    for name, value in tensors.items():
-        writer.add_tensor(name, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    write_out(writer, tensors)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from app.engine.llama.quantize import quantize
 from app.engine.llama.runtime import ensure_backend
+from app.gguf.writing import write_out
 
 WIDTH, FEED_FORWARD, HEADS, CONTEXT = 256, 512, 4, 64
 # SPM token types: unknown, control, byte
@@ -66,12 +67,7 @@ def write_probe_model(path: Path) -> Path:
     writer.add_bos_token_id(1)
     writer.add_eos_token_id(2)
     writer.add_unk_token_id(0)
-    for name, value in tensors.items():
-        writer.add_tensor(name, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    write_out(writer, tensors)
     return path
 
 
