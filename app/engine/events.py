@@ -90,6 +90,9 @@ class GuardEvent:
     never_pays: bool = False  # by the measured pass costs, no length beats the target alone
     lookups_go_on: bool = False  # prompt lookups keep drafting while the draft is paused
     noisy: bool = False  # a pause for cost measured while other programs slowed the machine
+    # still paused: the probe due at this step was skipped (by the costs at this depth the
+    # draft cannot pay at its last agreement); ``probe_in`` is the new wait
+    probe_skipped: bool = False
 
     @property
     def measured_loss(self) -> bool:

@@ -97,6 +97,8 @@ def advice(event: GuardEvent, drafting: PairDrafting | None) -> str:
 
 
 def headline(event: GuardEvent) -> str:
+    if event.probe_skipped:
+        return f"Probe skipped at step {event.step}"
     what = "paused" if event.paused else "resumed"
     return f"Drafting {what} at step {event.step}"
 
@@ -118,6 +120,12 @@ def explanation(event: GuardEvent, drafting: PairDrafting | None) -> str:
     if not event.paused:
         return f"probing {(drafting or _UNKNOWN).drafter} again."
     then = f"{_meanwhile(event, drafting)} {advice(event, drafting)}"
+    if event.probe_skipped:
+        agreement = f"{event.acceptance * 100:.0f} %"
+        return (
+            f"by the measured pass costs at this depth, the draft cannot pay at its last "
+            f"agreement ({agreement}), so the probe due now was skipped. {then}"
+        )
     if event.reason is GuardReason.COST:
         fraction = event.draft_cost_fraction
         cost = (
@@ -200,7 +208,11 @@ class GuardHistory:
         step 50" """
         parts: list[str] = []
         for event, drafted in zip(self.events, self.lookup_tokens, strict=True):
-            if event.paused:
+            if event.probe_skipped:
+                parts.append(f"the probe due at step {event.step} was skipped")
+                if drafted:
+                    parts.append(f"prompt lookups kept drafting ({_tokens(drafted)})")
+            elif event.paused:
                 parts.append(f"paused at step {event.step} ({event.reason.value})")
                 if drafted:
                     parts.append(f"prompt lookups kept drafting ({_tokens(drafted)})")

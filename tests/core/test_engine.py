@@ -397,8 +397,9 @@ def test_collapse_guard_falls_back_to_target_and_stays_exact(tiny_dir: Path, tin
         paused_at = events.index(guards[0])
         after = [e for e in events[paused_at:] if isinstance(e, TokenEvent)]
         assert after and after[0].kind is TokenKind.TARGET
-        if len(guards) > 1:
-            assert not guards[1].paused  # probing the draft again
+        later = [g for g in guards[1:] if not g.probe_skipped]  # a skipped probe: still paused
+        if later:
+            assert not later[0].paused  # probing the draft again
         base = summary_of(run(eng, GenerationRequest(prompt, max_tokens=80, speculative=False)))
         check = compare(prompt, summary_of(events).token_ids, base.token_ids, eng)
         assert check.identical or is_near_tie(check.margin)

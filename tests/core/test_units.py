@@ -503,6 +503,42 @@ def test_a_draft_as_slow_as_its_target_is_paused_at_once_and_rarely_probed() -> 
     assert probes <= 2
 
 
+def test_a_skipped_probe_is_said_with_its_new_wait_and_is_no_new_pause() -> None:
+    """The walk of issue 33 found the banner still saying "probed again in 32 tokens" after
+    that probe was skipped (the wait doubled, nothing said)."""
+    from app.models.guard_words import GuardHistory, headline, message
+
+    controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=8))
+    controller.costs.observe_draft_pass(1, 100.0, 0)  # a draft pass costs a whole target pass
+    controller.costs.observe_verify(1, 100.0, 0)
+    controller.costs.observe_verify(9, 120.0, 0)
+
+    def step(n: int, paused: bool) -> StepRecord:
+        passes = 0 if paused else 8
+        return StepRecord(step=n, drafter="draft model", depth=0, proposed=passes,
+                          accepted=passes, verified=passes + 1, emitted=passes + 1,
+                          draft_passes=passes, draft_ms=100.0 * passes, catch_up=0,
+                          catch_up_ms=0.0, verify_ms=120.0, host_ms=1.0,
+                          step_ms=100.0 * passes + 120.0, paused=paused)  # fmt: skip
+
+    history, events, n = GuardHistory(), [], 0
+    while n < 400 and not any(e.probe_skipped for e in events):
+        record = step(n, controller.paused)
+        controller.observe(record)
+        event = controller.guard(record)
+        if event is not None:
+            events.append(event)
+        n += 1
+    skipped = events[-1]
+    assert skipped.probe_skipped and skipped.paused
+    assert skipped.probe_in == controller.probe_in and controller.paused
+    assert headline(skipped) == f"Probe skipped at step {skipped.step}"
+    said = message(skipped, None)
+    assert "the probe due now was skipped" in said and f"in {skipped.probe_in} tokens" in said
+    history.add(events)
+    assert f"the probe due at step {skipped.step} was skipped" in history.story()
+
+
 def test_the_cost_banner_cites_a_measured_speed_only_where_it_supports_the_claim() -> None:
     """Cost lines timed while the machine was busy can say no length can pay while the last
     steps measured a gain; the banner then gives the costs, not "ran at 1.24x, so it cannot

@@ -107,7 +107,7 @@ class DraftingTurn:
         for the charts, and the guard's pause or probe when it decides one. A probe due
         after the answer's ``last`` step is not said: no step of this answer drafts after it
         (the banner read "resumed at step 34" beside "drafting paused for 48 of 48 tokens");
-        the next answer on the pair starts unpaused all the same."""
+        the next answer on the pair starts unpaused all the same. Nor is a probe skipped there."""
         controller = self.controller
         if self.drafter is not None and block is not None:
             self.drafter.observe(block, record.accepted)
@@ -119,7 +119,11 @@ class DraftingTurn:
                 break_even=controller.pause_threshold(record.depth),
             )
         guard = controller.guard(record)
-        if guard is not None and (guard.paused or not last):
+        if guard is None or (last and (not guard.paused or guard.probe_skipped)):
+            return
+        if guard.probe_skipped:  # still paused, for longer: no new pause
+            yield replace(guard, lookups_go_on=self.lookups_go_on)
+        else:
             yield self._paused(guard) if guard.paused else guard
 
     def _paused(self, pause: GuardEvent) -> GuardEvent:

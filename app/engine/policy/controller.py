@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from dataclasses import replace
 
 from app.engine.config import SpecConfig
 from app.engine.events import GuardEvent, GuardReason
@@ -285,7 +286,10 @@ class DraftController:
         if self.paused:
             # target-only steps, or prompt lookups that went on while the model was paused
             counted = record.drafter and not record.draft_passes
-            if counted and self.tick_paused(max(record.verified, 1), record.depth):
+            if not counted:
+                return None
+            waited = self.probe_in
+            if self.tick_paused(max(record.verified, 1), record.depth):
                 return GuardEvent(
                     False,
                     self.rolling_acceptance,
@@ -293,6 +297,11 @@ class DraftController:
                     record.step,
                     reason=GuardReason.PROBE,
                 )
+            if self.probe_in != waited and self.last_pause is not None:
+                # the probe due now was skipped: said, so "probed again in N tokens" is not
+                # left standing while the wait doubles
+                skipped = replace(self.last_pause, probe_in=self.probe_in)
+                return replace(skipped.event(record.step), probe_skipped=True)
             return None
         if record.paid:
             decision = self.check_pause(record.depth)
