@@ -346,7 +346,8 @@ class ChatPanel(QWidget):
                 self._remote = event if batch.run == "speculative" else self._remote
                 base = event if batch.run == "baseline" else None
                 if self._remote is not None:
-                    self._set_verdict(describe(self._remote, base))
+                    pending = self._baseline and base is None  # the baseline server is next
+                    self._set_verdict(describe(self._remote, base, baseline_pending=pending))
             elif isinstance(event, RunSummary):  # final figure: generation time, no prefill
                 header.setText(
                     f"<b>{name}</b> · {tokens_text(event.tokens)} · {speed_text(event.tok_s)}"
@@ -425,6 +426,8 @@ class ChatPanel(QWidget):
     def baseline_not_run(self, reason: str) -> None:
         self.base_view.clear_tokens(reason)
         self.base_header.setText("<b>Baseline — target only</b> · not run")
+        if self._remote is not None:  # no longer "the baseline server is still answering"
+            self._set_verdict(describe(self._remote))
 
     def _set_verdict(self, text: str) -> None:
         """The verdict line, hidden while there is none (its empty line is room for the
