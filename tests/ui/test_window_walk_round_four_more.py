@@ -119,3 +119,33 @@ def test_a_remote_verdict_waits_for_its_baseline_and_claims_nothing_undrafted(
     chat.ingest(EventBatch(3, "speculative", (spec,), 3.0, 48))
     chat.baseline_not_run("Not run: the answer was stopped before the baseline.")
     assert "still answering" not in chat.verdict.text()
+
+
+@pytest.mark.parametrize("size", [(1024, 640), (1920, 1080)])
+def test_the_lab_fits_its_dock_without_scrolling_sideways(
+    make_window,
+    qtbot,
+    tmp_path,
+    size: tuple[int, int],  # noqa: ANN001
+) -> None:
+    from PySide6.QtWidgets import QScrollArea
+
+    from app.store.settings import Settings
+    from tests.lab.test_lab_narrow import CONFIGS, _write_results
+
+    window = make_window(Settings(), autoload=False)
+    window.resize(*size)
+    qtbot.waitExposed(window)
+    qtbot.wait(100)
+    tabs = [window.side.tabText(i) for i in range(window.side.count())]
+    window.side.setCurrentIndex(tabs.index("Lab"))
+    lab = window.lab
+    lab.configs.setPlainText(CONFIGS)
+    lab.show_results(_write_results(tmp_path / "lab.jsonl"))  # a verdict, notes, the plot
+    scroll = window.findChild(QScrollArea, "labScroll")
+    qtbot.wait(100)
+    bar = scroll.horizontalScrollBar()
+    assert bar.isHidden() or bar.maximum() == 0, (size, lab.width(), scroll.viewport().width())
+    assert lab.width() <= scroll.viewport().width()
+    for text in (lab.verdict, lab.runs_note, lab.message, lab.apply_note):
+        assert text.geometry().right() <= scroll.viewport().width()  # the verdict is not cut
