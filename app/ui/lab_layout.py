@@ -103,7 +103,6 @@ def lay_out(owner: QWidget, rows: LabRows) -> QScrollArea:
     target_row = QHBoxLayout()
     target_row.addWidget(rows.target, 1)
     target_row.addWidget(rows.browse)
-    rows.browse.setMaximumWidth(rows.browse.fontMetrics().horizontalAdvance("…") + 24)
     form.addRow("Target", target_row)
     extras = QHBoxLayout()
     extras.addWidget(rows.add_suite)

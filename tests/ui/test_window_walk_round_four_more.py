@@ -149,3 +149,46 @@ def test_the_lab_fits_its_dock_without_scrolling_sideways(
     assert lab.width() <= scroll.viewport().width()
     for text in (lab.verdict, lab.runs_note, lab.message, lab.apply_note):
         assert text.geometry().right() <= scroll.viewport().width()  # the verdict is not cut
+
+
+VERDICT = (
+    "0.36× — 64 % slower (1346.3 vs 3718.9 tok/s target-only): 0.7 ms a token against 0.3 ms "
+    "target-only. 1 token came from 1 drafting step at 3.2 ms a token (a step: 0.4 ms drafting "
+    "+ 0.6 ms verifying + 2.3 ms other for 1.00 tokens); the other 44 tokens and the time "
+    "between steps took 30 ms (0.7 ms a token) — drafting paused for 43 of 45 tokens"
+)
+GUARD = (
+    "<b>Drafting paused at step 1</b>: a draft pass costs 46 % of a target pass, so by the "
+    "measured pass costs no draft length can beat the target alone, even with every draft "
+    "token accepted. Try prompt lookup. Prompt lookups still draft where the answer repeats "
+    "the conversation; the draft model is probed again in 32 tokens. History: paused at step "
+    "1 (cost), lookups kept drafting (12 tokens), resumed at step 30, paused at step 31."
+)
+
+
+def test_the_message_being_written_keeps_its_room_at_1024x640(make_window, qtbot) -> None:  # noqa: ANN001
+    from app.ui.chat_panel import MESSAGE_MIN_PX
+
+    window = make_window()
+    window.resize(1024, 610)  # 640 less the window's title bar
+    qtbot.waitExposed(window)
+    chat = window.chat
+    chat.notes_banner.show_text(
+        "<b>The Hugging Face Hub cannot be reached,</b> so SpecDeck starts with the offline "
+        "demo pair. Use Change pair… when you are online."
+    )
+    chat.begin_answer(True)
+    chat.guard_banner.show_text(GUARD)
+    chat.set_comparison_open(True)
+    chat.show_verdict(VERDICT, None)
+    qtbot.wait(50)
+    assert chat.guard_banner.more.isVisible()
+    chat.guard_banner.more.click()  # More: the whole guard banner
+    qtbot.wait(100)
+    QApplication.processEvents()
+    assert chat.transcript.height() >= MESSAGE_MIN_PX, chat.transcript.height()
+    assert window.height() <= 610  # nothing pushed the window taller
+    banner = chat.guard_banner
+    assert banner.isVisible() and banner.label.height() >= banner.label.fontMetrics().height()
+    if banner.label.height() < banner.label.heightForWidth(banner.label.width()):
+        assert "Drafting paused" in banner.label.toolTip()  # the rest on hover
