@@ -154,16 +154,27 @@ def speedup(spec: RemoteAnswer, base: RemoteAnswer) -> float | None:
     return spec.tok_s / base.tok_s
 
 
-def describe(spec: RemoteAnswer, base: RemoteAnswer | None = None) -> str:
+def describe(
+    spec: RemoteAnswer, base: RemoteAnswer | None = None, *, baseline_pending: bool = False
+) -> str:
     """The chat's line about a remote answer: the server's figures, what it does not report,
-    and a speed-up only against the baseline server the user named."""
+    and a speed-up only against the baseline server the user named (``baseline_pending``:
+    that server has not answered yet)."""
     text = f"{spec.url}: {spec.figures()}. Token colours: {NOT_REPORTED}."
     if base is None:
+        if baseline_pending:
+            return text + " The baseline server is still answering; the speed-up follows."
         return text + " No speed-up is claimed without a baseline server."
     ratio = speedup(spec, base)
     text += f" Baseline {base.url}: {base.figures()}."
     if ratio is None:
         return text + " No speed-up is claimed: a server gave no timings."
+    both = f"{speed_text(spec.tok_s or 0.0)} vs {speed_text(base.tok_s or 0.0)}"
+    if spec.drafted == 0:  # the local verdict's rule (exactness.speed_text): no draft, no gain
+        return (
+            text + f" Nothing was drafted, so both servers answered target-only ({both}): "
+            "the difference is noise, not a speed-up."
+        )
     return text + f" Speed-up {ratio:.2f}× (the two servers' own tok/s)."
 
 

@@ -22,6 +22,7 @@ class Banner(QFrame):
         self.set_colours(colours)
         self._compact = False
         self._expanded = False
+        self._limit = UNCAPPED  # px an expanded label may take in a small window
         layout = QHBoxLayout(self)
         layout.setContentsMargins(8, 4, 4, 4)
         self.label = QLabel()
@@ -73,6 +74,19 @@ class Banner(QFrame):
 
     def _toggle(self) -> None:
         self._expanded = not self._expanded
+        self._limit = UNCAPPED
+        self._fit()
+
+    @property
+    def expanded(self) -> bool:
+        """More was clicked in a small window: the whole text (or what room it has)."""
+        return self._compact and self._expanded and self.more.isVisible()
+
+    def limit(self, px: int) -> None:
+        """An expanded text takes at most ``px`` (never fewer than its first lines), so the
+        message above keeps its room; the whole text is on hover."""
+        line = self.label.fontMetrics().lineSpacing()
+        self._limit = max(px // line, COMPACT_LINES) * line  # whole lines, never half of one
         self._fit()
 
     def _fit(self) -> None:
@@ -80,8 +94,9 @@ class Banner(QFrame):
         width = self.label.width()
         long = self._compact and width > 0 and self.label.heightForWidth(width) > cap
         shorten = long and not self._expanded
-        self.label.setMaximumHeight(cap if shorten else UNCAPPED)
-        self.label.setToolTip(self.label.text() if shorten else "")
+        limited = long and self._expanded and self.label.heightForWidth(width) > self._limit
+        self.label.setMaximumHeight(cap if shorten else self._limit if limited else UNCAPPED)
+        self.label.setToolTip(self.label.text() if shorten or limited else "")
         self.more.setVisible(long)
         self.more.setText("More" if shorten else "Less")
         self.more.setToolTip("Show the whole message" if shorten else "Show its first lines")

@@ -8,7 +8,7 @@ are folded away unless the person opens them with Compare, or the two answers pa
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QResizeEvent
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -53,6 +53,7 @@ REMEASURE_TIP = (
 
 FLUSH_MS = 40
 COMPACT_HEIGHT = 600  # px of chat: below it banners and buttons give way to the answer
+MESSAGE_MIN_PX = 120  # the message being written, in a small window (it was ~65 px)
 FIRST_TOKEN = "waiting for the first token…"  # the speculative pane before an answer starts
 # Of a reopened answer and its baseline, the comparison panes show this many characters
 # (painting 50,000 coloured characters takes Qt about 0.3 s); the chat has the rest.
@@ -251,12 +252,48 @@ class ChatPanel(QWidget):
         self.set_comparison_open(False)
         self.set_generating(False)
         self._set_compact(False)
+        self._room_timer = QTimer(self)  # after a layout change: the message keeps its room
+        self._room_timer.setSingleShot(True)
+        self._room_timer.setInterval(0)
+        self._room_timer.timeout.connect(self.keep_message_room)
 
     # --- small windows -------------------------------------------------------------------
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
         self._set_compact(self.height() < COMPACT_HEIGHT)
+        self._room_timer.start()
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest:  # a banner, the verdict or a pane
+            self._room_timer.start()
+        return super().event(event)
+
+    def keep_message_room(self) -> None:
+        """In a small window the message being written keeps ``MESSAGE_MIN_PX``: the answer
+        panes under it yield first, then an expanded banner (More) shows what room is left,
+        its whole text on hover."""
+        layout = self.layout()
+        if not self._compact or layout is None or not self.transcript.isVisible():
+            return
+        layout.activate()
+        self._give_panes_way()
+        short = MESSAGE_MIN_PX - self.transcript.height()
+        banners = (self.save_banner, self.notes_banner, self.error_banner, self.guard_banner)
+        expanded = [b for b in banners if b.isVisible() and b.expanded]
+        if short <= 0 or not expanded:
+            return
+        for banner in expanded:
+            before = banner.label.height()
+            banner.limit(before - short)
+            short -= before - min(before, banner.label.maximumHeight())
+        layout.activate()
+        self._give_panes_way()
+
+    def _give_panes_way(self) -> None:
+        if self.answer_box.isVisible() and self.transcript.height() < MESSAGE_MIN_PX:
+            total = sum(self.split.sizes())
+            self.split.setSizes([MESSAGE_MIN_PX, max(total - MESSAGE_MIN_PX, 0)])
 
     def _set_compact(self, compact: bool) -> None:
         """In a small window the banners and buttons give way to the answer: a long banner
@@ -344,7 +381,8 @@ class ChatPanel(QWidget):
                 self._remote = event if batch.run == "speculative" else self._remote
                 base = event if batch.run == "baseline" else None
                 if self._remote is not None:
-                    self._set_verdict(describe(self._remote, base))
+                    pending = self._baseline and base is None  # the baseline server is next
+                    self._set_verdict(describe(self._remote, base, baseline_pending=pending))
             elif isinstance(event, RunSummary):  # final figure: generation time, no prefill
                 header.setText(
                     f"<b>{name}</b> · {tokens_text(event.tokens)} · {speed_text(event.tok_s)}"
@@ -423,6 +461,8 @@ class ChatPanel(QWidget):
     def baseline_not_run(self, reason: str) -> None:
         self.base_view.clear_tokens(reason)
         self.base_header.setText("<b>Baseline — target only</b> · not run")
+        if self._remote is not None:  # no longer "the baseline server is still answering"
+            self._set_verdict(describe(self._remote))
 
     def _set_verdict(self, text: str) -> None:
         """The verdict line, hidden while there is none (its empty line is room for the

@@ -24,9 +24,6 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFileDialog,
-    QFormLayout,
-    QGridLayout,
-    QHBoxLayout,
     QLabel,
     QLineEdit,
     QListWidget,
@@ -39,7 +36,6 @@ from PySide6.QtWidgets import (
     QSpinBox,
     QTableWidget,
     QTableWidgetItem,
-    QVBoxLayout,
     QWidget,
 )
 from superqt.utils import signals_blocked
@@ -71,6 +67,7 @@ from app.lab.suites import (
 )
 from app.store.conversations import ConversationStore
 from app.store.settings import Settings
+from app.ui.lab_layout import LabRows, lay_out
 from app.ui.lab_plot import draw_strips
 from app.ui.lab_start import LabFinished, LabThread, default_configs, held_out, runs_note
 from app.ui.plain_text import plain_label
@@ -78,11 +75,12 @@ from app.ui.wheel_focus import wheel_needs_focus
 
 TABLE_COLUMNS = CELL_COLUMNS  # the command line's and the report's columns
 REFRESH_S = 1.0  # live redraws of the plot; the full analysis (bootstraps) runs at the end
-# In a narrow dock the tab scrolls sideways rather than squeezing (see _keep_readable):
-MIN_FIELD_CHARS = 36  # the target path and the configuration lines
+# The tab fits its dock's width (app/ui/lab_layout.py); the fields scroll their own text:
+MIN_FIELD_CHARS = 16  # the target path and the configuration lines
 MIN_TEXT_CHARS = 48  # the verdict and messages, so they wrap into lines, not a thin column
-NARROWEST_TEXT_CHARS = 24  # in a dock narrower than that, the texts scroll with the tab
+NARROWEST_TEXT_CHARS = 20  # in a dock narrower than that, the texts scroll with the tab
 TABLE_KEY_COLUMNS = 5  # phase … speedup stay in view; the table scrolls the rest itself
+UNBOUNDED = 16_777_215  # QWIDGETSIZE_MAX
 CATEGORY_GAP_PX = 18  # between the plot's category labels
 SHUTDOWN_MS = 2_000  # closing the window during a run waits at most this long
 _detached: set[LabThread] = set()  # runs that outlived a shutdown, kept until they end
@@ -120,6 +118,7 @@ class LabTab(QWidget):
         self._auto_configs = default_configs(settings)
         self._repeats_auto = True  # repeats follow the chosen suites until the person sets them
         self._area: QScrollArea | None = None  # the dock's scroll area, when in one
+        self._room = UNBOUNDED  # px of the tab the dock shows (unbounded outside a dock)
         self.target.setPlaceholderText("target GGUF")
         browse = QPushButton("…")
         browse.clicked.connect(self._browse_target)
@@ -204,63 +203,41 @@ class LabTab(QWidget):
         self.apply_note.setWordWrap(True)
         self.apply_note.setStyleSheet("font-size: 11px;")
 
-        form = QFormLayout()
-        target_row = QHBoxLayout()
-        target_row.addWidget(self.target, 1)
-        target_row.addWidget(browse)
-        form.addRow("Target", target_row)
-        suites_box = QVBoxLayout()
-        suites_box.addWidget(self.suites)
-        suite_row = QHBoxLayout()
-        suite_row.addWidget(self.my_chats)
-        suite_row.addWidget(add_suite)
-        suites_box.addLayout(suite_row)
-        form.addRow("Suites", suites_box)
-        form.addRow("Configurations", self.configs)
-        numbers = QGridLayout()
-        numbers.addWidget(QLabel("repeats"), 0, 0)
-        numbers.addWidget(self.repeats, 0, 1)
-        numbers.addWidget(QLabel("max tokens"), 0, 2)
-        numbers.addWidget(self.max_tokens, 0, 3)
-        form.addRow("Runs", numbers)
-        claim_row = QHBoxLayout()
-        claim_row.addWidget(QLabel("best configuration ≥"))
-        claim_row.addWidget(self.claim_speedup)
-        claim_row.addWidget(QLabel("on"))
-        claim_row.addWidget(self.claim_category, 1)
-        form.addRow("Claim", claim_row)
-        buttons = QHBoxLayout()
-        for button in (
-            self.run_button,
-            self.cancel_button,
-            self.open_button,
-            self.resume_button,
-            self.export_button,
-        ):
-            buttons.addWidget(button)
-        status = QHBoxLayout()
-        status.addWidget(self.progress, 1)
-        status.addWidget(self.eta)
-        apply_row = QHBoxLayout()
-        apply_row.addWidget(QLabel(f"Recommended (≥ {MIN_HELD_OUT_RUNS} held-out runs)"))
-        apply_row.addWidget(self.recommendation, 1)
-        apply_row.addWidget(self.apply_button)
-        column = QVBoxLayout(self)
-        column.addLayout(form)
-        column.addWidget(self.runs_note)
-        column.addLayout(buttons)
-        column.addLayout(status)
-        column.addWidget(self.message)
-        column.addWidget(self.verdict)
-        column.addWidget(self.plot, 2)
-        column.addLayout(apply_row)
-        column.addWidget(self.apply_note)
-        column.addWidget(self.table, 1)
+        rows = LabRows(
+            target=self.target,
+            browse=browse,
+            suites=self.suites,
+            my_chats=self.my_chats,
+            add_suite=add_suite,
+            configs=self.configs,
+            numbers=(("repeats", self.repeats), ("max tokens", self.max_tokens)),
+            claim=(("best configuration ≥", self.claim_speedup), ("on", self.claim_category)),
+            buttons=(
+                self.run_button,
+                self.cancel_button,
+                self.resume_button,
+                self.open_button,
+                self.export_button,
+            ),
+            runs_note=self.runs_note,
+            progress=self.progress,
+            eta=self.eta,
+            message=self.message,
+            verdict=self.verdict,
+            plot=self.plot,
+            recommended=f"Recommended (≥ {MIN_HELD_OUT_RUNS} held-out runs)",
+            recommendation=self.recommendation,
+            apply_button=self.apply_button,
+            apply_note=self.apply_note,
+            table=self.table,
+        )
+        self.plot_frame = lay_out(self, rows)  # rows that fit the dock's width
         self._keep_readable()
         self._update_runs_note()
 
     def _keep_readable(self) -> None:
-        """Minimum widths, so that a narrow dock scrolls the tab instead of squeezing it."""
+        """Minimum widths that keep the fields and texts readable (the rows still fit the
+        dock: lab_layout wraps and stacks them)."""
         chars = self.fontMetrics().averageCharWidth()
         self.target.setMinimumWidth(chars * MIN_FIELD_CHARS)
         # one configuration per line: a wrapped path would read as a second configuration
@@ -273,8 +250,8 @@ class LabTab(QWidget):
         return (self.message, self.verdict, self.runs_note, self.apply_note)
 
     def _fit_texts_to_view(self) -> None:
-        """The texts wrap within the part of the tab the dock shows: a tab wider than its
-        dock scrolls sideways, and a verdict as wide as the tab was cut at the dock's edge."""
+        """The texts wrap within the part of the tab the dock shows (a verdict as wide as the
+        tab was cut at the dock's edge), and the table is no wider than it."""
         area = self._area
         if area is None:
             return
@@ -285,11 +262,11 @@ class LabTab(QWidget):
         width = area.viewport().width() - margins.left() - margins.right()
         chars = self.fontMetrics().averageCharWidth()
         width = max(width, chars * NARROWEST_TEXT_CHARS)
-        for label in self._texts():
-            label.setMinimumWidth(0)  # so that the hint below is the label's own
-            fits = max(width, label.minimumSizeHint().width())
-            label.setMaximumWidth(fits)
-            label.setMinimumWidth(min(chars * MIN_TEXT_CHARS, fits))
+        for label in self._texts():  # they wrap: a wrapped label's own hint (288 px) is wider
+            label.setMaximumWidth(width)  # than a 300 px dock shows
+            label.setMinimumWidth(min(chars * MIN_TEXT_CHARS, width))
+        self._room = width
+        self._fit_table_to_key_columns()
 
     def _fit_plot_to_categories(self, labels: list[str]) -> None:
         """Wide enough for every category's full name side by side."""
@@ -301,7 +278,9 @@ class LabTab(QWidget):
     def _fit_table_to_key_columns(self) -> None:
         columns = sum(self.table.columnWidth(c) for c in range(TABLE_KEY_COLUMNS))
         frame = 2 * self.table.frameWidth() + self.table.verticalScrollBar().sizeHint().width()
-        self.table.setMinimumWidth(columns + frame)
+        # phase … speedup in view where the dock has room; in a narrower one the table
+        # scrolls its own columns (as wide as them, it held the tab wider than the dock)
+        self.table.setMinimumWidth(min(columns + frame, self._room))
 
     # --- the starting configuration ----------------------------------------------------
 

@@ -153,7 +153,7 @@ class MainWindow(QMainWindow):
             self.client, lambda: self.settings, self.chat.show_waiting, self
         )
         self.server, self.serving_label = self.serving.server, self.serving.label
-        self.statusBar().addPermanentWidget(self.serving_label)
+        self.status_fields.add(self.serving_label)  # the serving state, beside the rest
         self.serving.message.connect(self.statusBar().showMessage)
         # the pair chosen, the load in progress, what a failed load puts back
         self.pairs = PairLoading(

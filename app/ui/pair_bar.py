@@ -38,6 +38,13 @@ REMOTE_MEMORY = "on the server"
 DEMO_NAME = "Demo pair"
 NONE_LOADED = "none loaded"
 MTP_CHOICE = "MTP (the target's own heads)"
+NGRAM_DRAFT = "n-gram"  # the draft's name; "n-gram (prompt lookup)" elided to "n-gram …lookup)"
+NGRAM_TIP = "Prompt lookup: draft tokens are n-grams of the conversation so far; no draft model"
+REMOTE_CHOICE = "remote server"
+REMOTE_SOURCE_TIP = (
+    "The server decides how it drafts (its own draft model, lookups or none): choose that "
+    "where the server is started"
+)
 SOURCE_TIP = (
     "Where draft tokens come from: the draft model, prompt lookup (n-grams of the "
     "conversation so far; no second model needed), or the target's own next-token (MTP) "
@@ -70,6 +77,7 @@ class PairBar(QFrame):
         layout.setContentsMargins(8, 4, 8, 4)
         layout.setSpacing(6)
         self.current_name: str | None = None  # the saved pair shown, None for plain files
+        self._remote = False  # a server drafts for itself: the draft-source box is off
         self.pair_name = self._pair(layout, "Pair")
         self.pair_name.setMaximumWidth(PAIR_NAME_WIDTH)
         self.target = self._pair(layout, "Target")
@@ -237,9 +245,11 @@ class PairBar(QFrame):
         self.target.setToolTip(tooltip(target or ""))
         self.show_pair_name(active_pair_name(saved, target), demo=is_demo_pair(target, draft))
         own = local_drafting(target) if target else None
+        self._remote = False
+        self.source.setEnabled(self.busy.isHidden())
         if source is DraftSource.NGRAM:
-            self.draft.setText("n-gram (prompt lookup)")
-            self.draft.setToolTip("")
+            self.draft.setText(NGRAM_DRAFT)
+            self.draft.setToolTip(tooltip(NGRAM_TIP))
         elif source is DraftSource.MTP:
             self.draft.setText(own.name if own is not None and own.method == "mtp" else "MTP")
             self.draft.setToolTip(
@@ -248,6 +258,7 @@ class PairBar(QFrame):
         else:
             self.draft.setText(Path(draft).name if draft else "—")
             self.draft.setToolTip(tooltip(draft or ""))
+        _keep_whole(self.draft, short=source is DraftSource.NGRAM)
         # the draft-model choice names the method the draft's header declares: an assistant
         # or a head drafts from its target's hidden state, not as a model of its own
         method = pair_drafting(target, draft, source).method if source is DraftSource.MODEL else ""
@@ -289,6 +300,15 @@ class PairBar(QFrame):
         base = f", baseline {pair.baseline_url}" if pair.baseline_url else ""
         self.draft.setText(f"the server's own{base}")
         self.draft.setToolTip(tooltip(pair.baseline_url or ""))
+        _keep_whole(self.draft, short=False)
+        # the server drafts as it was started: no choice here ("draft model" read as one)
+        self._remote = True
+        self.source.blockSignals(True)
+        self.source.setCurrentIndex(self.source.findData(DraftSource.MODEL.value))
+        self.source.setItemText(self.source.currentIndex(), REMOTE_CHOICE)
+        self.source.blockSignals(False)
+        self.source.setEnabled(False)
+        self.source.setToolTip(tooltip(REMOTE_SOURCE_TIP))
 
     def show_resources(self, device: str, weights_bytes: int, rss_bytes: int | None) -> None:
         """The device, the weights and this process's memory; no weights here is a remote
@@ -321,7 +341,7 @@ class PairBar(QFrame):
         # which at 1024 px left the file names "qw…uf" and pushed the toolbar into »
         self.change.setVisible(text is None)
         self.demo.setVisible(text is None)
-        self.source.setEnabled(text is None)
+        self.source.setEnabled(text is None and not self._remote)
 
     def set_progress(self, progress: float | None) -> None:
         """A percentage while llama.cpp reports one, else a busy indicator."""

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction
 from superqt.utils import signals_blocked
 
@@ -23,8 +23,8 @@ from app.errors import SpecDeckError
 from app.serve.ledger import Activity
 from app.serve.params import Sampling
 from app.store.settings import Settings
-from app.ui.elided_label import ElidedLabel
 from app.ui.local_server import LocalServer
+from app.ui.status_fit import StatusField, serving_essentials
 from app.workers.engine_client import EngineClient
 from app.workers.messages import PairLoaded
 
@@ -66,7 +66,8 @@ class ServingControl(QObject):
         self._settings = settings
         self._show_waiting = show_waiting  # the pending answer's note ("" when it started)
         self.server = LocalServer(client, self)
-        self.label = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
+        # the serving state is never hidden; its request count and acceptance shorten first
+        self.label = StatusField("", priority=0, short=serving_essentials)
         self.label.setObjectName("status_serving")
         self.label.setStyleSheet("QLabel { border-left: 1px solid palette(mid); padding: 0 8px; }")
         self.label.hide()
@@ -130,8 +131,7 @@ class ServingControl(QObject):
             self.message.emit(why, 15000)
 
     def _show_status(self, text: str) -> None:
-        self.label.setText(text)
-        self.label.setVisible(bool(text))
+        self.label.setText(text)  # its StatusFit shows it while it has a text
         if not text and self.action.isChecked():
             with signals_blocked(self.action):
                 self.action.setChecked(False)

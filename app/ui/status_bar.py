@@ -8,14 +8,18 @@ answer's beside this one's speed.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QStatusBar
 
 from app.engine.events import RunSummary, StepEvent
 from app.engine.figures import speed_text
 from app.models.fit import gib
-from app.ui.elided_label import ElidedLabel
-from app.ui.plain_text import tooltip
+from app.ui.status_fit import (
+    StatusField,
+    StatusFit,
+    before_parenthesis,
+    first_part,
+    speed_essentials,
+)
 from app.workers.live_figures import LiveRate, tokens_text
 from app.workers.messages import EventBatch, PairLoaded
 
@@ -24,6 +28,14 @@ EMPTY = {
     "speed": "tok/s —",
     "acceptance": "acceptance —",
     "memory": "memory —",
+}
+# 0: never hidden (this answer's speed, the serving state); the rest hide from the highest
+PRIORITY = {"device": 3, "speed": 0, "acceptance": 1, "memory": 2}
+SHORT = {
+    "device": first_part,
+    "speed": speed_essentials,
+    "acceptance": before_parenthesis,
+    "memory": before_parenthesis,
 }
 ACCEPTANCE_TIP = (
     "acceptance: drafted tokens the target accepted ÷ drafted tokens, over this answer.\n"
@@ -58,8 +70,15 @@ class StatusFields:
     """The permanent fields of the window's status bar."""
 
     def __init__(self, bar: QStatusBar) -> None:
+        self._bar = bar
+        self.fit = StatusFit(bar)
         self.labels = {
-            name: ElidedLabel(text, mode=Qt.TextElideMode.ElideRight)
+            name: StatusField(
+                text,
+                priority=PRIORITY[name],
+                short=SHORT[name],
+                explanation=ACCEPTANCE_TIP if name == "acceptance" else "",
+            )
             for name, text in EMPTY.items()
         }
         for index, label in enumerate(self.labels.values()):
@@ -68,7 +87,7 @@ class StatusFields:
             rule = "border-left: 1px solid palette(mid); " if index else ""
             label.setStyleSheet(f"QLabel {{ {rule}padding: 0 8px; }}")
             bar.addPermanentWidget(label)
-        self.labels["acceptance"].setToolTip(tooltip(ACCEPTANCE_TIP))
+            self.fit.add(label)
         self._rate = LiveRate()
         self._accepted = self._drafted = 0
 
@@ -130,3 +149,8 @@ class StatusFields:
             speed += f" · base {speed_text(base.tok_s)}"
         self.labels["speed"].setText(speed)
         self.labels["acceptance"].setText(acceptance_text(spec))
+
+    def add(self, field: StatusField) -> None:
+        """Another field after these (the serving state), fitted with them."""
+        self._bar.addPermanentWidget(field)
+        self.fit.add(field)
