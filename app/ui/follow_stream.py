@@ -8,8 +8,10 @@ scrolling back to the end follows again.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject
+from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QAbstractScrollArea, QToolButton
+
+from app.ui.resize_watch import ResizeWatch
 
 AT_END_PX = 4  # this close to the end counts as at the end (a rounding of layout heights)
 MARGIN_PX = 8
@@ -31,7 +33,7 @@ class StreamFollower(QObject):
         self.button.hide()
         self._bar.valueChanged.connect(self._moved)
         self._bar.rangeChanged.connect(self._range_changed)
-        area.installEventFilter(self)
+        ResizeWatch(area, self._place)
 
     def begin(self) -> None:
         """An answer starts streaming: follow it from its start."""
@@ -71,11 +73,6 @@ class StreamFollower(QObject):
     def _range_changed(self, _low: int, _high: int) -> None:
         if self.live:
             self.catch_up()
-
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
-        if watched is self._area and event.type() == QEvent.Type.Resize:
-            self._place()
-        return False
 
     def _place(self) -> None:
         viewport = self._area.viewport().geometry()

@@ -9,7 +9,7 @@ inside its own frame (its category names stay whole and apart).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Protocol
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -35,30 +35,59 @@ BUTTONS_PER_ROW = 2  # three of ~95 px each made the tab wider than a 300 px doc
 PLOT_MIN_WIDTH = 160  # px the plot's frame asks; the plot scrolls inside it when narrower
 
 
-@dataclass(frozen=True)
-class LabRows:
-    """The tab's controls, in the order the tab shows them."""
+class LabControls(Protocol):
+    """The tab's controls, as the tab holds them (read-only: each may be a subclass)."""
 
-    target: QWidget
-    browse: QPushButton
-    suites: QListWidget
-    my_chats: QCheckBox
-    add_suite: QPushButton
-    configs: QPlainTextEdit
-    numbers: tuple[tuple[str, QWidget], ...]  # ("repeats", box), ("max tokens", box)
-    claim: tuple[tuple[str, QWidget], ...]  # ("best configuration ≥", box), ("on", box)
-    buttons: tuple[QPushButton, ...]
-    runs_note: QLabel
-    progress: QProgressBar
-    eta: QLabel
-    message: QLabel
-    verdict: QLabel
-    plot: QWidget
-    recommended: str
-    recommendation: QComboBox
-    apply_button: QPushButton
-    apply_note: QLabel
-    table: QTableWidget
+    @property
+    def target(self) -> QWidget: ...
+    @property
+    def browse_button(self) -> QPushButton: ...
+    @property
+    def suites(self) -> QListWidget: ...
+    @property
+    def my_chats(self) -> QCheckBox: ...
+    @property
+    def add_suite_button(self) -> QPushButton: ...
+    @property
+    def configs(self) -> QPlainTextEdit: ...
+    @property
+    def repeats(self) -> QWidget: ...
+    @property
+    def max_tokens(self) -> QWidget: ...
+    @property
+    def claim_speedup(self) -> QWidget: ...
+    @property
+    def claim_category(self) -> QWidget: ...
+    @property
+    def run_button(self) -> QPushButton: ...
+    @property
+    def cancel_button(self) -> QPushButton: ...
+    @property
+    def resume_button(self) -> QPushButton: ...
+    @property
+    def open_button(self) -> QPushButton: ...
+    @property
+    def export_button(self) -> QPushButton: ...
+    @property
+    def runs_note(self) -> QLabel: ...
+    @property
+    def progress(self) -> QProgressBar: ...
+    @property
+    def eta(self) -> QLabel: ...
+    @property
+    def message(self) -> QLabel: ...
+    @property
+    def verdict(self) -> QLabel: ...
+    @property
+    def plot(self) -> QWidget: ...
+    @property
+    def recommendation(self) -> QComboBox: ...
+    @property
+    def apply_button(self) -> QPushButton: ...
+    @property
+    def apply_note(self) -> QLabel: ...
+    @property
+    def table(self) -> QTableWidget: ...
 
 
 def plot_frame(plot: QWidget) -> QScrollArea:
@@ -96,28 +125,31 @@ def _stacked(*items: QWidget | QLayout) -> QVBoxLayout:
     return box
 
 
-def lay_out(owner: QWidget, rows: LabRows) -> QScrollArea:
-    """Lay ``rows`` out on ``owner``; returns the plot's frame."""
+def lay_out(owner: QWidget, rows: LabControls, recommended_text: str) -> QScrollArea:
+    """Lay the tab's controls (``rows``, usually ``owner`` itself) out on ``owner``; returns
+    the plot's frame."""
     form = QFormLayout()
     form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
     target_row = QHBoxLayout()
     target_row.addWidget(rows.target, 1)
-    target_row.addWidget(rows.browse)
+    target_row.addWidget(rows.browse_button)
     form.addRow("Target", target_row)
     extras = QHBoxLayout()
-    extras.addWidget(rows.add_suite)
+    extras.addWidget(rows.add_suite_button)
     extras.addStretch(1)
     form.addRow("Suites", _stacked(rows.suites, rows.my_chats, extras))
     form.addRow("Configurations", rows.configs)
-    form.addRow("Runs", _pairs(rows.numbers))
-    form.addRow("Claim", _pairs(rows.claim))
+    form.addRow("Runs", _pairs((("repeats", rows.repeats), ("max tokens", rows.max_tokens))))
+    claim = (("best configuration ≥", rows.claim_speedup), ("on", rows.claim_category))
+    form.addRow("Claim", _pairs(claim))
     buttons = QGridLayout()
-    for index, button in enumerate(rows.buttons):
+    order = (rows.run_button, rows.cancel_button, rows.resume_button, rows.open_button)
+    for index, button in enumerate((*order, rows.export_button)):
         buttons.addWidget(button, index // BUTTONS_PER_ROW, index % BUTTONS_PER_ROW)
     status = QHBoxLayout()
     status.addWidget(rows.progress, 1)
     status.addWidget(rows.eta)
-    recommended = QLabel(rows.recommended)
+    recommended = QLabel(recommended_text)
     recommended.setWordWrap(True)
     rows.recommendation.setSizeAdjustPolicy(
         QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon

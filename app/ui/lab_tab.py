@@ -67,7 +67,7 @@ from app.lab.suites import (
 )
 from app.store.conversations import ConversationStore
 from app.store.settings import Settings
-from app.ui.lab_layout import LabRows, lay_out
+from app.ui.lab_layout import lay_out
 from app.ui.lab_plot import draw_strips
 from app.ui.lab_start import LabFinished, LabThread, default_configs, held_out, runs_note
 from app.ui.plain_text import plain_label
@@ -120,8 +120,8 @@ class LabTab(QWidget):
         self._area: QScrollArea | None = None  # the dock's scroll area, when in one
         self._room = UNBOUNDED  # px of the tab the dock shows (unbounded outside a dock)
         self.target.setPlaceholderText("target GGUF")
-        browse = QPushButton("…")
-        browse.clicked.connect(self._browse_target)
+        self.browse_button = QPushButton("…")
+        self.browse_button.clicked.connect(self._browse_target)
         self.suites = QListWidget()
         for category in BUILTIN_CATEGORIES:
             item = QListWidgetItem(category)
@@ -130,8 +130,8 @@ class LabTab(QWidget):
         self.suites.setMaximumHeight(110)
         self.suites.itemChanged.connect(lambda _item: self._update_runs_note())
         self.my_chats = QCheckBox("my recent chat prompts (anonymised)")
-        add_suite = QPushButton("Add JSONL suite…")
-        add_suite.clicked.connect(self._add_suite)
+        self.add_suite_button = QPushButton("Add JSONL suite…")
+        self.add_suite_button.clicked.connect(self._add_suite)
         self.configs = QPlainTextEdit(self._auto_configs)
         self.configs.setMaximumHeight(80)
         self.configs.setToolTip(
@@ -203,35 +203,8 @@ class LabTab(QWidget):
         self.apply_note.setWordWrap(True)
         self.apply_note.setStyleSheet("font-size: 11px;")
 
-        rows = LabRows(
-            target=self.target,
-            browse=browse,
-            suites=self.suites,
-            my_chats=self.my_chats,
-            add_suite=add_suite,
-            configs=self.configs,
-            numbers=(("repeats", self.repeats), ("max tokens", self.max_tokens)),
-            claim=(("best configuration ≥", self.claim_speedup), ("on", self.claim_category)),
-            buttons=(
-                self.run_button,
-                self.cancel_button,
-                self.resume_button,
-                self.open_button,
-                self.export_button,
-            ),
-            runs_note=self.runs_note,
-            progress=self.progress,
-            eta=self.eta,
-            message=self.message,
-            verdict=self.verdict,
-            plot=self.plot,
-            recommended=f"Recommended (≥ {MIN_HELD_OUT_RUNS} held-out runs)",
-            recommendation=self.recommendation,
-            apply_button=self.apply_button,
-            apply_note=self.apply_note,
-            table=self.table,
-        )
-        self.plot_frame = lay_out(self, rows)  # rows that fit the dock's width
+        recommended = f"Recommended (≥ {MIN_HELD_OUT_RUNS} held-out runs)"
+        self.plot_frame = lay_out(self, self, recommended)  # rows that fit the dock's width
         self._keep_readable()
         self._update_runs_note()
 

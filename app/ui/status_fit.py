@@ -11,12 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from PySide6.QtCore import QEvent, QObject, QSize, Qt
+from PySide6.QtCore import QObject, QSize, Qt
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QLabel, QStatusBar
 
 from app.ui.elided_label import ELLIPSIS_ROOM, ElidedLabel
 from app.ui.plain_text import tooltip as plain_tip
+from app.ui.resize_watch import ResizeWatch
 
 STATUS_SPACING = 6  # px; a guess above QStatusBar's own gaps between permanent items
 GRIP_ROOM = 24  # px the size grip and the bar's margins take
@@ -119,18 +120,13 @@ class StatusFit(QObject):
         self._keep = keep
         self.fields: list[StatusField] = []  # in their order on the bar
         self._fitting = False
-        bar.installEventFilter(self)
+        ResizeWatch(bar, self.fit)
 
     def add(self, field: StatusField) -> None:
         """A field on the bar; it shows while it has a text and the bar has room."""
         self.fields.append(field)
         field.on_text = self.fit
         self.fit()
-
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
-        if watched is self._bar and event.type() == QEvent.Type.Resize:
-            self.fit()
-        return False
 
     def room(self) -> int:
         return self._bar.width() - GRIP_ROOM
