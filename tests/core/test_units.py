@@ -539,6 +539,26 @@ def test_a_skipped_probe_is_said_with_its_new_wait_and_is_no_new_pause() -> None
     assert f"the probe due at step {skipped.step} was skipped" in history.story()
 
 
+def test_steps_measured_faster_than_the_target_overrule_cost_lines_that_say_never() -> None:
+    """Pass prices taken while other programs had the cores can say no length pays; the
+    answer's own drafting steps, measured faster than the target alone, keep it drafting
+    (the busy bench paused a draft running 4.6x target-only for cost)."""
+    for step_ms, pauses in ((500.0, False), (920.0, True)):
+        controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=8))
+        controller.costs.observe_draft_pass(1, 100.0, 0)  # priced as dear as the target
+        controller.costs.observe_verify(1, 100.0, 0)
+        controller.costs.observe_verify(9, 120.0, 0)
+        assert not controller.can_ever_pay(0)
+        decisions = []
+        for _ in range(3):
+            controller.observe_step(drafted=8, accepted=8)
+            controller.observe_step_cost(
+                paid_draft=True, tokens=9, ms=step_ms, host_ms=1.0, depth=0
+            )
+            decisions.append(controller.check_pause(0))
+        assert any(decisions) is pauses, (step_ms, decisions)
+
+
 def test_the_cost_banner_cites_a_measured_speed_only_where_it_supports_the_claim() -> None:
     """Cost lines timed while the machine was busy can say no length can pay while the last
     steps measured a gain; the banner then gives the costs, not "ran at 1.24x, so it cannot

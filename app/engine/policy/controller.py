@@ -253,14 +253,20 @@ class DraftController:
         window = self._window.maxlen or 1
         ratio = self.economics.ratio()
         threshold = self.pause_threshold
-        if self.economics.steps >= 2 and not self.can_ever_pay(depth):
-            return self._pause(GuardReason.COST, ratio, depth)
-        if len(self._window) >= window and self.rolling_acceptance < threshold(depth):
-            return self._pause(self._reason(depth, disagrees=True), ratio, depth)
-        if len(self._window) >= 3 and self._agreement_at_most() < threshold(depth):
-            # deep in a context a draft may need 90 % agreement to pay: three steps at 60 %
-            # already say it will not, and each further step is paid in full
-            return self._pause(self._reason(depth, disagrees=True), ratio, depth)
+        # Where the cost lines price a draft too dear to pay, the steps' own speed overrules
+        # them if it says drafting already pays: pass prices taken during a burst of other
+        # programs had a draft running 4.6x the target-only speed paused for cost at step 11.
+        measured_pays = self.economics.steps >= 2 and ratio is not None and ratio >= 1.0
+        noisy = self.economics.noisy()
+        if self.economics.steps >= 2 and not self.can_ever_pay(depth) and not measured_pays:
+            return self._pause(GuardReason.COST, ratio, depth, noisy=noisy)
+        below = len(self._window) >= window and self.rolling_acceptance < threshold(depth)
+        # deep in a context a draft may need 90 % agreement to pay: three steps at 60 %
+        # already say it will not, and each further step is paid in full
+        below = below or (len(self._window) >= 3 and self._agreement_at_most() < threshold(depth))
+        reason = self._reason(depth, disagrees=True)
+        if below and not (reason is GuardReason.COST and measured_pays):
+            return self._pause(reason, ratio, depth, noisy=reason is GuardReason.COST and noisy)
         steps = self.economics.steps
         # A probe after a failed one is judged on fewer steps: drafting has already been seen
         # to lose on this pair, and every probing step it loses again is paid in full.
@@ -275,8 +281,7 @@ class DraftController:
             # slow because the draft disagrees, or because it costs too much while agreeing
             disagrees = bool(self._window) and self.rolling_acceptance < threshold(depth)
             reason = self._reason(depth, disagrees=disagrees)
-            noisy = reason is GuardReason.COST and self.economics.noisy()
-            return self._pause(reason, ratio, depth, noisy=noisy)
+            return self._pause(reason, ratio, depth, noisy=reason is GuardReason.COST and noisy)
         if steps >= max(window, 3):
             self._failed_probes = 0  # drafting pays: the next pause starts from a short probe
         return None
