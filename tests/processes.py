@@ -8,10 +8,18 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 import pytest
+
+from app.engine.config import GenerationRequest
+from app.engine.events import RunSummary
+
+if TYPE_CHECKING:  # the host loads llama.cpp; the process helpers need not
+    from app.engine.process.host import EngineHost
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,3 +86,20 @@ def run_app(args: list[str], timeout_s: float) -> tuple[subprocess.CompletedProc
     return subprocess.CompletedProcess(child.args, child.returncode, out, err), (
         time.monotonic() - began
     )
+
+
+def host_summary(host: EngineHost, request: GenerationRequest) -> RunSummary:
+    """Run ``request`` in the engine process to its end; its summary."""
+    summary = None
+    for batch in host.generate(request):
+        for event in batch:
+            if isinstance(event, RunSummary):
+                summary = event
+    assert summary is not None
+    return summary
+
+
+def host_pair(host: EngineHost, request: GenerationRequest) -> tuple[RunSummary, RunSummary]:
+    """(target-only, speculative) summaries of ``request``, in that order."""
+    baseline = host_summary(host, replace(request, speculative=False))
+    return baseline, host_summary(host, request)

@@ -33,13 +33,13 @@ from app.engine.config import (
 )
 from app.engine.drafters.base import DraftingContext, DraftLimits
 from app.engine.drafters.dflash import BlockHead, DFlashDrafter
-from app.engine.events import RunSummary
 from app.engine.policy.calibration import ConfidenceCalibration
 from app.engine.policy.costs import CostModel
 from app.engine.process.host import EngineHost, LoadRequest
 from app.engine.randomness import Randomness
 from app.errors import ModelLoadError
 from app.gguf.compat import IncompatiblePairError
+from tests.processes import host_pair, host_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = (
@@ -71,21 +71,6 @@ def host():
 
 def _spec(path: Path) -> ModelSpec:
     return ModelSpec(str(path), n_ctx=1024, n_threads=2)  # the probe's context and threads
-
-
-def _run(host: EngineHost, request: GenerationRequest) -> RunSummary:
-    summary = None
-    for batch in host.generate(request):
-        for event in batch:
-            if isinstance(event, RunSummary):
-                summary = event
-    assert summary is not None
-    return summary
-
-
-def _pair(host: EngineHost, request: GenerationRequest) -> tuple[RunSummary, RunSummary]:
-    baseline = _run(host, replace(request, speculative=False))
-    return baseline, _run(host, request)
 
 
 def _max_draft(variant: str) -> int:
@@ -176,7 +161,7 @@ def test_greedy_block_drafts_are_the_targets_token_for_token(
     drafted = accepted = 0
     for prompt in PROMPTS:
         request = GenerationRequest(prompt, max_tokens=300, spec=FORCED, ignore_eos=True)
-        baseline, speculative = _pair(host, request)
+        baseline, speculative = host_pair(host, request)
         assert speculative.token_ids == baseline.token_ids
         assert len(speculative.token_ids) == 300
         assert 0 < speculative.accepted < speculative.drafted  # rejections on the way
@@ -198,7 +183,7 @@ def test_default_settings_stay_exact_and_within_the_block(
     past_the_block = replace(FORCED, draft_max=16)
     for spec in (SpecConfig(), head_alone, past_the_block):
         request = GenerationRequest(PROMPTS[0] * 3, max_tokens=200, spec=spec, ignore_eos=True)
-        baseline, speculative = _pair(host, request)
+        baseline, speculative = host_pair(host, request)
         assert speculative.token_ids == baseline.token_ids
         if not spec.ngram_first:  # the head's blocks alone (lookups draft as far as they match)
             assert len(speculative.drafted_per_position) <= _max_draft(variant)
@@ -218,7 +203,7 @@ def test_the_engine_drafts_and_accepts_as_llama_cpp_does(
         report = _probe(target, head, prompt, 200)
         assert report["identical"] is True
         request = GenerationRequest(prompt, max_tokens=200, spec=FORCED, ignore_eos=True)
-        speculative = _run(host, request)
+        speculative = host_summary(host, request)
         assert list(speculative.token_ids) == report["tokens"]
         assert (speculative.drafted, speculative.accepted) == (
             report["drafted"],
@@ -237,7 +222,7 @@ def test_seeded_sampling_under_match_reproduces_target_only(
     spec = replace(FORCED, rule=AcceptRule.MATCH)
     for prompt in PROMPTS[:2]:
         request = GenerationRequest(prompt, 200, sampler=sampler, spec=spec, ignore_eos=True)
-        baseline, speculative = _pair(host, request)
+        baseline, speculative = host_pair(host, request)
         assert speculative.token_ids == baseline.token_ids
         assert speculative.accepted > 0
 
@@ -268,4 +253,4 @@ def test_a_damaged_head_is_refused_in_words_and_the_engine_lives(
     # the engine process is not dead: a fitting head loads and drafts after it
     host.load(LoadRequest(_spec(heads["target"]), _spec(heads["dflash"])))
     request = GenerationRequest(PROMPTS[0], max_tokens=24, spec=FORCED, ignore_eos=True)
-    assert len(_run(host, request).token_ids) == 24
+    assert len(host_summary(host, request).token_ids) == 24

@@ -38,7 +38,14 @@ from app.engine.process.protocol import (
 )
 from app.errors import ContextOverflowError, GenerationCancelled
 from tests.crash_ggufs import write_bert_tokenizer_llama, write_hung_template_llama
-from tests.processes import engine_processes, gone, kill_all, run_app, seconds_until_gone
+from tests.processes import (
+    engine_processes,
+    gone,
+    host_summary,
+    kill_all,
+    run_app,
+    seconds_until_gone,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,16 +59,6 @@ def host():
     engine_host = EngineHost()
     yield engine_host
     engine_host.close()
-
-
-def _drain(host: EngineHost, request: GenerationRequest) -> RunSummary:
-    summary = None
-    for batch in host.generate(request):
-        for event in batch:
-            if isinstance(event, RunSummary):
-                summary = event
-    assert summary is not None
-    return summary
 
 
 def test_exit_codes_in_words() -> None:
@@ -107,7 +104,7 @@ def test_answers_stream_in_batches_and_match_in_process_engine(host, tiny_pair) 
     assert comparison.identical
 
     with pytest.raises(ContextOverflowError) as overflow:  # typed errors cross the pipe
-        _drain(host, GenerationRequest(tuple(range(3, 1100)), max_tokens=4))
+        host_summary(host, GenerationRequest(tuple(range(3, 1100)), max_tokens=4))
     assert overflow.value.n_ctx == 1024
 
 
@@ -134,7 +131,7 @@ def test_loading_can_be_cancelled_and_the_host_stays_usable(host, tiny_pair) -> 
     host.reset_cancel()
     host.load(LoadRequest(_spec(tiny_pair[0]), None, DraftSource.NGRAM))
     prompt = host.tokenize_chat([{"role": "user", "content": "hello"}])
-    assert _drain(host, GenerationRequest(prompt, max_tokens=8)).tokens > 0
+    assert host_summary(host, GenerationRequest(prompt, max_tokens=8)).tokens > 0
 
 
 def test_a_long_prefill_stops_on_cancel_and_the_cache_stays_consistent(host, tmp_path) -> None:
@@ -142,7 +139,7 @@ def test_a_long_prefill_stops_on_cancel_and_the_cache_stays_consistent(host, tmp
     wide = write_tiny_llama(tmp_path / "wide.gguf", seed=3, shape=shape)
     host.load(LoadRequest(_spec(wide, 4096), None, DraftSource.NGRAM))
     short = host.tokenize_chat([{"role": "user", "content": "hello the model"}])
-    first = _drain(host, GenerationRequest(short, max_tokens=16, ignore_eos=True))
+    first = host_summary(host, GenerationRequest(short, max_tokens=16, ignore_eos=True))
     long_prompt = host.tokenize_chat([{"role": "user", "content": "the model " * 300}])
     assert len(long_prompt) > 2500  # about 2.4 s of prefill on one thread
 
@@ -150,10 +147,10 @@ def test_a_long_prefill_stops_on_cancel_and_the_cache_stays_consistent(host, tmp
     began = time.perf_counter()
     timer.start()
     with pytest.raises(GenerationCancelled):
-        _drain(host, GenerationRequest(long_prompt, max_tokens=4))
+        host_summary(host, GenerationRequest(long_prompt, max_tokens=4))
     assert time.perf_counter() - began < 1.5
     host.reset_cancel()
-    again = _drain(host, GenerationRequest(short, max_tokens=16, ignore_eos=True))
+    again = host_summary(host, GenerationRequest(short, max_tokens=16, ignore_eos=True))
     assert again.token_ids == first.token_ids  # nothing from the aborted prefill lingers
 
 

@@ -29,10 +29,10 @@ from app.engine.config import (
     SamplerConfig,
     SpecConfig,
 )
-from app.engine.events import RunSummary
 from app.engine.process.host import EngineCrashed, EngineHost, LoadRequest
 from app.errors import ModelLoadError
 from app.gguf.compat import IncompatiblePairError
+from tests.processes import host_pair, host_summary
 
 PROMPTS = (
     (1, 300, 310, 320, 330, 301),
@@ -77,28 +77,13 @@ def _spec(path: Path) -> ModelSpec:
     return ModelSpec(str(path), n_ctx=1024, n_threads=1)
 
 
-def _run(host: EngineHost, request: GenerationRequest) -> RunSummary:
-    summary = None
-    for batch in host.generate(request):
-        for event in batch:
-            if isinstance(event, RunSummary):
-                summary = event
-    assert summary is not None
-    return summary
-
-
-def _pair(host: EngineHost, request: GenerationRequest) -> tuple[RunSummary, RunSummary]:
-    baseline = _run(host, replace(request, speculative=False))
-    return baseline, _run(host, request)
-
-
 def test_greedy_mtp_output_is_the_targets_token_for_token(host, qwen35_mtp) -> None:
     info = host.load(LoadRequest(_spec(qwen35_mtp), None, DraftSource.MTP))
     assert info.draft_source is DraftSource.MTP and info.draft_path is None
     drafted = accepted = 0
     for prompt in PROMPTS:
         request = GenerationRequest(prompt, max_tokens=220, spec=FORCED, ignore_eos=True)
-        baseline, speculative = _pair(host, request)
+        baseline, speculative = host_pair(host, request)
         assert speculative.token_ids == baseline.token_ids
         assert len(speculative.token_ids) == 220
         # rejections on the way: the recurrent state was rolled back many times
@@ -117,19 +102,21 @@ def test_default_settings_and_ngram_first_stay_exact(host, qwen35_mtp) -> None:
     host.load(LoadRequest(_spec(qwen35_mtp), None, DraftSource.MTP))
     for spec in (SpecConfig(), SpecConfig(draft_max=8, collapse_guard=False)):
         request = GenerationRequest(PROMPTS[0] * 3, max_tokens=200, spec=spec, ignore_eos=True)
-        baseline, speculative = _pair(host, request)
+        baseline, speculative = host_pair(host, request)
         assert speculative.token_ids == baseline.token_ids
 
 
 def test_the_second_answer_reuses_the_heads_cache_and_stays_exact(host, qwen35_mtp) -> None:
     host.load(LoadRequest(_spec(qwen35_mtp), None, DraftSource.MTP))
     first = GenerationRequest(PROMPTS[2], max_tokens=60, spec=FORCED, ignore_eos=True)
-    answer = _run(host, first)
+    answer = host_summary(host, first)
     # a follow-up that extends the conversation, then one that diverges early
     for prompt in (PROMPTS[2] + answer.token_ids + (2, 300, 301), PROMPTS[2][:3] + (330, 331)):
         request = GenerationRequest(prompt, max_tokens=80, spec=FORCED, ignore_eos=True)
-        speculative = _run(host, request)
-        baseline = _run(host, GenerationRequest(prompt, 80, ignore_eos=True, speculative=False))
+        speculative = host_summary(host, request)
+        baseline = host_summary(
+            host, GenerationRequest(prompt, 80, ignore_eos=True, speculative=False)
+        )
         assert speculative.token_ids == baseline.token_ids
 
 
@@ -143,14 +130,14 @@ def test_a_hybrid_target_reusing_its_cache_restarts_what_it_cannot_roll_back(
     second token, with a 0.6 logit margin."""
     host.load(LoadRequest(_spec(qwen35_mtp), None, source))
     for prompt in PROMPTS:
-        _run(host, GenerationRequest(prompt, 8, spec=FORCED))  # both caches end 8 past it
-        _run(host, GenerationRequest(prompt, 8, spec=FORCED, speculative=False))
+        host_summary(host, GenerationRequest(prompt, 8, spec=FORCED))  # both caches end 8 past it
+        host_summary(host, GenerationRequest(prompt, 8, spec=FORCED, speculative=False))
         request = GenerationRequest(prompt, max_tokens=64, spec=FORCED, ignore_eos=True)
-        baseline, speculative = _pair(host, request)
+        baseline, speculative = host_pair(host, request)
         fresh = EngineHost()
         try:
             fresh.load(LoadRequest(_spec(qwen35_mtp), None, source))
-            expected = _run(fresh, replace(request, speculative=False))
+            expected = host_summary(fresh, replace(request, speculative=False))
         finally:
             fresh.close()
         assert baseline.token_ids == expected.token_ids
@@ -166,7 +153,7 @@ def test_seeded_sampling_under_match_reproduces_target_only(host, qwen35_mtp) ->
         draft_max=4, adaptive=False, collapse_guard=False, ngram_first=False, rule=AcceptRule.MATCH
     )
     request = GenerationRequest(PROMPTS[1], 150, sampler=sampler, spec=spec, ignore_eos=True)
-    baseline, speculative = _pair(host, request)
+    baseline, speculative = host_pair(host, request)
     assert speculative.token_ids == baseline.token_ids
     assert speculative.drafted > 0
 
@@ -192,7 +179,7 @@ def test_killing_the_engine_mid_mtp_answer_is_a_message(host, qwen35_mtp) -> Non
     while host.alive and time.monotonic() < deadline:
         time.sleep(0.01)
     host.load(LoadRequest(_spec(qwen35_mtp), None, DraftSource.MTP))  # a fresh engine
-    again = _run(host, GenerationRequest(PROMPTS[0], 20, spec=FORCED, ignore_eos=True))
+    again = host_summary(host, GenerationRequest(PROMPTS[0], 20, spec=FORCED, ignore_eos=True))
     assert len(again.token_ids) == 20
 
 
@@ -204,7 +191,7 @@ def test_chained_heads_draft_one_token_each_and_stay_exact(host, step35_chained)
     spec = SpecConfig(draft_max=8, adaptive=False, collapse_guard=False, ngram_first=False)
     for prompt in PROMPTS:
         request = GenerationRequest(prompt, max_tokens=220, spec=spec, ignore_eos=True)
-        baseline, speculative = _pair(host, request)
+        baseline, speculative = host_pair(host, request)
         assert speculative.token_ids == baseline.token_ids
         assert 0 < speculative.accepted < speculative.drafted
         assert len(speculative.drafted_per_position) == 3  # three heads, three positions
@@ -219,7 +206,7 @@ def test_a_gemma4_assistant_drafts_from_the_targets_hidden_rows(host, gemma4_pai
     assert info.draft_path == str(assistant)
     for prompt in PROMPTS:
         request = GenerationRequest(prompt, max_tokens=220, spec=FORCED, ignore_eos=True)
-        baseline, speculative = _pair(host, request)
+        baseline, speculative = host_pair(host, request)
         assert speculative.token_ids == baseline.token_ids
         assert 0 < speculative.accepted < speculative.drafted
         assert [d.name for d in speculative.per_drafter] == ["assistant"]
@@ -235,7 +222,7 @@ def test_an_eagle3_head_drafts_from_three_target_layers(host, eagle3_pair) -> No
     for prompt in PROMPTS:
         for spec in (FORCED, SpecConfig(draft_max=8, collapse_guard=False)):
             request = GenerationRequest(prompt, max_tokens=220, spec=spec, ignore_eos=True)
-            baseline, speculative = _pair(host, request)
+            baseline, speculative = host_pair(host, request)
             assert speculative.token_ids == baseline.token_ids
             if spec is FORCED:
                 assert 0 < speculative.accepted < speculative.drafted
@@ -243,7 +230,7 @@ def test_an_eagle3_head_drafts_from_three_target_layers(host, eagle3_pair) -> No
     # the next conversation reuses the target's cache; the head's rows follow it
     again = PROMPTS[2] + (2, 300, 301)
     request = GenerationRequest(again, max_tokens=120, spec=FORCED, ignore_eos=True)
-    baseline, speculative = _pair(host, request)
+    baseline, speculative = host_pair(host, request)
     assert speculative.token_ids == baseline.token_ids
 
 
