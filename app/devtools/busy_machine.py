@@ -12,29 +12,39 @@ import argparse
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 from app.engine.machine_load import LoadRunning, MachineLoad
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.devtools.busy_machine")
+    words = list(sys.argv[1:] if argv is None else argv)
+    # the command after "--" is not parsed: its own options are its own
+    command = words[words.index("--") + 1 :] if "--" in words else []
+    words = words[: words.index("--")] if "--" in words else words
+    parser = argparse.ArgumentParser(
+        prog="python -m app.devtools.busy_machine",
+        usage="%(prog)s LOAD [--seconds S] [-- COMMAND ...]",
+    )
     parser.add_argument("load", help="bursts, bursts:SEED or steady:SHARE")
     parser.add_argument(
         "--seconds", type=float, default=60.0, help="how long, without a command (default 60)"
     )
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- a command to run under it")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(words)
     try:
         load = MachineLoad.parse(args.load)
     except ValueError as exc:
         parser.error(str(exc))
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
     limit = load.limit_s if command else max(0.0, args.seconds)
-    load = MachineLoad(**{**load.__dict__, "limit_s": limit})
+    load = replace(load, limit_s=limit)
     print(f"busy machine: {load.describe()}", file=sys.stderr)
     with LoadRunning(load):
         if command:
-            return subprocess.call(command)
+            try:
+                return subprocess.call(command)
+            except OSError as exc:
+                print(f"busy machine: cannot run {command[0]!r}: {exc.strerror}", file=sys.stderr)
+                return 127
         try:
             time.sleep(limit)
         except KeyboardInterrupt:

@@ -130,3 +130,21 @@ def test_bench_refuses_a_load_it_cannot_read(tiny_pair: tuple[Path, Path], tmp_p
     )  # fmt: skip
     assert done.returncode == 2
     assert "--busy: a machine load is bursts, bursts:SEED or steady:SHARE" in done.stderr
+
+
+def test_the_busy_machine_tool_loads_for_a_while_or_around_a_command() -> None:
+    """Its own --seconds is read before "--"; what follows "--" is the command, whole."""
+    tool = [sys.executable, "-m", "app.devtools.busy_machine"]
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+
+    def run(*words: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*tool, *words], cwd=root, env=env, capture_output=True, text=True, timeout=60
+        )
+
+    assert run("steady:0.5", "--seconds", "0.5").returncode == 0
+    done = run("bursts:1", "--", sys.executable, "-c", "print('ran', end='')", "--seconds")
+    assert done.returncode == 0 and done.stdout == "ran"
+    missing = run("bursts", "--", "no-such-command-here")
+    assert missing.returncode == 127 and "cannot run 'no-such-command-here'" in missing.stderr

@@ -264,9 +264,11 @@ class DraftController:
         # deep in a context a draft may need 90 % agreement to pay: three steps at 60 %
         # already say it will not, and each further step is paid in full
         below = below or (len(self._window) >= 3 and self._agreement_at_most() < threshold(depth))
-        reason = self._reason(depth, disagrees=True)
-        if below and not (reason is GuardReason.COST and measured_pays):
-            return self._pause(reason, ratio, depth, noisy=reason is GuardReason.COST and noisy)
+        if below:
+            reason = self._reason(depth, disagrees=True)
+            if not (reason is GuardReason.COST and measured_pays):
+                cost = reason is GuardReason.COST
+                return self._pause(reason, ratio, depth, noisy=cost and noisy)
         steps = self.economics.steps
         # A probe after a failed one is judged on fewer steps: drafting has already been seen
         # to lose on this pair, and every probing step it loses again is paid in full.
