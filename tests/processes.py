@@ -17,6 +17,7 @@ import pytest
 
 from app.engine.config import GenerationRequest
 from app.engine.events import RunSummary
+from app.engine.process.protocol import PROCESS_NAME
 
 if TYPE_CHECKING:  # the host loads llama.cpp; the process helpers need not
     from app.engine.process.host import EngineHost
@@ -25,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def engine_processes(pid: int) -> list[psutil.Process]:
-    """The engine processes (multiprocessing "spawn" children) under process ``pid``."""
+    """The engine processes under process ``pid``: spawned ones, or forked by a forkserver
+    (which names them)."""
     try:
         children = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
@@ -33,7 +35,7 @@ def engine_processes(pid: int) -> list[psutil.Process]:
     found = []
     for child in children:
         try:
-            if "spawn_main" in " ".join(child.cmdline()):
+            if child.name() == PROCESS_NAME or "spawn_main" in " ".join(child.cmdline()):
                 found.append(child)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue

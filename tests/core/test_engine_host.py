@@ -108,6 +108,30 @@ def test_answers_stream_in_batches_and_match_in_process_engine(host, tiny_pair) 
     assert overflow.value.n_ctx == 1024
 
 
+def test_each_engine_process_starts_with_the_parents_environment_of_its_start(
+    tiny_pair, monkeypatch, tmp_path
+) -> None:
+    """Engine processes are forked from a server started with the first one; each still
+    sees the environment and working directory its parent has when it starts, as a spawned
+    process would (the repacking override is read in the engine)."""
+    from app.engine.llama.repacking import ENV_VAR
+
+    first, second = EngineHost(), EngineHost()
+    try:
+        monkeypatch.setenv(ENV_VAR, "off")
+        said = first.load(LoadRequest(_spec(tiny_pair[0]), None, DraftSource.NGRAM)).repacking
+        assert f"forced off by ${ENV_VAR}" in said
+        monkeypatch.setenv(ENV_VAR, "on")
+        monkeypatch.chdir(tmp_path)
+        said = second.load(LoadRequest(_spec(tiny_pair[0]), None, DraftSource.NGRAM)).repacking
+        assert f"forced on by ${ENV_VAR}" in said
+        engine = psutil.Process(second.pid)  # named by now, as ps and top show it
+        assert engine.name() == "specdeck-engine" and engine.cwd() == str(tmp_path)
+    finally:
+        first.close()
+        second.close()
+
+
 def test_cancel_stops_an_answer_within_one_step(host, tiny_pair) -> None:
     host.load(LoadRequest(_spec(tiny_pair[0], 4096), _spec(tiny_pair[1], 4096)))
     prompt = host.tokenize_chat([{"role": "user", "content": "hello"}])

@@ -1,7 +1,7 @@
 """The engine process itself: owns the ``Engine`` and answers one request at a time.
 
-Started by ``app.engine.process.host.EngineHost`` with the "spawn" method; ``child_main`` is its
-entry point. Native messages (a ``GGML_ASSERT``'s text) go to a log file the parent reads
+Started by ``app.engine.process.host.EngineHost`` (``engine_start_method``); ``child_main`` is
+its entry point. Native messages (a ``GGML_ASSERT``'s text) go to a log file the parent reads
 after a crash.
 
 The process never outlives its parent: a watcher thread waits on the parent's sentinel (a
@@ -31,6 +31,7 @@ from app.engine.llama.hardware import gpu_offload
 from app.engine.process.logs import ChildLog
 from app.engine.process.protocol import (
     BATCH_SECONDS,
+    PROCESS_NAME,
     PROGRESS_STEP,
     BenchRequest,
     CancelFlag,
@@ -260,12 +261,29 @@ def _die_with_parent() -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
+def _take_the_parents_place(launch: ChildLaunch) -> None:
+    """The parent's environment and working directory as they are now (a forkserver's child
+    starts with the server's), and the process named as the engine (``ps``, ``top``)."""
+    if launch.environ:
+        os.environ.clear()
+        os.environ.update(launch.environ)
+    if launch.cwd:
+        with contextlib.suppress(OSError):
+            os.chdir(launch.cwd)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            pr_set_name = 15
+            name = ctypes.create_string_buffer(PROCESS_NAME.encode()[:15])
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_name, name, 0, 0, 0)
+
+
 def child_main(launch: ChildLaunch) -> None:
     """Entry point of the engine process."""
     import faulthandler
 
     from app.engine.chat_template import limit_template_memory
 
+    _take_the_parents_place(launch)
     _die_with_parent()
     with contextlib.suppress(ValueError, OSError):  # the parent turns Ctrl-C into a close
         signal.signal(signal.SIGINT, signal.SIG_IGN)

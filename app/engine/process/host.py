@@ -1,8 +1,8 @@
 """The engine in a child process: a native crash in llama.cpp ends the child, not the app.
 
 llama.cpp aborts the whole process on some inputs (``GGML_ASSERT``, segfaults, the OOM
-killer). ``EngineHost`` runs the ``Engine`` in a child started with the "spawn" method (the
-only safe one on macOS and Windows and in the frozen bundle) and talks to it over a pipe
+killer). ``EngineHost`` runs the ``Engine`` in a child (``engine_start_method``: forked by a
+fork server on Linux, spawned elsewhere) and talks to it over a pipe
 with the typed requests below. Events come back in batches of about ``BATCH_SECONDS``, so
 the boundary costs a few microseconds per token. Cancelling is a lock-free shared flag
 (``CancelFlag``): ``generate()`` polls it between speculative steps, llama.cpp's abort
@@ -28,11 +28,14 @@ from __future__ import annotations
 import atexit
 import contextlib
 import multiprocessing
+import os
+import sys
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from multiprocessing.connection import Connection, wait
+from multiprocessing.context import ForkServerContext, SpawnContext
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -102,6 +105,18 @@ def check_before_load(target: ModelSpec, draft: ModelSpec | None, source: DraftS
     check_local_pair(Path(target.path), Path(used.path) if used is not None else None)
 
 
+def engine_start_method() -> SpawnContext | ForkServerContext:
+    """How engine processes start: on Linux, run from source, a fork server that has already
+    imported llama.cpp and the engine forks each one (a start then costs a fork, not the
+    half second of imports a fresh interpreter pays); "spawn" elsewhere and in the frozen
+    bundle, where a fresh interpreter is the only safe start."""
+    if not sys.platform.startswith("linux") or getattr(sys, "frozen", False):
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["app.engine.process.child"])
+    return context
+
+
 _live_hosts: weakref.WeakSet[EngineHost] = weakref.WeakSet()
 
 
@@ -117,7 +132,7 @@ class EngineHost:
     """Parent-side handle on one engine process. Not thread-safe, except ``cancel()``."""
 
     def __init__(self, cancel: CancelFlag | None = None) -> None:
-        self._context = multiprocessing.get_context("spawn")
+        self._context = engine_start_method()
         self._cancel = cancel if cancel is not None else CancelFlag()
         self._process: Any = None
         self._conn: Connection | None = None
@@ -150,7 +165,8 @@ class EngineHost:
         self._discard()
         self._log = new_log()
         parent_end, child_end = self._context.Pipe(duplex=True)
-        launch = ChildLaunch(child_end, self._cancel, self._log.for_child())
+        environ = tuple(os.environ.items())
+        launch = ChildLaunch(child_end, self._cancel, self._log.for_child(), environ, os.getcwd())
         process = self._context.Process(target=child_main, args=(launch,), name=PROCESS_NAME)
         process.start()
         child_end.close()  # so that the child's death reads as end-of-file here

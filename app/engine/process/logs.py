@@ -29,12 +29,12 @@ LOG_SUFFIX = ".log"
 # Logs named before they carried their maker's pid: removed once nothing wrote them for a day.
 UNOWNED_LOG_AGE_S = 24 * 3600.0
 _OWNED = re.compile(rf"{re.escape(LOG_PREFIX)}(\d+)-[^/\\]*{re.escape(LOG_SUFFIX)}")
-# An open file travels to a "spawn" child on POSIX only (``multiprocessing.reduction.DupFd``).
+# An open file travels to a spawned or forked engine on POSIX only (``reduction.DupFd``).
 HANDS_OVER_FILES = os.name == "posix" and hasattr(reduction, "DupFd")
 
 
 class ChildLog:
-    """The engine process's end of its log, pickled into it by the "spawn" start: the open
+    """The engine process's end of its log, pickled into it when it starts: the open
     file itself where it can travel (its name is gone by then), else the file's name."""
 
     def __init__(self, fd: int | None, path: str) -> None:

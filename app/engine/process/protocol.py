@@ -325,10 +325,14 @@ class CancelFlag:
 class ChildLaunch:
     """What the engine process starts with: ``EngineHost`` builds it, ``child_main`` reads it.
 
-    Pickled by the "spawn" start method, which hands the pipe end, the shared cancel byte and
-    the open log over to the child.
+    Pickled by the start method, which hands the pipe end, the shared cancel byte and the open
+    log over to the child. A forkserver's child is forked from a process started earlier, so
+    it also gets the environment and working directory the parent has now, as a spawned one
+    would.
     """
 
     conn: Connection  # the child's end of the duplex pipe
     cancel: CancelFlag  # written by the parent only
     log: ChildLog  # the child's stderr (native messages) goes here; the parent reads its tail
+    environ: tuple[tuple[str, str], ...] = ()
+    cwd: str = ""
