@@ -135,28 +135,26 @@ def _shown(value: str | None) -> str:
     return "(none)" if value is None else repr(value[:100])
 
 
-async def read_body(request: Request) -> bytes:
-    """The request body, refused past ``MAX_BODY_BYTES`` (declared or sent) or ``BODY_SECONDS``."""
+async def read_body(request: Request, seconds: float = BODY_SECONDS) -> bytes:
+    """The request body, refused past ``MAX_BODY_BYTES`` (declared or sent) or ``seconds``."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise _too_large()
     body = bytearray()
     try:
-        with anyio.fail_after(BODY_SECONDS):
+        with anyio.fail_after(seconds):
             async for chunk in request.stream():
                 body += chunk
                 if len(body) > MAX_BODY_BYTES:
                     raise _too_large()
     except TimeoutError:
-        raise ApiError(
-            408, f"the request body did not arrive within {BODY_SECONDS:.0f} s"
-        ) from None
+        raise ApiError(408, f"the request body did not arrive within {seconds:g} s") from None
     except ClientDisconnect:  # closed by the client, or by the server to make room
         raise ApiError(400, "the connection closed before the body arrived") from None
     return bytes(body)
 
 
-async def read_call_body(request: Request) -> dict[str, Any]:
+async def read_call_body(request: Request, body_seconds: float = BODY_SECONDS) -> dict[str, Any]:
     """A POST's JSON object: ``application/json`` only (a web page's form or ``fetch``
     without a preflight can send text/plain, never JSON), then ``read_body``, ``read_json``."""
     given = request.headers.get("content-type")
@@ -168,7 +166,7 @@ async def read_call_body(request: Request) -> dict[str, Any]:
             f"the body must be sent as Content-Type: application/json, {shown}",
             code="unsupported_media_type",
         )
-    return read_json(await read_body(request))
+    return read_json(await read_body(request, body_seconds))
 
 
 def with_caller(call: Call, request: Request) -> Call:
@@ -297,13 +295,15 @@ def build_app(
     hosts: frozenset[str] | None,
     api_key: str | None = None,
     meta: dict[str, Any] | None = None,
+    body_seconds: float = BODY_SECONDS,
 ) -> ASGIApp:
     """The ASGI application: ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``,
     and ``/health`` (llama-server's name) with the request counts and live acceptance.
 
     ``model`` is the served name, or a function read at each request for it (the window's
     pair can change while it serves). ``hosts``: the ``Host`` values requests may carry
-    (``app.serve.server.host_names``)."""
+    (``app.serve.server.host_names``). ``body_seconds``: how long a request's body may take to
+    arrive whole once its headers have."""
     created = int(time.time())
 
     def name() -> str:
@@ -332,11 +332,15 @@ def build_app(
         )
 
     async def chat(request: Request) -> Response:
-        call = with_caller(chat_call(await read_call_body(request), defaults), request)
+        call = with_caller(
+            chat_call(await read_call_body(request, body_seconds), defaults), request
+        )
         return _Answer(serving, call, Reply(name(), chat=True))
 
     async def completions(request: Request) -> Response:
-        call = with_caller(completion_call(await read_call_body(request), defaults), request)
+        call = with_caller(
+            completion_call(await read_call_body(request, body_seconds), defaults), request
+        )
         return _Answer(serving, call, Reply(name(), chat=False))
 
     async def api_error(_: Request, error: Exception) -> Response:

@@ -324,10 +324,10 @@ def test_the_engine_process_dies_with_its_parent(command, tiny_pair, tmp_path) -
     target, draft = tiny_pair
     args = [sys.executable, "-m", "app", command, "--target", str(target), "--draft", str(draft),
             "--threads", "1", "--ignore-eos", "--ctx", "4096"]  # fmt: skip
-    if command == "bench":  # about 15 s per prompt here, each sent when it is done
+    if command == "bench":  # about 5 s per prompt here, each sent when it is done
         prompts = tmp_path / "p.jsonl"
         prompts.write_text("".join(f'{{"id": "p{i}", "prompt": "hello {i}"}}\n' for i in range(3)))
-        args += ["--max-tokens", "3000", "--prompts", str(prompts),
+        args += ["--max-tokens", "1000", "--prompts", str(prompts),
                  "--json", str(tmp_path / "out.json")]  # fmt: skip
         busy = "p0: "  # the first prompt's row: the engine works on the next one
     else:  # the streamed answer, then the unstreamed baseline (3.5-15 s here)

@@ -166,8 +166,10 @@ class BareServer:
     """The real HTTP server (``ServerThread``, uvicorn, the guarded protocol) on 127.0.0.1
     in this process, in front of a ``HeldEngine``."""
 
-    def __init__(self, concurrency: int, api_key: str | None = None) -> None:
-        from app.serve.http import build_app
+    def __init__(
+        self, concurrency: int, api_key: str | None = None, body_seconds: float | None = None
+    ) -> None:
+        from app.serve.http import BODY_SECONDS, build_app
         from app.serve.params import Sampling
         from app.serve.server import Binding, ServerThread, bind, host_names
 
@@ -180,6 +182,7 @@ class BareServer:
             defaults=Sampling(),
             hosts=host_names("127.0.0.1", self.port),
             api_key=api_key,
+            body_seconds=BODY_SECONDS if body_seconds is None else body_seconds,
         )
         self._thread = ServerThread(app, sock, concurrency=concurrency)
         self._thread.start()
