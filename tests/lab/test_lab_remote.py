@@ -35,6 +35,7 @@ from app.remote.client import (
     parse_prometheus,
     parse_timings,
 )
+from tests.local_http import QUICK_STOP
 
 VLLM_METRICS = """\
 # HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
@@ -98,7 +99,8 @@ class EngineServer:
 
         self.http = HTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
-        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+        serving = self.http.serve_forever
+        self.thread = threading.Thread(target=serving, kwargs=QUICK_STOP, daemon=True)
         self.thread.start()
 
     def complete(self, body: dict, speculative: bool) -> dict:

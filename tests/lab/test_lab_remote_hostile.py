@@ -26,6 +26,7 @@ from app.lab.results import ResultLog
 from app.lab.runner import LabRunner, target_spec
 from app.lab.suites import builtin
 from app.remote.client import RemoteCancelled, RemoteError, check_url
+from tests.local_http import QUICK_STOP
 
 GOOD_TIMINGS = {"prompt_ms": 5, "predicted_n": 8, "predicted_ms": 40, "draft_n": 8}
 HOSTILE_REASON = '<img src="/dev/zero"> \x1b[31m\t' + "x" * 8000
@@ -128,7 +129,9 @@ class HostileServer:
         self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.http.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
-        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.http.serve_forever, kwargs=QUICK_STOP, daemon=True
+        )
         self.thread.start()
 
     def close(self) -> None:

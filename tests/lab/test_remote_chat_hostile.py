@@ -21,6 +21,7 @@ from app.remote.chat import (
     stream_chat,
 )
 from app.remote.client import RemoteCancelled, RemoteError
+from tests.local_http import QUICK_STOP
 
 MESSAGES = ({"role": "user", "content": "a secret the user typed"},)
 
@@ -114,7 +115,7 @@ class Hostile:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.elsewhere = ""
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs=QUICK_STOP, daemon=True).start()
 
     def close(self) -> None:
         self.stop.set()

@@ -16,6 +16,7 @@ from app.lab.remote_run import run_remote
 from app.remote.chat import RemoteAnswer, describe, stream_chat
 from app.remote.client import RemoteError
 from app.workers.remote_runs import summary
+from tests.local_http import QUICK_STOP
 
 pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
 
@@ -91,7 +92,7 @@ class LyingServer:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs=QUICK_STOP, daemon=True).start()
 
     def close(self) -> None:
         self.server.shutdown()
