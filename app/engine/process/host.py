@@ -143,6 +143,7 @@ class EngineHost:
         self.info: PairInfo | None = None
         self._loaded: LoadRequest | None = None
         self.stop_grace_s = STOP_GRACE_SECONDS
+        self.close_grace_s = CLOSE_SECONDS  # how long close() waits before it kills
         self._cancel_seen: float | None = None  # when a wait first saw the flag set
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -174,8 +175,11 @@ class EngineHost:
         _live_hosts.add(self)
         self._stage, self._model = "idle", ""
 
-    def close(self, timeout_s: float = CLOSE_SECONDS) -> None:
-        """Ask the child to free its models and exit; kill it if it does not."""
+    def close(self, timeout_s: float | None = None) -> None:
+        """Ask the child to free its models and exit; kill it if it has not within
+        ``timeout_s`` (``close_grace_s``)."""
+        if timeout_s is None:
+            timeout_s = self.close_grace_s
         if self._process is None:
             return
         self._cancel.set()
