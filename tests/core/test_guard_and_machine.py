@@ -115,13 +115,15 @@ def test_background_load_during_the_baseline_is_detected_and_flagged(smollm2_pai
     from app.workers.messages import JobDone
 
     target, draft = smollm2_pair
+    # one thread: two would spin at llama.cpp's barriers against the busy children and take
+    # ten times as long to show the same starvation
     engine = Engine(
-        ModelSpec(str(target), n_ctx=1024, n_threads=2),
-        ModelSpec(str(draft), n_ctx=1024, n_threads=2),
+        ModelSpec(str(target), n_ctx=1024, n_threads=1),
+        ModelSpec(str(draft), n_ctx=1024, n_threads=1),
     )
     try:
         prompt = engine.tokenize_chat([Message("user", PALINDROME)])
-        request = GenerationRequest(prompt, max_tokens=48, ignore_eos=True)
+        request = GenerationRequest(prompt, max_tokens=24, ignore_eos=True)
         spec = drain(engine.generate(request))
         with busy_cores() as children:
             base = drain(engine.generate(replace(request, speculative=False)))
