@@ -61,8 +61,9 @@ def _prompt(engine: Engine, depth: int) -> list[int]:
 
 
 def _drafting_steps(engine: Engine, depth: int, *, ngram_first: bool) -> tuple[list[int], int]:
-    """Elements read per step by the engine's drafter, and each catch-up checked against a
-    full comparison of the draft's cache with the committed sequence."""
+    """Elements read per step by the engine's drafter (but for the draft model's first
+    proposal, which reads the prompt), and each catch-up checked against a full comparison
+    of the draft's cache with the committed sequence."""
     prompt = _prompt(engine, depth)
     spec = replace(SPEC, ngram_first=ngram_first)
     drafter = engine._drafter(GenerationRequest(tuple(prompt), spec=spec), Randomness(1))
@@ -79,10 +80,13 @@ def _drafting_steps(engine: Engine, depth: int, *, ngram_first: bool) -> tuple[l
         )
         before = committed.reads + cached.reads
         block = drafter.propose(committed, DraftLimits(SPEC.draft_max))
-        reads.append(committed.reads + cached.reads - before)
+        read = committed.reads + cached.reads - before
         if block.source == ModelDrafter.name:
             model_steps += 1
             assert block.catch_up == len(committed) - expected, step
+            if model_steps == 1:  # the draft model reads the prompt late: here, once
+                read = 0
+        reads.append(read)
         # the target's stand-in: keep half of the block, then a token of its own
         kept = block.tokens[: len(block.tokens) // 2]
         list.extend(committed, [*kept, (step * 7 + 3) % 50 + 4])

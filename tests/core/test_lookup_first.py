@@ -49,7 +49,6 @@ LIMITS = DraftLimits(16)
 
 def _play(drafter: CombinedDrafter, committed: list[int], accepted: int | None) -> DraftBlock:
     """Propose, then let the target accept ``accepted`` tokens (None: all of them)."""
-    drafter.model.prefill(committed)
     block = drafter.propose(committed, LIMITS)
     drafter.observe(block, len(block.tokens) if accepted is None else accepted)
     return block
@@ -97,7 +96,6 @@ def test_a_lookup_block_stops_at_a_token_that_ends_the_answer(combined) -> None:
 
 def test_a_model_block_stops_at_a_token_that_ends_the_answer(combined) -> None:
     committed = list(range(10, 70))
-    combined.model.prefill(committed)
     block = combined.model.propose(committed, DraftLimits(16, ends_answer=lambda _: True))
     assert len(block.tokens) == 1 and block.passes == 1  # the catch-up pass, nothing after
 
@@ -199,13 +197,11 @@ def test_a_lookup_behind_the_model_returns_when_its_held_matches_are_written(com
     committed = list(range(10, 70)) + [80, 81]  # nothing repeats yet
     lookup.value, model.value = 0.005, 0.2  # a refused lookup, a model drafting well
     gate.first.value = 0.05
-    combined.model.prefill(committed)
     block = combined.propose(committed, LIMITS)
     assert block.source == "draft model"
     committed += [30, 31]  # the answer starts copying "30 31 32 ..." from earlier on
     sources = []
     for _ in range(6):
-        combined.model.prefill(committed)
         block = combined.propose(committed, LIMITS)
         sources.append(block.source)
         if block.source == "n-gram":
@@ -256,11 +252,12 @@ def test_a_draft_that_can_never_pay_is_paused_before_the_answer_pays_a_pass(
         engine.close()
 
 
-def test_a_draft_paused_from_the_start_reads_the_prompt_when_it_next_drafts(
+def test_the_draft_model_reads_the_prompt_in_its_first_proposal(
     tiny_pair: tuple[Path, Path],
 ) -> None:
-    """A drafter paused before the answer skips the prompt's pass; the step that next
-    drafts catches up over the whole of it and drafts what a prefilled draft drafts."""
+    """The target's prefill alone reads the prompt (the first token waits for nothing else);
+    the draft model's first proposal catches up over the whole of it and drafts what a draft
+    that had read the prompt already drafts."""
     target, draft = tiny_pair
     engine = Engine(
         ModelSpec(str(target), n_ctx=512, n_threads=2),
@@ -271,16 +268,18 @@ def test_a_draft_paused_from_the_start_reads_the_prompt_when_it_next_drafts(
         request = GenerationRequest(tuple(prompt), spec=SpecConfig(adaptive=False))
         ctx = engine.draft_ctx
         assert ctx is not None
+        committed = [*prompt, prompt[3]]  # the target wrote a token since
         blocks = []
-        for drafting in (True, False):
+        for read_before in (False, True):
             ctx.truncate(0)
             drafter = engine._drafter(request, Randomness(None))
-            drafter.prefill(prompt, drafting=drafting)
-            assert ctx.n_past == (len(prompt) - 1 if drafting else 0)
-            committed = [*prompt, prompt[3]]  # the target wrote a token since
+            drafter.prefill(prompt)
+            assert ctx.n_past == 0
+            if read_before:  # as if the draft had read the prompt beside the target
+                ctx.decode(prompt[:-1], logits="none")
             blocks.append(drafter.model.propose(committed, DraftLimits(4)))  # type: ignore[attr-defined]
-        prefilled, paused = blocks
-        assert prefilled.catch_up == 2 and paused.catch_up == len(prompt) + 1
-        assert paused.tokens == prefilled.tokens and len(paused.tokens) == 4
+        late, read = blocks
+        assert late.catch_up == len(prompt) + 1 and read.catch_up == 2
+        assert late.tokens == read.tokens and len(late.tokens) == 4
     finally:
         engine.close()

@@ -107,10 +107,10 @@ class Drafter:
     def observe(self, block: DraftBlock, accepted: int) -> None:
         return None
 
-    def prefill(self, prompt: list[int], *, drafting: bool = True) -> None:
-        """Take in the prompt with the target's prefill. ``drafting`` False: the guard has
-        the drafter paused from the answer's start, so a pass that only readies a draft
-        model waits for the step that next drafts (its catch-up)."""
+    def prefill(self, prompt: list[int]) -> None:
+        """Take in the prompt with the target's prefill, without a pass of its own (lookups
+        index it, heads keep the target's rows of it). A draft model reads it late: its first
+        proposal's catch-up (``reads_prompt_late``)."""
         return None
 
 

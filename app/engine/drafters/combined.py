@@ -48,9 +48,9 @@ class CombinedDrafter(Drafter):
     def reads_prompt_late(self) -> bool:
         return self.model.reads_prompt_late
 
-    def prefill(self, prompt: list[int], *, drafting: bool = True) -> None:
+    def prefill(self, prompt: list[int]) -> None:
         self.lookup.prefill(prompt)
-        self.model.prefill(prompt, drafting=drafting)
+        self.model.prefill(prompt)
 
     def _lookup_goes_first(self, k_max: int, depth: int) -> bool:
         lookup, model = self.rates[self.lookup.name], self.rates[self.model.name]

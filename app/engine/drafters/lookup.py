@@ -165,7 +165,7 @@ class NgramDrafter(Drafter):
     def confidence_driven(self) -> bool:
         return self.gate is not None  # the gate sizes each block; the controller the ceiling
 
-    def prefill(self, prompt: list[int], *, drafting: bool = True) -> None:
+    def prefill(self, prompt: list[int]) -> None:
         """Index the prompt with the prompt's processing: the steps then index only what
         they add, and the first is no slower than the rest. Indexed even while paused:
         gated lookups go on while the guard has the model paused."""

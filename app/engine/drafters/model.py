@@ -30,20 +30,6 @@ class ModelDrafter(SampledDrafter):
         # first token of 16 prompts wait 1.85-3.54x as long as with the target alone
         return True
 
-    def prefill(self, prompt: list[int], *, drafting: bool = True) -> None:
-        """Bring the draft's cache up to the prompt with the target's prefill, not in step 1.
-
-        Not while paused from the start: a draft that can never pay, or whose pause carried
-        over from the last answer, would read the whole prompt for nothing (SmolLM2 F16 with
-        its Q4_1 draft, a draft pass 80-100 % of a target pass: the median time to the first
-        token of 32 short prompts went from 182 to 75 ms without it); a probe's catch-up
-        reads it if drafting resumes."""
-        if not drafting:
-            return
-        self.ctx.truncate(min(self.ctx.common_prefix(prompt), len(prompt) - 1))
-        self.ctx.decode(prompt[self.ctx.n_past : -1], logits="none")
-        self._agrees = self.ctx.n_past
-
     def _catch_up_from(self, committed: list[int]) -> int:
         """``min(ctx.common_prefix(committed), len(committed) - 1)``, comparing only the
         positions past those known to agree."""

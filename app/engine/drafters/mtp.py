@@ -219,7 +219,7 @@ class MtpDrafter(SampledDrafter):
         self.name = "assistant" if heads.assistant else "MTP"
         self._step = 0
 
-    def prefill(self, prompt: list[int], *, drafting: bool = True) -> None:
+    def prefill(self, prompt: list[int]) -> None:
         # even while paused: the heads read the target's rows of the prompt, kept only now
         self.heads.prepare(prompt)
 

@@ -63,7 +63,7 @@ class DraftingTurn:
         if drafter.pays_passes:
             pause = self.controller.pause_if_never_pays(step=0, depth=len(prompt))
         self._first_step_alone = drafter.reads_prompt_late
-        drafter.prefill(prompt, drafting=not (self.controller.paused or self._first_step_alone))
+        drafter.prefill(prompt)
         return pause
 
     def opening_pause(self, pause: GuardEvent | None, depth: int) -> GuardEvent | None:
