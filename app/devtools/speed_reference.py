@@ -36,10 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from app.devtools.arguments import Arguments, parse_arguments
-from app.devtools.llama_server import ServerSetup, greedy_run
+from app.devtools.llama_server import ServerSetup, greedy_answer, greedy_args, running_server
 from app.devtools.reference import llama_cpp_tool
 from app.devtools.speed_pairs import synthetic_pair
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SpecConfig
+from app.engine.events import RunSummary
 from app.engine.process.host import EngineHost, LoadRequest
 
 PROMPT = (1, 300, 310, 320, 330, 301)
@@ -89,39 +90,48 @@ def load_request(method: Method, target: Path, draft: Path | None, threads: int)
     return LoadRequest(target_spec, ModelSpec(str(draft), n_ctx=REFERENCE_CTX, n_threads=threads))
 
 
+def _fixed_policy(
+    prompt: list[int], n_tokens: int, draft_max: int, speculative: bool
+) -> GenerationRequest:
+    """The server's policy in SpecDeck's terms: fixed K tokens a step, no p-min, no guard, no
+    lookups before the model; greedy, no hover probabilities."""
+    spec = SpecConfig(draft_max=draft_max, adaptive=False, collapse_guard=False, ngram_first=False)
+    return GenerationRequest(
+        tuple(prompt), n_tokens, spec=spec, speculative=speculative, token_probs=False
+    )
+
+
+def _figures(runs: list[RunSummary]) -> dict[str, Any]:
+    """The best of ``runs`` (tokens/sec): its tokens, speed, counts and time per token."""
+    best = max(runs, key=lambda r: r.tok_s)
+    return {
+        "tokens": list(best.token_ids),
+        "tok_s": round(best.tok_s, 2),
+        "drafted": best.drafted,
+        "accepted": best.accepted,
+        "host_ms_per_token": round(best.host_ms_per_token, 4),
+        "step_host_ms_per_token": round(best.step_host_ms_per_token, 4),
+        "decode_ms_per_token": round(best.decode_s * 1000 / max(best.tokens, 1), 4),
+    }
+
+
 def specdeck_run(
-    load: LoadRequest,
-    prompt: list[int],
-    n_tokens: int,
-    draft_max: int,
-    rounds: int,
-    *,
-    text: str | None = None,
+    load: LoadRequest, prompt: list[int], n_tokens: int, draft_max: int, rounds: int
 ) -> dict[str, Any]:
     """``load``'s answers in SpecDeck's engine process, target-only and speculative with the
-    server's policy: the best of ``rounds`` of each (tokens, tok/s, counts, time per token),
-    and the prompt (``text`` tokenized by the target, when given)."""
-    spec = SpecConfig(draft_max=draft_max, adaptive=False, collapse_guard=False, ngram_first=False)
+    server's policy: the best of ``rounds`` of each."""
     host = EngineHost()
     try:
         host.load(load)
-        tokens = list(host.tokenize(text)) if text else prompt
-        out: dict[str, Any] = {"prompt": tokens}
-        for speculative in (False, True):
-            request = GenerationRequest(
-                tuple(tokens), n_tokens, spec=spec, speculative=speculative, token_probs=False
+        return {
+            "specdeck" if speculative else "target_only": _figures(
+                [
+                    host.run(_fixed_policy(prompt, n_tokens, draft_max, speculative))
+                    for _ in range(rounds)
+                ]
             )
-            best = max((host.run(request) for _ in range(rounds)), key=lambda r: r.tok_s)
-            out["specdeck" if speculative else "target_only"] = {
-                "tokens": list(best.token_ids),
-                "tok_s": round(best.tok_s, 2),
-                "drafted": best.drafted,
-                "accepted": best.accepted,
-                "host_ms_per_token": round(best.host_ms_per_token, 4),
-                "step_host_ms_per_token": round(best.step_host_ms_per_token, 4),
-                "decode_ms_per_token": round(best.decode_s * 1000 / max(best.tokens, 1), 4),
-            }
-        return out
+            for speculative in (False, True)
+        }
     finally:
         host.close()
 
@@ -139,18 +149,34 @@ def compare(
     text: str | None = None,
 ) -> dict[str, Any]:
     """SpecDeck's engine and llama-server drafting with ``method_name`` on one pair: identity,
-    acceptance and tokens/sec of both (``text``, when given, is tokenized by the target)."""
+    acceptance and tokens/sec of both (``text``, when given, is tokenized by the target).
+
+    Both run at once, each waiting while the other answers, and take turns round by round
+    (server, SpecDeck target-only, SpecDeck speculative): on a shared machine a busy spell
+    then slows one round of each side, not all of one side's."""
     method = METHODS[method_name]
-    load = load_request(method, target, draft, threads)
-    ours = specdeck_run(load, list(prompt or PROMPT), n_tokens, draft_max, rounds, text=text)
-    tokens = ours["prompt"]
     setup = ServerSetup(REFERENCE_CTX, threads)
     spec_args = server_args(method, draft, draft_max, setup.gpu_layers)
     binary = llama_cpp_tool("llama-server")
-    server = greedy_run(binary, target, spec_args, tokens, n_tokens, setup, rounds=rounds)
-    specdeck, target_only = ours["specdeck"], ours["target_only"]
+    host = EngineHost()
+    try:
+        host.load(load_request(method, target, draft, threads))
+        tokens = list(host.tokenize(text)) if text else list(prompt or PROMPT)
+        answers: list[dict[str, Any]] = []
+        runs: dict[bool, list[RunSummary]] = {False: [], True: []}
+        with running_server(
+            binary, greedy_args(target, spec_args, setup), start_timeout_s=setup.timeout_s
+        ) as url:
+            for _ in range(rounds):
+                answers.append(greedy_answer(url, tokens, n_tokens, setup.timeout_s))
+                for speculative, done in runs.items():
+                    done.append(host.run(_fixed_policy(tokens, n_tokens, draft_max, speculative)))
+    finally:
+        host.close()
+    server = max(answers, key=lambda a: float(a["tok_s"]))
+    specdeck, target_only = _figures(runs[True]), _figures(runs[False])
     # the server's answer ends with the end-of-generation token when one stopped it
-    served = server["tokens"]
+    served = answers[0]["tokens"]
     same = served[: len(specdeck["tokens"])] == specdeck["tokens"]
     return {
         "method": method_name,
