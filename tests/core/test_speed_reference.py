@@ -59,7 +59,8 @@ def test_the_report_on_the_tiny_dflash_pair() -> None:
     assert report["synthetic"] == "tiny" and report["rounds"] == 1
     assert report["identical_to_server"] is True
     assert report["identical_to_target_only"] is True
-    assert 0 < report["tokens"] <= 24
+    assert 0 < report["tokens"] <= 24 and report["prompt_tokens"] == 6
+    assert report["server_tokens"] - report["tokens"] in (0, 1)
     for side in ("server", "specdeck"):
         assert 0 <= report[f"{side}_accepted"] <= report[f"{side}_drafted"]
         assert report[f"{side}_acceptance"] == pytest.approx(
