@@ -84,6 +84,32 @@ class ServerSetup:
     log_tail: int = 2000
 
 
+def greedy_args(model: Path, spec_args: Sequence[str], setup: ServerSetup) -> list[str]:
+    """llama-server's arguments for one slot serving ``model`` with ``spec_args``."""
+    args = ["-m", str(model), *spec_args, "-ngl", setup.gpu_layers, "-c", str(setup.n_ctx)]
+    return args + ["-t", str(setup.threads), "--no-webui", "--parallel", "1"]
+
+
+def greedy_answer(url: str, prompt: list[int], n_tokens: int, timeout_s: float) -> dict[str, Any]:
+    """The running server's greedy answer to a token-id prompt (no prompt cache): its tokens,
+    tokens/sec and draft counts."""
+    body = {
+        "prompt": prompt,
+        "n_predict": n_tokens,
+        "temperature": 0,
+        "return_tokens": True,
+        "cache_prompt": False,
+    }
+    reply = post_json(f"{url}/completion", body, timeout_s)
+    timings = reply["timings"]
+    return {
+        "tokens": [int(t) for t in reply["tokens"]],
+        "tok_s": round(float(timings["predicted_per_second"]), 2),
+        "drafted": int(timings.get("draft_n", 0)),
+        "accepted": int(timings.get("draft_n_accepted", 0)),
+    }
+
+
 def greedy_run(
     binary: Path,
     model: Path,
@@ -97,30 +123,17 @@ def greedy_run(
 ) -> dict[str, Any]:
     """llama-server's greedy answer to a token-id prompt: its tokens, and the best
     tokens/sec and draft counts of ``rounds`` (after one uncounted answer when ``warm_up``)."""
-    args = ["-m", str(model), *spec_args, "-ngl", setup.gpu_layers, "-c", str(setup.n_ctx)]
-    args += ["-t", str(setup.threads), "--no-webui", "--parallel", "1"]
-    body = {
-        "prompt": prompt,
-        "n_predict": n_tokens,
-        "temperature": 0,
-        "return_tokens": True,
-        "cache_prompt": False,
-    }
     uncounted = 1 if warm_up else 0
     with running_server(
         binary,
-        args,
+        greedy_args(model, spec_args, setup),
         start_timeout_s=setup.timeout_s,
         stop_timeout_s=setup.stop_timeout_s,
         log_tail=setup.log_tail,
     ) as url:
-        completion = f"{url}/completion"
-        replies = [post_json(completion, body, setup.timeout_s) for _ in range(rounds + uncounted)]
-    replies = replies[uncounted:]
-    best = max((r["timings"] for r in replies), key=lambda t: float(t["predicted_per_second"]))
-    return {
-        "tokens": [int(t) for t in replies[0]["tokens"]],
-        "tok_s": round(float(best["predicted_per_second"]), 2),
-        "drafted": int(best.get("draft_n", 0)),
-        "accepted": int(best.get("draft_n_accepted", 0)),
-    }
+        answers = [
+            greedy_answer(url, prompt, n_tokens, setup.timeout_s) for _ in range(rounds + uncounted)
+        ]
+    answers = answers[uncounted:]
+    best = max(answers, key=lambda a: float(a["tok_s"]))
+    return best | {"tokens": answers[0]["tokens"]}

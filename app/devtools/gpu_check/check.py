@@ -33,7 +33,14 @@ from typing import Any
 
 from app.devtools.gpu_check.models import GPU_SHAPES, SMALL_SHAPES, Models, Shapes, write_models
 from app.devtools.llama_server import ServerSetup, greedy_run
-from app.devtools.mtp_reference import PROMPT, REFERENCE_CTX, specdeck_run
+from app.devtools.speed_reference import (
+    METHODS,
+    PROMPT,
+    REFERENCE_CTX,
+    load_request,
+    server_args,
+    specdeck_run,
+)
 from app.files.fileio import atomic_write_text, json_text
 
 ALL_LAYERS = "999"
@@ -86,18 +93,14 @@ def versus_server(
 ) -> dict[str, Any]:
     """SpecDeck and llama-server with the same fixed drafting policy, and both target-only."""
     prompt = list(PROMPT)
-    policy = ["--spec-draft-n-max", str(draft_max), "--spec-draft-n-min", "0"]
-    policy += ["--spec-draft-p-min", "0"]
-    if draft is None:
-        spec_args = ["--spec-type", "draft-mtp", *policy]
-    else:
-        spec_args = ["-md", str(draft), "-ngld", ALL_LAYERS, "--spec-type", "draft-simple"]
-        spec_args += policy
+    method = METHODS["mtp" if draft is None else "draft-model"]
+    spec_args = server_args(method, draft, draft_max, ALL_LAYERS)
     args = (prompt, n_tokens, rounds, threads, REFERENCE_CTX)
     served = server_run(server, model, spec_args, *args)
     plain = server_run(server, model, [], *args)
     # one more round on our side too: specdeck_run keeps the best of its rounds
-    ours = specdeck_run(model, draft, prompt, n_tokens, draft_max, rounds + 1, threads)
+    load = load_request(method, model, draft, threads)
+    ours = specdeck_run(load, prompt, n_tokens, draft_max, rounds + 1)
     spec, base = ours["specdeck"], ours["target_only"]
     # the server's answer ends with the end-of-generation token when one stopped it
     same = served["tokens"][: len(spec["tokens"])] == spec["tokens"]

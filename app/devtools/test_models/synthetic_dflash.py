@@ -41,7 +41,7 @@ from app.devtools.test_models.gguf_writing import (
     open_gguf,
     random_matrices,
 )
-from app.devtools.test_models.synthetic import _donor_tokenizer
+from app.devtools.test_models.synthetic import TinyShape, _donor_tokenizer
 from app.devtools.test_models.synthetic_eagle3 import EAGLE3_TARGET_SHAPE, write_eagle3_target
 
 VARIANTS = ("dflash", "dflash2", "dspark")
@@ -72,9 +72,11 @@ class TinyDFlashShape:
     selector_top_k: int = 4
 
 
-def write_dflash_target(path: Path, *, seed: int = 0) -> Path:
+def write_dflash_target(
+    path: Path, *, seed: int = 0, shape: TinyShape = DFLASH_TARGET_SHAPE
+) -> Path:
     """The tiny llama target (layer inputs extractable, as llama.cpp's DFlash path needs)."""
-    return write_eagle3_target(path, seed=seed, shape=DFLASH_TARGET_SHAPE, branch_scale=0.15)
+    return write_eagle3_target(path, seed=seed, shape=shape, branch_scale=0.15)
 
 
 def _target_tensors(target: Path) -> tuple[str, int, int, np.ndarray, np.ndarray]:

@@ -1,0 +1,246 @@
+"""SpecDeck's engine against llama.cpp's own ``llama-server``, one drafting method at a time.
+
+``python -m app.devtools.speed_reference METHOD (TARGET [DRAFT] | --synthetic tiny|large)
+[--tokens N] [--draft-max K] [--rounds R] [--threads T] [--prompt 1,300,310 | --text "..."]``
+
+METHOD is one of ``draft-model``, ``lookups``, ``mtp``, ``assistant``, ``eagle3``, ``dflash``,
+``dspark``; DRAFT is the second file the method needs (the draft model, the assistant, the
+head), none for lookups and MTP. ``--synthetic`` writes the method's synthetic pair into a
+temporary folder instead (``app.devtools.speed_pairs``: the tiny pair the tests use, or a
+larger target whose pass costs milliseconds).
+
+It starts llama-server (built from the llama.cpp vendored in the installed llama-cpp-python,
+so the same llama.cpp) drafting with that method (``--spec-type``), asks it for N greedy
+tokens after a token-id prompt (``--text`` is tokenized by the target first), then has
+SpecDeck's engine process answer the same prompt with the same drafting policy (fixed K tokens
+a step, no p-min, no guard, no lookups before the model: what the server does), and
+target-only. It prints one JSON object: whether the three token sequences are identical, both
+sides' acceptance (accepted / drafted), each one's tokens/sec (best of R rounds, prompt
+processing excluded on both sides, nothing streamed), and SpecDeck's speed as a share of the
+server's. End-of-generation stops both (the server's ``ignore_eos`` bans the token instead of
+passing it, so the runs would differ there); the server returns that last token, SpecDeck
+does not.
+
+Lookups are the one method whose policies differ: the server's ``ngram-simple`` drafts what
+followed the last earlier match of exactly the last 3 tokens, SpecDeck's lookups the longest
+of the last 3, 2 or 1; the acceptance columns say how far that changes the drafts.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.devtools.arguments import Arguments, parse_arguments
+from app.devtools.llama_server import ServerSetup, greedy_answer, greedy_args, running_server
+from app.devtools.reference import llama_cpp_tool
+from app.devtools.speed_pairs import synthetic_pair
+from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SpecConfig
+from app.engine.events import RunSummary
+from app.engine.process.host import EngineHost, LoadRequest
+
+PROMPT = (1, 300, 310, 320, 330, 301)
+REFERENCE_CTX = 2048
+LOOKUP_N = SpecConfig().ngram_n  # the longest n-gram SpecDeck's lookups match
+
+
+@dataclass(frozen=True)
+class Method:
+    """How llama-server is told to draft (``--spec-type``), whether it needs a second file
+    (``-md``), and where SpecDeck's engine drafts from."""
+
+    spec_type: str
+    with_draft: bool
+    source: DraftSource = DraftSource.MODEL
+
+
+METHODS = {
+    "draft-model": Method("draft-simple", True),
+    "lookups": Method("ngram-simple", False, DraftSource.NGRAM),
+    "mtp": Method("draft-mtp", False, DraftSource.MTP),
+    "assistant": Method("draft-mtp", True),
+    "eagle3": Method("draft-eagle3", True),
+    "dflash": Method("draft-dflash", True),
+    "dspark": Method("draft-dspark", True),
+}
+
+
+def server_args(method: Method, draft: Path | None, draft_max: int, gpu_layers: str) -> list[str]:
+    """llama-server's drafting arguments: the method, fixed K tokens a step, no p-min."""
+    args = ["-md", str(draft), "-ngld", gpu_layers] if method.with_draft else []
+    args += ["--spec-type", method.spec_type, "--spec-draft-n-max", str(draft_max)]
+    args += ["--spec-draft-n-min", "0", "--spec-draft-p-min", "0"]
+    if method.source is DraftSource.NGRAM:
+        args += ["--spec-ngram-simple-size-n", str(LOOKUP_N)]
+        args += ["--spec-ngram-simple-size-m", str(draft_max)]
+    return args
+
+
+def load_request(method: Method, target: Path, draft: Path | None, threads: int) -> LoadRequest:
+    """What SpecDeck's engine process loads for ``method``."""
+    target_spec = ModelSpec(str(target), n_ctx=REFERENCE_CTX, n_threads=threads)
+    if not method.with_draft:
+        return LoadRequest(target_spec, None, method.source)
+    if draft is None:
+        raise ValueError(f"{method.spec_type} needs a second file (the draft model or head)")
+    return LoadRequest(target_spec, ModelSpec(str(draft), n_ctx=REFERENCE_CTX, n_threads=threads))
+
+
+def _fixed_policy(
+    prompt: list[int], n_tokens: int, draft_max: int, speculative: bool
+) -> GenerationRequest:
+    """The server's policy in SpecDeck's terms: fixed K tokens a step, no p-min, no guard, no
+    lookups before the model; greedy, no hover probabilities."""
+    spec = SpecConfig(draft_max=draft_max, adaptive=False, collapse_guard=False, ngram_first=False)
+    return GenerationRequest(
+        tuple(prompt), n_tokens, spec=spec, speculative=speculative, token_probs=False
+    )
+
+
+def _figures(runs: list[RunSummary]) -> dict[str, Any]:
+    """The best of ``runs`` (tokens/sec): its tokens, speed, counts and time per token."""
+    best = max(runs, key=lambda r: r.tok_s)
+    return {
+        "tokens": list(best.token_ids),
+        "tok_s": round(best.tok_s, 2),
+        "drafted": best.drafted,
+        "accepted": best.accepted,
+        "host_ms_per_token": round(best.host_ms_per_token, 4),
+        "step_host_ms_per_token": round(best.step_host_ms_per_token, 4),
+        "decode_ms_per_token": round(best.decode_s * 1000 / max(best.tokens, 1), 4),
+    }
+
+
+def specdeck_run(
+    load: LoadRequest, prompt: list[int], n_tokens: int, draft_max: int, rounds: int
+) -> dict[str, Any]:
+    """``load``'s answers in SpecDeck's engine process, target-only and speculative with the
+    server's policy: the best of ``rounds`` of each."""
+    host = EngineHost()
+    try:
+        host.load(load)
+        return {
+            "specdeck" if speculative else "target_only": _figures(
+                [
+                    host.run(_fixed_policy(prompt, n_tokens, draft_max, speculative))
+                    for _ in range(rounds)
+                ]
+            )
+            for speculative in (False, True)
+        }
+    finally:
+        host.close()
+
+
+def compare(
+    method_name: str,
+    target: Path,
+    draft: Path | None,
+    *,
+    n_tokens: int,
+    draft_max: int,
+    rounds: int,
+    threads: int = 1,
+    prompt: list[int] | None = None,
+    text: str | None = None,
+) -> dict[str, Any]:
+    """SpecDeck's engine and llama-server drafting with ``method_name`` on one pair: identity,
+    acceptance and tokens/sec of both (``text``, when given, is tokenized by the target).
+
+    Both run at once, each waiting while the other answers, and take turns round by round
+    (server, SpecDeck target-only, SpecDeck speculative): on a shared machine a busy spell
+    then slows one round of each side, not all of one side's."""
+    method = METHODS[method_name]
+    setup = ServerSetup(REFERENCE_CTX, threads)
+    spec_args = server_args(method, draft, draft_max, setup.gpu_layers)
+    binary = llama_cpp_tool("llama-server")
+    host = EngineHost()
+    try:
+        host.load(load_request(method, target, draft, threads))
+        tokens = list(host.tokenize(text)) if text else list(prompt or PROMPT)
+        answers: list[dict[str, Any]] = []
+        runs: dict[bool, list[RunSummary]] = {False: [], True: []}
+        with running_server(
+            binary, greedy_args(target, spec_args, setup), start_timeout_s=setup.timeout_s
+        ) as url:
+            for _ in range(rounds):
+                answers.append(greedy_answer(url, tokens, n_tokens, setup.timeout_s))
+                for speculative, done in runs.items():
+                    done.append(host.run(_fixed_policy(tokens, n_tokens, draft_max, speculative)))
+    finally:
+        host.close()
+    server = max(answers, key=lambda a: float(a["tok_s"]))
+    specdeck, target_only = _figures(runs[True]), _figures(runs[False])
+    # the server's answer ends with the end-of-generation token when one stopped it
+    served = answers[0]["tokens"]
+    same = served[: len(specdeck["tokens"])] == specdeck["tokens"]
+    return {
+        "method": method_name,
+        "spec_type": method.spec_type,
+        "target": target.name,
+        "draft": draft.name if draft else None,
+        "prompt_tokens": len(tokens),
+        "tokens": len(specdeck["tokens"]),
+        "server_tokens": len(served),
+        "draft_max": draft_max,
+        "rounds": rounds,
+        "threads": threads,
+        "identical_to_server": same and len(served) - len(specdeck["tokens"]) in (0, 1),
+        "identical_to_target_only": specdeck["tokens"] == target_only["tokens"],
+        "server_tok_s": server["tok_s"],
+        "specdeck_tok_s": specdeck["tok_s"],
+        "target_only_tok_s": target_only["tok_s"],
+        "specdeck_vs_server": round(specdeck["tok_s"] / server["tok_s"], 3),
+        "server_drafted": server["drafted"],
+        "server_accepted": server["accepted"],
+        "specdeck_drafted": specdeck["drafted"],
+        "specdeck_accepted": specdeck["accepted"],
+        "server_acceptance": round(server["accepted"] / max(server["drafted"], 1), 4),
+        "specdeck_acceptance": round(specdeck["accepted"] / max(specdeck["drafted"], 1), 4),
+        "specdeck_step_host_ms_per_token": specdeck["step_host_ms_per_token"],
+        "specdeck_decode_ms_per_token": specdeck["decode_ms_per_token"],
+    }
+
+
+def _report(method_name: str, paths: tuple[Path, ...], args: Arguments) -> dict[str, Any]:
+    return compare(
+        method_name,
+        paths[0],
+        paths[1] if len(paths) > 1 else None,
+        n_tokens=int(args.get("--tokens", "256")),
+        draft_max=int(args.get("--draft-max", "3")),
+        rounds=int(args.get("--rounds", "3")),
+        threads=int(args.get("--threads", "1")),
+        prompt=args.token_ids("--prompt", PROMPT),
+        text=args.options.get("--text"),
+    )
+
+
+def main(argv: list[str]) -> int:
+    method_name = argv[0] if argv else ""
+    if method_name not in METHODS:
+        print(__doc__, file=sys.stderr)
+        return 2
+    synthetic = "--synthetic" in argv
+    n_paths = 0 if synthetic else 1 + METHODS[method_name].with_draft
+    args = parse_arguments(argv[1:], n_paths, __doc__)
+    if args is None:
+        return 2
+    if synthetic:
+        with tempfile.TemporaryDirectory(prefix="speed-reference-") as folder:
+            size = args.get("--synthetic", "tiny")
+            target, draft = synthetic_pair(method_name, Path(folder), size)
+            paths = (target,) if draft is None else (target, draft)
+            report = _report(method_name, paths, args) | {"synthetic": size}
+    else:
+        report = _report(method_name, args.paths, args)
+    print(json.dumps(report), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
