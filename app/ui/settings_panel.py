@@ -79,7 +79,7 @@ class FieldEdit(QWidget):
         self.note = plain_label(parent=self)  # what the last load made of this value
         self.note.setObjectName(f"note_{name}")
         self.note.setWordWrap(True)
-        self.note.setStyleSheet("color: palette(mid); font-size: 11px;")
+        self.note.setStyleSheet("color: palette(text); font-size: 11px;")
         self.note.hide()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
