@@ -57,11 +57,12 @@ from app.errors import GenerationCancelled, SpecDeckError
 
 
 def _device_description(spec: ModelSpec) -> str:
-    threads = spec.threads()
+    count = spec.threads()
+    threads = f"{count} thread" if count == 1 else f"{count} threads"
     if gpu_offload() and spec.n_gpu_layers != 0:
         layers = "all layers" if spec.n_gpu_layers < 0 else f"{spec.n_gpu_layers} layers"
-        return f"GPU ({layers}) + CPU {threads} threads"
-    return f"CPU · {threads} threads"
+        return f"GPU ({layers}) + CPU {threads}"
+    return f"CPU · {threads}"
 
 
 class _ChildSession:
