@@ -80,7 +80,7 @@ def fit_threads(
     if set_threads > 0:
         reason = f"{_threads(set_threads)}: set in the settings"
         return ThreadFit(set_threads, cores, busy_cores, reason)
-    every = f"{_threads(cores)}: all {cores} cores" if cores > 1 else "1 thread: the one core"
+    every = _every_core(cores)
     if busy_cores is None:
         why = "how busy other programs kept them could not be read"
         return ThreadFit(cores, cores, None, f"{every} ({why})")
@@ -102,6 +102,10 @@ def fit_threads(
 
 def _threads(count: int) -> str:
     return f"{count} thread" if count == 1 else f"{count} threads"
+
+
+def _every_core(cores: int) -> str:
+    return f"{cores} threads: all {cores} cores" if cores > 1 else "1 thread: the one core"
 
 
 def _own_cpu_seconds() -> float:
@@ -153,7 +157,7 @@ def unmeasured_fit(spec: ModelSpec) -> ThreadFit:
     cores = len(usable_cores())
     if spec.n_threads > 0:
         return fit_threads(cores, None, set_threads=spec.n_threads)
-    return ThreadFit(cores, cores, None, f"{_threads(cores)}: all {cores} cores")
+    return ThreadFit(cores, cores, None, _every_core(cores))
 
 
 def with_threads(spec: ModelSpec, fit: ThreadFit) -> ModelSpec:

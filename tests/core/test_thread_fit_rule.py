@@ -47,6 +47,7 @@ def test_threads_are_the_cores_less_those_other_programs_keep_busy(
 
 def test_the_reason_says_the_choice_in_plain_words() -> None:
     assert fit_threads(2, 0.2).reason == "2 threads: all 2 cores free when the pair loaded"
+    assert fit_threads(1, 0.0).reason == "1 thread: the one core free when the pair loaded"
     assert fit_threads(2, 1.0).reason == (
         "1 thread of 2 cores: other programs kept 1.0 core busy when the pair loaded"
     )
