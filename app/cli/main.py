@@ -49,7 +49,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     drafting = pair_drafting(target.path, draft.path if draft else None, source)
     host = EngineHost()
     try:
-        host.load(LoadRequest(target, draft, source))
+        info = host.load(LoadRequest(target, draft, source))
+        if info.threads is not None:
+            print(f"[threads] {info.threads.reason}", file=sys.stderr)
         prompt = host.tokenize_chat([{"role": "user", "content": args.prompt}])
         request = GenerationRequest(
             prompt,
@@ -166,6 +168,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         request = BenchRequest(target, draft, tuple(prompts), settings, source)
         result = run_bench_in_child(request, on_row=show)
     Path(args.json).write_text(json.dumps(result, indent=2))
+    print(f"threads: {result['lineage']['threads_reason']}", file=sys.stderr)
     pair = result["aggregate"].get("pair")
     if pair:
         print(

@@ -34,6 +34,7 @@ from app.engine.machine_load import LoadRunning, MachineLoad
 from app.engine.noise import gap_reasons, noise_flag, pass_gap, steadiness
 from app.engine.policy.costs import CostModel
 from app.engine.process.protocol import BENCHMARKING, RENDERING
+from app.engine.thread_fit import OtherProgramsMeter, ThreadFit
 from app.files.fileio import file_sha256
 
 
@@ -422,8 +423,13 @@ def pair_economics(costs: CostModel, k_max: int, depth: int) -> dict:
 
 
 def lineage(
-    target: ModelSpec, draft: ModelSpec | None, source: DraftSource, settings: BenchSettings
+    target: ModelSpec,
+    draft: ModelSpec | None,
+    source: DraftSource,
+    settings: BenchSettings,
+    fit: ThreadFit | None = None,
 ) -> dict:
+    """What a run ran on; ``fit``: the threads the load chose (else the target's own)."""
     gpus = [asdict(d) for d in devices() if d.kind != "CPU"]
     return {
         "target": {"path": target.path, "sha256": file_sha256(Path(target.path))},
@@ -436,7 +442,8 @@ def lineage(
         "llama_cpp_python": llama_cpp_version(),
         "llama_cpp_system_info": system_info(),
         "cpu": platform.processor() or platform.machine(),
-        "threads": target.threads(),
+        "threads": fit.threads if fit is not None else target.threads(),
+        **({"threads_reason": fit.reason} if fit is not None else {}),
         "weight_repacking": repacking_enabled(target.repack).describe(),
         "gpus": gpus,
         "settings": {
@@ -464,10 +471,13 @@ def run_bench(
     source: DraftSource = DraftSource.MODEL,
     on_row: Callable[[dict], None] | None = None,
     on_stage: StageCallback = _no_stage,
+    threads: OtherProgramsMeter | None = None,
 ) -> dict:
+    """``threads``: a window on the machine opened before this call (the engine process's
+    start), else one opened here; the load fits its threads to the cores it finds free."""
     items = list(prompts)
     began = time.perf_counter()
-    engine = Engine(target, draft, draft_source=source)
+    engine = Engine(target, draft, draft_source=source, threads=threads or OtherProgramsMeter())
     load_s = time.perf_counter() - began
     try:
         first = engine.tokenize_rendered(_render(engine, items[0]["prompt"], on_stage))
@@ -487,7 +497,7 @@ def run_bench(
     return {
         "prompts": rows,
         "aggregate": aggregate(rows) | ({"pair": economics} if economics else {}),
-        "lineage": lineage(target, draft, source, settings)
+        "lineage": lineage(target, draft, source, settings, engine.thread_fit)
         | {"load_s": round(load_s, 3), "peak_rss_bytes": peak_rss_bytes()},
     } | ({"busy": busy} if busy else {})
 

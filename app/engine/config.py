@@ -30,7 +30,7 @@ class ModelSpec:
     path: str
     n_gpu_layers: int = -1  # -1: all layers that fit on the GPU; ignored on CPU builds
     n_ctx: int = 4096
-    n_threads: int = 0  # 0: all cores
+    n_threads: int = 0  # 0: the cores other programs leave free at load (thread_fit.py)
     kv_type: str = "f16"
     flash_attn: str = "auto"  # "auto" | "on" | "off"
     repack: str = "auto"  # CPU weight repacking: "auto" (probed, see repacking.py) | "on" | "off"

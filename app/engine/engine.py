@@ -45,6 +45,7 @@ from app.engine.policy.costs import CostModel
 from app.engine.policy.guard import GuardMemory
 from app.engine.randomness import Randomness
 from app.engine.step_record import StepRecord
+from app.engine.thread_fit import OtherProgramsMeter, unmeasured_fit, with_threads
 from app.errors import ContextOverflowError, ModelLoadError
 from app.gguf.check import validate_gguf_file
 from app.gguf.compat import check_compatible
@@ -77,7 +78,10 @@ class Engine:
         draft: ModelSpec | None = None,
         *,
         draft_source: DraftSource | None = None,
+        threads: OtherProgramsMeter | None = None,
     ) -> None:
+        """``threads``: a window on the machine, started before this load, that fits the
+        passes' threads to the cores other programs leave free (None: every core)."""
         self.target_spec = target
         self.draft_spec = draft
         self.draft_source = draft_source or (DraftSource.MODEL if draft else DraftSource.NGRAM)
@@ -97,6 +101,11 @@ class Engine:
                 "this SpecDeck cannot draft with yet: choose a draft model, MTP or n-gram"
             )
         self.target = LlamaModel(target, load_next_token_layers=self_drafting)
+        # read after the target's weights, just before its contexts: the window spans the load
+        self.thread_fit = threads.fit(target) if threads is not None else unmeasured_fit(target)
+        target = self.target_spec = with_threads(target, self.thread_fit)
+        if draft is not None:
+            draft = self.draft_spec = with_threads(draft, self.thread_fit)
         self.draft: LlamaModel | None = None
         self.draft_ctx: LlamaContext | None = None
         self.heads: NextTokenHeads | None = None

@@ -93,6 +93,9 @@ class EnginePool:
         self.plan = plan
         self.cancel = cancel
         self.hosts: dict[tuple[str, str | None], EngineHost] = {}
+        # the threads the first load chose where the plan leaves them to SpecDeck: every
+        # later engine process runs on the same count, so the configurations compare
+        self.threads = plan.target.n_threads
 
     def for_config(self, config: LabConfig) -> EngineHost:
         key = config.engine_key
@@ -100,13 +103,16 @@ class EnginePool:
         if host is None:
             if self.cancel.is_set():  # no new engine process once the run is cancelled
                 raise GenerationCancelled("the lab run was cancelled")
-            draft = replace(self.plan.target, path=config.draft) if config.draft else None
+            target = replace(self.plan.target, n_threads=self.threads)
+            draft = replace(target, path=config.draft) if config.draft else None
             source = config.source
             if source is not DraftSource.MODEL or draft is None:
                 draft = None  # n-gram and MTP drafting load the target alone
                 source = source if source is DraftSource.MTP else DraftSource.NGRAM
             host = self.hosts[key] = EngineHost(self.cancel)  # reachable by kill() at once
-            host.load(LoadRequest(self.plan.target, draft, source))
+            info = host.load(LoadRequest(target, draft, source))
+            if info.threads is not None:
+                self.threads = info.threads.threads
             first = host.tokenize_chat(_user(self.plan.prompts[0].text))
             warm_up(
                 host.run,
@@ -389,7 +395,9 @@ class LabRunner:
                 runs[name] = {**metrics, "temperature": temperature}
                 outputs[name] = summary.token_ids
         shared = interference.between(
-            before, interference.sample(self.pool.pids()), threads=plan.target.threads()
+            before,
+            interference.sample(self.pool.pids()),
+            threads=self.pool.threads or plan.target.threads(),
         )
         for config in configs:
             run = runs[config.name]

@@ -77,7 +77,7 @@ class Settings:
     target_gpu_layers: int = -1
     draft_gpu_layers: int = -1
     n_ctx: int = 4096
-    n_threads: int = 0  # 0: every core
+    n_threads: int = 0  # 0: the cores other programs leave free, measured at each load
     weight_repacking: str = "auto"  # CPU weight repacking: auto (probed once), on, off
     # view
     baseline: bool = True
@@ -330,9 +330,10 @@ FIELDS: dict[str, FieldInfo] = {
         _int_in(256, 1_048_576), "Context size", "tokens of conversation both models can hold"
     ),
     "n_threads": FieldInfo(
-        _int_in(0, 512, " (0 uses every core)"),
+        _int_in(0, 512, " (0 fits them to the free cores)"),
         "CPU threads",
-        "0 = every core; fewer threads help on a busy machine and with tiny models",
+        "0 = the cores other programs leave free, measured at each load; fewer threads "
+        "help with tiny models",
     ),
     "weight_repacking": FieldInfo(
         _choice(REPACK_CHOICES),
@@ -397,7 +398,7 @@ def advice(settings: Settings) -> dict[str, str]:
     if settings.n_threads > cores:
         notes["n_threads"] = (
             f"more threads than this computer's {cores} cores: they wait for each other and "
-            "answers get slower; 0 uses every core"
+            "answers get slower; 0 fits them to the free cores"
         )
     return notes
 

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import QMainWindow, QPushButton, QScrollArea, QTabWidget
 
 from app.engine.config import DraftSource
 from app.engine.events import TextTail, TokenEvent
-from app.models.drafting import pair_drafting, pair_words
+from app.models.drafting import pair_drafting
 from app.remote.chat import RemotePair
 from app.store.conversations import Conversation, ConversationStore
 from app.store.pending_saves import PendingSaves
@@ -46,7 +46,7 @@ from app.ui.plain_text import markup
 from app.ui.resource_monitor import memory_in_use
 from app.ui.serving import ServingControl
 from app.ui.settings_panel import SettingsPanel
-from app.ui.status_bar import StatusFields
+from app.ui.status_bar import StatusFields, loaded_message
 from app.ui.window_docks import WindowDocks
 from app.ui.window_layout import WindowLayout
 from app.ui.window_menus import WindowCommands, WindowMenus
@@ -412,6 +412,7 @@ class MainWindow(QMainWindow):
         self.reload_button.hide()
         self._set_loading(None)
         self._show_pair_state()
+        self.settings_panel.show_threads(info.threads)  # what the load chose, and why
         if message.remote is not None:
             self.statusBar().showMessage(f"Chatting with {message.remote.url}", 5000)
             self.serving.pair_changed(message)  # stops serving, and says so after the above
@@ -428,8 +429,7 @@ class MainWindow(QMainWindow):
         self.lab.follow_pair(message.pair.target_path, message.pair.draft_path)  # unless edited
         self._update_resources()
         if not message.restored:
-            words = pair_words(info.target_path, info.draft_path, source)
-            self.statusBar().showMessage(f"Pair loaded in {message.load_s:.1f} s: {words}", 5000)
+            self.statusBar().showMessage(loaded_message(message), 5000)
         self.serving.pair_changed(message)  # serving follows the pair, and says so
         self.pair_loaded.emit(message)
 

@@ -27,6 +27,7 @@ from superqt.utils import qdebounced
 
 from app.engine.config import AcceptRule
 from app.engine.llama.repacking import CHOICES as REPACK_CHOICES
+from app.engine.thread_fit import ThreadFit
 from app.store.settings import FIELDS, Invalid, Settings, advice, with_field
 from app.ui.plain_text import plain_label
 from app.ui.theme import CHOICE_LABELS, CHOICES
@@ -75,12 +76,18 @@ class FieldEdit(QWidget):
         self.warning.setWordWrap(True)
         self.warning.setStyleSheet("color: palette(text); font-size: 11px;")
         self.warning.hide()
+        self.note = plain_label(parent=self)  # what the last load made of this value
+        self.note.setObjectName(f"note_{name}")
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet("color: palette(text); font-size: 11px;")
+        self.note.hide()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(1)
         layout.addWidget(self.edit)
         layout.addWidget(self.reason)
         layout.addWidget(self.warning)
+        layout.addWidget(self.note)
         self.edit.textEdited.connect(self._check)
         self.edit.editingFinished.connect(self.commit)
 
@@ -98,6 +105,11 @@ class FieldEdit(QWidget):
 
     def error(self) -> str | None:
         return self.reason.text() if not self.reason.isHidden() else None
+
+    def set_note(self, text: str) -> None:
+        """A line under the field on what the last load made of it ("" for none)."""
+        self.note.setText(text)
+        self.note.setVisible(bool(text))
 
     def _show(self, reason: str | None) -> None:
         self.reason.setText(reason or "")
@@ -278,6 +290,11 @@ class SettingsPanel(QScrollArea):
         updated = replace(self._settings, **changes)  # type: ignore[arg-type]
         self._show(updated, changes.keys())
         self._apply(updated)
+
+    def show_threads(self, fit: ThreadFit | None) -> None:
+        """Under CPU threads: the threads the last load chose and why (nothing for a remote
+        pair, which runs on another machine's threads)."""
+        self.fields["n_threads"].set_note(f"Last load: {fit.reason}" if fit is not None else "")
 
     def errors(self) -> dict[str, str]:
         return {name: e for name, f in self.fields.items() if (e := f.error())}

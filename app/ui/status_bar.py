@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QStatusBar
 
+from app.engine.config import DraftSource
 from app.engine.events import RunSummary, StepEvent
 from app.engine.figures import speed_text
+from app.models.drafting import pair_words
 from app.models.fit import gib
 from app.ui.status_fit import (
     StatusField,
@@ -37,6 +39,18 @@ SHORT = {
     "acceptance": before_parenthesis,
     "memory": before_parenthesis,
 }
+
+
+def loaded_message(message: PairLoaded) -> str:
+    """The status bar's word on a pair that loaded, with its threads when it runs on fewer
+    than every core (another program was busy, or the settings asked for fewer)."""
+    info = message.pair
+    words = pair_words(info.target_path, info.draft_path, DraftSource(info.draft_source))
+    fit = info.threads
+    threads = f"; {fit.reason}" if fit is not None and fit.threads < fit.cores else ""
+    return f"Pair loaded in {message.load_s:.1f} s: {words}{threads}"
+
+
 ACCEPTANCE_TIP = (
     "acceptance: drafted tokens the target accepted ÷ drafted tokens, over this answer.\n"
     "tokens/pass: tokens each target pass produced, its own token included (1 + accepted ÷ "

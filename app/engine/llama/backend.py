@@ -257,8 +257,8 @@ class LlamaContext:
         params.n_batch = n_batch
         params.n_ubatch = n_batch
         params.n_seq_max = 1
-        params.n_threads = spec.threads()
-        params.n_threads_batch = spec.threads()
+        self.threads = spec.threads()  # its passes' threads, read by the run's CPU meter
+        params.n_threads = params.n_threads_batch = self.threads
         params.type_k = _KV_TYPES[spec.kv_type]
         params.type_v = _KV_TYPES[spec.kv_type]
         params.flash_attn_type = _FLASH_ATTN[spec.flash_attn]

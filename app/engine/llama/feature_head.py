@@ -80,7 +80,8 @@ class FeatureHead:
             params.n_rs_seq = n_rs_seq
         if n_outputs_max is not None:
             params.n_outputs_max = n_outputs_max
-        params.n_threads = params.n_threads_batch = spec.threads()
+        self.threads = spec.threads()  # its passes' threads, read by the run's CPU meter
+        params.n_threads = params.n_threads_batch = self.threads
         params.no_perf = True
         params.ctx_other = target.ptr  # most heads embed and project with the target's weights
         ptr = llama_cpp.llama_init_from_model(head.ptr, params)

@@ -8,54 +8,26 @@ processes took on the cores this process may run on (psutil's per-core times).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
-import psutil
 
 from app.engine.events import GuardEvent, RunSummary, StopReason, TokenEvent
-from app.engine.llama.backend import LlamaModel
 from app.engine.loop.acceptance import Produced
 from app.engine.step_record import StepRecord, per_drafter, per_position
+from app.engine.thread_fit import busy_cpu_seconds, usable_cores
 
 
 class DecodeTimed(Protocol):
     """A context (or a drafting head's) that counts the wall time spent inside llama.cpp."""
 
     decode_s: float
-    model: LlamaModel  # whose spec says how many threads its passes may use
+    threads: int  # how many threads its passes use
 
 
 MIN_METERED_S = 0.3  # shorter runs are too short for the kernel's 10 ms CPU accounting
-
-
-def _cores() -> list[int]:
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return list(range(os.cpu_count() or 1))
-
-
-def _busy_s(cores: Sequence[int]) -> float | None:
-    """CPU seconds all processes have used on ``cores`` since boot (steal time included:
-    a hypervisor's other guests take it from this one)."""
-    try:
-        per_core = psutil.cpu_times(percpu=True)
-    except (OSError, RuntimeError, psutil.Error):
-        return None
-    busy = 0.0
-    for index in cores:
-        if index >= len(per_core):
-            return None
-        times = per_core[index]._asdict()
-        idle = times.get("idle", 0.0) + times.get("iowait", 0.0)
-        # guest time is already counted in user time on Linux
-        total = sum(times.values()) - times.get("guest", 0.0) - times.get("guest_nice", 0.0)
-        busy += total - idle
-    return busy
 
 
 class MachineMeter:
@@ -63,11 +35,11 @@ class MachineMeter:
 
     def __init__(self, contexts: Sequence[DecodeTimed]) -> None:
         self._contexts = list(contexts)
-        self._cores = _cores()
+        self._cores = usable_cores()
         self._decode = [c.decode_s for c in self._contexts]
         self._wall = time.perf_counter()
         self._cpu = time.process_time()
-        self._busy = _busy_s(self._cores)
+        self._busy = busy_cpu_seconds(self._cores)
 
     def read(self) -> tuple[float | None, float | None]:
         """(CPU share, outside cores).
@@ -86,10 +58,10 @@ class MachineMeter:
         for ctx, before in zip(self._contexts, self._decode, strict=True):
             decode = ctx.decode_s - before
             decode_total += decode
-            possible += decode * min(max(ctx.model.spec.threads(), 1), cores)
+            possible += decode * min(max(ctx.threads, 1), cores)
         possible += max(wall - decode_total, 0.0)
         share = own / possible if possible > 0 else None
-        busy = _busy_s(self._cores)
+        busy = busy_cpu_seconds(self._cores)
         outside = None
         if busy is not None and self._busy is not None:
             outside = max(busy - self._busy - own, 0.0) / wall

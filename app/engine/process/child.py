@@ -53,15 +53,17 @@ from app.engine.process.protocol import (
     TokenizeRequest,
     portable_failure,
 )
+from app.engine.thread_fit import OtherProgramsMeter
 from app.errors import GenerationCancelled, SpecDeckError
 
 
 def _device_description(spec: ModelSpec) -> str:
-    threads = spec.threads()
+    count = spec.threads()
+    threads = f"{count} thread" if count == 1 else f"{count} threads"
     if gpu_offload() and spec.n_gpu_layers != 0:
         layers = "all layers" if spec.n_gpu_layers < 0 else f"{spec.n_gpu_layers} layers"
-        return f"GPU ({layers}) + CPU {threads} threads"
-    return f"CPU · {threads} threads"
+        return f"GPU ({layers}) + CPU {threads}"
+    return f"CPU · {threads}"
 
 
 class _ChildSession:
@@ -72,6 +74,15 @@ class _ChildSession:
         self.cancel = cancel
         self.engine: Any = None
         self.target_name = ""
+        # how busy other programs keep the machine, from this process's start to the first
+        # load's contexts (later loads open their own window when they arrive)
+        self.window: OtherProgramsMeter | None = OtherProgramsMeter()
+
+    def threads_window(self) -> OtherProgramsMeter:
+        """The window a load fits its threads over: open since this process started when
+        this is its first request, else opened now."""
+        window, self.window = self.window or OtherProgramsMeter(), None
+        return window
 
     def reply(self, seq: int, message: object) -> None:
         self.conn.send((seq, message))
@@ -90,6 +101,8 @@ class _ChildSession:
             self.reply(seq, portable_failure(error))
         else:
             self.reply(seq, DoneReply(value))
+        finally:
+            self.window = None  # a later load measures the machine as it is then
 
     def dispatch(self, seq: int, request: Request) -> Any:
         if isinstance(request, LoadRequest):
@@ -143,8 +156,11 @@ class _ChildSession:
             return not self.cancel.is_set()
 
         use_draft = request.draft if request.draft_source is DraftSource.MODEL else None
+        window = self.threads_window()
         with observing_loads(progress):
-            engine = Engine(request.target, use_draft, draft_source=request.draft_source)
+            engine = Engine(
+                request.target, use_draft, draft_source=request.draft_source, threads=window
+            )
         if request.plain_chat:
             engine.formatter.use_plain()
         self.engine = engine
@@ -154,11 +170,12 @@ class _ChildSession:
             request.target.path,
             use_draft.path if use_draft else None,
             engine.draft_source,
-            _device_description(request.target),
+            _device_description(engine.target_spec),
             weights,
             engine.n_ctx,
             engine.target.repacking.describe(),
             engine.formatter.plain,
+            engine.thread_fit,
         )
 
     def bench(self, seq: int, request: BenchRequest) -> dict[str, Any]:
@@ -166,6 +183,7 @@ class _ChildSession:
         from app.engine.llama.load_hooks import observing_loads
 
         self.close_engine()
+        window = self.threads_window()
 
         def progress(path: Path, fraction: float) -> bool:
             if fraction <= 0.0 or fraction >= 1.0:
@@ -181,6 +199,7 @@ class _ChildSession:
                 source=request.source,
                 on_row=lambda row: self.reply(seq, RowReply(row)),
                 on_stage=lambda stage: self.reply(seq, StageReply(stage)),
+                threads=window,
             )
 
     def generate(self, seq: int, job: GenerateRequest) -> RunSummary:

@@ -20,6 +20,7 @@ from typing import Any
 from app.engine.config import DraftSource, GenerationRequest, ModelSpec
 from app.engine.events import Event
 from app.engine.process.logs import ChildLog
+from app.engine.thread_fit import ThreadFit
 from app.errors import SpecDeckError
 
 BATCH_SECONDS = 0.015  # events cross the pipe, and reach the UI thread, at most ~65 times a second
@@ -119,6 +120,7 @@ class PairInfo:
     n_ctx: int
     repacking: str
     plain_chat: bool
+    threads: ThreadFit | None = None  # the CPU threads the load chose and why (None: remote)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,53 @@
+"""The threads a load chooses on a machine other programs keep busy: measured with a real
+load beside it, and carried back from the engine process with the loaded pair."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from app.engine.config import ModelSpec
+from app.engine.machine_load import LoadRunning, MachineLoad
+from app.engine.process.host import EngineHost, LoadRequest
+from app.engine.thread_fit import OtherProgramsMeter, usable_cores, whole_cores
+
+
+def test_a_core_kept_busy_by_another_program_is_left_to_it() -> None:
+    load = MachineLoad("steady", share=0.5, limit_s=30.0)
+    cores = len(usable_cores())
+    with LoadRunning(load):
+        meter = OtherProgramsMeter()
+        time.sleep(0.5)  # the window a load's weights take to read
+        fit = meter.fit(ModelSpec("t.gguf"))
+    loaded = sum(load.duties())  # one core on two, whatever else runs beside it
+    assert fit.busy_cores is not None and fit.busy_cores > 0.7 * loaded, fit
+    assert fit.threads == max(1, cores - whole_cores(fit.busy_cores))
+    if cores >= 2:
+        assert fit.threads < cores
+    if cores == 2:
+        assert fit.threads == 1 and fit.reason.startswith("1 thread of 2 cores: other programs")
+
+
+@pytest.fixture
+def host():
+    engine_host = EngineHost()
+    yield engine_host
+    engine_host.close()
+
+
+def test_the_loaded_pair_says_which_threads_the_load_chose_and_why(host, tiny_pair) -> None:
+    target, draft = tiny_pair
+    info = host.load(
+        LoadRequest(ModelSpec(str(target), n_ctx=256), ModelSpec(str(draft), n_ctx=256))
+    )
+    fit = info.threads
+    assert fit is not None and fit.cores == len(usable_cores())
+    if fit.busy_cores is None:  # a load quicker than a tenth of a second keeps every core
+        assert fit.threads == fit.cores and "too quickly" in fit.reason, fit
+    else:
+        assert fit.threads == max(1, fit.cores - whole_cores(fit.busy_cores))
+    assert f"{fit.threads} thread" in fit.reason and f"{fit.threads} thread" in info.device
+    info = host.load(LoadRequest(ModelSpec(str(target), n_ctx=256, n_threads=3), None))
+    assert info.threads is not None and info.threads.threads == 3
+    assert info.threads.reason == "3 threads: set in the settings" and "3 threads" in info.device
