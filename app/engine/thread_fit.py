@@ -108,14 +108,15 @@ def _every_core(cores: int) -> str:
     return f"{cores} threads: all {cores} cores" if cores > 1 else "1 thread: the one core"
 
 
-def _own_cpu_seconds() -> float:
-    """CPU seconds of this process, the children it waited for, and the process that
-    started it (the window or the command line): SpecDeck's own, not other programs'."""
+def _own_cpu_seconds(app_pid: int | None) -> float:
+    """CPU seconds of this process, the children it waited for, and the app that started it
+    (the window or the command line: ``app_pid``, else this process's parent): SpecDeck's
+    own, not other programs'."""
     me = psutil.Process()
     times = me.cpu_times()
     seconds = times.user + times.system + times.children_user + times.children_system
     try:
-        parent = me.parent()
+        parent = psutil.Process(app_pid) if app_pid is not None else me.parent()
         if parent is not None:
             theirs = parent.cpu_times()
             seconds += theirs.user + theirs.system
@@ -127,13 +128,16 @@ def _own_cpu_seconds() -> float:
 class OtherProgramsMeter:
     """The cores other programs keep busy, from its start to ``fit()``: the machine's busy
     CPU time on this process's cores less SpecDeck's own (``_own_cpu_seconds``), over the
-    wall time. Children still running at ``fit()`` count as other programs (a test's load)."""
+    wall time. Children still running at ``fit()`` count as other programs (a test's load).
+    ``app_pid``: the app's process, where it is not this one's parent (an engine process
+    forked by a fork server)."""
 
-    def __init__(self) -> None:
+    def __init__(self, app_pid: int | None = None) -> None:
+        self._app_pid = app_pid
         self._cores = usable_cores()
         self._wall = time.perf_counter()
         self._busy = busy_cpu_seconds(self._cores)
-        self._own = _own_cpu_seconds()
+        self._own = _own_cpu_seconds(app_pid)
 
     def busy_cores(self) -> tuple[float | None, float]:
         """(other programs' busy cores, None where the OS does not say; the window's seconds)."""
@@ -141,7 +145,7 @@ class OtherProgramsMeter:
         busy = busy_cpu_seconds(self._cores)
         if busy is None or self._busy is None or wall <= 0:
             return None, wall
-        others = (busy - self._busy) - (_own_cpu_seconds() - self._own)
+        others = (busy - self._busy) - (_own_cpu_seconds(self._app_pid) - self._own)
         return max(others, 0.0) / wall, wall
 
     def fit(self, spec: ModelSpec) -> ThreadFit:

@@ -3,6 +3,8 @@ load beside it, and carried back from the engine process with the loaded pair.""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -51,3 +53,20 @@ def test_the_loaded_pair_says_which_threads_the_load_chose_and_why(host, tiny_pa
     info = host.load(LoadRequest(ModelSpec(str(target), n_ctx=256, n_threads=3), None))
     assert info.threads is not None and info.threads.threads == 3
     assert info.threads.reason == "3 threads: set in the settings" and "3 threads" in info.device
+
+
+def test_the_app_that_started_the_engine_process_is_not_another_program() -> None:
+    """An engine process forked by a fork server has the server as its parent: the app's
+    own work (here a process spinning a core) is left out because the launch names it."""
+    app = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)
+        named, unnamed = OtherProgramsMeter(app.pid), OtherProgramsMeter()
+        time.sleep(0.5)
+        without_app, _ = named.busy_cores()
+        with_app, _ = unnamed.busy_cores()
+    finally:
+        app.kill()
+        app.wait(10)
+    assert without_app is not None and with_app is not None
+    assert with_app - without_app > 0.5, (with_app, without_app)

@@ -69,19 +69,20 @@ def _device_description(spec: ModelSpec) -> str:
 class _ChildSession:
     """Runs in the engine process: owns the Engine, answers one request at a time."""
 
-    def __init__(self, conn: Connection, cancel: CancelFlag) -> None:
+    def __init__(self, conn: Connection, cancel: CancelFlag, app_pid: int | None = None) -> None:
         self.conn = conn
         self.cancel = cancel
         self.engine: Any = None
         self.target_name = ""
         # how busy other programs keep the machine, from this process's start to the first
         # load's contexts (later loads open their own window when they arrive)
-        self.window: OtherProgramsMeter | None = OtherProgramsMeter()
+        self.app_pid = app_pid
+        self.window: OtherProgramsMeter | None = OtherProgramsMeter(app_pid)
 
     def threads_window(self) -> OtherProgramsMeter:
         """The window a load fits its threads over: open since this process started when
         this is its first request, else opened now."""
-        window, self.window = self.window or OtherProgramsMeter(), None
+        window, self.window = self.window or OtherProgramsMeter(self.app_pid), None
         return window
 
     def reply(self, seq: int, message: object) -> None:
@@ -312,7 +313,7 @@ def child_main(launch: ChildLaunch) -> None:
     with contextlib.suppress(Exception):
         faulthandler.enable(file=sys.__stderr__ or sys.stderr)
     conn = launch.conn
-    session = _ChildSession(conn, launch.cancel)
+    session = _ChildSession(conn, launch.cancel, launch.app_pid)
     try:
         while True:
             try:

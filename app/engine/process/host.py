@@ -167,7 +167,9 @@ class EngineHost:
         self._log = new_log()
         parent_end, child_end = self._context.Pipe(duplex=True)
         environ = tuple(os.environ.items())
-        launch = ChildLaunch(child_end, self._cancel, self._log.for_child(), environ, os.getcwd())
+        launch = ChildLaunch(
+            child_end, self._cancel, self._log.for_child(), environ, os.getcwd(), os.getpid()
+        )
         process = self._context.Process(target=child_main, args=(launch,), name=PROCESS_NAME)
         process.start()
         child_end.close()  # so that the child's death reads as end-of-file here

@@ -338,3 +338,5 @@ class ChildLaunch:
     log: ChildLog  # the child's stderr (native messages) goes here; the parent reads its tail
     environ: tuple[tuple[str, str], ...] = ()
     cwd: str = ""
+    app_pid: int | None = None  # the process that started it (a fork server's child's parent
+    # is the server): its CPU time is SpecDeck's own when threads are fitted
