@@ -30,12 +30,8 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         "else ngram",
     )
     parser.add_argument("--ctx", type=int, default=4096, help="context size (tokens)")
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=0,
-        help="CPU threads (0: the cores other programs leave free at load)",
-    )
+    free = "CPU threads (0: the cores other programs leave free at load)"
+    parser.add_argument("--threads", type=int, default=0, help=free)
     parser.add_argument("--gpu-layers", type=int, default=-1, help="target layers on GPU (-1 all)")
     parser.add_argument("--draft-gpu-layers", type=int, default=-1)
     parser.add_argument("--kv-type", default="f16", choices=list(KV_TYPES))
