@@ -45,7 +45,7 @@ from app.engine.policy.costs import CostModel
 from app.engine.policy.guard import GuardMemory
 from app.engine.randomness import Randomness
 from app.engine.step_record import StepRecord
-from app.engine.thread_fit import OtherProgramsMeter, unmeasured_fit, with_threads
+from app.engine.thread_fit import OUTSIDE_LOAD, OtherProgramsMeter, unmeasured_fit, with_threads
 from app.errors import ContextOverflowError, ModelLoadError
 from app.gguf.check import validate_gguf_file
 from app.gguf.compat import check_compatible
@@ -150,6 +150,9 @@ class Engine:
         self._warm_up()
         self.calibration = ConfidenceCalibration()
         self._guard_memory: dict[str, GuardMemory | None] = {}
+        # the cores other programs kept busy during the last answer: the cost lines' latest
+        # prices were taken then
+        self._last_outside_cores: float | None = None
         bos = self.target.token_text(self.target.bos) if self.target.add_bos else ""
         eos = self.target.token_text(self.target.eos)
         self.formatter = ChatFormatter(self.target.chat_template(), bos_text=bos, eos_text=eos)
@@ -332,7 +335,9 @@ class Engine:
             ends_answer=ends_answer,
             memory=self._guard_memory,
         )
-        pause = drafting.prefill(prompt)
+        _, during_prefill = clock.machine.read()
+        busy = [c for c in (self._last_outside_cores, during_prefill) if c is not None]
+        pause = drafting.prefill(prompt, busy_machine=any(c >= OUTSIDE_LOAD for c in busy))
         yield PrefillEvent(len(prompt), reused, clock.prefill_done())
         pause = drafting.opening_pause(pause, depth=len(prompt))
         if pause is not None:
@@ -415,7 +420,7 @@ class Engine:
         tail = stream.flush()
         if tail:
             yield TextTail(tail)
-        yield clock.summary(
+        summary = clock.summary(
             stop,
             stream.text,
             committed[len(prompt) :],
@@ -426,6 +431,8 @@ class Engine:
             rule=request.spec.rule.value if request.speculative else "",
             sampling=sampling,
         )
+        self._last_outside_cores = summary.outside_cores
+        yield summary
 
     # --- exactness ------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from app.engine.config import AcceptRule
 from app.engine.events import RunSummary, StepEvent
 from app.engine.figures import rate
+from app.engine.thread_fit import OUTSIDE_LOAD
 
 if TYPE_CHECKING:
     from app.engine.engine import Engine
@@ -220,9 +221,6 @@ def pause_note(paused: int, tokens: int, lookups: int = 0) -> str:
     if lookups > 0:
         note += f" (prompt lookups still drafted {min(lookups, paused)} of them)"
     return note
-
-
-OUTSIDE_LOAD = 0.5  # cores other programs kept busy during a run: worth saying beside it
 
 
 def outside_load_note(spec: RunSummary) -> str:

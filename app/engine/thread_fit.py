@@ -26,6 +26,9 @@ import psutil
 from app.engine.config import ModelSpec
 
 MIN_WINDOW_S = 0.1  # shorter windows are too short for the kernel's 10 ms CPU accounting
+# cores other programs kept busy during a run: worth saying beside it, and a machine whose
+# timings (the cost lines' prices) say more about those programs than about the pair
+OUTSIDE_LOAD = 0.5
 
 
 @dataclass(frozen=True)

@@ -420,6 +420,42 @@ def test_a_loss_measured_under_other_programs_load_is_probed_again_soon_and_not_
     assert steady is not None and not steady.noisy and steady.probe_in == 16
 
 
+def test_a_draft_priced_never_to_pay_while_other_programs_were_busy_is_probed_again_soon() -> None:
+    """Before an answer's first step, costs priced during a burst of other programs (the last
+    answer ran while they kept a core busy) made a Q2_K draft look as dear as its target: that
+    pause is noisy (tried again in a few tokens, not carried); the same prices on a quiet
+    machine pause as before."""
+    from app.engine.loop.drafting_turn import DraftingTurn
+    from app.engine.policy.controller import DraftController
+    from app.engine.policy.guard import NOISY_PROBE
+
+    def opening(busy_machine: bool) -> tuple[GuardEvent | None, DraftController]:
+        controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=4))
+        costs = controller.costs
+        for depth in (0, 64):  # a draft pass priced at 95 % of a target pass, near the prompt
+            costs.observe_draft_pass(1, 95.0, depth)
+            costs.observe_verify(1, 100.0, depth)
+            costs.observe_verify(5, 130.0, depth)
+
+        class Drafting:  # what the turn asks a drafter that pays passes
+            name, pays_passes, reads_prompt_late = "draft model", True, True
+            lookups_while_paused = False
+
+            def prefill(self, prompt: list[int]) -> None:
+                return None
+
+        turn = DraftingTurn(Drafting(), controller, costs, ends_answer=None, memory={})  # type: ignore[arg-type]
+        return turn.prefill(list(range(64)), busy_machine=busy_machine), controller
+
+    busy, controller = opening(busy_machine=True)
+    assert busy is not None and busy.paused and busy.reason == "cost" and busy.noisy
+    assert controller.probe_in == NOISY_PROBE
+    assert not controller.snapshot().paused_for_cost  # the next answer starts drafting
+    quiet, controller = opening(busy_machine=False)
+    assert quiet is not None and quiet.paused and not quiet.noisy
+    assert controller.probe_in > NOISY_PROBE
+
+
 @pytest.mark.parametrize("adaptive", [False, True])
 def test_an_early_loss_pauses_a_fixed_length_at_once_and_an_adaptive_one_after_a_window(
     adaptive: bool,

@@ -53,15 +53,19 @@ class DraftingTurn:
         """The guard has the drafter paused (this step, the target writes alone)."""
         return self.drafter is not None and self.controller.paused
 
-    def prefill(self, prompt: list[int]) -> GuardEvent | None:
+    def prefill(self, prompt: list[int], *, busy_machine: bool = False) -> GuardEvent | None:
         """Before the answer's first step: pause a drafter the costs say can never pay, and
-        let the drafter take in the prompt. The pause, if any, is said after the prefill."""
+        let the drafter take in the prompt. The pause, if any, is said after the prefill.
+        ``busy_machine``: other programs kept the cores busy while the costs' latest prices
+        were taken (the last answer, this prompt's processing), so such a pause is noisy."""
         drafter = self.drafter
         if drafter is None:
             return None
         pause = None
         if drafter.pays_passes:
-            pause = self.controller.pause_if_never_pays(step=0, depth=len(prompt))
+            pause = self.controller.pause_if_never_pays(
+                step=0, depth=len(prompt), noisy=busy_machine
+            )
         self._first_step_alone = drafter.reads_prompt_late
         drafter.prefill(prompt)
         return pause

@@ -315,13 +315,17 @@ class DraftController:
             return None if decision is None else decision.event(record.step)
         return None
 
-    def pause_if_never_pays(self, step: int, depth: int) -> GuardEvent | None:
+    def pause_if_never_pays(
+        self, step: int, depth: int, *, noisy: bool = False
+    ) -> GuardEvent | None:
         """Before an answer drafts: where the costs measured near its depth say no draft
         length beats the target alone even with every drafted token accepted, pause now. The
         guard pauses such a draft after two steps paid in full, and a new answer starts
         unpaused when the last one ended on a probe: SmolLM2 F16 with its Q4_1 draft (a draft
         pass 90 % of a target pass) lost a tenth of a 9-token answer to two draft passes that
-        way."""
+        way. ``noisy``: the costs were priced while other programs kept the machine busy, so
+        the pause is probed again soon and not carried (bursts had paused one answer of 16
+        at its first step for good, its draft priced at 86 % of a target pass)."""
         if (
             not self.config.collapse_guard
             or self.paused
@@ -329,7 +333,7 @@ class DraftController:
             or self.can_ever_pay(depth)
         ):
             return None
-        decision = self._pause(GuardReason.COST, self.economics.ratio(), depth)
+        decision = self._pause(GuardReason.COST, self.economics.ratio(), depth, noisy=noisy)
         return decision.event(step)
 
     def carried_pause(self, step: int, depth: int) -> GuardEvent | None:
