@@ -420,6 +420,37 @@ def test_a_loss_measured_under_other_programs_load_is_probed_again_soon_and_not_
     assert steady is not None and not steady.noisy and steady.probe_in == 16
 
 
+def test_a_loss_whose_draft_passes_ran_under_other_programs_load_is_probed_again_soon() -> None:
+    """A burst can land on the draft passes alone: the target passes at their price, the two
+    draft passes taking three times theirs. That loss is noisy too; the same step with the
+    draft passes at their price is not."""
+    from app.engine.policy.controller import DraftController
+    from app.engine.policy.guard import NOISY_PROBE
+
+    def losing_steps(draft_ms: float) -> PauseDecision | None:
+        controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=4))
+        controller.costs.observe_draft_pass(1, 20.0, 0)
+        controller.costs.observe_verify(1, 100.0, 0)
+        controller.costs.observe_verify(3, 105.0, 0)
+        controller.economics.observe_target_only(100.0)
+        for step in range(8):  # every draft accepted, but 3 tokens cost 330 ms: a slight loss
+            controller.observe(
+                StepRecord(step=step, drafter="draft model", depth=0, proposed=2, accepted=2,
+                           verified=3, emitted=3, draft_passes=2, draft_ms=draft_ms, catch_up=1,
+                           catch_up_ms=draft_ms / 2, verify_ms=105.0, host_ms=1.0, step_ms=330.0)
+            )  # fmt: skip
+            decision = controller.check_pause(0)
+            if decision:
+                return decision
+        return None
+
+    busy = losing_steps(draft_ms=120.0)
+    assert busy is not None and busy.reason == "cost" and busy.noisy
+    assert busy.probe_in == NOISY_PROBE
+    steady = losing_steps(draft_ms=40.0)
+    assert steady is not None and steady.reason == "cost" and not steady.noisy
+
+
 def test_a_draft_priced_never_to_pay_while_other_programs_were_busy_is_probed_again_soon() -> None:
     """Before an answer's first step, costs priced during a burst of other programs (the last
     answer ran while they kept a core busy) made a Q2_K draft look as dear as its target: that

@@ -96,9 +96,21 @@ class DraftController:
             self.observe_confidences(list(record.confidences), record.accepted)
 
     def _interfered(self, record: StepRecord) -> bool:
-        """The step's target pass took well over its price: something else had the cores."""
-        price = self.costs.verify_ms(record.proposed + 1, record.depth)
-        return price is not None and price > 0 and record.verify_ms > INTERFERED * price
+        """The step's target pass, or its draft passes, took well over their price: something
+        else had the cores. (Bursts landing on the draft passes alone had priced a Q2_K draft
+        at half its target pass and paused three answers of sixteen for cost at 0.9 agreement.)
+        """
+        costs, depth = self.costs, record.depth
+        price = costs.verify_ms(record.proposed + 1, depth)
+        if price is not None and price > 0 and record.verify_ms > INTERFERED * price:
+            return True
+        if record.draft_passes <= 0:
+            return False
+        single, first = costs.draft_ms(1, depth), costs.draft_ms(max(record.catch_up, 1), depth)
+        if single is None or first is None:
+            return False
+        drafting = first + (record.draft_passes - 1) * single
+        return drafting > 0 and record.draft_ms > INTERFERED * drafting
 
     def _steady_catch_up_ms(self, record: StepRecord) -> float:
         if record.catch_up <= 2:
