@@ -194,6 +194,7 @@ def bench_prompt(
         "tokens_per_pass": round(speculative.tokens_per_pass, 3),
         "draft_passes": speculative.draft_passes,
         "guard_pauses": speculative.guard_pauses,
+        "paused_at_end": speculative.paused_at_end,
         # the guard's first pause as measured (its words are built above the engine)
         "guard": guard_record(speculative.guard_events[0]) if speculative.guard_events else None,
         # the prompt's processing, which tok/s leaves out (speculative also readies the draft):
@@ -350,6 +351,11 @@ def aggregate(rows: list[dict]) -> dict:
         {"id": r["id"], "at": r["first_divergence"], "margin": r["divergence_margin"]}
         for r in rows
         if not r["identical"]
+    ]
+    summary["paused_at_end"] = [
+        {"id": r["id"], "tokens": r["paused_at_end"], "of": r["tokens"]}
+        for r in rows
+        if r.get("paused_at_end")
     ]
     noisy = [{"id": r["id"], "why": r["noisy"]} for r in rows if r.get("noisy")]
     summary["noisy_prompts"] = len(noisy)

@@ -142,6 +142,12 @@ def test_the_bench_pairs_its_rounds_and_reports_their_steadiness(
     assert row["step_host_ms_per_token"] <= row["host_ms_per_token"]
     aggregate = result["aggregate"]
     assert aggregate["noisy_prompts"] == len(aggregate["noisy"]) == (1 if row["noisy"] else 0)
+    assert 0 <= row["paused_at_end"] <= row["tokens"]
+    assert aggregate["paused_at_end"] == (
+        [{"id": row["id"], "tokens": row["paused_at_end"], "of": row["tokens"]}]
+        if row["paused_at_end"]
+        else []
+    )
     assert "median_step_host_ms_per_token" in aggregate
     assert result["lineage"]["settings"]["rounds"] == 2
 

@@ -90,6 +90,9 @@ def test_the_verdict_says_how_much_prompt_lookups_drafted_while_the_model_was_pa
     clock.prefill_done()
     summary = clock.summary(StopReason.MAX_TOKENS, "", list(range(11)), records)
     assert summary.paused_tokens == 8 and summary.paused_lookup_tokens == 5
+    assert summary.paused_at_end == 0  # the model drafted again in the last step
+    ended_paused = clock.summary(StopReason.MAX_TOKENS, "", list(range(8)), records[:3])
+    assert ended_paused.paused_at_end == 8
     text = judge(summary, None, None, temperature=0.0, rule=AcceptRule.REJECTION).text
     assert "drafting paused for 8 of " in text
     assert "(prompt lookups still drafted 5 of them)" in text
@@ -124,7 +127,7 @@ def test_a_probe_due_after_the_last_step_is_not_said(tiny_pair, max_tokens: int)
     summary = events[-1]
     assert isinstance(summary, RunSummary)
     if max_tokens == 12:
-        assert summary.paused_tokens == 12 and not resumed
+        assert summary.paused_tokens == summary.paused_at_end == 12 and not resumed
     else:
         assert resumed and resumed[0].step == 11  # after the 12th token, then it drafts
         assert summary.paused_tokens < summary.tokens

@@ -159,6 +159,7 @@ class RunClock:
             paused_lookup_tokens=sum(
                 r.accepted for r in records if r.paused and r.proposed and not r.draft_passes
             ),
+            paused_at_end=paused_at_end(records),
             cpu_share=cpu_share,
             outside_cores=outside_cores,
             drafted_per_position=drafted_at,
@@ -171,3 +172,14 @@ class RunClock:
             passes=len(records),
             verified=sum(r.verified for r in records),
         )
+
+
+def paused_at_end(records: Sequence[StepRecord]) -> int:
+    """Tokens the trailing paused steps wrote: how long drafting had stayed paused when the
+    answer ended (prompt lookups that went on while it was paused count as paused)."""
+    tokens = 0
+    for record in reversed(records):
+        if not record.paused:
+            break
+        tokens += record.emitted
+    return tokens
