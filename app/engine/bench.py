@@ -89,6 +89,9 @@ class BenchSettings:
     max_rounds: int = 6
     # also every prompt again with the machine kept busy (after all of them quiet)
     busy: MachineLoad | None = None
+    # one-token runs per mode with both caches emptied, after the rounds: the time to the first
+    # token is the median of these and the first round's (one cold sample swung 0.7-1.35x)
+    first_token_rounds: int = 2
 
 
 def load_prompts(path: Path) -> list[dict[str, str]]:
@@ -160,6 +163,7 @@ def bench_prompt(
         # median of them all
         pairs += _rounds(engine, request, settings.max_rounds - len(pairs), first=len(pairs))
     baseline, speculative = pairs[0]  # counts and notes: the first round's
+    base_ttft, spec_ttft = _first_tokens(engine, request, settings.first_token_rounds)
     checks = [compare(prompt, s.token_ids, b.token_ids, engine) for b, s in pairs]
     check = next((c for c in checks if not c.identical), checks[0])
     ratios = _ratios(pairs)
@@ -197,10 +201,11 @@ def bench_prompt(
         "paused_at_end": speculative.paused_at_end,
         # the guard's first pause as measured (its words are built above the engine)
         "guard": guard_record(speculative.guard_events[0]) if speculative.guard_events else None,
-        # the prompt's processing, which tok/s leaves out (speculative also readies the draft):
-        # the first round's, the one round where neither mode's cache holds the prompt yet
-        "ttft_ms": round(speculative.ttft_ms, 1),
-        "baseline_ttft_ms": round(baseline.ttft_ms, 1),
+        # the prompt's processing, which tok/s leaves out: the median of the runs where
+        # neither mode's cache held the prompt (the first round's and the one-token runs)
+        "ttft_ms": round(statistics.median([speculative.ttft_ms, *spec_ttft]), 1),
+        "baseline_ttft_ms": round(statistics.median([baseline.ttft_ms, *base_ttft]), 1),
+        "ttft_samples": 1 + len(spec_ttft),
         "stop_reason": speculative.stop_reason.value,
         **speculative.acceptance_figures(),
         **_steadiness_figures(pairs, ratios),
@@ -255,6 +260,20 @@ def _rounds(
             runs[speculative] = drain(engine.generate(replace(request, speculative=speculative)))
         pairs.append((runs[False], runs[True]))
     return pairs
+
+
+def _first_tokens(
+    engine: Engine, request: GenerationRequest, rounds: int
+) -> tuple[list[float], list[float]]:
+    """(target-only, speculative) times to the first token of ``rounds`` one-token runs per
+    mode, each with every cache emptied first, the mode that goes first alternating."""
+    one = replace(request, max_tokens=1, reuse_prefix=False)
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for number in range(rounds):
+        for speculative in (number % 2 == 1, number % 2 == 0):
+            summary = drain(engine.generate(replace(one, speculative=speculative)))
+            times[speculative].append(summary.ttft_ms)
+    return times[False], times[True]
 
 
 def _gaps(pairs: list[tuple[RunSummary, RunSummary]]) -> list[float | None]:
