@@ -416,7 +416,6 @@ class Engine:
             if finished is not None:
                 stop = finished
                 break
-        drafting.finish()
         tail = stream.flush()
         if tail:
             yield TextTail(tail)
@@ -432,6 +431,8 @@ class Engine:
             sampling=sampling,
         )
         self._last_outside_cores = summary.outside_cores
+        ran_busy = [c for c in (during_prefill, summary.outside_cores) if c is not None]
+        drafting.finish(busy_machine=any(c >= OUTSIDE_LOAD for c in ran_busy))
         yield summary
 
     # --- exactness ------------------------------------------------------------------------

@@ -451,6 +451,44 @@ def test_a_loss_whose_draft_passes_ran_under_other_programs_load_is_probed_again
     assert steady is not None and steady.reason == "cost" and not steady.noisy
 
 
+def test_a_pause_for_cost_in_an_answer_that_ran_on_a_busy_machine_is_not_carried() -> None:
+    """An expensive draft (priced at 60 % of a target pass) paused for cost, not on noisy
+    steps: on a quiet machine the next answer starts paused; where other programs kept half a
+    core busy during the answer, it starts drafting, its failed probes forgotten."""
+    from app.engine.loop.drafting_turn import DraftingTurn
+    from app.engine.policy.controller import DraftController
+
+    controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=4))
+    controller.costs.observe_draft_pass(1, 60.0, 0)
+    controller.costs.observe_verify(1, 100.0, 0)
+    controller.costs.observe_verify(3, 105.0, 0)
+    controller.economics.observe_target_only(100.0)
+    for step in range(8):  # every draft accepted, but 3 tokens cost 330 ms: a slight loss
+        controller.observe(
+            StepRecord(step=step, drafter="draft model", depth=0, proposed=2, accepted=2,
+                       verified=3, emitted=3, draft_passes=2, draft_ms=120.0, catch_up=1,
+                       catch_up_ms=60.0, verify_ms=105.0, host_ms=1.0, step_ms=330.0)
+        )  # fmt: skip
+        if controller.check_pause(0):
+            break
+    assert controller.paused and controller.last_pause is not None
+    assert controller.last_pause.reason == "cost" and not controller.last_pause.noisy
+
+    class Drafting:
+        name, pays_passes, reads_prompt_late = "draft model", True, True
+        lookups_while_paused = False
+
+    memory: dict = {}
+    turn = DraftingTurn(Drafting(), controller, controller.costs, ends_answer=None, memory=memory)  # type: ignore[arg-type]
+    turn.finish()
+    assert memory["draft model"].paused_for_cost
+    turn.finish(busy_machine=True)
+    assert not memory["draft model"].paused_for_cost and memory["draft model"].failed_probes == 0
+    fresh = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=4))
+    fresh.restore(memory["draft model"])
+    assert not fresh.paused
+
+
 def test_a_draft_priced_never_to_pay_while_other_programs_were_busy_is_probed_again_soon() -> None:
     """Before an answer's first step, costs priced during a burst of other programs (the last
     answer ran while they kept a core busy) made a Q2_K draft look as dear as its target: that

@@ -135,6 +135,7 @@ class DraftingTurn:
         self.pauses.append(pause)
         return pause
 
-    def finish(self) -> None:
-        """Leave the guard's state for the next request on the pair with this drafter."""
-        self._memory[self.name] = self.controller.snapshot()
+    def finish(self, *, busy_machine: bool = False) -> None:
+        """Leave the guard's state for the next request on the pair with this drafter
+        (``busy_machine``: other programs kept half a core or more busy during this one)."""
+        self._memory[self.name] = self.controller.snapshot(busy_machine=busy_machine)

@@ -366,10 +366,16 @@ class DraftController:
         )
         return self.last_pause.event(step)
 
-    def snapshot(self) -> GuardMemory:
-        # Only a draft that costs half a target pass or more is too expensive whatever the
-        # prompt: its pause carries over. A pause for a hard prompt does not silence the next,
-        # nor one decided while other programs slowed the machine.
+    def snapshot(self, *, busy_machine: bool = False) -> GuardMemory:
+        """What this answer leaves for the next. Only a draft that costs half a target pass or
+        more is too expensive whatever the prompt: its pause carries over. A pause for a hard
+        prompt does not silence the next, nor one decided while other programs slowed the
+        machine: a noisy one, or any in an answer that ran while they kept half a core or more
+        busy (``busy_machine``), whose failed probes are not carried either. (A burst had priced
+        the Q2_K draft at 1.8 target passes; the pause it decided was carried, and its probes
+        skipped on that price, through the next 15 answers of 16.)"""
+        if busy_machine:
+            return GuardMemory(False, self.probe_in, 0, self.acceptance.value)
         last = self.last_pause
         cost = (
             self.paused
