@@ -89,9 +89,10 @@ class BenchSettings:
     max_rounds: int = 6
     # also every prompt again with the machine kept busy (after all of them quiet)
     busy: MachineLoad | None = None
-    # one-token runs per mode with both caches emptied, after the rounds: the time to the first
-    # token is the median of these and the first round's (one cold sample swung 0.7-1.35x)
-    first_token_rounds: int = 2
+    # one-token runs per mode with every cache emptied, after the rounds: the time to the first
+    # token is their median (one sample per prompt had swung 0.7-1.35x between runs); 0: the
+    # first round's, whose caches still hold what the last prompt shares with this one
+    first_token_rounds: int = 3
 
 
 def load_prompts(path: Path) -> list[dict[str, str]]:
@@ -201,11 +202,10 @@ def bench_prompt(
         "paused_at_end": speculative.paused_at_end,
         # the guard's first pause as measured (its words are built above the engine)
         "guard": guard_record(speculative.guard_events[0]) if speculative.guard_events else None,
-        # the prompt's processing, which tok/s leaves out: the median of the runs where
-        # neither mode's cache held the prompt (the first round's and the one-token runs)
-        "ttft_ms": round(statistics.median([speculative.ttft_ms, *spec_ttft]), 1),
-        "baseline_ttft_ms": round(statistics.median([baseline.ttft_ms, *base_ttft]), 1),
-        "ttft_samples": 1 + len(spec_ttft),
+        # the prompt's processing, which tok/s leaves out
+        "ttft_ms": round(statistics.median(spec_ttft or [speculative.ttft_ms]), 1),
+        "baseline_ttft_ms": round(statistics.median(base_ttft or [baseline.ttft_ms]), 1),
+        "ttft_samples": len(spec_ttft) or 1,
         "stop_reason": speculative.stop_reason.value,
         **speculative.acceptance_figures(),
         **_steadiness_figures(pairs, ratios),
