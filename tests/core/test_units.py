@@ -489,6 +489,29 @@ def test_a_pause_for_cost_in_an_answer_that_ran_on_a_busy_machine_is_not_carried
     assert not fresh.paused
 
 
+def test_a_probe_after_a_pause_on_noisy_costs_is_never_skipped() -> None:
+    """Costs that price the draft above its target (as a burst did) say no probe can pay, so
+    after a failed probe the next is skipped; but where the pause was decided on noisy costs
+    the probe runs: a paused draft is priced again only by probing it."""
+    from app.engine.policy.controller import DraftController
+    from app.engine.policy.guard import NOISY_PROBE
+
+    def probe_runs(second_pause_noisy: bool) -> bool:
+        controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=4))
+        controller.costs.observe_draft_pass(1, 120.0, 0)  # 1.2 target passes: never pays
+        controller.costs.observe_verify(1, 100.0, 0)
+        controller.costs.observe_verify(3, 105.0, 0)
+        assert not controller.can_ever_pay(0)
+        controller._pause(GuardReason.COST, None, 0)  # a first pause, and its probe failed:
+        controller._pause(GuardReason.COST, None, 0, noisy=second_pause_noisy)
+        waited = controller.probe_in
+        assert waited == (NOISY_PROBE if second_pause_noisy else 32)
+        return any(controller.tick_paused(1, 0) for _ in range(waited))
+
+    assert probe_runs(second_pause_noisy=True)
+    assert not probe_runs(second_pause_noisy=False)  # skipped: the wait doubles instead
+
+
 def test_a_draft_priced_never_to_pay_while_other_programs_were_busy_is_probed_again_soon() -> None:
     """Before an answer's first step, costs priced during a burst of other programs (the last
     answer ran while they kept a core busy) made a Q2_K draft look as dear as its target: that

@@ -428,9 +428,12 @@ class DraftController:
         probe again."""
         self._paused_tokens += tokens
         if self._paused_tokens >= self.probe_in:
-            if self._failed_probes % 4 and self._probe_would_lose(depth):
+            noisy = self.last_pause is not None and self.last_pause.noisy
+            if not noisy and self._failed_probes % 4 and self._probe_would_lose(depth):
                 # skip this probe (every fourth one still runs, in case the costs or the text
-                # changed) and wait twice as long
+                # changed) and wait twice as long. Never after a pause on noisy costs: a paused
+                # draft is not priced again, and a burst had priced a Q2_K draft at 1.2 target
+                # passes and had its probes skipped for the last 41 tokens of an answer.
                 self._paused_tokens = 0
                 self.probe_in = min(self.probe_in * 2, MAX_PROBE_INTERVAL)
                 self._failed_probes += 1
