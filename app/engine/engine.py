@@ -153,6 +153,10 @@ class Engine:
         # the cores other programs kept busy during the last answer: the cost lines' latest
         # prices were taken then
         self._last_outside_cores: float | None = None
+        # the draft's passes were last priced in an answer that ran while other programs kept
+        # half a core or more busy: a paused draft is not priced again until it drafts, so a
+        # burst's price outlives the burst (a Q2_K draft at 1.8 of its target's pass)
+        self.draft_priced_busy = False
         bos = self.target.token_text(self.target.bos) if self.target.add_bos else ""
         eos = self.target.token_text(self.target.eos)
         self.formatter = ChatFormatter(self.target.chat_template(), bos_text=bos, eos_text=eos)
@@ -337,7 +341,8 @@ class Engine:
         )
         _, during_prefill = clock.machine.read()
         busy = [c for c in (self._last_outside_cores, during_prefill) if c is not None]
-        pause = drafting.prefill(prompt, busy_machine=any(c >= OUTSIDE_LOAD for c in busy))
+        noisy_costs = self.draft_priced_busy or any(c >= OUTSIDE_LOAD for c in busy)
+        pause = drafting.prefill(prompt, busy_machine=noisy_costs)
         yield PrefillEvent(len(prompt), reused, clock.prefill_done())
         pause = drafting.opening_pause(pause, depth=len(prompt))
         if pause is not None:
@@ -431,8 +436,12 @@ class Engine:
             sampling=sampling,
         )
         self._last_outside_cores = summary.outside_cores
-        ran_busy = [c for c in (during_prefill, summary.outside_cores) if c is not None]
-        drafting.finish(busy_machine=any(c >= OUTSIDE_LOAD for c in ran_busy))
+        ran_busy = any(
+            c >= OUTSIDE_LOAD for c in (during_prefill, summary.outside_cores) if c is not None
+        )
+        drafting.finish(busy_machine=ran_busy)
+        if summary.draft_passes:
+            self.draft_priced_busy = ran_busy
         yield summary
 
     # --- exactness ------------------------------------------------------------------------

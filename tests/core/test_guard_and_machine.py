@@ -206,3 +206,33 @@ def test_the_verdict_says_when_other_programs_kept_the_machine_busy(
     uneven = verdict(1.2, base_share=0.5)
     assert uneven.startswith("speeds not comparable") and uneven.count("other processes") == 1
     assert "ran while other programs" not in uneven
+
+
+def test_a_draft_priced_while_other_programs_kept_the_cores_busy_stays_marked_so(
+    smollm2_pair: tuple[Path, Path],
+) -> None:
+    """An answer that paid draft passes while busy children kept the cores leaves the draft's
+    price marked as taken on a busy machine; a target-only answer after it prices no draft
+    pass and leaves the mark (a paused draft is not priced again until it drafts)."""
+    from app.engine.config import SpecConfig
+
+    target, draft = smollm2_pair
+    engine = Engine(  # one thread: two spin at llama.cpp's barriers against the busy children
+        ModelSpec(str(target), n_ctx=1024, n_threads=1),
+        ModelSpec(str(draft), n_ctx=1024, n_threads=1),
+    )
+    try:
+        prompt = engine.tokenize_chat([Message("user", PALINDROME)])
+        request = GenerationRequest(
+            prompt, max_tokens=24, ignore_eos=True, spec=SpecConfig(ngram_first=False)
+        )
+        assert not engine.draft_priced_busy
+        with busy_cores():
+            spec = drain(engine.generate(request))
+        assert spec.draft_passes > 0
+        assert spec.outside_cores is not None and spec.outside_cores >= 0.5
+        assert engine.draft_priced_busy
+        drain(engine.generate(replace(request, speculative=False)))
+        assert engine.draft_priced_busy
+    finally:
+        engine.close()
