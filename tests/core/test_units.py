@@ -420,34 +420,36 @@ def test_a_loss_measured_under_other_programs_load_is_probed_again_soon_and_not_
     assert steady is not None and not steady.noisy and steady.probe_in == 16
 
 
+def _slightly_losing(*, draft_price_ms: float, draft_ms: float) -> DraftController:
+    """A controller after up to eight steps, each with every draft accepted but 3 tokens for
+    330 ms where target-only costs 100 ms a token: a slight loss, paused within the window. The
+    draft pass is priced at ``draft_price_ms``, the steps' two draft passes took ``draft_ms``."""
+    controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=4))
+    controller.costs.observe_draft_pass(1, draft_price_ms, 0)
+    controller.costs.observe_verify(1, 100.0, 0)
+    controller.costs.observe_verify(3, 105.0, 0)
+    controller.economics.observe_target_only(100.0)
+    for step in range(8):
+        controller.observe(
+            StepRecord(step=step, drafter="draft model", depth=0, proposed=2, accepted=2,
+                       verified=3, emitted=3, draft_passes=2, draft_ms=draft_ms, catch_up=1,
+                       catch_up_ms=draft_ms / 2, verify_ms=105.0, host_ms=1.0, step_ms=330.0)
+        )  # fmt: skip
+        if controller.check_pause(0):
+            break
+    return controller
+
+
 def test_a_loss_whose_draft_passes_ran_under_other_programs_load_is_probed_again_soon() -> None:
     """A burst can land on the draft passes alone: the target passes at their price, the two
     draft passes taking three times theirs. That loss is noisy too; the same step with the
     draft passes at their price is not."""
-    from app.engine.policy.controller import DraftController
     from app.engine.policy.guard import NOISY_PROBE
 
-    def losing_steps(draft_ms: float) -> PauseDecision | None:
-        controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=4))
-        controller.costs.observe_draft_pass(1, 20.0, 0)
-        controller.costs.observe_verify(1, 100.0, 0)
-        controller.costs.observe_verify(3, 105.0, 0)
-        controller.economics.observe_target_only(100.0)
-        for step in range(8):  # every draft accepted, but 3 tokens cost 330 ms: a slight loss
-            controller.observe(
-                StepRecord(step=step, drafter="draft model", depth=0, proposed=2, accepted=2,
-                           verified=3, emitted=3, draft_passes=2, draft_ms=draft_ms, catch_up=1,
-                           catch_up_ms=draft_ms / 2, verify_ms=105.0, host_ms=1.0, step_ms=330.0)
-            )  # fmt: skip
-            decision = controller.check_pause(0)
-            if decision:
-                return decision
-        return None
-
-    busy = losing_steps(draft_ms=120.0)
+    busy = _slightly_losing(draft_price_ms=20.0, draft_ms=120.0).last_pause
     assert busy is not None and busy.reason == "cost" and busy.noisy
     assert busy.probe_in == NOISY_PROBE
-    steady = losing_steps(draft_ms=40.0)
+    steady = _slightly_losing(draft_price_ms=20.0, draft_ms=40.0).last_pause
     assert steady is not None and steady.reason == "cost" and not steady.noisy
 
 
@@ -456,21 +458,8 @@ def test_a_pause_for_cost_in_an_answer_that_ran_on_a_busy_machine_is_not_carried
     steps: on a quiet machine the next answer starts paused; where other programs kept half a
     core busy during the answer, it starts drafting, its failed probes forgotten."""
     from app.engine.loop.drafting_turn import DraftingTurn
-    from app.engine.policy.controller import DraftController
 
-    controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=4))
-    controller.costs.observe_draft_pass(1, 60.0, 0)
-    controller.costs.observe_verify(1, 100.0, 0)
-    controller.costs.observe_verify(3, 105.0, 0)
-    controller.economics.observe_target_only(100.0)
-    for step in range(8):  # every draft accepted, but 3 tokens cost 330 ms: a slight loss
-        controller.observe(
-            StepRecord(step=step, drafter="draft model", depth=0, proposed=2, accepted=2,
-                       verified=3, emitted=3, draft_passes=2, draft_ms=120.0, catch_up=1,
-                       catch_up_ms=60.0, verify_ms=105.0, host_ms=1.0, step_ms=330.0)
-        )  # fmt: skip
-        if controller.check_pause(0):
-            break
+    controller = _slightly_losing(draft_price_ms=60.0, draft_ms=120.0)
     assert controller.paused and controller.last_pause is not None
     assert controller.last_pause.reason == "cost" and not controller.last_pause.noisy
 
