@@ -267,13 +267,8 @@ def _first_tokens(
 ) -> tuple[list[float], list[float]]:
     """(target-only, speculative) times to the first token of ``rounds`` one-token runs per
     mode, each with every cache emptied first, the mode that goes first alternating."""
-    one = replace(request, max_tokens=1, reuse_prefix=False)
-    times: dict[bool, list[float]] = {False: [], True: []}
-    for number in range(rounds):
-        for speculative in (number % 2 == 1, number % 2 == 0):
-            summary = drain(engine.generate(replace(one, speculative=speculative)))
-            times[speculative].append(summary.ttft_ms)
-    return times[False], times[True]
+    pairs = _rounds(engine, replace(request, max_tokens=1, reuse_prefix=False), rounds)
+    return [b.ttft_ms for b, _ in pairs], [s.ttft_ms for _, s in pairs]
 
 
 def _gaps(pairs: list[tuple[RunSummary, RunSummary]]) -> list[float | None]:

@@ -45,7 +45,7 @@ from app.engine.policy.costs import CostModel
 from app.engine.policy.guard import GuardMemory
 from app.engine.randomness import Randomness
 from app.engine.step_record import StepRecord
-from app.engine.thread_fit import OUTSIDE_LOAD, OtherProgramsMeter, unmeasured_fit, with_threads
+from app.engine.thread_fit import OtherProgramsMeter, others_busy, unmeasured_fit, with_threads
 from app.errors import ContextOverflowError, ModelLoadError
 from app.gguf.check import validate_gguf_file
 from app.gguf.compat import check_compatible
@@ -340,8 +340,9 @@ class Engine:
             memory=self._guard_memory,
         )
         _, during_prefill = clock.machine.read()
-        busy = [c for c in (self._last_outside_cores, during_prefill) if c is not None]
-        noisy_costs = self.draft_priced_busy or any(c >= OUTSIDE_LOAD for c in busy)
+        noisy_costs = self.draft_priced_busy or others_busy(
+            self._last_outside_cores, during_prefill
+        )
         pause = drafting.prefill(prompt, busy_machine=noisy_costs)
         yield PrefillEvent(len(prompt), reused, clock.prefill_done())
         pause = drafting.opening_pause(pause, depth=len(prompt))
@@ -436,9 +437,7 @@ class Engine:
             sampling=sampling,
         )
         self._last_outside_cores = summary.outside_cores
-        ran_busy = any(
-            c >= OUTSIDE_LOAD for c in (during_prefill, summary.outside_cores) if c is not None
-        )
+        ran_busy = others_busy(during_prefill, summary.outside_cores)
         drafting.finish(busy_machine=ran_busy)
         if summary.draft_passes:
             self.draft_priced_busy = ran_busy

@@ -170,8 +170,8 @@ class RunSummary:
     p99_itl_ms: float = 0.0
     paused_tokens: int = 0  # tokens written while the guard paused drafting
     paused_lookup_tokens: int = 0  # of them, prompt lookups' accepted tokens (lookups go on)
-    # of them, those after the answer's last drafting step that paid a draft: drafting still
-    # paused when the answer ended
+    # of them, those of the steps after the answer's last step with drafting on: how long
+    # drafting had stayed paused when the answer ended
     paused_at_end: int = 0
     # the machine the run got (run_stats.MachineMeter): its threads' CPU over what they could
     # use, and the cores other processes kept busy; None when not measured

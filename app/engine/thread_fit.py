@@ -31,6 +31,12 @@ MIN_WINDOW_S = 0.1  # shorter windows are too short for the kernel's 10 ms CPU a
 OUTSIDE_LOAD = 0.5
 
 
+def others_busy(*outside_cores: float | None) -> bool:
+    """Whether any of these readings (None: not measured) had other programs keep
+    ``OUTSIDE_LOAD`` cores or more busy."""
+    return any(c is not None and c >= OUTSIDE_LOAD for c in outside_cores)
+
+
 @dataclass(frozen=True)
 class ThreadFit:
     """The threads a load chose for its passes, and why, in words."""
