@@ -219,6 +219,8 @@ def test_a_body_that_never_finishes_is_cut_off() -> None:
             began = time.monotonic()
             reply = sock.recv(65536)
             took = time.monotonic() - began
+            while chunk := sock.recv(65536):  # the body may follow the headers in its own segment
+                reply += chunk
     finally:
         server.close()
     assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
