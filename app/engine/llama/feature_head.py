@@ -13,7 +13,7 @@ import numpy as np
 
 from app.engine.config import ModelSpec
 from app.engine.llama.backend import LlamaContext, LlamaModel
-from app.engine.llama.ext_batch import BatchEntry, process_batch
+from app.engine.llama.ext_batch import BatchEntry, ExtBatch
 from app.engine.llama.extensions import Eagle3Functions
 from app.errors import ModelLoadError
 
@@ -89,6 +89,7 @@ class FeatureHead:
             raise ModelLoadError(f"llama.cpp could not create a context for {head.path.name}")
         self.ptr: Any = ptr
         self.memory = llama_cpp.llama_get_memory(ptr)
+        self._batch = ExtBatch(ptr, who=self.who)
         self.n_ubatch = int(llama_cpp.llama_n_ubatch(ptr))
         self.decode_s = 0.0
         for layer in self.layer_ids:  # before the target's first decode: it re-reserves
@@ -103,6 +104,7 @@ class FeatureHead:
         if self.target.after_decode == self._target_decoded:
             self.target.after_decode = None
         if self.ptr:
+            self._batch.close()
             llama_cpp.llama_free(self.ptr)
             self.ptr = None
 
@@ -111,4 +113,4 @@ class FeatureHead:
 
     def _process(self, kind: int, entries: Sequence[BatchEntry]) -> None:
         if entries:
-            self.decode_s += process_batch(self.ptr, kind, entries, who=self.who)
+            self.decode_s += self._batch.process(kind, entries)
