@@ -300,30 +300,38 @@ class _Cursor:
         return items
 
     def strings(self, count: int, *, keep: bool, exact: bool) -> tuple[str, ...]:
-        """``count`` strings, decoded when kept; the hot loop of every header."""
+        """``count`` strings, decoded when kept; the hot loop of every header (a real
+        vocabulary and its merges are 300,000 strings: the position is kept in a local and
+        given back to the cursor only around a read)."""
         # Token texts stay byte-exact (surrogateescape) because the pair rule compares them.
         errors = "surrogateescape" if exact else "replace"
         unpack = _U64.unpack_from
         items: list[str] = []
         append = items.append
-        buffer = self.buffer
+        buffer = self.buffer  # grown and trimmed in place by ensure(), which moves pos
+        size, pos = len(buffer), self.pos
         for _ in range(count):
-            if self.pos + 8 > len(buffer):
+            if pos + 8 > size:
+                self.pos = pos
                 self.ensure(8)
-            length = unpack(buffer, self.pos)[0]
+                size, pos = len(buffer), self.pos
+            length = unpack(buffer, pos)[0]
             if length > MAX_STRING_BYTES:
+                self.pos = pos
                 raise self.fail(f"string length {length:,} is over the limit")
-            start = self.pos + 8
+            start = pos + 8
             end = start + length
-            if end > len(buffer):
+            if end > size:
                 self.pos = start
                 if length > self.remaining():
                     raise self.truncated(f": a string of {length:,} bytes")
                 self.ensure(length)
-                start, end = self.pos, self.pos + length
+                size, start = len(buffer), self.pos
+                end = start + length
             if keep:
                 append(buffer[start:end].decode("utf-8", errors))
-            self.pos = end
+            pos = end
+        self.pos = pos
         return tuple(items)
 
 

@@ -130,6 +130,7 @@ class RunClock:
         drafted = sum(r.proposed for r in records)
         accepted = sum(r.accepted for r in records)
         drafted_at, accepted_at = per_position(records)
+        p50, p95, p99 = (float(x) for x in np.percentile(gaps, (50, 95, 99)))
         return RunSummary(
             mode=self.mode,
             tokens=tokens,
@@ -139,9 +140,9 @@ class RunClock:
             acceptance_rate=accepted / drafted if drafted else 0.0,
             mean_accepted_length=accepted / steps if steps else 0.0,
             target_passes_per_token=len(records) / tokens if tokens else 0.0,
-            p50_itl_ms=float(np.percentile(gaps, 50)),
-            p95_itl_ms=float(np.percentile(gaps, 95)),
-            p99_itl_ms=float(np.percentile(gaps, 99)),
+            p50_itl_ms=p50,
+            p95_itl_ms=p95,
+            p99_itl_ms=p99,
             stop_reason=stop,
             decode_s=self.decode_s(),
             steps=steps,
