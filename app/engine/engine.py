@@ -126,21 +126,17 @@ class Engine:
             if self_drafting:
                 self.heads = NextTokenHeads(self.target, self.spec_ctx, target)
             elif assistant and draft is not None:
-                self.draft = LlamaModel(replace(draft, n_ctx=target.n_ctx))
-                check_compatible(self.target.vocab_info(), self.draft.vocab_info())
-                self.heads = NextTokenHeads(self.draft, self.spec_ctx, draft, assistant=True)
+                self.heads = NextTokenHeads(
+                    self._load_draft(draft), self.spec_ctx, draft, assistant=True
+                )
             elif eagle3 and draft is not None:
-                self.draft = LlamaModel(replace(draft, n_ctx=target.n_ctx))
-                check_compatible(self.target.vocab_info(), self.draft.vocab_info())
-                self.eagle3 = Eagle3Head(self.draft, self.spec_ctx, draft)
+                self.eagle3 = Eagle3Head(self._load_draft(draft), self.spec_ctx, draft)
             elif block is not None and draft is not None:
-                self.draft = LlamaModel(replace(draft, n_ctx=target.n_ctx))
-                check_compatible(self.target.vocab_info(), self.draft.vocab_info())
-                self.block_head = BlockHead(self.draft, self.spec_ctx, draft, block)
+                self.block_head = BlockHead(self._load_draft(draft), self.spec_ctx, draft, block)
             if draft is not None and self.draft_source is DraftSource.MODEL and not method:
-                self.draft = LlamaModel(replace(draft, n_ctx=target.n_ctx))
-                check_compatible(self.target.vocab_info(), self.draft.vocab_info())
-                self.draft_ctx = LlamaContext(self.draft, replace(draft, n_ctx=target.n_ctx))
+                self.draft_ctx = LlamaContext(
+                    self._load_draft(draft), replace(draft, n_ctx=target.n_ctx)
+                )
         except BaseException:
             self.close()
             raise
@@ -160,6 +156,13 @@ class Engine:
         bos = self.target.token_text(self.target.bos) if self.target.add_bos else ""
         eos = self.target.token_text(self.target.eos)
         self.formatter = ChatFormatter(self.target.chat_template(), bos_text=bos, eos_text=eos)
+
+    def _load_draft(self, draft: ModelSpec) -> LlamaModel:
+        """The draft's weights (its header was checked when its method was read), refused
+        when its vocabulary is not the target's."""
+        self.draft = LlamaModel(replace(draft, n_ctx=self.target_spec.n_ctx), validated=True)
+        check_compatible(self.target.vocab_info(), self.draft.vocab_info())
+        return self.draft
 
     # --- lifecycle ----------------------------------------------------------------------
 

@@ -81,10 +81,15 @@ def next_token_functions() -> ModuleType:
 class LlamaModel:
     """A loaded GGUF model and its vocabulary."""
 
-    def __init__(self, spec: ModelSpec, *, load_next_token_layers: bool = False) -> None:
+    def __init__(
+        self, spec: ModelSpec, *, load_next_token_layers: bool = False, validated: bool = False
+    ) -> None:
+        """``validated``: the caller has just checked the file's header
+        (``validate_gguf_file``); a real vocabulary's header takes a tenth of a second."""
         ensure_backend()
         path = Path(spec.path)
-        validate_gguf_file(path)
+        if not validated:
+            validate_gguf_file(path)
         params = llama_cpp.llama_model_default_params()
         params.load_mtp = load_next_token_layers
         params.n_gpu_layers = spec.n_gpu_layers if spec.n_gpu_layers >= 0 else 999
