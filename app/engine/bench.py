@@ -298,6 +298,8 @@ def _steadiness_figures(pairs: list[tuple[RunSummary, RunSummary]], ratios: list
                 "speedup": round(ratio, 4),
                 "baseline_outside_cores": rounded(b.outside_cores, 2),
                 "speculative_outside_cores": rounded(s.outside_cores, 2),
+                "baseline_fewest_threads": b.fewest_threads,
+                "speculative_fewest_threads": s.fewest_threads,
                 "pass_gap": rounded(gap),
                 "speedup_at_equal_passes": rounded(at_equal, 4),
             }

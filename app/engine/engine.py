@@ -45,7 +45,13 @@ from app.engine.policy.costs import CostModel
 from app.engine.policy.guard import GuardMemory
 from app.engine.randomness import Randomness
 from app.engine.step_record import StepRecord
-from app.engine.thread_fit import OtherProgramsMeter, others_busy, unmeasured_fit, with_threads
+from app.engine.thread_fit import (
+    OtherProgramsMeter,
+    ThreadGovernor,
+    others_busy,
+    unmeasured_fit,
+    with_threads,
+)
 from app.errors import ContextOverflowError, ModelLoadError
 from app.gguf.check import validate_gguf_file
 from app.gguf.compat import check_compatible
@@ -100,6 +106,9 @@ class Engine:
                 f"{Path(draft.path).name if draft else 'the draft'} is a {method} head, which "
                 "this SpecDeck cannot draft with yet: choose a draft model, MTP or n-gram"
             )
+        # threads left to SpecDeck follow other programs between steps, as at load
+        follow = threads is not None and target.n_threads <= 0
+        follow = follow and (draft is None or draft.n_threads <= 0)
         self.target = LlamaModel(target, load_next_token_layers=self_drafting)
         # read after the target's weights, just before its contexts: the window spans the load
         self.thread_fit = threads.fit(target) if threads is not None else unmeasured_fit(target)
@@ -141,6 +150,10 @@ class Engine:
             self.close()
             raise
         self._base_ctx: LlamaContext | None = None
+        self.governor = None
+        if follow and threads is not None:
+            self.governor = ThreadGovernor(threads, self.thread_fit.cores, self.thread_fit.threads)
+            self.thread_fit = replace(self.thread_fit, follows=True)
         # properties of the pair and the device, so they outlive a request
         self.costs = CostModel()
         self._warm_up()
@@ -245,7 +258,20 @@ class Engine:
         """Target-only context, created on first use; it shares the target's weights."""
         if self._base_ctx is None:
             self._base_ctx = LlamaContext(self.target, self.target_spec)
+            if self.governor is not None:
+                self._base_ctx.set_threads(self.governor.threads)
         return self._base_ctx
+
+    def _follow_other_programs(self) -> None:
+        """The next passes' threads: the cores other programs leave free now."""
+        threads = self.governor.tick() if self.governor is not None else None
+        if threads is None:
+            return
+        heads = self.heads.ctx if self.heads is not None else None
+        parts = (self.spec_ctx, self._base_ctx, self.draft_ctx, heads, self.eagle3)
+        for part in (*parts, self.block_head):
+            if part is not None:
+                part.set_threads(threads)
 
     @property
     def n_ctx(self) -> int:
@@ -316,6 +342,9 @@ class Engine:
         ctx = self.spec_ctx if request.speculative else self.base_ctx
         if len(prompt) + 1 > ctx.n_ctx:
             raise ContextOverflowError(len(prompt) + 1, ctx.n_ctx)
+        if self.governor is not None:
+            self.governor.begin()
+        self._follow_other_programs()
         helpers: list[_RunPart | None] = [
             self.draft_ctx,
             self.heads.ctx if self.heads is not None else None,
@@ -377,6 +406,7 @@ class Engine:
             if cancel():
                 stop = StopReason.CANCELLED
                 break
+            self._follow_other_programs()
             ctx.truncate(len(committed) - 1)
             if ctx.n_past < len(committed) - 1:  # a recurrent state that could not roll back
                 ctx.decode(committed[ctx.n_past : -1], logits="none")
@@ -439,6 +469,9 @@ class Engine:
             rule=request.spec.rule.value if request.speculative else "",
             sampling=sampling,
         )
+        governor = self.governor
+        if governor is not None and governor.fewest < self.thread_fit.threads:
+            summary = replace(summary, fewest_threads=governor.fewest)
         self._last_outside_cores = summary.outside_cores
         ran_busy = others_busy(during_prefill, summary.outside_cores)
         drafting.finish(busy_machine=ran_busy)

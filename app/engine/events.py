@@ -195,6 +195,9 @@ class RunSummary:
     # drafts and its own token, the end of the answer and tokens past the limit included
     passes: int = 0
     verified: int = 0
+    # the fewest threads the passes ran on, where they went below the load's to leave other
+    # programs their cores (thread_fit.ThreadGovernor); None when they never did
+    fewest_threads: int | None = None
 
     @property
     def acceptance_per_position(self) -> tuple[float, ...]:

@@ -229,7 +229,11 @@ def outside_load_note(spec: RunSummary) -> str:
     cores = spec.outside_cores
     if cores is None or cores < OUTSIDE_LOAD:
         return ""
-    return f"ran while other programs kept {cores:.1f} cores busy"
+    note = f"ran while other programs kept {cores:.1f} cores busy"
+    fewest = spec.fewest_threads
+    if fewest is not None:
+        note += f", its passes on as few as {fewest} thread{'' if fewest == 1 else 's'}"
+    return note
 
 
 def judge(

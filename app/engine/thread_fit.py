@@ -45,6 +45,7 @@ class ThreadFit:
     cores: int  # the cores this process may run on
     busy_cores: float | None  # cores other programs kept busy at load; None: not measured
     reason: str
+    follows: bool = False  # while answering, the threads follow other programs (ThreadGovernor)
 
 
 def usable_cores() -> list[int]:
@@ -144,13 +145,17 @@ class OtherProgramsMeter:
     def __init__(self, app_pid: int | None = None) -> None:
         self._app_pid = app_pid
         self._cores = usable_cores()
-        self._wall = time.perf_counter()
+        self.started = time.perf_counter()
         self._busy = busy_cpu_seconds(self._cores)
         self._own = _own_cpu_seconds(app_pid)
 
+    def again(self) -> OtherProgramsMeter:
+        """A new window from now, for the same app."""
+        return OtherProgramsMeter(self._app_pid)
+
     def busy_cores(self) -> tuple[float | None, float]:
         """(other programs' busy cores, None where the OS does not say; the window's seconds)."""
-        wall = time.perf_counter() - self._wall
+        wall = time.perf_counter() - self.started
         busy = busy_cpu_seconds(self._cores)
         if busy is None or self._busy is None or wall <= 0:
             return None, wall
@@ -171,6 +176,48 @@ def unmeasured_fit(spec: ModelSpec) -> ThreadFit:
     if spec.n_threads > 0:
         return fit_threads(cores, None, set_threads=spec.n_threads)
     return ThreadFit(cores, cores, None, _every_core(cores))
+
+
+class ThreadGovernor:
+    """Between steps, the threads of the next passes follow what other programs are doing
+    now, as the load's fit did at load: the cores less those other programs kept busy over
+    the last ``WINDOW_S`` or more, at least one, at most every core.
+
+    Programs come and go within an answer (a build, a test run, a browser's burst). On a
+    2-core machine with both cores kept busy by other programs, a Qwen2.5-Coder-0.5B F32
+    target pass took 153-187 ms on one thread and 240 ms on two, its Q2_K draft's 45-55 ms
+    and 40-62 ms; with one core kept busy, 116-131 ms against 261-279 ms
+    (``python -m app.devtools.thread_passes``). Passes on fewer threads give the same logits,
+    bit for bit, on the CPU."""
+
+    WINDOW_S = 0.25  # long enough for the kernel's 10 ms CPU accounting to say much
+
+    def __init__(self, meter: OtherProgramsMeter, cores: int, threads: int) -> None:
+        self._meter = meter.again()
+        self.cores = max(cores, 1)
+        self.threads = threads  # what the passes run on now
+        self.fewest = threads  # since the last ``begin``
+
+    def begin(self) -> None:
+        """A new answer: ``fewest`` counts from here."""
+        self.fewest = self.threads
+
+    def tick(self) -> int | None:
+        """The threads for the next passes when they should change (else None); reads the
+        machine once a window, and nothing in between."""
+        meter = self._meter
+        if time.perf_counter() - meter.started < self.WINDOW_S:
+            return None
+        busy, _ = meter.busy_cores()
+        self._meter = meter.again()
+        if busy is None:
+            return None
+        threads = max(1, self.cores - whole_cores(busy))
+        if threads == self.threads:
+            return None
+        self.threads = threads
+        self.fewest = min(self.fewest, threads)
+        return threads
 
 
 def with_threads(spec: ModelSpec, fit: ThreadFit) -> ModelSpec:

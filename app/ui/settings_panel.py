@@ -294,7 +294,10 @@ class SettingsPanel(QScrollArea):
     def show_threads(self, fit: ThreadFit | None) -> None:
         """Under CPU threads: the threads the last load chose and why (nothing for a remote
         pair, which runs on another machine's threads)."""
-        self.fields["n_threads"].set_note(f"Last load: {fit.reason}" if fit is not None else "")
+        note = f"Last load: {fit.reason}" if fit is not None else ""
+        if fit is not None and fit.follows:
+            note += "; while answering, fewer whenever other programs keep cores busy"
+        self.fields["n_threads"].set_note(note)
 
     def errors(self) -> dict[str, str]:
         return {name: e for name, f in self.fields.items() if (e := f.error())}

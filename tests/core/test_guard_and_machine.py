@@ -202,6 +202,11 @@ def test_the_verdict_says_when_other_programs_kept_the_machine_busy(
         return judge(busy, even, None, temperature=0.0, rule=AcceptRule.REJECTION).text
 
     assert "ran while other programs kept 1.2 cores busy" in verdict(1.2)
+    assert "thread" not in verdict(1.2)  # the passes kept the load's threads
+    fewer = replace(spec, outside_cores=1.2, cpu_share=1.0, fewest_threads=1)
+    even = replace(base, outside_cores=1.2, cpu_share=1.0)
+    words = judge(fewer, even, None, temperature=0.0, rule=AcceptRule.REJECTION).text
+    assert "kept 1.2 cores busy, its passes on as few as 1 thread" in words
     assert "other programs" not in verdict(0.2)
     uneven = verdict(1.2, base_share=0.5)
     assert uneven.startswith("speeds not comparable") and uneven.count("other processes") == 1

@@ -70,3 +70,51 @@ def test_the_app_that_started_the_engine_process_is_not_another_program() -> Non
         app.wait(10)
     assert without_app is not None and with_app is not None
     assert with_app - without_app > 0.5, (with_app, without_app)
+
+
+def test_passes_go_down_to_one_thread_while_other_programs_keep_every_core_busy(
+    smollm2_pair,
+) -> None:
+    """Both cores kept busy by other programs: the next passes run on one thread, the answer
+    is the one a quiet machine gives, and its summary says how few threads it went down to;
+    quiet again, the passes get every core back."""
+    from app.engine.config import GenerationRequest
+    from app.engine.engine import Engine
+    from app.engine.events import RunSummary
+
+    cores = len(usable_cores())
+    if cores < 2:
+        pytest.skip("one core: there are no fewer threads to go down to")
+    target, draft = smollm2_pair
+    engine = Engine(
+        ModelSpec(str(target), n_ctx=512),
+        ModelSpec(str(draft), n_ctx=512),
+        threads=OtherProgramsMeter(),
+    )
+
+    def answer() -> RunSummary:
+        prompt = engine.tokenize("The history of the printing press")
+        request = GenerationRequest(prompt, max_tokens=48, ignore_eos=True)
+        return [e for e in engine.generate(request) if isinstance(e, RunSummary)][-1]
+
+    try:
+        assert engine.governor is not None and engine.thread_fit.threads == cores
+        assert engine.thread_fit.follows  # the settings panel says so
+        quiet = answer()
+        spinners = [
+            subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)
+        ]
+        try:
+            time.sleep(0.3)
+            busy = answer()
+        finally:
+            for spinner in spinners:
+                spinner.kill()
+                spinner.wait()
+        assert busy.token_ids == quiet.token_ids
+        assert busy.fewest_threads is not None and busy.fewest_threads < cores, busy
+        time.sleep(0.3)
+        answer()
+        assert engine.spec_ctx.threads == engine.draft_ctx.threads == cores
+    finally:
+        engine.close()

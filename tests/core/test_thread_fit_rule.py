@@ -119,3 +119,36 @@ def test_an_engine_runs_every_context_on_the_threads_it_chose(tiny_pair) -> None
         assert engine.spec_ctx.threads == 1
     finally:
         engine.close()
+
+
+class _Window:
+    """A stand-in for OtherProgramsMeter: each window reads the next of ``readings``."""
+
+    def __init__(self, readings: list[float | None], started: float = 0.0) -> None:
+        self.readings = readings
+        self.started = started
+
+    def again(self) -> _Window:
+        return _Window(self.readings, time.perf_counter())
+
+    def busy_cores(self) -> tuple[float | None, float]:
+        return self.readings.pop(0), 1.0
+
+
+def test_threads_follow_other_programs_between_steps_once_a_window() -> None:
+    from app.engine.thread_fit import ThreadGovernor
+
+    readings: list[float | None] = [1.2, 1.4, None, 0.1, 0.6]
+    governor = ThreadGovernor(_Window(readings), cores=2, threads=2)  # type: ignore[arg-type]
+    governor.begin()
+    assert governor.tick() is None and readings == [1.2, 1.4, None, 0.1, 0.6]  # window open
+    changes = []
+    for _ in range(5):
+        governor._meter.started -= ThreadGovernor.WINDOW_S  # the window has run its length
+        changes.append(governor.tick())
+    # busy: one thread; still busy: no change; unreadable: no change; quiet: both cores;
+    # 0.6 of a core busy rounds to one
+    assert changes == [1, None, None, 2, 1]
+    assert governor.threads == 1 and governor.fewest == 1
+    governor.begin()
+    assert governor.fewest == 1  # a new answer counts from the threads it starts on

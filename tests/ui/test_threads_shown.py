@@ -3,6 +3,8 @@ when a pair runs on fewer threads than the cores (no process started: fast tier)
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from app.engine.config import DraftSource
@@ -33,6 +35,12 @@ def test_the_threads_field_shows_the_last_loads_choice_and_why(qtbot) -> None:
     panel.show_threads(busy)
     assert note.isVisible() and note.text() == f"Last load: {busy.reason}"
     assert "other programs kept 1.0 core busy" in note.text()
+    followed = replace(fit_threads(2, 0.0), follows=True)
+    panel.show_threads(followed)
+    assert note.text() == (
+        "Last load: 2 threads: all 2 cores free when the pair loaded; while answering, fewer "
+        "whenever other programs keep cores busy"
+    )
     panel.show_threads(None)  # a remote pair runs on another machine's threads
     assert note.isHidden()
 

@@ -286,6 +286,7 @@ class LlamaContext:
         self.memory = llama_cpp.llama_get_memory(ptr)
         self.tokens: list[int] = []
         self.decode_s = 0.0  # wall time spent inside llama_decode, for overhead accounting
+        self.decode_thread_s = 0.0  # the same, times the threads each decode ran on
         self.n_rs_seq = int(llama_cpp.llama_n_rs_seq(ptr))
         # an MTP context's cache is attention only, whatever the trunk has
         self.recurrent = heads_of is None and bool(
@@ -365,6 +366,11 @@ class LlamaContext:
             self._rollback_reach = 0
             del self.tokens[n_keep:]
 
+    def set_threads(self, threads: int) -> None:
+        """The threads of this context's next passes (prompt and steps alike)."""
+        llama_cpp.llama_set_n_threads(self.ptr, threads, threads)
+        self.threads = threads
+
     def common_prefix(self, tokens: Sequence[int]) -> int:
         return common_prefix_length(self.tokens, tokens)
 
@@ -401,7 +407,9 @@ class LlamaContext:
                 self._rows_view[: len(chunk)] = rows[start : start + len(chunk)]
             began = time.perf_counter()
             rc = llama_cpp.llama_decode(self.ptr, self._batch)
-            self.decode_s += time.perf_counter() - began
+            took = time.perf_counter() - began
+            self.decode_s += took
+            self.decode_thread_s += took * self.threads
             if rc != 0:
                 raise RuntimeError(
                     f"llama_decode failed with code {rc} at position {self.n_past}"

@@ -92,6 +92,7 @@ class FeatureHead:
         self._batch = ExtBatch(ptr, who=self.who)
         self.n_ubatch = int(llama_cpp.llama_n_ubatch(ptr))
         self.decode_s = 0.0
+        self.decode_thread_s = 0.0
         for layer in self.layer_ids:  # before the target's first decode: it re-reserves
             self.fn.set_embeddings_layer_inp(target.ptr, layer, True)
         target.after_decode = self._target_decoded
@@ -111,6 +112,13 @@ class FeatureHead:
     def _layer_inputs(self, n: int) -> np.ndarray:
         return layer_inputs(self.fn, self.target.ptr, self.layer_ids, n, self.n_embd_target)
 
+    def set_threads(self, threads: int) -> None:
+        """The threads of the head's next passes."""
+        llama_cpp.llama_set_n_threads(self.ptr, threads, threads)
+        self.threads = threads
+
     def _process(self, kind: int, entries: Sequence[BatchEntry]) -> None:
         if entries:
-            self.decode_s += self._batch.process(kind, entries)
+            took = self._batch.process(kind, entries)
+            self.decode_s += took
+            self.decode_thread_s += took * self.threads

@@ -24,7 +24,8 @@ class DecodeTimed(Protocol):
     """A context (or a drafting head's) that counts the wall time spent inside llama.cpp."""
 
     decode_s: float
-    threads: int  # how many threads its passes use
+    decode_thread_s: float  # the seconds of decode_s, each times the threads it ran on
+    threads: int  # how many threads its passes use now
 
 
 MIN_METERED_S = 0.3  # shorter runs are too short for the kernel's 10 ms CPU accounting
@@ -36,7 +37,7 @@ class MachineMeter:
     def __init__(self, contexts: Sequence[DecodeTimed]) -> None:
         self._contexts = list(contexts)
         self._cores = usable_cores()
-        self._decode = [c.decode_s for c in self._contexts]
+        self._decode = [(c.decode_s, c.decode_thread_s) for c in self._contexts]
         self._wall = time.perf_counter()
         self._cpu = time.process_time()
         self._busy = busy_cpu_seconds(self._cores)
@@ -55,10 +56,11 @@ class MachineMeter:
         own = time.process_time() - self._cpu
         cores = len(self._cores)
         decode_total, possible = 0.0, 0.0
-        for ctx, before in zip(self._contexts, self._decode, strict=True):
+        for ctx, (before, thread_before) in zip(self._contexts, self._decode, strict=True):
             decode = ctx.decode_s - before
             decode_total += decode
-            possible += decode * min(max(ctx.threads, 1), cores)
+            # the threads of each pass (they follow other programs), at most one per core
+            possible += min(max(ctx.decode_thread_s - thread_before, decode), decode * cores)
         possible += max(wall - decode_total, 0.0)
         share = own / possible if possible > 0 else None
         busy = busy_cpu_seconds(self._cores)
