@@ -179,24 +179,29 @@ def unmeasured_fit(spec: ModelSpec) -> ThreadFit:
 
 
 class ThreadGovernor:
-    """Between steps, the threads of the next passes follow what other programs are doing
-    now, as the load's fit did at load: the cores less those other programs kept busy over
-    the last ``WINDOW_S`` or more, at least one, at most every core.
+    """Between steps, the threads of the next passes follow a load other programs hold: the
+    cores less those they kept busy, as the load's fit does at load, once they have kept
+    them busy for ``SUSTAIN_S``; every core again as soon as a ``WINDOW_S`` reads them free.
 
-    Programs come and go within an answer (a build, a test run, a browser's burst). On a
-    2-core machine with both cores kept busy by other programs, a Qwen2.5-Coder-0.5B F32
-    target pass took 153-187 ms on one thread and 240 ms on two, its Q2_K draft's 45-55 ms
-    and 40-62 ms; with one core kept busy, 116-131 ms against 261-279 ms
-    (``python -m app.devtools.thread_passes``). Passes on fewer threads give the same logits,
-    bit for bit, on the CPU."""
+    A steady load that starts after the pair loaded (a build, a test run) is what fewer
+    threads are for. On a 2-core machine with one core kept busy, a Qwen2.5-Coder-0.5B F32
+    target pass took 102-133 ms on one thread and 133-284 ms on two; quiet, 76-98 ms on two
+    and 107-133 on one (``python -m app.devtools.thread_passes``). Bursts of a few seconds are
+    not: following them window by window (0.25 s) made the bench's ``--busy bursts:7`` half
+    slower, 1.68x against 2.05x median speedup and 7.8 against 8.6 tok/s target-only, since
+    every change lags the burst and one thread gets a smaller share of a contended machine.
+    Passes on fewer threads give the same logits, bit for bit, on the CPU."""
 
     WINDOW_S = 0.25  # long enough for the kernel's 10 ms CPU accounting to say much
+    SUSTAIN_S = 4.0  # longer than the bursts of busy_machine (0.2-3 s)
 
     def __init__(self, meter: OtherProgramsMeter, cores: int, threads: int) -> None:
         self._meter = meter.again()
         self.cores = max(cores, 1)
         self.threads = threads  # what the passes run on now
         self.fewest = threads  # since the last ``begin``
+        self._held_since: float | None = None  # when other programs began holding cores
+        self._held_fit = threads  # the most threads any window since then left free
 
     def begin(self) -> None:
         """A new answer: ``fewest`` counts from here."""
@@ -212,7 +217,19 @@ class ThreadGovernor:
         self._meter = meter.again()
         if busy is None:
             return None
-        threads = max(1, self.cores - whole_cores(busy))
+        fit = max(1, self.cores - whole_cores(busy))
+        if fit >= self.threads:  # as many cores free as the passes use, or more: take them
+            self._held_since = None
+            return self._change(fit)
+        if self._held_since is None:
+            self._held_since, self._held_fit = meter.started, fit
+        self._held_fit = max(self._held_fit, fit)
+        if self._meter.started - self._held_since < self.SUSTAIN_S:
+            return None
+        self._held_since = None
+        return self._change(self._held_fit)
+
+    def _change(self, threads: int) -> int | None:
         if threads == self.threads:
             return None
         self.threads = threads

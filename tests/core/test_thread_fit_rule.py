@@ -122,33 +122,41 @@ def test_an_engine_runs_every_context_on_the_threads_it_chose(tiny_pair) -> None
 
 
 class _Window:
-    """A stand-in for OtherProgramsMeter: each window reads the next of ``readings``."""
+    """A stand-in for OtherProgramsMeter on a simulated clock: each window lasts a second
+    and reads the next of ``readings``."""
 
-    def __init__(self, readings: list[float | None], started: float = 0.0) -> None:
+    def __init__(self, readings: list[float | None], started: float = -1000.0) -> None:
         self.readings = readings
         self.started = started
 
     def again(self) -> _Window:
-        return _Window(self.readings, time.perf_counter())
+        return _Window(self.readings, self.started + 1.0)
 
     def busy_cores(self) -> tuple[float | None, float]:
         return self.readings.pop(0), 1.0
 
 
-def test_threads_follow_other_programs_between_steps_once_a_window() -> None:
+def test_threads_go_down_for_a_load_other_programs_hold_and_up_as_soon_as_it_ends() -> None:
     from app.engine.thread_fit import ThreadGovernor
 
-    readings: list[float | None] = [1.2, 1.4, None, 0.1, 0.6]
-    governor = ThreadGovernor(_Window(readings), cores=2, threads=2)  # type: ignore[arg-type]
+    assert ThreadGovernor.SUSTAIN_S == 4.0  # the readings below are one second apart
+    busy, quiet = 1.2, 0.1
+    readings: list[float | None] = [busy] * 5 + [quiet] + [busy, busy, None, quiet, 0.6]
+    governor = ThreadGovernor(_Window(list(readings)), cores=2, threads=2)  # type: ignore[arg-type]
     governor.begin()
-    assert governor.tick() is None and readings == [1.2, 1.4, None, 0.1, 0.6]  # window open
-    changes = []
-    for _ in range(5):
-        governor._meter.started -= ThreadGovernor.WINDOW_S  # the window has run its length
-        changes.append(governor.tick())
-    # busy: one thread; still busy: no change; unreadable: no change; quiet: both cores;
-    # 0.6 of a core busy rounds to one
-    assert changes == [1, None, None, 2, 1]
-    assert governor.threads == 1 and governor.fewest == 1
+    changes = [governor.tick() for _ in readings]
+    # a core held for four seconds: one thread; held on: no change; free again: both cores
+    # at once; a three-second burst (its middle unreadable) changes nothing
+    assert changes == [None, None, None, 1, None, 2, None, None, None, None, None]
+    assert governor.threads == 2 and governor.fewest == 1
     governor.begin()
-    assert governor.fewest == 1  # a new answer counts from the threads it starts on
+    assert governor.fewest == 2  # a new answer counts from the threads it starts on
+
+
+def test_a_window_still_open_reads_nothing() -> None:
+    from app.engine.thread_fit import ThreadGovernor
+
+    window = _Window([1.2], started=time.perf_counter() + 60.0)  # a window just begun
+    governor = ThreadGovernor(window, cores=2, threads=2)  # type: ignore[arg-type]
+    governor._meter = window
+    assert governor.tick() is None and window.readings == [1.2]
