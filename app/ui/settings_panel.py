@@ -296,7 +296,7 @@ class SettingsPanel(QScrollArea):
         pair, which runs on another machine's threads)."""
         note = f"Last load: {fit.reason}" if fit is not None else ""
         if fit is not None and fit.follows:
-            note += "; while answering, fewer whenever other programs keep cores busy"
+            note += "; while answering, fewer while other programs hold cores for 4 s or more"
         self.fields["n_threads"].set_note(note)
 
     def errors(self) -> dict[str, str]:

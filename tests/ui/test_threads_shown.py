@@ -39,7 +39,7 @@ def test_the_threads_field_shows_the_last_loads_choice_and_why(qtbot) -> None:
     panel.show_threads(followed)
     assert note.text() == (
         "Last load: 2 threads: all 2 cores free when the pair loaded; while answering, fewer "
-        "whenever other programs keep cores busy"
+        "while other programs hold cores for 4 s or more"
     )
     panel.show_threads(None)  # a remote pair runs on another machine's threads
     assert note.isHidden()
