@@ -6,8 +6,9 @@ programs keep cores busy: the measurement behind ``thread_fit.ThreadGovernor``.
 Without files it measures the CPU benchmark pair (Qwen2.5-Coder-0.5B F32 target, Q2_K
 draft; ``app.models.shipped``). Each model decodes a 60-token prompt, then 12 single-token
 passes per thread count (1 up to the usable cores); the median pass is reported, quiet and
-with N processes spinning (``--busy``: one line per count), ``--repeats`` times. It also
-checks that every thread count gives the same logits, bit for bit, and says so.
+with N cores kept busy (``--busy``: one line per count; ``machine_load``'s steady load, which
+spins and streams memory as other programs do), ``--repeats`` times. It also checks that
+every thread count gives the same logits, bit for bit, and says so.
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
 
 from app.engine.config import ModelSpec
 from app.engine.llama.backend import LlamaContext, LlamaModel
+from app.engine.machine_load import LoadRunning, MachineLoad
 from app.engine.thread_fit import usable_cores
 
 PROMPT = list(range(1000, 1060))
@@ -59,7 +60,7 @@ def _table(contexts: dict[str, LlamaContext], thread_counts: list[int]) -> tuple
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app.devtools.thread_passes")
     parser.add_argument("models", nargs="*", type=Path, help="target [draft] (default: Qwen)")
-    parser.add_argument("--busy", default="1,2", help="spinning processes, comma-separated")
+    parser.add_argument("--busy", default="1,2", help="cores kept busy, comma-separated")
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args(argv)
     if args.models:
@@ -72,22 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     for name, path in zip(("target", "draft"), paths, strict=False):
         spec = ModelSpec(str(path), n_ctx=256, n_threads=1)
         contexts[name] = LlamaContext(LlamaModel(spec), spec)
-    thread_counts = list(range(1, len(usable_cores()) + 1))
+    cores = len(usable_cores())
+    thread_counts = list(range(1, cores + 1))
     busy_counts = [int(n) for n in args.busy.split(",") if n.strip()]
     for repeat in range(args.repeats):
-        for spinners in [0, *busy_counts]:
-            children = [
-                subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                for _ in range(spinners)
-            ]
-            try:
-                time.sleep(0.3 if children else 0.0)
+        for busy in [0, *busy_counts]:
+            share = min(busy, cores) / cores
+            load = LoadRunning(MachineLoad("steady", share=share, limit_s=600.0))
+            with load if busy else nullcontext():
                 figures, same = _table(contexts, thread_counts)
-            finally:
-                for child in children:
-                    child.kill()
-                    child.wait()
-            line = {"repeat": repeat, "spinning": spinners, **figures, "same_logits": same}
+            line = {"repeat": repeat, "busy_cores": busy, **figures, "same_logits": same}
             print(json.dumps(line), flush=True)
     return 0
 

@@ -107,8 +107,8 @@ class Engine:
                 "this SpecDeck cannot draft with yet: choose a draft model, MTP or n-gram"
             )
         # threads left to SpecDeck follow other programs between steps, as at load
-        follow = threads is not None and target.n_threads <= 0
-        follow = follow and (draft is None or draft.n_threads <= 0)
+        left_to_specdeck = target.n_threads <= 0 and (draft is None or draft.n_threads <= 0)
+        follow = threads if left_to_specdeck else None
         self.target = LlamaModel(target, load_next_token_layers=self_drafting)
         # read after the target's weights, just before its contexts: the window spans the load
         self.thread_fit = threads.fit(target) if threads is not None else unmeasured_fit(target)
@@ -151,8 +151,8 @@ class Engine:
             raise
         self._base_ctx: LlamaContext | None = None
         self.governor = None
-        if follow and threads is not None:
-            self.governor = ThreadGovernor(threads, self.thread_fit.cores, self.thread_fit.threads)
+        if follow is not None:
+            self.governor = ThreadGovernor(follow, self.thread_fit.cores, self.thread_fit.threads)
             self.thread_fit = replace(self.thread_fit, follows=True)
         # properties of the pair and the device, so they outlive a request
         self.costs = CostModel()

@@ -185,12 +185,12 @@ class ThreadGovernor:
 
     A steady load that starts after the pair loaded (a build, a test run) is what fewer
     threads are for. On a 2-core machine with one core kept busy, a Qwen2.5-Coder-0.5B F32
-    target pass took 102-133 ms on one thread and 133-284 ms on two; quiet, 76-98 ms on two
-    and 107-133 on one (``python -m app.devtools.thread_passes``). Bursts of a few seconds are
-    not: following them window by window (0.25 s) made the bench's ``--busy bursts:7`` half
-    slower, 1.68x against 2.05x median speedup and 7.8 against 8.6 tok/s target-only, since
-    every change lags the burst and one thread gets a smaller share of a contended machine.
-    Passes on fewer threads give the same logits, bit for bit, on the CPU."""
+    target pass took 109-135 ms on one thread and 192-266 ms on two; quiet, 66-85 ms on two
+    and 97-114 on one (``python -m app.devtools.thread_passes``, 3 repeats). Bursts of a few
+    seconds are not: following them window by window (0.25 s) lowered the bench's
+    ``--busy bursts:7`` median speedup to 1.68x from 2.05x and target-only to 7.8 from 8.6
+    tok/s, since every change lags the burst and one thread gets a smaller share of a
+    contended machine. Passes on fewer threads give the same logits, bit for bit, on the CPU."""
 
     WINDOW_S = 0.25  # long enough for the kernel's 10 ms CPU accounting to say much
     SUSTAIN_S = 4.0  # longer than the bursts of busy_machine (0.2-3 s)

@@ -101,16 +101,9 @@ def test_passes_go_down_to_one_thread_while_other_programs_keep_every_core_busy(
         assert engine.governor is not None and engine.thread_fit.threads == cores
         assert engine.thread_fit.follows  # the settings panel says so
         quiet = answer()
-        spinners = [
-            subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)
-        ]
-        try:
+        with LoadRunning(MachineLoad("steady", share=1.0, limit_s=60.0)):
             time.sleep(ThreadGovernor.SUSTAIN_S + 0.5)  # a load held, not a burst
             busy = answer()
-        finally:
-            for spinner in spinners:
-                spinner.kill()
-                spinner.wait()
         assert busy.token_ids == quiet.token_ids
         assert busy.fewest_threads is not None and busy.fewest_threads < cores, busy
         time.sleep(0.3)
