@@ -67,7 +67,6 @@ from pathlib import Path
 from typing import Any
 
 import llama_cpp
-import numpy as np
 from gguf import GGUFReader
 
 from app.devtools.llama_batches import (
@@ -78,7 +77,7 @@ from app.devtools.llama_batches import (
     probe_context,
     run_head_probe,
 )
-from app.engine.llama.ext_batch import DECODE, process_batch
+from app.engine.llama.ext_batch import DECODE, floats_at, process_batch
 from app.engine.llama.extensions import DFlashFunctions, dflash_functions
 from app.engine.llama.feature_head import layer_inputs
 
@@ -161,8 +160,10 @@ class BlockDrafter:
         drafts: list[int] = []
         if self.dflash2:
             k = head.selector_top_k
-            pointer = self.fn.get_embeddings_nextn(self.ctx_dft)
-            lattice = np.ctypeslib.as_array(pointer, shape=(n_block, self.n_embd))
+            address = self.fn.get_embeddings_nextn(self.ctx_dft)
+            if not address:
+                raise RuntimeError("the DFlash2 selector produced no lattice")
+            lattice = floats_at(address, (n_block, self.n_embd))
             predecessor = 0
             for i in range(1, n_block):
                 row = lattice[i]

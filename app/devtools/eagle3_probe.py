@@ -74,7 +74,7 @@ from app.devtools.llama_batches import (
     probe_context,
     run_head_probe,
 )
-from app.engine.llama.ext_batch import DECODE, ENCODE, BatchEntry, process_batch
+from app.engine.llama.ext_batch import DECODE, ENCODE, BatchEntry, floats_at, process_batch
 from app.engine.llama.extensions import Eagle3Functions, eagle3_functions
 from app.engine.llama.feature_head import layer_inputs
 
@@ -110,10 +110,10 @@ class Eagle3Drafter:
             placeholder = self._head_pos_max() + 1  # the encoder does not use positions
             entries = [(None, placeholder + j, row, True) for j, row in enumerate(chunk)]
             process_batch(self.ctx_dft, ENCODE, entries, who="head")
-            pointer = self.fn.get_embeddings_nextn(self.ctx_dft)
-            if not pointer:
+            address = self.fn.get_embeddings_nextn(self.ctx_dft)
+            if not address:
                 raise RuntimeError("the head's encoder returned no rows")
-            rows = np.ctypeslib.as_array(pointer, shape=(len(chunk), self.n_embd_dec))
+            rows = floats_at(address, (len(chunk), self.n_embd_dec))
             g[start : start + len(chunk)] = rows
         pairs: list[BatchEntry] = []
         bridge = self.pending_pos >= 0 and self.pending_pos + 1 == first_pos
@@ -133,10 +133,10 @@ class Eagle3Drafter:
         drafts: list[int] = []
         while True:
             token = int(logits_row(self.ctx_dft, self.n_vocab, 0).argmax())
-            pointer = self.fn.get_embeddings_nextn_ith(self.ctx_dft, 0)
-            if not pointer:
+            address = self.fn.get_embeddings_nextn_ith(self.ctx_dft, 0)
+            if not address:
                 raise RuntimeError("the head returned no pre-norm row")
-            prenorm = np.ctypeslib.as_array(pointer, shape=(self.n_embd_dec,)).copy()
+            prenorm = floats_at(address, (self.n_embd_dec,)).copy()
             drafts.append(token)
             if len(drafts) >= n_max:
                 return drafts

@@ -29,7 +29,7 @@ import numpy as np
 from app.engine.config import ModelSpec, SamplerConfig
 from app.engine.drafters.base import ConfidenceDrafter, DraftBlock, DraftingContext, DraftLimits
 from app.engine.llama.backend import LlamaContext, LlamaModel
-from app.engine.llama.ext_batch import DECODE
+from app.engine.llama.ext_batch import DECODE, BatchEntry, floats_at, logits_ith_address
 from app.engine.llama.extensions import DFlashFunctions, dflash_functions
 from app.engine.llama.feature_head import FeatureHead
 from app.errors import ModelLoadError
@@ -83,12 +83,16 @@ class BlockHead(FeatureHead):
     def _target_decoded(self, first_pos: int, n: int) -> None:
         # what the head held from here on is a rejected draft's, or another prompt's
         llama_cpp.llama_memory_seq_rm(self.memory, 0, first_pos, -1)
-        features = self._layer_inputs(n)
+        features = self._layer_inputs(n)  # a new array: rows passed by address below
+        width = features.shape[1]
+        at, row_bytes = features.ctypes.data, width * 4
         for start in range(0, n, self.n_ubatch):
-            chunk = features[start : start + self.n_ubatch]
-            self._process(
-                DECODE, [(None, first_pos + start + i, row, False) for i, row in enumerate(chunk)]
-            )
+            count = min(self.n_ubatch, n - start)
+            entries: list[BatchEntry] = [
+                (None, first_pos + start + i, at + (start + i) * row_bytes, False)
+                for i in range(count)
+            ]
+            self._process(DECODE, entries, width=width)
 
     # --- drafting ---------------------------------------------------------------------------
 
@@ -119,10 +123,10 @@ class BlockHead(FeatureHead):
         self, n_block: int, confidences: bool
     ) -> tuple[list[int], list[float | None]]:
         k = self.selector_top_k
-        pointer = self.fn.get_embeddings_nextn(self.ptr)
-        if not pointer:
+        address = self.fn.get_embeddings_nextn(self.ptr)
+        if not address:
             raise RuntimeError("the DFlash2 selector produced no lattice")
-        lattice = np.ctypeslib.as_array(pointer, shape=(n_block, self.n_embd))
+        lattice = floats_at(address, (n_block, self.n_embd))
         tokens: list[int] = []
         sure: list[float | None] = []
         predecessor = 0
@@ -137,16 +141,16 @@ class BlockHead(FeatureHead):
     def _read_block(self, n_block: int, confidences: bool) -> tuple[list[int], list[float | None]]:
         conf_rows = None
         if confidences and self.dspark and self.facts.confidence_head:
-            pointer = self.fn.get_embeddings_nextn(self.ptr)
-            if pointer:
-                conf_rows = np.ctypeslib.as_array(pointer, shape=(n_block, self.n_embd))
+            address = self.fn.get_embeddings_nextn(self.ptr)
+            if address:
+                conf_rows = floats_at(address, (n_block, self.n_embd))
         tokens: list[int] = []
         sure: list[float | None] = []
         for i in range(0 if self.anchor_first else 1, n_block):
-            pointer = llama_cpp.llama_get_logits_ith(self.ptr, i)
-            if not pointer:
+            address = logits_ith_address(self.ptr, i)
+            if not address:
                 raise RuntimeError(f"the {self.variant} head returned no logits")
-            logits = np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
+            logits = floats_at(address, (self.n_vocab,))
             token = int(logits.argmax())
             tokens.append(token)
             if conf_rows is not None:

@@ -30,7 +30,7 @@ from app.engine.config import ModelSpec, SamplerConfig
 from app.engine.drafters.base import DraftBlock, DraftingContext
 from app.engine.drafters.sampled import SampledDrafter
 from app.engine.llama.backend import LlamaContext, LlamaModel
-from app.engine.llama.ext_batch import DECODE, ENCODE, BatchEntry
+from app.engine.llama.ext_batch import DECODE, ENCODE, BatchEntry, floats_at, logits_ith_address
 from app.engine.llama.extensions import eagle3_functions
 from app.engine.llama.feature_head import FeatureHead
 from app.engine.sampling import HostRow, Row
@@ -52,6 +52,8 @@ class Eagle3Head(FeatureHead):
         ptr = self._open_context(spec)
         self.fn.set_embeddings_nextn(ptr, True, True)
         self._rows = np.zeros((RING_ROWS, self.n_embd), dtype=np.float32)
+        self._rows_at = self._rows.ctypes.data  # rows go to llama.cpp by address
+        self._zero_row = np.zeros(self.n_embd, dtype=np.float32)
         self._row_pos = np.full(RING_ROWS, -1, dtype=np.int64)
         self._position = 0  # where the next drafted token goes
 
@@ -64,20 +66,21 @@ class Eagle3Head(FeatureHead):
 
     def _target_decoded(self, first_pos: int, n: int) -> None:
         tokens = self.target.tokens[first_pos : first_pos + n]
-        features = self._layer_inputs(n)
+        features = self._layer_inputs(n)  # a new array: rows passed by address below
+        width = features.shape[1]
+        at, row_bytes = features.ctypes.data, width * 4
         g = np.empty((n, self.n_embd), dtype=np.float32)
         for start in range(0, n, self.n_ubatch):
-            chunk = features[start : start + self.n_ubatch]
+            count = min(self.n_ubatch, n - start)
             placeholder = self._pos_max() + 1  # the encoder does not read positions
-            self._process(
-                ENCODE, [(None, placeholder + j, row, True) for j, row in enumerate(chunk)]
-            )
-            pointer = self.fn.get_embeddings_nextn(self.ptr)
-            if not pointer:
+            entries: list[BatchEntry] = [
+                (None, placeholder + j, at + (start + j) * row_bytes, True) for j in range(count)
+            ]
+            self._process(ENCODE, entries, width=width)
+            address = self.fn.get_embeddings_nextn(self.ptr)
+            if not address:
                 raise RuntimeError("the head's encoder returned no rows")
-            g[start : start + len(chunk)] = np.ctypeslib.as_array(
-                pointer, shape=(len(chunk), self.n_embd)
-            )
+            g[start : start + count] = floats_at(address, (count, self.n_embd))
         positions = np.arange(first_pos, first_pos + n, dtype=np.int64)
         keep = min(n, RING_ROWS)
         self._rows[positions[-keep:] % RING_ROWS] = g[-keep:]
@@ -86,19 +89,24 @@ class Eagle3Head(FeatureHead):
         # batch's first, which may differ from what the cache held there
         start = max(first_pos - 1, 0)
         llama_cpp.llama_memory_seq_rm(self.memory, 0, start, -1)
-        entries: list[BatchEntry] = []
-        before = self._row(first_pos - 1)
+        entries = []
+        before = self._row_address(first_pos - 1)
         if before is not None:
             entries.append((tokens[0], first_pos - 1, before, False))
-        entries += [(tokens[k + 1], first_pos + k, g[k], False) for k in range(n - 1)]
+        at, row_bytes = g.ctypes.data, self.n_embd * 4
+        entries += [(tokens[k + 1], first_pos + k, at + k * row_bytes, False) for k in range(n - 1)]
         for chunk_start in range(0, len(entries), self.n_ubatch):
-            self._process(DECODE, entries[chunk_start : chunk_start + self.n_ubatch])
+            chunk = entries[chunk_start : chunk_start + self.n_ubatch]
+            self._process(DECODE, chunk, width=self.n_embd)
 
-    def _row(self, position: int) -> np.ndarray | None:
+    def _row_address(self, position: int) -> int | None:
+        """Where the ring holds the feature row of ``position``; None when it does not."""
         if position < 0:
             return None
         slot = position % RING_ROWS
-        return self._rows[slot] if self._row_pos[slot] == position else None
+        if self._row_pos[slot] != position:
+            return None
+        return self._rows_at + slot * self.n_embd * 4
 
     def _pos_max(self) -> int:
         return int(llama_cpp.llama_memory_seq_pos_max(self.memory, 0))
@@ -106,28 +114,29 @@ class Eagle3Head(FeatureHead):
     # --- drafting ---------------------------------------------------------------------------
 
     def _logits(self) -> np.ndarray:
-        pointer = llama_cpp.llama_get_logits_ith(self.ptr, 0)
-        if not pointer:
+        address = logits_ith_address(self.ptr, 0)
+        if not address:
             raise RuntimeError("the EAGLE-3 head returned no logits")
-        return np.ctypeslib.as_array(pointer, shape=(self.model.n_vocab,))
+        return floats_at(address, (self.model.n_vocab,))
 
     def first(self, committed: list[int]) -> np.ndarray:
         """Seed the decoder with the last committed token and the feature row before it."""
         seed = len(committed) - 2  # the target holds committed[:-1]; the last is not decoded
         llama_cpp.llama_memory_seq_rm(self.memory, 0, max(seed, 0), -1)
-        row = self._row(seed)
+        row = self._row_address(seed)
         if row is None:  # the ring lost it (or a one-token prompt): a weak draft, not a wrong one
-            row = np.zeros(self.n_embd, dtype=np.float32)
-        self._process(DECODE, [(committed[-1], max(seed, 0), row, True)])
+            row = self._zero_row.ctypes.data
+        self._process(DECODE, [(committed[-1], max(seed, 0), row, True)], width=self.n_embd)
         self._position = max(seed, 0) + 1
         return self._logits()
 
     def advance(self, token: int) -> np.ndarray:
-        pointer = self.fn.get_embeddings_nextn_ith(self.ptr, 0)
-        if not pointer:
+        # the decoder's pre-norm row goes back in by its address: llama.cpp copies it into the
+        # batch before the pass that overwrites it
+        address = self.fn.get_embeddings_nextn_ith(self.ptr, 0)
+        if not address:
             raise RuntimeError("the EAGLE-3 head returned no pre-norm row")
-        row = np.ctypeslib.as_array(pointer, shape=(self.n_embd,)).copy()
-        self._process(DECODE, [(token, self._position, row, True)])
+        self._process(DECODE, [(token, self._position, address, True)], width=self.n_embd)
         self._position += 1
         return self._logits()
 

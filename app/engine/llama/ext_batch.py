@@ -1,10 +1,12 @@
 """One ``llama_process`` call on an extended batch, as the heads that read the target's
 features (EAGLE-3, DFlash) feed their own contexts: each entry is a token, an embedding row,
-or a token with the row that goes beside it."""
+or a token with the row that goes beside it. Also float views of llama.cpp's buffers by
+address (``floats_at``), which these heads read several times a step."""
 
 from __future__ import annotations
 
 import ctypes
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -15,10 +17,37 @@ import numpy as np
 ENCODE = llama_cpp.LLAMA_PROCESS_TYPE_ENCODE
 DECODE = llama_cpp.LLAMA_PROCESS_TYPE_DECODE
 
-# a token (None: the row alone), its position, an embedding row (None: the token alone), logits
-BatchEntry = tuple[int | None, int, np.ndarray | None, bool]
+# a token (None: the row alone), its position, an embedding row (None: the token alone; an
+# int: the address of ``width`` float32 values, as llama.cpp's getters return them), logits
+BatchEntry = tuple[int | None, int, np.ndarray | int | None, bool]
 
-_FLOATS = ctypes.POINTER(ctypes.c_float)
+_ARRAY_TYPES: dict[int, Any] = {}  # ctypes float array type per length
+
+
+def floats_at(address: int, shape: tuple[int, ...]) -> np.ndarray:
+    """A float32 view of ``shape`` over the buffer at ``address`` (llama.cpp's: valid until its
+    context's next pass). numpy's ``ctypeslib.as_array`` builds a ctypes type for each call
+    and costs a few microseconds, which a small head pays several times a step."""
+    count = math.prod(shape)
+    kind = _ARRAY_TYPES.get(count)
+    if kind is None:
+        if len(_ARRAY_TYPES) >= 256:
+            _ARRAY_TYPES.clear()
+        kind = _ARRAY_TYPES[count] = ctypes.c_float * count
+    buffer: Any = kind.from_address(address)
+    return np.frombuffer(buffer, dtype=np.float32).reshape(shape)
+
+
+def _logits_ith() -> Any:
+    """``llama_get_logits_ith`` returning an address (an int, None for NULL): a function object
+    of its own, so llama-cpp-python's binding keeps its pointer result."""
+    function = llama_cpp.llama_cpp._lib["llama_get_logits_ith"]
+    function.argtypes = [ctypes.c_void_p, ctypes.c_int32]
+    function.restype = ctypes.c_void_p
+    return function
+
+
+logits_ith_address = _logits_ith()
 
 
 class ExtBatch:
@@ -34,34 +63,50 @@ class ExtBatch:
         if not self._batch:
             raise RuntimeError(f"llama.cpp could not make a batch for the {who}")
         self._pos = llama_cpp.llama_pos(0)
+        self._pos_pointer = ctypes.pointer(self._pos)
+        # one row descriptor, its address rewritten for each row (llama.cpp copies the row
+        # while it is added, and the descriptor is passed by value)
+        self._embd = llama_cpp.llama_embd(None, 1, 0)
+        offset: int = getattr(llama_cpp.llama_embd, "data").offset  # noqa: B009 - a field descriptor
+        self._embd_data = ctypes.c_void_p.from_buffer(self._embd, offset)
 
-    def process(self, kind: int, entries: Sequence[BatchEntry]) -> float:
-        """Run ``entries`` through ``llama_process``; the seconds llama.cpp took."""
+    def process(self, kind: int, entries: Sequence[BatchEntry], *, width: int = 0) -> float:
+        """Run ``entries`` through ``llama_process``; the seconds llama.cpp took. ``width``:
+        the length of the rows given by address."""
         batch, pos, who = self._batch, self._pos, self.who
         if not batch:
             raise RuntimeError(f"the {who}'s batch is closed")
+        embd, embd_data, pos_pointer = self._embd, self._embd_data, self._pos_pointer
+        add_token = llama_cpp.llama_batch_ext_add_token
+        add_embd = llama_cpp.llama_batch_ext_add_embd
+        set_pos = llama_cpp.llama_batch_ext_set_pos
         llama_cpp.llama_batch_ext_clear(batch)
         for token, position, row, output in entries:
-            embd = None
             if row is not None:
-                if row.dtype != np.float32 or not row.flags.c_contiguous:
-                    row = np.ascontiguousarray(row, dtype=np.float32)
-                # llama.cpp copies the row while it is added: ``row`` outlives the call
-                embd = llama_cpp.llama_embd(ctypes.cast(row.ctypes.data, _FLOATS), 1, row.shape[0])
+                if isinstance(row, int):
+                    if not row or width <= 0:
+                        raise RuntimeError(f"an input row of the {who} has no data")
+                    embd_data.value, embd.n_embd = row, width
+                else:
+                    if row.dtype != np.float32 or not row.flags.c_contiguous:
+                        row = np.ascontiguousarray(row, dtype=np.float32)
+                    embd_data.value, embd.n_embd = row.ctypes.data, row.shape[0]
             if token is None:
-                index = llama_cpp.llama_batch_ext_add_embd(batch, 0, embd)
+                if row is None:
+                    raise RuntimeError(f"a batch entry of the {who} has neither token nor row")
+                index = add_embd(batch, 0, embd)
             else:
-                index = llama_cpp.llama_batch_ext_add_token(batch, 0, token)
+                index = add_token(batch, 0, token)
                 if (
                     index >= 0
-                    and embd is not None
+                    and row is not None
                     and not llama_cpp.llama_batch_ext_set_embd_token(batch, index, embd)
                 ):
                     raise RuntimeError(f"llama.cpp refused an input row of the {who}")
             if index < 0:
                 raise RuntimeError(f"llama.cpp refused a batch entry of the {who} ({index})")
             pos.value = position
-            llama_cpp.llama_batch_ext_set_pos(batch, index, ctypes.byref(pos))
+            set_pos(batch, index, pos_pointer)
             if output:
                 llama_cpp.llama_batch_ext_set_output_logits(batch, index, True)
         began = time.perf_counter()
@@ -77,11 +122,13 @@ class ExtBatch:
             self._batch = None
 
 
-def process_batch(ctx: Any, kind: int, entries: Sequence[BatchEntry], *, who: str) -> float:
+def process_batch(
+    ctx: Any, kind: int, entries: Sequence[BatchEntry], *, who: str, width: int = 0
+) -> float:
     """Run ``entries`` through ``llama_process`` on ``ctx`` in a batch of their own; the
     seconds it took. ``who`` names the head in the errors."""
     batch = ExtBatch(ctx, who=who)
     try:
-        return batch.process(kind, entries)
+        return batch.process(kind, entries, width=width)
     finally:
         batch.close()

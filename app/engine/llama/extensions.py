@@ -20,7 +20,9 @@ from app.errors import ModelLoadError
 
 _CTX = ctypes.c_void_p  # struct llama_context *
 _MODEL = ctypes.c_void_p  # const struct llama_model *
-_FLOATS = ctypes.POINTER(ctypes.c_float)
+# the getters of float rows return an address (an int, None for NULL), read with
+# ``ext_batch.floats_at``: cheaper than a ctypes pointer mapped by numpy
+_ADDRESS = ctypes.c_void_p
 
 # (plain name, Itanium name, MSVC x64 name), argument types, result type
 _SIGNATURES: dict[str, tuple[tuple[str, str, str], list[Any], Any]] = {
@@ -42,7 +44,7 @@ _SIGNATURES: dict[str, tuple[tuple[str, str, str], list[Any], Any]] = {
             "?llama_get_embeddings_layer_inp@@YAPEAMPEAUllama_context@@I@Z",
         ),
         [_CTX, ctypes.c_uint32],
-        _FLOATS,
+        _ADDRESS,
     ),
     # const int32_t * llama_model_target_layer_ids(const llama_model *)
     "model_target_layer_ids": (
@@ -82,7 +84,7 @@ _SIGNATURES: dict[str, tuple[tuple[str, str, str], list[Any], Any]] = {
             "?llama_get_embeddings_nextn@@YAPEAMPEAUllama_context@@@Z",
         ),
         [_CTX],
-        _FLOATS,
+        _ADDRESS,
     ),
     "get_embeddings_nextn_ith": (
         (
@@ -91,7 +93,7 @@ _SIGNATURES: dict[str, tuple[tuple[str, str, str], list[Any], Any]] = {
             "?llama_get_embeddings_nextn_ith@@YAPEAMPEAUllama_context@@H@Z",
         ),
         [_CTX, ctypes.c_int32],
-        _FLOATS,
+        _ADDRESS,
     ),
 }
 # what a DFlash / DSpark drafter calls besides those
@@ -114,12 +116,12 @@ class Eagle3Functions:
     """The staging functions an EAGLE-3 drafter calls, bound to one loaded libllama."""
 
     set_embeddings_layer_inp: Callable[[Any, int, bool], None]
-    get_embeddings_layer_inp: Callable[[Any, int], Any]
+    get_embeddings_layer_inp: Callable[[Any, int], int | None]
     model_target_layer_ids: Callable[[Any], Any]
     model_target_layer_ids_n: Callable[[Any], int]
     set_embeddings_nextn: Callable[[Any, bool, bool], None]
-    get_embeddings_nextn: Callable[[Any], Any]
-    get_embeddings_nextn_ith: Callable[[Any, int], Any]
+    get_embeddings_nextn: Callable[[Any], int | None]
+    get_embeddings_nextn_ith: Callable[[Any, int], int | None]
 
     def target_layer_ids(self, head_model: Any) -> tuple[int, ...]:
         """The target layers whose inputs the head reads (``<arch>.target_layers``)."""
@@ -140,9 +142,11 @@ class DFlashFunctions(Eagle3Functions):
 
 
 def _lookup(lib: ctypes.CDLL, names: tuple[str, ...]) -> Any | None:
+    """A function object of our own (``lib[name]``, not the one ``getattr`` caches and
+    llama-cpp-python's bindings share), so setting its result type changes no other caller."""
     for name in names:
         try:
-            return getattr(lib, name)
+            return lib[name]
         except AttributeError:
             continue
     return None

@@ -13,7 +13,7 @@ import numpy as np
 
 from app.engine.config import ModelSpec
 from app.engine.llama.backend import LlamaContext, LlamaModel
-from app.engine.llama.ext_batch import BatchEntry, ExtBatch
+from app.engine.llama.ext_batch import BatchEntry, ExtBatch, floats_at
 from app.engine.llama.extensions import Eagle3Functions
 from app.errors import ModelLoadError
 
@@ -25,10 +25,10 @@ def layer_inputs(
     ``layer_ids`` side by side (a new array)."""
     layers = []
     for layer in layer_ids:
-        pointer = fn.get_embeddings_layer_inp(target_ctx, layer)
-        if not pointer:
+        address = fn.get_embeddings_layer_inp(target_ctx, layer)
+        if not address:
             raise RuntimeError(f"the target gave no input rows for layer {layer}")
-        layers.append(np.ctypeslib.as_array(pointer, shape=(n, n_embd_target)))
+        layers.append(floats_at(address, (n, n_embd_target)))
     return np.concatenate(layers, axis=1)
 
 
@@ -117,8 +117,9 @@ class FeatureHead:
         llama_cpp.llama_set_n_threads(self.ptr, threads, threads)
         self.threads = threads
 
-    def _process(self, kind: int, entries: Sequence[BatchEntry]) -> None:
+    def _process(self, kind: int, entries: Sequence[BatchEntry], *, width: int = 0) -> None:
+        """``width``: the length of the rows given by address."""
         if entries:
-            took = self._batch.process(kind, entries)
+            took = self._batch.process(kind, entries, width=width)
             self.decode_s += took
             self.decode_thread_s += took * self.threads
