@@ -48,10 +48,16 @@ class RecentMedian:
 
     def __init__(self, size: int = 7) -> None:
         self._samples: deque[float] = deque(maxlen=size)
+        # read far more often than updated (every price of a step reads its cells' medians,
+        # a refit all of them): kept until the next sample
+        self._value: float | None = None
 
     def update(self, sample: float) -> None:
         self._samples.append(sample)
+        self._value = None
 
     @property
     def value(self) -> float | None:
-        return statistics.median(self._samples) if self._samples else None
+        if self._value is None and self._samples:
+            self._value = statistics.median(self._samples)
+        return self._value

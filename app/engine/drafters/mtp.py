@@ -90,10 +90,16 @@ class NextTokenHeads:
     def _target_decoded(self, first_pos: int, n: int) -> None:
         rows = self.target.next_token_rows(n)
         keep = min(n, RING_ROWS)
-        positions = np.arange(first_pos + n - keep, first_pos + n, dtype=np.int64)
-        slots = positions % RING_ROWS
-        self._rows[slots] = rows[n - keep :]
-        self._row_pos[slots] = positions
+        if keep <= 8:  # a step's few rows: cheaper one by one than through index arrays
+            for k in range(n - keep, n):
+                slot = (first_pos + k) % RING_ROWS
+                self._rows[slot] = rows[k]
+                self._row_pos[slot] = first_pos + k
+        else:
+            positions = np.arange(first_pos + n - keep, first_pos + n, dtype=np.int64)
+            slots = positions % RING_ROWS
+            self._rows[slots] = rows[n - keep :]
+            self._row_pos[slots] = positions
         if not self.shared and self.target.n_past - 1 - self.ctx.n_past > RING_ROWS // 2:
             # a long prefill: feed the heads the prompt now, before the ring overwrites rows
             # they still need (a verification batch is far shorter than this)
@@ -187,7 +193,8 @@ class NextTokenHeads:
     def advance(self, token: int, step: int) -> Row:
         """Feed drafted ``token`` with the row the previous head step returned; ``step`` is
         the index of the head step that drafts the following token."""
-        row = self.ctx.head_row().copy()
+        # a view of llama.cpp's buffer: decode copies it into the batch before the pass
+        row = self.ctx.head_row()
         if self.shared:  # the assistant's drafts all sit at the last committed position
             self.ctx.decode([token], logits="last", rows=row[None, :], at=self._pos0)
             return self.ctx.row(-1)
@@ -195,7 +202,7 @@ class NextTokenHeads:
             self.ctx.decode([token], logits="last", rows=row[None, :])
             return self.ctx.row(-1)
         self._chain.append(token)
-        self._chain_rows.append(row)
+        self._chain_rows.append(row.copy())  # kept past the next pass
         return self._chain_pass(step)
 
     def _chain_pass(self, head: int) -> Row:
