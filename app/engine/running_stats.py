@@ -61,3 +61,18 @@ class RecentMedian:
         if self._value is None and self._samples:
             self._value = statistics.median(self._samples)
         return self._value
+
+    @property
+    def count(self) -> int:
+        return len(self._samples)
+
+    @property
+    def spread(self) -> float | None:
+        """The median over the fastest recent sample: near 1 while the samples cost what they
+        cost; well above it when most of them were slowed (something else had the cores),
+        for a pass is slowed by other programs, never sped up."""
+        value = self.value
+        if value is None:
+            return None
+        low = min(self._samples)
+        return value / low if low > 0 else None

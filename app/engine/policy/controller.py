@@ -269,7 +269,7 @@ class DraftController:
         # them if it says drafting already pays: pass prices taken during a burst of other
         # programs had a draft running 4.6x the target-only speed paused for cost at step 11.
         measured_pays = self.economics.steps >= 2 and ratio is not None and ratio >= 1.0
-        noisy = self.economics.noisy()
+        noisy = self.economics.noisy() or self.costs.prices_inflated(depth, INTERFERED)
         if self.economics.steps >= 2 and not self.can_ever_pay(depth) and not measured_pays:
             return self._pause(GuardReason.COST, ratio, depth, noisy=noisy)
         below = len(self._window) >= window and self.rolling_acceptance < threshold(depth)
@@ -345,6 +345,7 @@ class DraftController:
             or self.can_ever_pay(depth)
         ):
             return None
+        noisy = noisy or self.costs.prices_inflated(depth, INTERFERED)
         decision = self._pause(GuardReason.COST, self.economics.ratio(), depth, noisy=noisy)
         return decision.event(step)
 

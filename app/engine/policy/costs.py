@@ -94,6 +94,20 @@ class CostModel:
         verified = self.verify.sizes_measured_near(depth)
         return self.draft.measured_near(1, depth) and 1 in verified and len(verified) > 1
 
+    def prices_inflated(self, depth: int, factor: float) -> bool:
+        """Whether the passes behind a drafting step's price at ``depth`` (a single target
+        pass, a single draft pass, the verifications measured there) mostly ran slowed: their
+        recent median is more than ``factor`` times the fastest of them. A burst of other
+        programs that outlasts a cell's few samples moves its median, so steps slowed by the
+        same burst no longer look slow against it; the pause those prices decide is noisy
+        (a Q2_K draft priced at 1.5 target passes under bursts had drafting paused for cost,
+        not noisy, for the last 35 tokens of an answer)."""
+        spreads = [self.draft.spread_near(1, depth)]
+        spreads += [
+            self.verify.spread_near(n, depth) for n in self.verify.sizes_measured_near(depth)
+        ]
+        return any(s is not None and s > factor for s in spreads)
+
     def draft_cost_fraction(self, depth: int) -> float | None:
         """A single draft pass as a fraction of a single target pass."""
         single, draft = self.verify_ms(1, depth), self.draft_ms(1, depth)

@@ -210,6 +210,17 @@ class PassCost:
         _, size, _, both, _ = self._fitted()
         return (size + both * depth / DEPTH_SCALE) / SIZE_SCALE
 
+    def spread_near(self, n_tokens: int, depth: int, *, samples: int = 3) -> float | None:
+        """The recent spread (``RecentMedian.spread``) of the cell that prices a pass of this
+        size at ``depth``, where it holds at least ``samples`` passes."""
+        cell = self._cells.get((n_tokens, depth_range(depth)))
+        if cell is None:
+            same = self._by_size.get(n_tokens)
+            if not same:
+                return None
+            cell = min(same, key=lambda c: abs(c.depth - depth))
+        return cell.median.spread if cell.median.count >= samples else None
+
     def measured_near(self, n_tokens: int, depth: int) -> bool:
         """Whether a pass of this size was measured close enough to ``depth`` to price it
         there: within 256 tokens, or an eighth of the depth."""
