@@ -309,7 +309,9 @@ def _steadiness_figures(pairs: list[tuple[RunSummary, RunSummary]], ratios: list
         ],
         "step_time_spread": {j.mode: [rounded(x) for x in j.spreads] for j in judged},
         "round_drift": {j.mode: rounded(j.drift) for j in judged},
-        "noisy": noise_flag(*judged, gaps=gaps),
+        "noisy": noise_flag(
+            *judged, gaps=gaps, loads=[(b.outside_cores, s.outside_cores) for b, s in pairs]
+        ),
         "speedup_at_equal_passes": (
             round(statistics.median(measured), 4) if len(measured) >= 2 else None
         ),

@@ -29,6 +29,9 @@ DRIFT_LIMIT = 1.25  # the slowest round's median pass time over the fastest roun
 # never moves the 90th percentile by itself
 MIN_PASSES = 11
 GAP_LIMIT = 1.1  # one mode's median lone single pass over the other's, in one round
+# cores other programs kept busy during one mode's run beyond the other's, in one round: a quiet
+# machine's modes differ by under 0.1; under the bench's bursts a third of the rounds by more
+LOAD_GAP_LIMIT = 0.25
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,26 @@ def gap_reasons(gaps: Sequence[float | None]) -> list[str]:
     ]
 
 
-def noise_flag(*judged: Steadiness, gaps: Sequence[float | None] = ()) -> str | None:
+def load_gap_reasons(loads: Sequence[tuple[float | None, float | None]]) -> list[str]:
+    """What the other programs' load says where it fell on one mode's run more than on the
+    other's (``loads``: per round, the cores they kept busy target-only and speculative). A
+    gap between the modes' passes shows it too, but a draft accepted whole leaves no lone
+    target pass to compare: an edit prompt at acceptance 1.00 read 0.87x with 0.95 cores busy
+    in its speculative runs against 0.46 target-only, and was not flagged."""
+    return [
+        f"other programs kept {spec:.2f} cores busy in the speculative run and {base:.2f} "
+        f"target-only in round {number}"
+        for number, (base, spec) in enumerate(loads, start=1)
+        if base is not None and spec is not None and abs(spec - base) >= LOAD_GAP_LIMIT
+    ]
+
+
+def noise_flag(
+    *judged: Steadiness,
+    gaps: Sequence[float | None] = (),
+    loads: Sequence[tuple[float | None, float | None]] = (),
+) -> str | None:
     """``"noisy: …"`` with the figures that exceeded their limits, or None for a steady row."""
-    reasons = [reason for one in judged for reason in one.reasons()] + gap_reasons(gaps)
+    reasons = [reason for one in judged for reason in one.reasons()]
+    reasons += gap_reasons(gaps) + load_gap_reasons(loads)
     return "noisy: " + "; ".join(reasons) if reasons else None

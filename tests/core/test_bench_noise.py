@@ -82,6 +82,24 @@ def test_the_gap_between_the_modes_single_passes_is_measured_and_flagged() -> No
     assert flag == "noisy: " + reasons[0].replace("round 2", "round 1")
 
 
+def test_other_programs_loading_one_mode_more_than_the_other_is_flagged() -> None:
+    """A draft accepted whole leaves no lone target pass to compare between the modes; the
+    cores other programs kept busy during each mode's run say where the bursts fell (an edit
+    prompt read 0.87x with 0.95 busy against 0.46, unflagged). A quiet machine's modes differ
+    by under a tenth of a core, and an unknown load says nothing."""
+    from app.engine.noise import LOAD_GAP_LIMIT, load_gap_reasons
+
+    assert load_gap_reasons([(0.02, 0.09), (None, 0.9), (0.7, 0.9)]) == []
+    reasons = load_gap_reasons([(0.70, 0.90), (0.46, 0.95), (0.9, 0.9 - LOAD_GAP_LIMIT - 0.01)])
+    assert len(reasons) == 2
+    assert reasons[0] == (
+        "other programs kept 0.95 cores busy in the speculative run and 0.46 target-only in round 2"
+    )
+    assert " in round 3" in reasons[1]
+    assert noise_flag(loads=[(0.46, 0.95)]) == "noisy: " + reasons[0].replace("round 2", "round 1")
+    assert noise_flag(loads=[(0.02, 0.05)]) is None
+
+
 def test_too_few_steps_are_not_judged() -> None:
     judged = steadiness("speculative", [[(17, 90.0), (17, 400.0)], [(17, 95.0)]])
     assert judged.spreads == (None, None) and judged.drift is None
