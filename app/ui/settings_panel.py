@@ -27,7 +27,7 @@ from superqt.utils import qdebounced
 
 from app.engine.config import AcceptRule
 from app.engine.llama.repacking import CHOICES as REPACK_CHOICES
-from app.engine.thread_fit import ThreadFit
+from app.engine.thread_fit import ThreadFit, ThreadGovernor
 from app.store.settings import FIELDS, Invalid, Settings, advice, with_field
 from app.ui.plain_text import plain_label
 from app.ui.theme import CHOICE_LABELS, CHOICES
@@ -296,7 +296,8 @@ class SettingsPanel(QScrollArea):
         pair, which runs on another machine's threads)."""
         note = f"Last load: {fit.reason}" if fit is not None else ""
         if fit is not None and fit.follows:
-            note += "; while answering, fewer while other programs hold cores for 4 s or more"
+            held = f"{ThreadGovernor.SUSTAIN_S:g} s"
+            note += f"; while answering, fewer while other programs hold cores for {held} or more"
         self.fields["n_threads"].set_note(note)
 
     def errors(self) -> dict[str, str]:
