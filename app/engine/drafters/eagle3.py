@@ -28,6 +28,7 @@ import numpy as np
 
 from app.engine.config import ModelSpec, SamplerConfig
 from app.engine.drafters.base import DraftBlock, DraftingContext
+from app.engine.drafters.row_ring import RowRing
 from app.engine.drafters.sampled import SampledDrafter
 from app.engine.llama.backend import LlamaContext, LlamaModel
 from app.engine.llama.ext_batch import DECODE, ENCODE, BatchEntry, floats_at, logits_ith_address
@@ -35,8 +36,6 @@ from app.engine.llama.extensions import eagle3_functions
 from app.engine.llama.feature_head import FeatureHead
 from app.engine.sampling import HostRow, Row
 from app.errors import ModelLoadError
-
-RING_ROWS = 2048  # feature rows kept by position; a longer prefill keeps its tail only
 
 
 class Eagle3Head(FeatureHead):
@@ -51,10 +50,8 @@ class Eagle3Head(FeatureHead):
             )
         ptr = self._open_context(spec)
         self.fn.set_embeddings_nextn(ptr, True, True)
-        self._rows = np.zeros((RING_ROWS, self.n_embd), dtype=np.float32)
-        self._rows_at = self._rows.ctypes.data  # rows go to llama.cpp by address
+        self._rows = RowRing(self.n_embd)
         self._zero_row = np.zeros(self.n_embd, dtype=np.float32)
-        self._row_pos = np.full(RING_ROWS, -1, dtype=np.int64)
         self._position = 0  # where the next drafted token goes
 
     def sample_with(self, config: SamplerConfig) -> str:
@@ -81,16 +78,13 @@ class Eagle3Head(FeatureHead):
             if not address:
                 raise RuntimeError("the head's encoder returned no rows")
             g[start : start + count] = floats_at(address, (count, self.n_embd))
-        positions = np.arange(first_pos, first_pos + n, dtype=np.int64)
-        keep = min(n, RING_ROWS)
-        self._rows[positions[-keep:] % RING_ROWS] = g[-keep:]
-        self._row_pos[positions[-keep:] % RING_ROWS] = positions[-keep:]
+        self._rows.put(first_pos, g)
         # the decoder's cache from the position before this batch: its partner token is the
         # batch's first, which may differ from what the cache held there
         start = max(first_pos - 1, 0)
         llama_cpp.llama_memory_seq_rm(self.memory, 0, start, -1)
         entries = []
-        before = self._row_address(first_pos - 1)
+        before = self._rows.address(first_pos - 1)
         if before is not None:
             entries.append((tokens[0], first_pos - 1, before, False))
         at, row_bytes = g.ctypes.data, self.n_embd * 4
@@ -98,15 +92,6 @@ class Eagle3Head(FeatureHead):
         for chunk_start in range(0, len(entries), self.n_ubatch):
             chunk = entries[chunk_start : chunk_start + self.n_ubatch]
             self._process(DECODE, chunk, width=self.n_embd)
-
-    def _row_address(self, position: int) -> int | None:
-        """Where the ring holds the feature row of ``position``; None when it does not."""
-        if position < 0:
-            return None
-        slot = position % RING_ROWS
-        if self._row_pos[slot] != position:
-            return None
-        return self._rows_at + slot * self.n_embd * 4
 
     def _pos_max(self) -> int:
         return int(llama_cpp.llama_memory_seq_pos_max(self.memory, 0))
@@ -123,7 +108,7 @@ class Eagle3Head(FeatureHead):
         """Seed the decoder with the last committed token and the feature row before it."""
         seed = len(committed) - 2  # the target holds committed[:-1]; the last is not decoded
         llama_cpp.llama_memory_seq_rm(self.memory, 0, max(seed, 0), -1)
-        row = self._row_address(seed)
+        row = self._rows.address(seed)
         if row is None:  # the ring lost it (or a one-token prompt): a weak draft, not a wrong one
             row = self._zero_row.ctypes.data
         self._process(DECODE, [(committed[-1], max(seed, 0), row, True)], width=self.n_embd)

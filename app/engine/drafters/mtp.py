@@ -28,13 +28,12 @@ import numpy as np
 
 from app.engine.config import ModelSpec
 from app.engine.drafters.base import DraftBlock, DraftingContext, DraftLimits
+from app.engine.drafters.row_ring import RING_ROWS, RowRing
 from app.engine.drafters.sampled import SampledDrafter
 from app.engine.llama.backend import LlamaContext, LlamaModel
 from app.engine.sampling import Row
 from app.engine.sequences import common_prefix_length
 from app.errors import ModelLoadError
-
-RING_ROWS = 2048  # target rows kept for the heads; older ones are fed eagerly (prefill)
 
 
 class NextTokenHeads:
@@ -67,8 +66,8 @@ class NextTokenHeads:
         # nothing to catch up or roll back, and every drafted token sits at one position
         self.shared = self.ctx.shares_memory_with_target
         n_embd = model.n_embd_out
-        self._rows = np.zeros((RING_ROWS, n_embd), dtype=np.float32)
-        self._row_pos = np.full(RING_ROWS, -1, dtype=np.int64)
+        # the target rows kept for the heads; older ones are fed eagerly (prefill)
+        self._rows = RowRing(n_embd)
         self._zero = np.zeros(n_embd, dtype=np.float32)
         self._trusted = 0  # leading positions of the heads' cache known to be committed
         self._pos0 = 0  # chained heads: the position of the last committed token
@@ -88,18 +87,7 @@ class NextTokenHeads:
     # --- the target's rows ------------------------------------------------------------------
 
     def _target_decoded(self, first_pos: int, n: int) -> None:
-        rows = self.target.next_token_rows(n)
-        keep = min(n, RING_ROWS)
-        if keep <= 8:  # a step's few rows: cheaper one by one than through index arrays
-            for k in range(n - keep, n):
-                slot = (first_pos + k) % RING_ROWS
-                self._rows[slot] = rows[k]
-                self._row_pos[slot] = first_pos + k
-        else:
-            positions = np.arange(first_pos + n - keep, first_pos + n, dtype=np.int64)
-            slots = positions % RING_ROWS
-            self._rows[slots] = rows[n - keep :]
-            self._row_pos[slots] = positions
+        self._rows.put(first_pos, self.target.next_token_rows(n))
         if not self.shared and self.target.n_past - 1 - self.ctx.n_past > RING_ROWS // 2:
             # a long prefill: feed the heads the prompt now, before the ring overwrites rows
             # they still need (a verification batch is far shorter than this)
@@ -113,12 +101,8 @@ class NextTokenHeads:
     def _row(self, position: int) -> np.ndarray:
         """The target's row at ``position`` (zeros before the first token, or when the ring
         no longer holds it: a weaker draft for one position, never a wrong answer)."""
-        if position < 0:
-            return self._zero
-        slot = position % RING_ROWS
-        if self._row_pos[slot] != position:
-            return self._zero
-        return self._rows[slot]
+        row = self._rows.get(position)
+        return self._zero if row is None else row
 
     def _rows_for(self, first: int, last: int) -> np.ndarray:
         """Rows paired with the tokens at positions ``first .. last - 1`` (each ``h_{p-1}``)."""
