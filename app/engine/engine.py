@@ -56,15 +56,17 @@ from app.errors import ContextOverflowError, ModelLoadError
 from app.gguf.check import validate_gguf_file
 from app.gguf.compat import check_compatible
 from app.gguf.facts import SelfDrafting, model_facts
+from app.gguf.reader import GGUFHeader
 
 CancelCheck = Callable[[], bool]
 WARM_UP_TIMED = 3  # timed single passes per model after loading: the cost lines' first prices
 
 
-def declared_drafting(path: Path) -> SelfDrafting:
+def declared_drafting(path: Path) -> tuple[SelfDrafting, GGUFHeader]:
     """How a GGUF's header says it drafts: its method ("mtp", "assistant", …, "" for none)
-    and a block drafter's block."""
-    return model_facts(validate_gguf_file(path)).drafting
+    and a block drafter's block; with the header, checked."""
+    header = validate_gguf_file(path)
+    return model_facts(header).drafting, header
 
 
 def _never() -> bool:
@@ -93,11 +95,10 @@ class Engine:
         self.draft_source = draft_source or (DraftSource.MODEL if draft else DraftSource.NGRAM)
         self_drafting = self.draft_source is DraftSource.MTP
         # a Gemma 4 style assistant is a second file that drafts from the target's hidden rows
-        drafting = (
-            declared_drafting(Path(draft.path))
-            if draft is not None and self.draft_source is DraftSource.MODEL
-            else None
-        )
+        drafting: SelfDrafting | None = None
+        self._draft_header: GGUFHeader | None = None
+        if draft is not None and self.draft_source is DraftSource.MODEL:
+            drafting, self._draft_header = declared_drafting(Path(draft.path))
         method = drafting.method if drafting is not None else ""
         assistant, eagle3 = method == "assistant", method == "eagle3"
         block = drafting.block if drafting is not None else None
@@ -173,7 +174,8 @@ class Engine:
     def _load_draft(self, draft: ModelSpec) -> LlamaModel:
         """The draft's weights (its header was checked when its method was read), refused
         when its vocabulary is not the target's."""
-        self.draft = LlamaModel(replace(draft, n_ctx=self.target_spec.n_ctx), validated=True)
+        spec = replace(draft, n_ctx=self.target_spec.n_ctx)
+        self.draft = LlamaModel(spec, header=self._draft_header)
         check_compatible(self.target.vocab_info(), self.draft.vocab_info())
         return self.draft
 

@@ -71,6 +71,9 @@ def test_header_vocab_matches_llama_cpp(real_models: dict[str, Path], name: str)
     model = LlamaModel(ModelSpec(str(path), n_gpu_layers=0))
     try:
         loaded = model.vocab_info()
+        # the loaded model's texts are its header's (which vocab_info compares) as llama.cpp
+        # itself gives them
+        texts = [model.token_text(i) for i in range(model.n_vocab)]
     finally:
         close = getattr(model, "close", None)
         if close is not None:
@@ -91,3 +94,4 @@ def test_header_vocab_matches_llama_cpp(real_models: dict[str, Path], name: str)
         loaded.size,
     )
     assert first_mismatch(from_header, loaded) is None
+    assert texts == list(from_header.tokens) == list(loaded.tokens)
