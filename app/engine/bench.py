@@ -31,7 +31,7 @@ from app.engine.exactness import compare
 from app.engine.llama.hardware import devices, llama_cpp_version, system_info
 from app.engine.llama.repacking import repacking_enabled
 from app.engine.machine_load import LoadRunning, MachineLoad
-from app.engine.noise import gap_reasons, noise_flag, pass_gap, steadiness
+from app.engine.noise import gap_reasons, load_gap_reasons, noise_flag, pass_gap, steadiness
 from app.engine.policy.costs import CostModel
 from app.engine.process.protocol import BENCHMARKING, RENDERING
 from app.engine.thread_fit import OtherProgramsMeter, ThreadFit
@@ -158,10 +158,8 @@ def bench_prompt(
         ignore_eos=settings.ignore_eos,
     )
     pairs = _rounds(engine, request, max(settings.rounds, 1))
-    if not rounds_agree(_ratios(pairs)) or gap_reasons(_gaps(pairs)):
-        # a short run on a shared machine moves by a tenth from one round to the next, or one
-        # mode's run was slowed and not the other's: more rounds, still taking turns, and the
-        # median of them all
+    more_rounds = more_rounds_reasons(pairs)
+    if more_rounds:
         pairs += _rounds(engine, request, settings.max_rounds - len(pairs), first=len(pairs))
     baseline, speculative = pairs[0]  # counts and notes: the first round's
     base_ttft, spec_ttft = _first_tokens(engine, request, settings.first_token_rounds)
@@ -179,6 +177,8 @@ def bench_prompt(
         "baseline_tok_s": round(median(lambda r: r.tok_s, False), 3),
         "speculative_tok_s": round(median(lambda r: r.tok_s), 3),
         "speedup": round(statistics.median(ratios), 4),
+        # why the prompt ran rounds past --rounds (empty: the first rounds could be read)
+        "more_rounds": more_rounds if len(pairs) > settings.rounds else [],
         "acceptance_rate": round(speculative.acceptance_rate, 4),
         "mean_accepted_length": round(speculative.mean_accepted_length, 3),
         "target_passes_per_token": round(speculative.target_passes_per_token, 4),
@@ -241,6 +241,25 @@ def rounds_agree(ratios: list[float]) -> bool:
         return True
     low, high = min(ratios), max(ratios)
     return low > 0 and high / low <= ROUNDS_AGREE
+
+
+def more_rounds_reasons(pairs: list[tuple[RunSummary, RunSummary]]) -> list[str]:
+    """Why the first rounds alone cannot be read, so that the prompt runs more rounds (still
+    taking turns, the median of them all): a short run on a shared machine moves by a tenth
+    from one round to the next, or other programs slowed one mode's run and not the other's,
+    which the passes both modes pay show (the gap) and so does the load itself where the draft
+    was accepted whole and left no lone pass. Empty when they can."""
+    ratios = _ratios(pairs)
+    spread = (
+        []
+        if rounds_agree(ratios)
+        else [
+            "the rounds' speedups " + ", ".join(f"{r:.2f}x" for r in ratios) + " differ by more "
+            f"than {ROUNDS_AGREE - 1:.0%}"
+        ]
+    )
+    loads = [(b.outside_cores, s.outside_cores) for b, s in pairs]
+    return spread + gap_reasons(_gaps(pairs)) + load_gap_reasons(loads)
 
 
 def _ratios(pairs: list[tuple[RunSummary, RunSummary]]) -> list[float]:
