@@ -19,6 +19,7 @@ import llama_cpp
 import numpy as np
 
 from app.engine.config import KV_TYPES, MAX_DRAFT_LEN, ModelSpec, SamplerConfig
+from app.engine.llama.ext_batch import floats_at
 from app.engine.llama.load_hooks import current_load_observer
 from app.engine.llama.repacking import repacking_enabled
 from app.engine.llama.runtime import ensure_backend, logged_by
@@ -515,7 +516,7 @@ class LlamaContext:
         ptr = self._ext.llama_get_embeddings_nextn(self.ptr)
         if not ptr:
             raise RuntimeError("llama.cpp returned no next-token rows")
-        return np.ctypeslib.as_array(ptr, shape=(n, self._n_embd))
+        return floats_at(ctypes.addressof(ptr.contents), (n, self._n_embd))
 
     def head_row(self) -> np.ndarray:
         """An MTP context's hidden row for its last output: the next head step's input."""
@@ -524,7 +525,7 @@ class LlamaContext:
         ptr = self._ext.llama_get_embeddings_nextn_ith(self.ptr, -1)
         if not ptr:
             raise RuntimeError("llama.cpp returned no next-token row")
-        return np.ctypeslib.as_array(ptr, shape=(self._n_embd,))
+        return floats_at(ctypes.addressof(ptr.contents), (self._n_embd,))
 
     @property
     def shares_memory_with_target(self) -> bool:
