@@ -157,7 +157,8 @@ def bench_prompt(
         token_probs=settings.token_probs,
         ignore_eos=settings.ignore_eos,
     )
-    pairs = _rounds(engine, request, max(settings.rounds, 1))
+    first_rounds = max(settings.rounds, 1)
+    pairs = _rounds(engine, request, first_rounds)
     more_rounds = more_rounds_reasons(pairs)
     if more_rounds:
         pairs += _rounds(engine, request, settings.max_rounds - len(pairs), first=len(pairs))
@@ -178,7 +179,7 @@ def bench_prompt(
         "speculative_tok_s": round(median(lambda r: r.tok_s), 3),
         "speedup": round(statistics.median(ratios), 4),
         # why the prompt ran rounds past --rounds (empty: the first rounds could be read)
-        "more_rounds": more_rounds if len(pairs) > settings.rounds else [],
+        "more_rounds": more_rounds if len(pairs) > first_rounds else [],
         "acceptance_rate": round(speculative.acceptance_rate, 4),
         "mean_accepted_length": round(speculative.mean_accepted_length, 3),
         "target_passes_per_token": round(speculative.target_passes_per_token, 4),
@@ -258,8 +259,7 @@ def more_rounds_reasons(pairs: list[tuple[RunSummary, RunSummary]]) -> list[str]
             f"than {ROUNDS_AGREE - 1:.0%}"
         ]
     )
-    loads = [(b.outside_cores, s.outside_cores) for b, s in pairs]
-    return spread + gap_reasons(_gaps(pairs)) + load_gap_reasons(loads)
+    return spread + gap_reasons(_gaps(pairs)) + load_gap_reasons(_loads(pairs))
 
 
 def _ratios(pairs: list[tuple[RunSummary, RunSummary]]) -> list[float]:
@@ -288,6 +288,11 @@ def _first_tokens(
     mode, each with every cache emptied first, the mode that goes first alternating."""
     pairs = _rounds(engine, replace(request, max_tokens=1, reuse_prefix=False), rounds)
     return [b.ttft_ms for b, _ in pairs], [s.ttft_ms for _, s in pairs]
+
+
+def _loads(pairs: list[tuple[RunSummary, RunSummary]]) -> list[tuple[float | None, float | None]]:
+    """Per round, the cores other programs kept busy target-only and speculative."""
+    return [(b.outside_cores, s.outside_cores) for b, s in pairs]
 
 
 def _gaps(pairs: list[tuple[RunSummary, RunSummary]]) -> list[float | None]:
@@ -328,9 +333,7 @@ def _steadiness_figures(pairs: list[tuple[RunSummary, RunSummary]], ratios: list
         ],
         "step_time_spread": {j.mode: [rounded(x) for x in j.spreads] for j in judged},
         "round_drift": {j.mode: rounded(j.drift) for j in judged},
-        "noisy": noise_flag(
-            *judged, gaps=gaps, loads=[(b.outside_cores, s.outside_cores) for b, s in pairs]
-        ),
+        "noisy": noise_flag(*judged, gaps=gaps, loads=_loads(pairs)),
         "speedup_at_equal_passes": (
             round(statistics.median(measured), 4) if len(measured) >= 2 else None
         ),

@@ -96,9 +96,9 @@ class Engine:
         self_drafting = self.draft_source is DraftSource.MTP
         # a Gemma 4 style assistant is a second file that drafts from the target's hidden rows
         drafting: SelfDrafting | None = None
-        self._draft_header: GGUFHeader | None = None
+        draft_header: GGUFHeader | None = None
         if draft is not None and self.draft_source is DraftSource.MODEL:
-            drafting, self._draft_header = declared_drafting(Path(draft.path))
+            drafting, draft_header = declared_drafting(Path(draft.path))
         method = drafting.method if drafting is not None else ""
         assistant, eagle3 = method == "assistant", method == "eagle3"
         block = drafting.block if drafting is not None else None
@@ -137,15 +137,19 @@ class Engine:
                 self.heads = NextTokenHeads(self.target, self.spec_ctx, target)
             elif assistant and draft is not None:
                 self.heads = NextTokenHeads(
-                    self._load_draft(draft), self.spec_ctx, draft, assistant=True
+                    self._load_draft(draft, draft_header), self.spec_ctx, draft, assistant=True
                 )
             elif eagle3 and draft is not None:
-                self.eagle3 = Eagle3Head(self._load_draft(draft), self.spec_ctx, draft)
+                self.eagle3 = Eagle3Head(
+                    self._load_draft(draft, draft_header), self.spec_ctx, draft
+                )
             elif block is not None and draft is not None:
-                self.block_head = BlockHead(self._load_draft(draft), self.spec_ctx, draft, block)
+                self.block_head = BlockHead(
+                    self._load_draft(draft, draft_header), self.spec_ctx, draft, block
+                )
             if draft is not None and self.draft_source is DraftSource.MODEL and not method:
                 self.draft_ctx = LlamaContext(
-                    self._load_draft(draft), replace(draft, n_ctx=target.n_ctx)
+                    self._load_draft(draft, draft_header), replace(draft, n_ctx=target.n_ctx)
                 )
         except BaseException:
             self.close()
@@ -171,11 +175,11 @@ class Engine:
         eos = self.target.token_text(self.target.eos)
         self.formatter = ChatFormatter(self.target.chat_template(), bos_text=bos, eos_text=eos)
 
-    def _load_draft(self, draft: ModelSpec) -> LlamaModel:
-        """The draft's weights (its header was checked when its method was read), refused
-        when its vocabulary is not the target's."""
+    def _load_draft(self, draft: ModelSpec, header: GGUFHeader | None) -> LlamaModel:
+        """The draft's weights (``header``: as checked when its method was read), refused when
+        its vocabulary is not the target's."""
         spec = replace(draft, n_ctx=self.target_spec.n_ctx)
-        self.draft = LlamaModel(spec, header=self._draft_header)
+        self.draft = LlamaModel(spec, header=header)
         check_compatible(self.target.vocab_info(), self.draft.vocab_info())
         return self.draft
 
