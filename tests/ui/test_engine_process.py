@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -156,7 +157,9 @@ def test_hung_chat_template_is_reported_and_falls_back_to_plain(
     assert ask(window, qtbot, "and again").speculative.tokens > 0
 
 
-def test_loading_shows_a_percentage_and_can_be_cancelled(make_window, qtbot, tiny_pair) -> None:
+def test_loading_shows_a_percentage_and_can_be_cancelled(
+    make_window, qtbot, tiny_pair, monkeypatch
+) -> None:
     window = make_window(SHORT)
     progress: list[float] = []
     window.client.busy.connect(
@@ -168,12 +171,24 @@ def test_loading_shows_a_percentage_and_can_be_cancelled(make_window, qtbot, tin
     assert any(0.0 < p < 1.0 for p in progress)  # llama.cpp's own progress, not a spinner
     assert progress == sorted(progress)
 
+    # the tiny pair loads in the engine process faster than a busy machine lets this thread
+    # reach the click (once in a CI run the load had finished first): its request goes out
+    # once Cancel was clicked, as a real pair's load is still running then
+    clicked = threading.Event()
+    send_load = engine_host.EngineHost.load
+
+    def load_after_the_click(host, request, on_progress=None):  # noqa: ANN001, ANN202
+        clicked.wait(10)
+        return send_load(host, request, on_progress)
+
+    monkeypatch.setattr(engine_host.EngineHost, "load", load_after_the_click)
     with qtbot.waitSignal(window.failed, timeout=30_000) as blocker:
         window.load_pair(str(tiny_pair[0]), str(tiny_pair[1]), DraftSource.MODEL)
         window._set_loading("Loading…", 0.0)  # what the first progress message shows
         assert window.cancel_load_button.isVisible()
         assert window.pair_bar.busy.maximum() == 100 and window.pair_bar.busy.isTextVisible()
         qtbot.mouseClick(window.cancel_load_button, Qt.MouseButton.LeftButton)
+        clicked.set()
     assert "was cancelled" in blocker.args[0].message
     assert window.pair_bar.busy.isHidden() and not window.cancel_load_button.isVisible()
     load(window, qtbot, *tiny_pair)  # a later load is not cancelled by the old request
