@@ -105,9 +105,11 @@ def test_a_chain_without_top_k_samples_on_the_host_and_says_so(
     assert engine.spec_ctx.chain is None and engine.draft_ctx.chain is None
 
 
-def host_greedy(ctx: LlamaContext, prompt: tuple[int, ...], n: int) -> list[tuple[int, float]]:
+def host_greedy(
+    ctx: LlamaContext, prompt: tuple[int, ...], n: int
+) -> list[tuple[int, float, float]]:
     """Greedy decoding with the full rows on the host: each token with its softmax over the
-    row's top 40 logits (what the device's candidates give as p(x))."""
+    row's top 40 logits (what the device's candidates give as p(x)) and over the whole row."""
     ctx.attach_chain(None)
     ctx.truncate(0)
     ctx.decode(list(prompt), logits="last")
@@ -116,7 +118,13 @@ def host_greedy(ctx: LlamaContext, prompt: tuple[int, ...], n: int) -> list[tupl
         row = ctx.logits(-1).astype(np.float64)
         best = int(np.argmax(row))
         top = np.sort(row)[-GREEDY_CANDIDATES:]
-        out.append((best, 1.0 / float(np.exp(top - row[best]).sum())))
+        out.append(
+            (
+                best,
+                1.0 / float(np.exp(top - row[best]).sum()),
+                1.0 / float(np.exp(row - row[best]).sum()),
+            )
+        )
         ctx.decode([best], logits="last")
     return out
 
@@ -134,10 +142,16 @@ def test_device_greedy_equals_host_argmax_and_its_p_comes_from_the_candidates(
                     prompt, max_tokens=20, spec=FORCED, speculative=speculative, ignore_eos=True
                 )
                 run, tokens = summary(engine, request)
-                assert list(run.token_ids) == [token for token, _ in expected]
-                if not speculative:  # one-token passes: the same arithmetic as the host's
+                assert list(run.token_ids) == [token for token, _, _ in expected]
+                if not speculative:  # one-token passes, as the host's
+                    # The cache may differ in its last bits from the host's (some CPUs take
+                    # another kernel for the engine's prompt pass: 1.6e-4 seen on an EPYC);
+                    # the candidates' softmax differs from the whole row's by 0.7 % or more
+                    # on these prompts, so 1e-3 still tells which one p(x) came from.
                     probs = [t.target_prob for t in tokens]
-                    np.testing.assert_allclose(probs, [p for _, p in expected], rtol=1e-4)
+                    np.testing.assert_allclose(probs, [p for _, p, _ in expected], rtol=1e-3)
+                    full = np.array([p for _, _, p in expected])
+                    assert np.all(np.abs(np.array(probs) / full - 1) > 3e-3)
     finally:
         host.close()
 
