@@ -21,6 +21,7 @@ from app.remote.client import (
     check_figures,
     check_url,
     json_body,
+    new_client,
     parse_timings,
     plain,
     read_bytes,
@@ -46,8 +47,6 @@ def run_remote(
     ``timeout`` bounds each whole request (connecting, headers, body), not each read;
     ``cancel`` cuts the request within a tenth of a second (``RemoteCancelled``).
     """
-    import httpx2
-
     base = check_url(url)
     budget = Budget(timeout, cancel)
     body = {
@@ -57,7 +56,7 @@ def run_remote(
         "seed": seed,
         "stream": False,
     }
-    with httpx2.Client(follow_redirects=False) as client:
+    with new_client() as client:
         before = read_counters(client, f"{base}/metrics", budget) if kind == "vllm" else None
         began = time.perf_counter()
         raw = read_bytes(

@@ -40,6 +40,7 @@ from app.remote.client import (
     check_figures,
     check_url,
     json_body,
+    new_client,
     parse_timings,
     plain,
     read_bytes,
@@ -78,9 +79,7 @@ class RemotePair:
 
 def check_server(url: str, deadline_s: float = 10.0, cancel: CancelCheck | None = None) -> None:
     """Raise ``RemoteError`` unless ``url`` answers ``GET /v1/models`` with a JSON object."""
-    import httpx2
-
-    with httpx2.Client(follow_redirects=False) as client:
+    with new_client() as client:
         data = read_bytes(client, f"{url}/v1/models", None, Budget(deadline_s, cancel), 1 << 20)
     try:
         value = loads(data.decode("utf-8"))
@@ -195,8 +194,6 @@ def stream_chat(
     Raises ``RemoteError`` (``RemoteCancelled`` for a cancel) naming the server and what was
     wrong; ``deadline_s`` bounds the whole request, connecting and every byte included.
     """
-    import httpx2
-
     if server not in KINDS:
         raise RemoteError(f"unknown server kind {server!r} (one of {', '.join(KINDS)})")
     base = check_url(url)
@@ -214,7 +211,7 @@ def stream_chat(
     if server == "vllm":
         body["stream_options"] = {"include_usage": True}
     endpoint = f"{base}/v1/chat/completions"
-    with httpx2.Client(follow_redirects=False) as client:
+    with new_client() as client:
         before = read_counters(client, f"{base}/metrics", budget) if server == "vllm" else None
         began = time.perf_counter()
         first_ms = 0.0

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -58,6 +59,22 @@ _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e\u00a0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]+")
 
 CancelCheck = Callable[[], bool]
+
+
+def new_client() -> Any:
+    """An httpx client for one request or one chat: redirects are not followed, and its TLS
+    context (the system's certificates) is the one this process built first, since building
+    one reads the whole CA bundle (about 50 ms, longer than a local answer)."""
+    import httpx2
+
+    return httpx2.Client(follow_redirects=False, verify=_tls_context())
+
+
+@cache
+def _tls_context() -> Any:
+    import httpx2
+
+    return httpx2.create_ssl_context()
 
 
 class RemoteError(ValueError):

@@ -7,10 +7,12 @@ pair); tests talk to it over 127.0.0.1 with the official ``openai`` client or ra
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -25,6 +27,24 @@ from tests.conftest import CHATML
 ROOT = Path(__file__).resolve().parents[2]
 READY_SECONDS = 120.0
 READY = re.compile(r"serving (?P<model>\S+) on (?P<url>http://\S+/v1)")
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    import httpx2
+
+    return httpx2.create_ssl_context()
+
+
+def openai_client(base_url: str, **kwargs: object):  # noqa: ANN201
+    """The official client, as a caller uses it, with one TLS context for the whole session:
+    each new client would read the CA bundle again (50 ms), for a server on plain http."""
+    import openai
+
+    options: dict[str, object] = {"api_key": "unused", "max_retries": 0, "timeout": 120.0}
+    options.update(kwargs)
+    options.setdefault("http_client", openai.DefaultHttpxClient(verify=_tls_context()))
+    return openai.OpenAI(base_url=base_url, **options)
 
 
 def app_env() -> dict[str, str]:
@@ -75,11 +95,7 @@ class ServeProcess:
         return self.stderr_path.read_text(errors="replace")[-4000:]
 
     def client(self, **kwargs: object):
-        import openai
-
-        options: dict[str, object] = {"api_key": "unused", "max_retries": 0, "timeout": 120.0}
-        options.update(kwargs)
-        return openai.OpenAI(base_url=self.url, **options)
+        return openai_client(self.url, **kwargs)
 
     def stop(self, timeout: float = 20.0, sig: int = signal.SIGINT) -> int:
         """Ctrl+C, as a person stops it (or ``sig``, as a service manager does); the exit

@@ -16,6 +16,7 @@ import pytest
 
 from app.store.settings import Settings
 from tests.conftest import CHATML
+from tests.serve.conftest import openai_client
 from tests.ui.conftest import ask, load
 
 SERVE_THREAD = "specdeck-serve-http"
@@ -46,9 +47,7 @@ def settings(port: int) -> Settings:
 
 
 def client(port: int) -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0, timeout=120.0
-    )
+    return openai_client(f"http://127.0.0.1:{port}/v1")
 
 
 def serve(window, qtbot) -> None:  # noqa: ANN001
