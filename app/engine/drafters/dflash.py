@@ -83,9 +83,9 @@ class BlockHead(FeatureHead):
     def _target_decoded(self, first_pos: int, n: int) -> None:
         # what the head held from here on is a rejected draft's, or another prompt's
         llama_cpp.llama_memory_seq_rm(self.memory, 0, first_pos, -1)
-        features = self._layer_inputs(n)  # a new array: rows passed by address below
+        features, at = self._layer_inputs(n)  # rows passed by address below
         width = features.shape[1]
-        at, row_bytes = features.ctypes.data, width * 4
+        row_bytes = width * 4
         for start in range(0, n, self.n_ubatch):
             count = min(self.n_ubatch, n - start)
             entries: list[BatchEntry] = [

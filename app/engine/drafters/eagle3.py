@@ -33,7 +33,7 @@ from app.engine.drafters.sampled import SampledDrafter
 from app.engine.llama.backend import LlamaContext, LlamaModel
 from app.engine.llama.ext_batch import DECODE, ENCODE, BatchEntry, floats_at, logits_ith_address
 from app.engine.llama.extensions import eagle3_functions
-from app.engine.llama.feature_head import FeatureHead
+from app.engine.llama.feature_head import STEP_ROWS, FeatureHead
 from app.engine.sampling import HostRow, Row
 from app.errors import ModelLoadError
 
@@ -52,6 +52,10 @@ class Eagle3Head(FeatureHead):
         self.fn.set_embeddings_nextn(ptr, True, True)
         self._rows = RowRing(self.n_embd)
         self._zero_row = np.zeros(self.n_embd, dtype=np.float32)
+        # a step's encoder rows: read by the decoder pass that follows them, then kept in the
+        # ring; rewritten next step
+        self._step_g = np.empty((STEP_ROWS, self.n_embd), dtype=np.float32)
+        self._step_g_at = self._step_g.ctypes.data
         self._position = 0  # where the next drafted token goes
 
     def sample_with(self, config: SamplerConfig) -> str:
@@ -63,10 +67,14 @@ class Eagle3Head(FeatureHead):
 
     def _target_decoded(self, first_pos: int, n: int) -> None:
         tokens = self.target.tokens[first_pos : first_pos + n]
-        features = self._layer_inputs(n)  # a new array: rows passed by address below
+        features, at = self._layer_inputs(n)  # rows passed by address below
         width = features.shape[1]
-        at, row_bytes = features.ctypes.data, width * 4
-        g = np.empty((n, self.n_embd), dtype=np.float32)
+        row_bytes = width * 4
+        if n <= STEP_ROWS:  # a step's rows: into the buffer kept for them
+            g, g_at = self._step_g[:n], self._step_g_at
+        else:
+            g = np.empty((n, self.n_embd), dtype=np.float32)
+            g_at = g.ctypes.data
         for start in range(0, n, self.n_ubatch):
             count = min(self.n_ubatch, n - start)
             placeholder = self._pos_max() + 1  # the encoder does not read positions
@@ -87,8 +95,10 @@ class Eagle3Head(FeatureHead):
         before = self._rows.address(first_pos - 1)
         if before is not None:
             entries.append((tokens[0], first_pos - 1, before, False))
-        at, row_bytes = g.ctypes.data, self.n_embd * 4
-        entries += [(tokens[k + 1], first_pos + k, at + k * row_bytes, False) for k in range(n - 1)]
+        row_bytes = self.n_embd * 4
+        entries += [
+            (tokens[k + 1], first_pos + k, g_at + k * row_bytes, False) for k in range(n - 1)
+        ]
         for chunk_start in range(0, len(entries), self.n_ubatch):
             chunk = entries[chunk_start : chunk_start + self.n_ubatch]
             self._process(DECODE, chunk, width=self.n_embd)

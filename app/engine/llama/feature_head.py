@@ -17,19 +17,26 @@ from app.engine.llama.ext_batch import BatchEntry, ExtBatch, floats_at
 from app.engine.llama.extensions import Eagle3Functions
 from app.errors import ModelLoadError
 
+STEP_ROWS = 32  # a step's rows (one verified block) go to buffers kept for the head's life
+
 
 def layer_inputs(
-    fn: Eagle3Functions, target_ctx: Any, layer_ids: Sequence[int], n: int, n_embd_target: int
+    fn: Eagle3Functions,
+    target_ctx: Any,
+    layer_ids: Sequence[int],
+    n: int,
+    n_embd_target: int,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """The last decode's ``n`` rows on ``target_ctx``, each the inputs of the target layers
-    ``layer_ids`` side by side (a new array)."""
+    ``layer_ids`` side by side (into ``out`` where given, else a new array)."""
     layers = []
     for layer in layer_ids:
         address = fn.get_embeddings_layer_inp(target_ctx, layer)
         if not address:
             raise RuntimeError(f"the target gave no input rows for layer {layer}")
         layers.append(floats_at(address, (n, n_embd_target)))
-    return np.concatenate(layers, axis=1)
+    return np.concatenate(layers, axis=1, out=out)
 
 
 class FeatureHead:
@@ -54,6 +61,8 @@ class FeatureHead:
         self.model = head
         self.target = target
         self.who = who
+        self._step_rows: np.ndarray | None = None
+        self._step_rows_at = 0
         n_layer = int(llama_cpp.llama_model_n_layer(target.model.ptr))
         self.layer_ids = fn.target_layer_ids(head.ptr)
         counted = len(self.layer_ids) == n_layers if n_layers is not None else bool(self.layer_ids)
@@ -109,8 +118,21 @@ class FeatureHead:
             llama_cpp.llama_free(self.ptr)
             self.ptr = None
 
-    def _layer_inputs(self, n: int) -> np.ndarray:
-        return layer_inputs(self.fn, self.target.ptr, self.layer_ids, n, self.n_embd_target)
+    def _layer_inputs(self, n: int) -> tuple[np.ndarray, int]:
+        """The last target decode's ``n`` feature rows and their address. A step's few rows
+        go to a buffer kept for the head's life (llama.cpp copies them in the pass that reads
+        them, before the next step), so a step allocates nothing and asks no array for its
+        address: a prompt's rows get an array of their own."""
+        if n > STEP_ROWS:
+            rows = layer_inputs(self.fn, self.target.ptr, self.layer_ids, n, self.n_embd_target)
+            return rows, rows.ctypes.data
+        if self._step_rows is None:
+            width = len(self.layer_ids) * self.n_embd_target
+            self._step_rows = np.empty((STEP_ROWS, width), dtype=np.float32)
+            self._step_rows_at = self._step_rows.ctypes.data
+        rows = self._step_rows[:n]
+        layer_inputs(self.fn, self.target.ptr, self.layer_ids, n, self.n_embd_target, out=rows)
+        return rows, self._step_rows_at
 
     def set_threads(self, threads: int) -> None:
         """The threads of the head's next passes."""
