@@ -67,11 +67,12 @@ def new_client() -> Any:
     one reads the whole CA bundle (about 50 ms, longer than a local answer)."""
     import httpx2
 
-    return httpx2.Client(follow_redirects=False, verify=_tls_context())
+    return httpx2.Client(follow_redirects=False, verify=tls_context())
 
 
 @cache
-def _tls_context() -> Any:
+def tls_context() -> Any:
+    """The system's certificates as one TLS context, built once per process."""
     import httpx2
 
     return httpx2.create_ssl_context()

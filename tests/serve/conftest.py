@@ -7,12 +7,10 @@ pair); tests talk to it over 127.0.0.1 with the official ``openai`` client or ra
 
 from __future__ import annotations
 
-import functools
 import os
 import queue
 import re
 import signal
-import ssl
 import subprocess
 import sys
 import threading
@@ -22,18 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from app.remote.client import tls_context
 from tests.conftest import CHATML
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_SECONDS = 120.0
 READY = re.compile(r"serving (?P<model>\S+) on (?P<url>http://\S+/v1)")
-
-
-@functools.cache
-def _tls_context() -> ssl.SSLContext:
-    import httpx2
-
-    return httpx2.create_ssl_context()
 
 
 def openai_client(base_url: str, **kwargs: object):  # noqa: ANN201
@@ -43,7 +35,7 @@ def openai_client(base_url: str, **kwargs: object):  # noqa: ANN201
 
     options: dict[str, object] = {"api_key": "unused", "max_retries": 0, "timeout": 120.0}
     options.update(kwargs)
-    options.setdefault("http_client", openai.DefaultHttpxClient(verify=_tls_context()))
+    options.setdefault("http_client", openai.DefaultHttpxClient(verify=tls_context()))
     return openai.OpenAI(base_url=base_url, **options)
 
 

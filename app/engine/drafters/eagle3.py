@@ -33,7 +33,7 @@ from app.engine.drafters.sampled import SampledDrafter
 from app.engine.llama.backend import LlamaContext, LlamaModel
 from app.engine.llama.ext_batch import DECODE, ENCODE, BatchEntry, floats_at, logits_ith_address
 from app.engine.llama.extensions import eagle3_functions
-from app.engine.llama.feature_head import STEP_ROWS, FeatureHead
+from app.engine.llama.feature_head import FeatureHead, StepRows
 from app.engine.sampling import HostRow, Row
 from app.errors import ModelLoadError
 
@@ -52,10 +52,7 @@ class Eagle3Head(FeatureHead):
         self.fn.set_embeddings_nextn(ptr, True, True)
         self._rows = RowRing(self.n_embd)
         self._zero_row = np.zeros(self.n_embd, dtype=np.float32)
-        # a step's encoder rows: read by the decoder pass that follows them, then kept in the
-        # ring; rewritten next step
-        self._step_g = np.empty((STEP_ROWS, self.n_embd), dtype=np.float32)
-        self._step_g_at = self._step_g.ctypes.data
+        self._encoded = StepRows(self.n_embd)  # read by the decoder pass, copied to the ring
         self._position = 0  # where the next drafted token goes
 
     def sample_with(self, config: SamplerConfig) -> str:
@@ -70,11 +67,7 @@ class Eagle3Head(FeatureHead):
         features, at = self._layer_inputs(n)  # rows passed by address below
         width = features.shape[1]
         row_bytes = width * 4
-        if n <= STEP_ROWS:  # a step's rows: into the buffer kept for them
-            g, g_at = self._step_g[:n], self._step_g_at
-        else:
-            g = np.empty((n, self.n_embd), dtype=np.float32)
-            g_at = g.ctypes.data
+        g, g_at = self._encoded.take(n)
         for start in range(0, n, self.n_ubatch):
             count = min(self.n_ubatch, n - start)
             placeholder = self._pos_max() + 1  # the encoder does not read positions

@@ -20,6 +20,24 @@ from app.errors import ModelLoadError
 STEP_ROWS = 32  # a step's rows (one verified block) go to buffers kept for the head's life
 
 
+class StepRows:
+    """``width``-wide float32 rows handed to llama.cpp by address. A step's few go to one
+    buffer kept for the head's life, its address taken once, so a step allocates nothing
+    (llama.cpp copies a row into its batch as it is added, so the buffer is free again by the
+    next step); more rows, a prompt's, get an array of their own."""
+
+    def __init__(self, width: int) -> None:
+        self._buffer = np.empty((STEP_ROWS, width), dtype=np.float32)
+        self._at = self._buffer.ctypes.data
+
+    def take(self, n: int) -> tuple[np.ndarray, int]:
+        """Room for ``n`` rows, and its address."""
+        if n <= STEP_ROWS:
+            return self._buffer[:n], self._at
+        rows = np.empty((n, self._buffer.shape[1]), dtype=np.float32)
+        return rows, rows.ctypes.data
+
+
 def layer_inputs(
     fn: Eagle3Functions,
     target_ctx: Any,
@@ -61,8 +79,6 @@ class FeatureHead:
         self.model = head
         self.target = target
         self.who = who
-        self._step_rows: np.ndarray | None = None
-        self._step_rows_at = 0
         n_layer = int(llama_cpp.llama_model_n_layer(target.model.ptr))
         self.layer_ids = fn.target_layer_ids(head.ptr)
         counted = len(self.layer_ids) == n_layers if n_layers is not None else bool(self.layer_ids)
@@ -80,6 +96,7 @@ class FeatureHead:
         None); the target hands out the head's layers' inputs from its next decode on."""
         head, target = self.model, self.target
         self.n_embd_target = int(llama_cpp.llama_model_n_embd(target.model.ptr))
+        self._feature_rows = StepRows(len(self.layer_ids) * self.n_embd_target)
         self.n_embd = int(llama_cpp.llama_model_n_embd(head.ptr))
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = target.n_ctx
@@ -119,20 +136,10 @@ class FeatureHead:
             self.ptr = None
 
     def _layer_inputs(self, n: int) -> tuple[np.ndarray, int]:
-        """The last target decode's ``n`` feature rows and their address. A step's few rows
-        go to a buffer kept for the head's life (llama.cpp copies them in the pass that reads
-        them, before the next step), so a step allocates nothing and asks no array for its
-        address: a prompt's rows get an array of their own."""
-        if n > STEP_ROWS:
-            rows = layer_inputs(self.fn, self.target.ptr, self.layer_ids, n, self.n_embd_target)
-            return rows, rows.ctypes.data
-        if self._step_rows is None:
-            width = len(self.layer_ids) * self.n_embd_target
-            self._step_rows = np.empty((STEP_ROWS, width), dtype=np.float32)
-            self._step_rows_at = self._step_rows.ctypes.data
-        rows = self._step_rows[:n]
+        """The last target decode's ``n`` feature rows and their address."""
+        rows, at = self._feature_rows.take(n)
         layer_inputs(self.fn, self.target.ptr, self.layer_ids, n, self.n_embd_target, out=rows)
-        return rows, self._step_rows_at
+        return rows, at
 
     def set_threads(self, threads: int) -> None:
         """The threads of the head's next passes."""
