@@ -17,9 +17,10 @@ a step, no p-min, no guard, no lookups before the model: what the server does), 
 target-only. It prints one JSON object: whether the three token sequences are identical, both
 sides' acceptance (accepted / drafted), each one's tokens/sec (best of R rounds, prompt
 processing excluded on both sides, nothing streamed), and SpecDeck's speed as a share of the
-server's. End-of-generation stops both (the server's ``ignore_eos`` bans the token instead of
-passing it, so the runs would differ there); the server returns that last token, SpecDeck
-does not.
+server's: best against best, and the median of each round's own ratio (the sides of a round
+ran seconds apart, so share that moment's load). End-of-generation stops both (the server's
+``ignore_eos`` bans the token instead of passing it, so the runs would differ there); the
+server returns that last token, SpecDeck does not.
 
 Lookups are the one method whose policies differ: the server's ``ngram-simple`` drafts what
 followed the last earlier match of exactly the last 3 tokens, SpecDeck's lookups the longest
@@ -29,6 +30,7 @@ of the last 3, 2 or 1; the acceptance columns say how far that changes the draft
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -174,6 +176,13 @@ def compare(
     finally:
         host.close()
     server = max(answers, key=lambda a: float(a["tok_s"]))
+    # each round's sides ran seconds apart, so their ratio shares that moment's load, where
+    # the best of each side may come from different moments
+    round_ratios = sorted(
+        spec.tok_s / float(answer["tok_s"])
+        for spec, answer in zip(runs[True], answers, strict=True)
+        if float(answer["tok_s"]) > 0
+    )
     specdeck, target_only = _figures(runs[True]), _figures(runs[False])
     # the server's answer ends with the end-of-generation token when one stopped it
     served = answers[0]["tokens"]
@@ -195,6 +204,12 @@ def compare(
         "specdeck_tok_s": specdeck["tok_s"],
         "target_only_tok_s": target_only["tok_s"],
         "specdeck_vs_server": round(specdeck["tok_s"] / server["tok_s"], 3),
+        "specdeck_vs_server_round_median": round(statistics.median(round_ratios), 3)
+        if round_ratios
+        else None,
+        "specdeck_vs_server_round_range": [round(round_ratios[0], 3), round(round_ratios[-1], 3)]
+        if round_ratios
+        else None,
         "server_drafted": server["drafted"],
         "server_accepted": server["accepted"],
         "specdeck_drafted": specdeck["drafted"],

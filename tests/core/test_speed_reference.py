@@ -69,3 +69,6 @@ def test_the_report_on_the_tiny_dflash_pair() -> None:
     assert report["server_tok_s"] > 0 and report["specdeck_tok_s"] > 0
     ratio = report["specdeck_tok_s"] / report["server_tok_s"]
     assert report["specdeck_vs_server"] == pytest.approx(ratio, abs=1e-3)
+    # one round: its own ratio is the only one, and the best of each side is that round
+    assert report["specdeck_vs_server_round_range"] == [pytest.approx(ratio, abs=1e-3)] * 2
+    assert report["specdeck_vs_server_round_median"] == pytest.approx(ratio, abs=1e-3)
