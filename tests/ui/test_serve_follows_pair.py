@@ -13,11 +13,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import QEvent, QObject
+from PySide6.QtWidgets import QApplication
 
 from app.remote.chat import RemotePair
 from app.serve.ledger import Activity
 from app.ui.chat_panel import FIRST_TOKEN
 from app.ui.serving import STOPPED_NO_PAIR, STOPPED_REMOTE, waiting_words
+from app.ui.token_view import TokenView
 from tests.conftest import CHATML
 from tests.serve.conftest import ServeProcess, pair_args
 from tests.ui.conftest import load
@@ -153,6 +156,33 @@ def test_the_waiting_words() -> None:
     assert waiting_words(Activity(None, 1)) == (
         "Waiting for 1 request from other programs — your message is next"
     )
+
+
+class _Paints(QObject):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if event.type() == QEvent.Type.Paint:
+            self.count += 1
+        return False
+
+
+@pytest.mark.fast
+def test_a_new_placeholder_over_an_empty_pane_is_painted(qtbot) -> None:  # noqa: ANN001
+    view = TokenView()
+    qtbot.addWidget(view)
+    view.resize(300, 120)
+    view.show()
+    qtbot.waitExposed(view)
+    view.setPlaceholderText("Serving a request from another program (2 s)")
+    QApplication.processEvents()
+    paints = _Paints()
+    view.viewport().installEventFilter(paints)
+    view.setPlaceholderText("Serving a request from another program (8 s)")
+    qtbot.waitUntil(lambda: paints.count > 0, timeout=2000)
+    view.viewport().removeEventFilter(paints)
 
 
 def test_a_pair_that_is_gone_stops_serving_and_says_so(make_window, qtbot, chat_pair) -> None:
