@@ -5,7 +5,9 @@ the demo pair is named."""
 
 from __future__ import annotations
 
+import gc
 import shutil
+import weakref
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import pytest
 from app.engine.config import DraftSource
 from app.engine.events import TokenKind
 from app.store.settings import Settings
-from tests.ui.conftest import ask, load
+from tests.ui.conftest import APP_FREEZE, ask, load
 from tests.ui.dialogs import Dialogs, pick, press
 
 FAST = Settings(max_tokens=24, n_ctx=1024, temperature=0.0, seed=1, n_threads=1)
@@ -162,3 +164,31 @@ def test_the_demo_pair_is_named(make_window, qtbot, tiny_pair, tmp_path, monkeyp
     assert window.pair_bar.pair_name.text() == "Demo pair"
     assert "Qwen2.5-Coder" in window.pair_bar.pair_name.toolTip()
     assert window.settings.pair_name == ""  # named, not a saved pair
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_a_cycle_alive_at_one_pair_load_is_collected_after_the_next_once_dropped(
+    make_window,
+    qtbot,
+    tiny_pair,
+    monkeypatch,  # noqa: ANN001
+) -> None:
+    # a pair load freezes what is alive (no collector pauses while tokens stream); a cycle
+    # frozen then and dropped later (an old conversation's widgets) must not stay for good
+    monkeypatch.setattr(gc, "freeze", APP_FREEZE)  # the window's own, which tests skip
+    window = make_window(FAST)
+    kept = [_Cycle()]
+    cycle = weakref.ref(kept[0])
+    try:
+        load(window, qtbot, *tiny_pair)
+        kept.clear()
+        gc.collect()
+        assert cycle() is not None  # frozen: out of the collector's reach while this pair lives
+        _pick_source(window, qtbot, DraftSource.NGRAM)
+        assert cycle() is None
+    finally:
+        gc.unfreeze()  # the window froze itself too: its cycles go with this test
