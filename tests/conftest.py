@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,17 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 # the fake Hub's fixtures: the hub, wizard and window tests all need them
 pytest_plugins = ["tests.hub.fixtures"]
+
+
+def wait_for(condition: Callable[[], object], timeout: float, step: float = 0.02) -> float:
+    """Seconds until ``condition()`` held; fails after ``timeout``."""
+    began = time.monotonic()
+    while not condition():
+        if time.monotonic() - began > timeout:
+            raise AssertionError(f"not within {timeout} s")
+        time.sleep(step)
+    return time.monotonic() - began
+
 
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"

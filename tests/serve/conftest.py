@@ -137,16 +137,6 @@ def tiny_server(chat_pair: tuple[Path, Path], serve_logs: Path) -> Iterator[Serv
     server.close()
 
 
-def wait_for(condition, timeout: float, step: float = 0.02) -> float:
-    """Seconds until ``condition()`` held; fails after ``timeout``."""
-    began = time.monotonic()
-    while not condition():
-        if time.monotonic() - began > timeout:
-            raise AssertionError(f"not within {timeout} s")
-        time.sleep(step)
-    return time.monotonic() - began
-
-
 class HeldEngine:
     """An engine that takes every call and answers none: each generation request keeps its
     connection busy until the client leaves (the HTTP layer's side only, no model)."""

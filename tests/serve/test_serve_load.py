@@ -14,7 +14,8 @@ import openai
 import psutil
 import pytest
 
-from tests.serve.conftest import ServeProcess, pair_args, wait_for
+from tests.conftest import wait_for
+from tests.serve.conftest import ServeProcess, pair_args
 
 pytestmark = pytest.mark.timeout(300)
 
