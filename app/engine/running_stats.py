@@ -44,35 +44,50 @@ class FadingShare:
 class RecentMedian:
     """The median of the last few samples: one pass slowed by a scheduler hiccup or a page
     fault (hundreds of ms where the rest take 15) moves it not at all, a lasting change
-    within a few samples."""
+    within a few samples. Beside it, the fastest of a longer stretch (``fast``): what the
+    samples cost while nothing else had the cores, for other programs only ever slow a
+    pass; a burst longer than the median's few samples moves the median, not that."""
 
-    def __init__(self, size: int = 7) -> None:
-        self._samples: deque[float] = deque(maxlen=size)
+    def __init__(self, size: int = 7, floor_size: int = 32) -> None:
+        self._size = size
+        self._samples: deque[float] = deque(maxlen=max(size, floor_size))
         # read far more often than updated (every price of a step reads its cells' medians,
         # a refit all of them): kept until the next sample
         self._value: float | None = None
+        self._fast: float | None = None
 
     def update(self, sample: float) -> None:
         self._samples.append(sample)
-        self._value = None
+        self._value = self._fast = None
+
+    def _recent(self) -> list[float]:
+        return list(self._samples)[-self._size :]
 
     @property
     def value(self) -> float | None:
         if self._value is None and self._samples:
-            self._value = statistics.median(self._samples)
+            self._value = statistics.median(self._recent())
         return self._value
 
     @property
+    def fast(self) -> float | None:
+        """The second fastest of the longer stretch (the fastest of fewer than four), so one
+        sample timed short by chance does not set it alone."""
+        if self._fast is None and self._samples:
+            ordered = sorted(self._samples)
+            self._fast = ordered[1 if len(ordered) >= 4 else 0]
+        return self._fast
+
+    @property
     def count(self) -> int:
-        return len(self._samples)
+        return min(len(self._samples), self._size)
 
     @property
     def spread(self) -> float | None:
-        """The median over the fastest recent sample: near 1 while the samples cost what they
-        cost; well above it when most of them were slowed (something else had the cores),
-        for a pass is slowed by other programs, never sped up."""
-        value = self.value
-        if value is None:
+        """The median over the fast price (``fast``): near 1 while the samples cost what they
+        cost; well above it when most of the recent ones were slowed (something else had the
+        cores), for a pass is slowed by other programs, never sped up."""
+        value, low = self.value, self.fast
+        if value is None or low is None:
             return None
-        low = min(self._samples)
         return value / low if low > 0 else None

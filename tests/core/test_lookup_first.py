@@ -226,7 +226,9 @@ def test_a_draft_that_can_never_pay_is_paused_before_the_answer_pays_a_pass(
         ModelSpec(str(draft), n_ctx=512, n_threads=2),
     )
     try:
-        for _ in range(8):  # a draft pass as dear as a hundred target passes
+        # a draft pass as dear as a hundred target passes, over each cell's whole stretch of
+        # recent passes (fewer would read as a burst over the warm-up's real passes: noisy)
+        for _ in range(32):
             engine.costs.observe_draft_pass(1, 1000.0, 0)
             for n in (1, 2, 5, 9, 17):
                 engine.costs.observe_verify(n, 10.0 + 0.5 * n, 0)

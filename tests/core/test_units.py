@@ -815,33 +815,3 @@ def test_a_prefix_known_to_agree_is_not_compared_again() -> None:
         for known in (0, 1, 255, 256, 299, min(full, 600)):
             assert common_prefix_length(cached, committed, known=min(known, full)) == full
     assert common_prefix_length((1, 2, 3), [1, 2, 4]) == 2  # a tuple beside a list
-
-
-def test_a_draft_priced_mostly_on_slowed_passes_pauses_as_noisy() -> None:
-    """A burst that outlasts a cell's recent passes moves its median: the Q2_K draft was priced
-    at 1.5 target passes and drafting paused for cost, not noisy, for the rest of an answer.
-    Where most of those recent passes ran far slower than the fastest of them, the pause is
-    noisy (probed again in a few tokens); a draft whose passes all cost that much pauses as
-    before."""
-    from app.engine.policy.guard import NOISY_PROBE
-
-    def pause_after(draft_passes_ms: list[float]) -> PauseDecision | None:
-        controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=4))
-        costs = controller.costs
-        for ms in draft_passes_ms:
-            costs.observe_draft_pass(1, ms, 40)
-        for _ in range(5):
-            costs.observe_verify(1, 100.0, 40)
-            costs.observe_verify(3, 105.0, 40)
-        controller.economics.observe_target_only(100.0, 100.0)
-        for _ in range(2):  # two drafting steps that lost, within their prices
-            controller.economics.observe_speculative(2, 400.0, 100.0)
-        controller.check_pause(40)
-        return controller.last_pause
-
-    burst = pause_after([20.0, 22.0, 21.0, 150.0, 155.0, 150.0, 160.0])
-    assert burst is not None and burst.reason == "cost" and burst.noisy
-    assert burst.probe_in == NOISY_PROBE
-    dear = pause_after([150.0, 155.0, 150.0, 160.0, 152.0, 151.0, 150.0])
-    assert dear is not None and dear.reason == "cost" and not dear.noisy
-    assert dear.probe_in == 16

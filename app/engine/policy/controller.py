@@ -214,26 +214,47 @@ class DraftController:
         self.draft_len = best_k
         return best_k
 
-    def break_even(self, depth: int) -> float:
+    def break_even(self, depth: int, costs: CostModel | None = None) -> float:
         """Break-even agreement for the blocks actually drafted lately (a confidence-driven
         draft stops early: its ceiling says nothing about the blocks it drafts)."""
         k = round(sum(self._drafted) / len(self._drafted)) if self._drafted else self.draft_len
-        return self.costs.break_even(max(k, 1), depth)
+        return (costs or self.costs).break_even(max(k, 1), depth)
 
-    def pause_threshold(self, depth: int) -> float:
+    def pause_threshold(self, depth: int, costs: CostModel | None = None) -> float:
         """The agreement below which drafting pauses. A fixed length N is the person's choice:
         its own break-even. An adaptive length can shorten its blocks instead, so only an
         agreement at which no length pays (the shortest's break-even, the lowest) pauses it;
-        a loss in wall time is caught by the measured step costs either way."""
+        a loss in wall time is caught by the measured step costs either way. ``costs``: the
+        prices to judge by (the controller's own by default)."""
         if not self.config.adaptive:
-            return self.break_even(depth)
-        shortest = self.costs.break_even(max(self.config.draft_min, 1), depth)
-        return min(self.break_even(depth), shortest)
+            return self.break_even(depth, costs)
+        shortest = (costs or self.costs).break_even(max(self.config.draft_min, 1), depth)
+        return min(self.break_even(depth, costs), shortest)
+
+    def _prices(self, noisy: bool) -> CostModel:
+        """The prices a pause for cost is decided on: under interference, each pass at its
+        fastest recent ones (``CostModel.priced_quiet``), so that costs measured in a burst do
+        not decide it alone; a draft that pays at those is left to its measured steps."""
+        return self.costs.priced_quiet() if noisy else self.costs
+
+    def _below_break_even(self, depth: int, costs: CostModel | None = None) -> bool:
+        threshold = self.pause_threshold(depth, costs)
+        window = self._window.maxlen or 1
+        below = len(self._window) >= window and self.rolling_acceptance < threshold
+        # deep in a context a draft may need 90 % agreement to pay: three steps at 60 %
+        # already say it will not, and each further step is paid in full
+        return below or (len(self._window) >= 3 and self._agreement_at_most() < threshold)
 
     # --- the guard -----------------------------------------------------------------------------
 
     def _pause(
-        self, reason: GuardReason, ratio: float | None, depth: int, *, noisy: bool = False
+        self,
+        reason: GuardReason,
+        ratio: float | None,
+        depth: int,
+        *,
+        noisy: bool = False,
+        prices: CostModel | None = None,
     ) -> PauseDecision:
         """Pause drafting. One decided on costs measured under interference (``noisy``) is
         probed again soon and does not lengthen the next pause: a burst of other programs
@@ -254,7 +275,7 @@ class DraftController:
             self.costs.draft_cost_fraction(depth),
             self.probe_in,
             window=len(self._window),
-            never_pays=not self.can_ever_pay(depth),
+            never_pays=not self.can_ever_pay(depth, prices),
             noisy=noisy,
         )
         return self.last_pause
@@ -264,23 +285,22 @@ class DraftController:
             return None
         window = self._window.maxlen or 1
         ratio = self.economics.ratio()
-        threshold = self.pause_threshold
         # Where the cost lines price a draft too dear to pay, the steps' own speed overrules
         # them if it says drafting already pays: pass prices taken during a burst of other
         # programs had a draft running 4.6x the target-only speed paused for cost at step 11.
         measured_pays = self.economics.steps >= 2 and ratio is not None and ratio >= 1.0
         noisy = self.economics.noisy() or self.costs.prices_inflated(depth, INTERFERED)
-        if self.economics.steps >= 2 and not self.can_ever_pay(depth) and not measured_pays:
-            return self._pause(GuardReason.COST, ratio, depth, noisy=noisy)
-        below = len(self._window) >= window and self.rolling_acceptance < threshold(depth)
-        # deep in a context a draft may need 90 % agreement to pay: three steps at 60 %
-        # already say it will not, and each further step is paid in full
-        below = below or (len(self._window) >= 3 and self._agreement_at_most() < threshold(depth))
-        if below:
+        prices = self._prices(noisy)
+        if self.economics.steps >= 2 and not self.can_ever_pay(depth, prices) and not measured_pays:
+            return self._pause(GuardReason.COST, ratio, depth, noisy=noisy, prices=prices)
+        # on noisy prices, only where the agreement is below break-even at the quiet prices too:
+        # a Q2_K draft priced in a burst at half a target pass needed 0.97 agreement, and one
+        # answer had drafting paused "for disagreement" at 0.67 (its quiet break-even: 0.5)
+        if self._below_break_even(depth) and (not noisy or self._below_break_even(depth, prices)):
             reason = self._reason(depth, disagrees=True)
-            if not (reason is GuardReason.COST and measured_pays):
-                cost = reason is GuardReason.COST
-                return self._pause(reason, ratio, depth, noisy=cost and noisy)
+            cost = reason is GuardReason.COST
+            if not (cost and measured_pays):
+                return self._pause(reason, ratio, depth, noisy=cost and noisy, prices=prices)
         steps = self.economics.steps
         # A probe after a failed one is judged on fewer steps: drafting has already been seen
         # to lose on this pair, and every probing step it loses again is paid in full.
@@ -293,9 +313,11 @@ class DraftController:
             (steps >= early and ratio < 0.8) or (steps >= judged_after and ratio < 1.0)
         ):
             # slow because the draft disagrees, or because it costs too much while agreeing
-            disagrees = bool(self._window) and self.rolling_acceptance < threshold(depth)
+            threshold = self.pause_threshold(depth, prices)
+            disagrees = bool(self._window) and self.rolling_acceptance < threshold
             reason = self._reason(depth, disagrees=disagrees)
-            return self._pause(reason, ratio, depth, noisy=reason is GuardReason.COST and noisy)
+            cost = reason is GuardReason.COST
+            return self._pause(reason, ratio, depth, noisy=cost and noisy, prices=prices)
         if steps >= max(window, 3):
             self._failed_probes = 0  # drafting pays: the next pause starts from a short probe
         return None
@@ -346,8 +368,11 @@ class DraftController:
         ):
             return None
         noisy = noisy or self.costs.prices_inflated(depth, INTERFERED)
-        decision = self._pause(GuardReason.COST, self.economics.ratio(), depth, noisy=noisy)
-        return decision.event(step)
+        prices = self._prices(noisy)
+        if self.can_ever_pay(depth, prices):
+            return None  # dear only at prices taken under a burst: its steps will say
+        ratio = self.economics.ratio()
+        return self._pause(GuardReason.COST, ratio, depth, noisy=noisy, prices=prices).event(step)
 
     def carried_pause(self, step: int, depth: int) -> GuardEvent | None:
         """The pause for cost an earlier answer on this pair left (``restore``), said at the
@@ -408,9 +433,10 @@ class DraftController:
             return GuardReason.COST
         return GuardReason.DISAGREEMENT if disagrees else GuardReason.COST
 
-    def can_ever_pay(self, depth: int) -> bool:
-        """Whether any draft length could beat the target alone, by the costs at ``depth``."""
-        return self.costs.can_ever_pay(max(self.config.draft_max, 1), depth)
+    def can_ever_pay(self, depth: int, costs: CostModel | None = None) -> bool:
+        """Whether any draft length could beat the target alone, by the costs at ``depth``
+        (the controller's own, or ``costs``)."""
+        return (costs or self.costs).can_ever_pay(max(self.config.draft_max, 1), depth)
 
     def _probe_would_lose(self, depth: int) -> bool:
         """By the costs at this depth, no draft length can pay whatever the agreement; or,

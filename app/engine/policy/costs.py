@@ -36,6 +36,7 @@ class CostModel:
     def __init__(self) -> None:
         self.verify = PassCost()
         self.draft = PassCost()
+        self._fastest = False  # priced from the fastest recent passes (``priced_quiet``)
         # Break-even by draft length (a 30-step bisection) and whether any length can pay
         # (sixteen prices): asked several times per step, kept within one depth range for a
         # few observations and steps (verifications), as medians move little from one pass
@@ -72,11 +73,25 @@ class CostModel:
         self._can_pay.clear()
         self._unseen = self._steps = 0
 
+    def priced_quiet(self) -> CostModel:
+        """The same passes, each priced at its cell's fastest recent ones rather than their
+        median: what they cost while no other program had the cores. Other programs slow a
+        draft pass and a target pass alike, but a burst lands on whichever cell is being
+        measured at the time: the draft's, sampled every step, against a single target pass
+        measured once in a few hundred tokens, priced a Q2_K draft at a whole target pass
+        and paused one answer four times. A draft that cannot pay at these prices cannot
+        pay on a quiet machine either. For questions only: it shares the passes, keeps no
+        figures of its own between questions, and is asked only where a pause is decided
+        on noisy costs."""
+        quiet = CostModel()
+        quiet.verify, quiet.draft, quiet._fastest = self.verify, self.draft, True
+        return quiet
+
     def verify_ms(self, n_tokens: int, depth: int) -> float | None:
-        return self.verify.ms(n_tokens, depth)
+        return self.verify.ms(n_tokens, depth, fastest=self._fastest)
 
     def draft_ms(self, n_tokens: int, depth: int) -> float | None:
-        return self.draft.ms(n_tokens, depth)
+        return self.draft.ms(n_tokens, depth, fastest=self._fastest)
 
     def marginal_verify_ms(self, depth: int) -> float:
         return self.verify.marginal(depth) if self.verify.ready else 0.0

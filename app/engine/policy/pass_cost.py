@@ -180,10 +180,15 @@ class PassCost:
         size, deep = n_tokens / SIZE_SCALE, depth / DEPTH_SCALE
         return max(a + b * size + c * deep + e * size * deep + j * _batched(n_tokens), 1e-6)
 
-    def ms(self, n_tokens: int, depth: int = 0) -> float | None:
+    def ms(self, n_tokens: int, depth: int = 0, *, fastest: bool = False) -> float | None:
+        """The price of a pass; ``fastest``: from the cells' fastest recent passes instead of
+        their medians (``RecentMedian.fast``), the price with nothing else on the cores."""
         if not self._cells:
             return None
         self._fitted()  # before the anchors are read: a refit clears them
+        if fastest:  # asked only where a pause is decided on noisy costs: not kept
+            quiet = self._anchor(n_tokens, depth, depth_range(depth), fastest=True)
+            return quiet * self._shape(n_tokens, depth)
         by_range = self._anchors.get(n_tokens)
         if by_range is None:
             by_range = self._anchors[n_tokens] = {}
@@ -195,7 +200,7 @@ class PassCost:
             anchor = by_range[span] = self._anchor(n_tokens, depth, span)
         return anchor * self._shape(n_tokens, depth)
 
-    def _anchor(self, n_tokens: int, depth: int, span: int) -> float:
+    def _anchor(self, n_tokens: int, depth: int, span: int, *, fastest: bool = False) -> float:
         """The nearest cell of this size, as a multiple of the fit at its depth (1: none)."""
         nearest = self._cells.get((n_tokens, span))
         if nearest is None:
@@ -203,7 +208,8 @@ class PassCost:
             if not same:
                 return 1.0
             nearest = min(same, key=lambda c: abs(c.depth - depth))
-        return (nearest.median.value or 0.0) / self._shape(n_tokens, nearest.depth)
+        level = nearest.median.fast if fastest else nearest.median.value
+        return (level or 0.0) / self._shape(n_tokens, nearest.depth)
 
     def marginal(self, depth: int = 0) -> float:
         """Extra time for one more token in the batch at this depth (the fit's slope)."""

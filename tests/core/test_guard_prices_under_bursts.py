@@ -1,0 +1,137 @@
+"""The guard's prices while other programs come and go: a pass is only ever slowed by them,
+so a burst moves a cell's recent median, not the fastest of its longer stretch, and a pause
+for cost is not decided on prices taken in a burst alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.engine.config import SpecConfig
+from app.engine.policy.controller import DraftController
+from app.engine.policy.guard import NOISY_PROBE, PauseDecision
+from app.engine.running_stats import RecentMedian
+
+pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
+
+
+def test_a_burst_longer_than_the_recent_passes_moves_their_median_not_their_fast_price() -> None:
+    burst = RecentMedian()
+    for ms in [float(ms) for ms in range(20, 30)] + [150.0] * 7:
+        burst.update(ms)
+    assert burst.value == 150.0  # the median of the last 7: all in the burst
+    assert burst.fast == 21.0  # the second fastest of the stretch
+    assert burst.spread == pytest.approx(150.0 / 21.0)
+    assert burst.count == 7
+
+    dear = RecentMedian()
+    for _ in range(17):
+        dear.update(150.0)
+    assert dear.value == dear.fast == 150.0 and dear.spread == 1.0
+
+    once_short = RecentMedian()  # one pass timed short by chance does not set the price
+    for ms in [5.0, 100.0, 101.0, 102.0]:
+        once_short.update(ms)
+    assert once_short.fast == 100.0 and once_short.spread == pytest.approx(1.005)
+
+
+def _controller(draft_passes_ms: list[float], *, depth: int = 40) -> DraftController:
+    controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=4))
+    costs = controller.costs
+    for ms in draft_passes_ms:
+        costs.observe_draft_pass(1, ms, depth)
+    for _ in range(5):
+        costs.observe_verify(1, 100.0, depth)
+        costs.observe_verify(3, 105.0, depth)
+        costs.observe_verify(5, 110.0, depth)
+    return controller
+
+
+QUIET_THEN_BURST = [20.0, 22.0, 21.0, 20.0, 21.0, 22.0, 150.0, 155.0, 150.0, 160.0, 152.0]
+DEAR_THROUGHOUT = [150.0, 155.0, 150.0, 160.0, 152.0, 151.0, 150.0, 153.0, 150.0, 151.0, 152.0]
+
+
+def test_a_draft_dear_only_at_prices_taken_in_a_burst_drafts_from_its_first_step() -> None:
+    """The Q2_K draft, priced at a whole target pass by passes a burst slowed, had one answer
+    paused before its first step and three times after; at its fastest recent passes it costs
+    a fifth of a target pass and may draft. A draft that costs that much throughout is paused
+    before it drafts, as before."""
+    burst = _controller(QUIET_THEN_BURST)
+    assert not burst.can_ever_pay(40)  # at the median prices it never pays
+    assert burst.pause_if_never_pays(step=0, depth=40) is None
+    assert not burst.paused
+
+    dear = _controller(DEAR_THROUGHOUT)
+    event = dear.pause_if_never_pays(step=0, depth=40)
+    assert event is not None and event.paused and event.reason == "cost"
+    assert dear.last_pause is not None and not dear.last_pause.noisy
+    assert dear.last_pause.never_pays
+
+
+def _after_losing_steps(draft_passes_ms: list[float], steps: int) -> PauseDecision | None:
+    controller = _controller(draft_passes_ms)
+    controller.economics.observe_target_only(100.0, 100.0)
+    for _ in range(steps):  # drafting steps that lost: 2 tokens in 400 ms against 100 per token
+        controller.economics.observe_speculative(2, 400.0, 100.0)
+        decision = controller.check_pause(40)
+        if decision is not None:
+            return decision
+    return None
+
+
+def test_a_loss_on_noisy_prices_is_paused_by_the_measured_steps_and_probed_again_soon() -> None:
+    """Prices taken in a burst no longer pause drafting after two steps by themselves; the
+    measured steps, losing by half, pause it after a full window, as noisy (tried again in a
+    few tokens). A draft dear throughout is paused by its prices after two steps, not noisy."""
+    burst = _after_losing_steps(QUIET_THEN_BURST, steps=2)
+    assert burst is None
+    burst = _after_losing_steps(QUIET_THEN_BURST, steps=8)
+    assert burst is not None and burst.reason == "cost" and burst.noisy
+    assert burst.probe_in == NOISY_PROBE and not burst.never_pays
+
+    dear = _after_losing_steps(DEAR_THROUGHOUT, steps=2)
+    assert dear is not None and dear.reason == "cost" and not dear.noisy
+    assert dear.probe_in == 16 and dear.never_pays
+
+
+def test_an_agreement_below_break_even_only_at_burst_prices_does_not_pause_for_cost() -> None:
+    """A draft agreeing 6 times in 10 is below the break-even that a draft priced at 1.5 target
+    passes needs, not below a fifth of a pass's: under a burst it drafts on; priced at 1.5
+    throughout, it pauses for cost."""
+
+    def pause(draft_passes_ms: list[float]) -> PauseDecision | None:
+        controller = _controller(draft_passes_ms)
+        controller.economics.observe_target_only(100.0, 100.0)
+        for _ in range(8):
+            controller.observe_step(4, 2)  # two accepted of three tried, each step
+        return controller.check_pause(40)
+
+    assert pause(QUIET_THEN_BURST) is None
+    dear = pause(DEAR_THROUGHOUT)
+    assert dear is not None and dear.reason == "cost" and not dear.noisy
+
+
+def test_a_pause_for_disagreement_is_judged_at_the_quiet_break_even_under_a_burst() -> None:
+    """A draft priced in a burst at 45 % of a target pass (its quiet passes: 20 %) needs 0.75
+    agreement to pay, not 0.5: agreeing 2 times in 3 it drafts on where its prices are noisy,
+    and pauses for disagreement, as before, where it costs 45 % throughout. A draft agreeing
+    once in ten pauses for disagreement under the burst too, not noisy."""
+
+    def pause(draft_passes_ms: list[float], accepted: int) -> PauseDecision | None:
+        controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=4))
+        costs = controller.costs
+        for ms in draft_passes_ms:
+            costs.observe_draft_pass(1, ms, 40)
+        for _ in range(5):
+            for size, ms in ((1, 100.0), (2, 130.0), (3, 160.0), (5, 200.0)):
+                costs.observe_verify(size, ms, 40)
+        for _ in range(8):
+            controller.observe_step(4, accepted)
+        return controller.check_pause(40)
+
+    quiet_then_burst = [20.0, 21.0, 22.0, 20.0, 21.0, 22.0, 45.0, 46.0, 45.0, 47.0, 45.0]
+    assert pause(quiet_then_burst, accepted=2) is None
+    dear = pause([45.0, 46.0, 45.0, 47.0, 45.0, 46.0, 45.0], accepted=2)
+    assert dear is not None and dear.reason == "disagreement" and not dear.noisy
+    assert dear.break_even > 0.7
+    wrong = pause(quiet_then_burst, accepted=0)
+    assert wrong is not None and wrong.reason == "disagreement" and not wrong.noisy
