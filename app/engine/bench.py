@@ -7,8 +7,9 @@ and seed, and run one after the other, never at the same time, so each tokens/se
 its own compute. Ratios are what to read: absolute figures on a shared machine move from run
 to run. Each prompt runs in rounds, the two modes taking turns to go first, and its speedup is
 the median of the rounds' own ratios; where the rounds' ratios disagree by more than a tenth,
-the prompt runs more rounds (``max_rounds`` in all); a row whose step times spread or drift
-more than a quiet machine's do is flagged ``noisy`` (``app.engine.noise``).
+the prompt runs more rounds (``max_rounds`` in all, more for a short answer); a row whose step
+times spread or drift more than a quiet machine's do is flagged ``noisy``
+(``app.engine.noise``).
 """
 
 from __future__ import annotations
@@ -161,7 +162,8 @@ def bench_prompt(
     pairs = _rounds(engine, request, first_rounds)
     more_rounds = more_rounds_reasons(pairs)
     if more_rounds:
-        pairs += _rounds(engine, request, settings.max_rounds - len(pairs), first=len(pairs))
+        wanted = rounds_wanted(pairs, settings.max_rounds, settings.max_tokens)
+        pairs += _rounds(engine, request, wanted - len(pairs), first=len(pairs))
     baseline, speculative = pairs[0]  # counts and notes: the first round's
     base_ttft, spec_ttft = _first_tokens(engine, request, settings.first_token_rounds)
     checks = [compare(prompt, s.token_ids, b.token_ids, engine) for b, s in pairs]
@@ -260,6 +262,25 @@ def more_rounds_reasons(pairs: list[tuple[RunSummary, RunSummary]]) -> list[str]
         ]
     )
     return spread + gap_reasons(_gaps(pairs)) + load_gap_reasons(_loads(pairs))
+
+
+SHORT_ROUNDS = 4  # a short answer's rounds in all: at most this many times ``max_rounds``
+
+
+def rounds_wanted(
+    pairs: list[tuple[RunSummary, RunSummary]], max_rounds: int, max_tokens: int
+) -> int:
+    """How many rounds in all a prompt runs whose first rounds (``pairs``) cannot be read:
+    ``max_rounds``, or, for an answer shorter than ``max_tokens``, as many as time the tokens
+    that ``max_rounds`` full-length answers would (at most ``SHORT_ROUNDS`` times as many), an
+    even number so both modes go first as often. Bursts of other programs last 0.2-3 s, so
+    each run of an 11-token answer lands in one or misses it whole, at random, and the
+    median of six rounds' ratios moved from 0.76x to 1.24x by where they fell; a 96-token
+    answer's runs share the bursts between the modes."""
+    tokens = statistics.median(max(b.tokens, s.tokens) for b, s in pairs)
+    ceiling = SHORT_ROUNDS * max_rounds
+    fit = ceiling if tokens <= 0 else min(max_rounds * max_tokens // int(tokens), ceiling)
+    return max(max_rounds, fit - fit % 2)
 
 
 def _ratios(pairs: list[tuple[RunSummary, RunSummary]]) -> list[float]:

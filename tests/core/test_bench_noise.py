@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from app.engine.bench import ROUNDS_AGREE, BenchSettings, more_rounds_reasons, rounds_agree
+from app.engine.bench import (
+    ROUNDS_AGREE,
+    BenchSettings,
+    more_rounds_reasons,
+    rounds_agree,
+    rounds_wanted,
+)
 from app.engine.config import DraftSource, ModelSpec, SpecConfig
 from app.engine.events import RunSummary, StopReason
 from app.engine.noise import (
@@ -215,9 +222,11 @@ def test_rounds_that_disagree_are_repeated_taking_turns(
         assert row["speedup"] == pytest.approx(median_speedup, abs=2e-4)
 
 
-def _run(tok_s: float, outside: float | None, lone: tuple[float, ...] = ()) -> RunSummary:
+def _run(
+    tok_s: float, outside: float | None, lone: tuple[float, ...] = (), elapsed_s: float = 1.0
+) -> RunSummary:
     return RunSummary(
-        mode="", tokens=96, elapsed_s=1.0, tok_s=tok_s, ttft_ms=10.0, acceptance_rate=1.0,
+        mode="", tokens=96, elapsed_s=elapsed_s, tok_s=tok_s, ttft_ms=10.0, acceptance_rate=1.0,
         mean_accepted_length=8.0, target_passes_per_token=0.1, p50_itl_ms=1.0, p95_itl_ms=1.0,
         stop_reason=StopReason.MAX_TOKENS, decode_s=0.5, steps=12, drafted=96, accepted=96,
         outside_cores=outside, lone_passes=lone,
@@ -239,3 +248,20 @@ def test_a_round_that_other_programs_loaded_on_one_side_asks_for_more_rounds() -
     assert more_rounds_reasons(disagree) == [
         "the rounds' speedups 1.70x, 1.20x differ by more than 10%"
     ]
+
+
+def test_a_short_answer_whose_rounds_cannot_be_read_runs_more_of_them() -> None:
+    """An 11-token answer's runs each land in a burst of other programs or miss it whole: it
+    runs the rounds that time as many tokens as six 96-token answers' (52, held to 24, four
+    times max_rounds); a 40-token answer 14 (14.4, an even number so each mode goes first as
+    often); a full-length answer max_rounds, as before."""
+
+    def rounds(tokens: int) -> list[tuple[RunSummary, RunSummary]]:
+        one = replace(_run(10.0, 0.1), tokens=tokens)
+        return [(one, one), (one, one)]
+
+    assert rounds_wanted(rounds(11), max_rounds=6, max_tokens=96) == 24
+    assert rounds_wanted(rounds(40), max_rounds=6, max_tokens=96) == 14
+    assert rounds_wanted(rounds(96), max_rounds=6, max_tokens=96) == 6
+    assert rounds_wanted(rounds(0), max_rounds=6, max_tokens=96) == 24
+    assert rounds_wanted(rounds(80), max_rounds=4, max_tokens=96) == 4
