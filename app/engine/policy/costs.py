@@ -33,10 +33,16 @@ class CostModel:
     decoding would, and every later judgement compares with a price of this depth.
     """
 
-    def __init__(self) -> None:
-        self.verify = PassCost()
-        self.draft = PassCost()
-        self._fastest = False  # priced from the fastest recent passes (``priced_quiet``)
+    def __init__(
+        self,
+        verify: PassCost | None = None,
+        draft: PassCost | None = None,
+        *,
+        fastest: bool = False,
+    ) -> None:
+        self.verify = PassCost() if verify is None else verify
+        self.draft = PassCost() if draft is None else draft
+        self._fastest = fastest  # priced from the fastest recent passes (``priced_quiet``)
         # Break-even by draft length (a 30-step bisection) and whether any length can pay
         # (sixteen prices): asked several times per step, kept within one depth range for a
         # few observations and steps (verifications), as medians move little from one pass
@@ -83,9 +89,7 @@ class CostModel:
         pay on a quiet machine either. For questions only: it shares the passes, keeps no
         figures of its own between questions, and is asked only where a pause is decided
         on noisy costs."""
-        quiet = CostModel()
-        quiet.verify, quiet.draft, quiet._fastest = self.verify, self.draft, True
-        return quiet
+        return CostModel(self.verify, self.draft, fastest=True)
 
     def verify_ms(self, n_tokens: int, depth: int) -> float | None:
         return self.verify.ms(n_tokens, depth, fastest=self._fastest)
