@@ -279,7 +279,7 @@ def rounds_wanted(
     answer's runs share the bursts between the modes."""
     tokens = statistics.median(max(b.tokens, s.tokens) for b, s in pairs)
     ceiling = SHORT_ROUNDS * max_rounds
-    fit = ceiling if tokens <= 0 else min(max_rounds * max_tokens // int(tokens), ceiling)
+    fit = ceiling if tokens <= 0 else min(int(max_rounds * max_tokens / tokens), ceiling)
     return max(max_rounds, fit - fit % 2)
 
 

@@ -265,3 +265,6 @@ def test_a_short_answer_whose_rounds_cannot_be_read_runs_more_of_them() -> None:
     assert rounds_wanted(rounds(96), max_rounds=6, max_tokens=96) == 6
     assert rounds_wanted(rounds(0), max_rounds=6, max_tokens=96) == 24
     assert rounds_wanted(rounds(80), max_rounds=4, max_tokens=96) == 4
+    # rounds of 0 and 1 tokens: a median of 0.5 once divided by int(0.5), zero
+    empty, one = replace(_run(10.0, 0.1), tokens=0), replace(_run(10.0, 0.1), tokens=1)
+    assert rounds_wanted([(empty, empty), (one, one)], max_rounds=6, max_tokens=96) == 24
