@@ -91,9 +91,10 @@ class BenchSettings:
     # also every prompt again with the machine kept busy (after all of them quiet)
     busy: MachineLoad | None = None
     # one-token runs per mode with every cache emptied, after the rounds: the time to the first
-    # token is their median (one sample per prompt had swung 0.7-1.35x between runs); 0: the
-    # first round's, whose caches still hold what the last prompt shares with this one
-    first_token_rounds: int = 3
+    # token is their median (one sample per prompt had swung 0.7-1.35x between runs, the
+    # median of three 0.90-1.22x on a prompt whose 21 paired runs gave 1.00x; of seven
+    # 0.98-1.05x); 0: the first round's, whose caches still hold what the last prompt shares
+    first_token_rounds: int = 7
 
 
 def load_prompts(path: Path) -> list[dict[str, str]]:
