@@ -91,9 +91,10 @@ class BenchSettings:
     # also every prompt again with the machine kept busy (after all of them quiet)
     busy: MachineLoad | None = None
     # one-token runs per mode with every cache emptied, after the rounds: the time to the first
-    # token is their median (one sample per prompt had swung 0.7-1.35x between runs, the
-    # median of three 0.90-1.22x on a prompt whose 21 paired runs gave 1.00x; of seven
-    # 0.98-1.05x); 0: the first round's, whose caches still hold what the last prompt shares
+    # token is their median (one sample per prompt had swung 0.7-1.35x between runs; on 16
+    # prompts whose 21 paired runs gave 0.97-1.02x, medians of three 0.83-1.13x, of seven
+    # 0.96-1.05x: devtools/first_token_spread); 0: the first round's, whose caches still hold
+    # what the last prompt shares with this one
     first_token_rounds: int = 7
 
 
@@ -166,7 +167,7 @@ def bench_prompt(
         wanted = rounds_wanted(pairs, settings.max_rounds, settings.max_tokens)
         pairs += _rounds(engine, request, wanted - len(pairs), first=len(pairs))
     baseline, speculative = pairs[0]  # counts and notes: the first round's
-    base_ttft, spec_ttft = _first_tokens(engine, request, settings.first_token_rounds)
+    base_ttft, spec_ttft = first_token_times(engine, request, settings.first_token_rounds)
     checks = [compare(prompt, s.token_ids, b.token_ids, engine) for b, s in pairs]
     check = next((c for c in checks if not c.identical), checks[0])
     ratios = _ratios(pairs)
@@ -303,7 +304,7 @@ def _rounds(
     return pairs
 
 
-def _first_tokens(
+def first_token_times(
     engine: Engine, request: GenerationRequest, rounds: int
 ) -> tuple[list[float], list[float]]:
     """(target-only, speculative) times to the first token of ``rounds`` one-token runs per
