@@ -34,8 +34,7 @@ def group_ratios(base: list[float], spec: list[float], group: int) -> list[float
 
 def prompt_row(engine: Engine, item: dict[str, str], runs: int, sizes: list[int]) -> str:
     """One prompt's line of the table."""
-    text = engine.render_chat([{"role": "user", "content": item["prompt"]}])
-    prompt = engine.tokenize_rendered(text)
+    prompt = engine.tokenize_chat([{"role": "user", "content": item["prompt"]}])
     base, spec = first_token_times(engine, GenerationRequest(prompt), runs)
     paired = statistics.median(s / b for b, s in zip(base, spec, strict=True))
     groups = [", ".join(f"{r:.3f}" for r in group_ratios(base, spec, n)) for n in sizes]
