@@ -105,12 +105,19 @@ def check_before_load(target: ModelSpec, draft: ModelSpec | None, source: DraftS
     check_local_pair(Path(target.path), Path(used.path) if used is not None else None)
 
 
+_fork_server_refused = False  # set once the fork server could not start in this app
+
+
 def engine_start_method() -> SpawnContext | ForkServerContext:
     """How engine processes start: on Linux, run from source, a fork server that has already
     imported llama.cpp and the engine forks each one (a start then costs a fork, not the
     half second of imports a fresh interpreter pays); "spawn" elsewhere and in the frozen
     bundle, where a fresh interpreter is the only safe start."""
-    if not sys.platform.startswith("linux") or getattr(sys, "frozen", False):
+    if (
+        not sys.platform.startswith("linux")
+        or getattr(sys, "frozen", False)
+        or _fork_server_refused
+    ):
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["app.engine.process.child"])
@@ -165,17 +172,38 @@ class EngineHost:
             return
         self._discard()
         self._log = new_log()
+        try:
+            self._process, self._conn = self._launch(self._log)
+        except OSError:
+            if self._context.get_start_method() != "forkserver":
+                raise
+            # The fork server listens on a socket in the temporary folder, and a TMPDIR of
+            # more than about 75 characters makes its path longer than a Unix socket's may
+            # be ("AF_UNIX path too long"). A fresh interpreter needs no socket, as on other
+            # systems: slower to start, but it starts.
+            global _fork_server_refused
+            _fork_server_refused = True
+            self._context = engine_start_method()
+            self._process, self._conn = self._launch(self._log)
+        _live_hosts.add(self)
+        self._stage, self._model = "idle", ""
+
+    def _launch(self, log: EngineLog) -> tuple[Any, Connection]:
+        """A started engine process and the parent's end of its pipe."""
         parent_end, child_end = self._context.Pipe(duplex=True)
         environ = tuple(os.environ.items())
         launch = ChildLaunch(
-            child_end, self._cancel, self._log.for_child(), environ, os.getcwd(), os.getpid()
+            child_end, self._cancel, log.for_child(), environ, os.getcwd(), os.getpid()
         )
         process = self._context.Process(target=child_main, args=(launch,), name=PROCESS_NAME)
-        process.start()
-        child_end.close()  # so that the child's death reads as end-of-file here
-        self._process, self._conn = process, parent_end
-        _live_hosts.add(self)
-        self._stage, self._model = "idle", ""
+        try:
+            process.start()
+        except BaseException:
+            parent_end.close()
+            raise
+        finally:
+            child_end.close()  # so that the child's death reads as end-of-file here
+        return process, parent_end
 
     def close(self, timeout_s: float | None = None) -> None:
         """Ask the child to free its models and exit; kill it if it has not within
