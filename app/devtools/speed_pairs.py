@@ -4,8 +4,8 @@
 host's work per token is most of what is timed). ``large``: the same writers with a target
 768 wide (about 140 MB of F32 weights, a pass of some milliseconds on a CPU, so the passes
 weigh as they do with real targets), for the methods whose writers take a size: a draft
-model, lookups, EAGLE-3, DFlash and DSpark (the MTP and Gemma 4 assistant writers build only
-their tiny shapes).
+model, lookups, a Gemma 4 assistant, EAGLE-3, DFlash and DSpark (the MTP writer builds only
+its tiny shape).
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from app.devtools.test_models.synthetic_eagle3 import (
     write_tiny_eagle3,
 )
 from app.devtools.test_models.synthetic_gemma4 import (
+    TinyGemma4AssistantShape,
+    TinyGemma4Shape,
     write_tiny_gemma4,
     write_tiny_gemma4_assistant,
 )
@@ -44,7 +46,22 @@ LARGE_EAGLE3_HEAD = TinyEagle3Shape(n_head=12, n_ff=3072)
 LARGE_DFLASH_HEAD = TinyDFlashShape(
     n_head=16, head_dim=64, n_ff=3072, feature_scale=0.03, markov_scale=8.0
 )
-WITHOUT_LARGE = ("mtp", "assistant")
+# the large Gemma 4 target: LARGE_SHAPE's width, depth and heads in Gemma 4's layout (three
+# sliding-window layers, then a full one); its assistant a third as wide, attending through
+# the target's cache with the target's heads, reading all the target's output head reads
+LARGE_GEMMA4 = TinyGemma4Shape(
+    n_embd=LARGE_SHAPE.n_embd,
+    n_layer=LARGE_SHAPE.n_layer,
+    n_head=LARGE_SHAPE.n_head,
+    n_head_kv=LARGE_SHAPE.n_head_kv,
+    head_dim=LARGE_SHAPE.n_embd // LARGE_SHAPE.n_head,
+    head_dim_swa=LARGE_SHAPE.n_embd // LARGE_SHAPE.n_head,
+    n_ff=LARGE_SHAPE.n_ff,
+    n_ctx=LARGE_SHAPE.n_ctx,
+    sliding_window=512,
+)
+LARGE_ASSISTANT = TinyGemma4AssistantShape(n_embd=256, n_layer=2, n_head=12, n_ff=1024)
+WITHOUT_LARGE = ("mtp",)
 
 
 def synthetic_pair(method: str, folder: Path, size: str = "tiny") -> tuple[Path, Path | None]:
@@ -63,6 +80,9 @@ def synthetic_pair(method: str, folder: Path, size: str = "tiny") -> tuple[Path,
         return target, write_tiny_llama(draft, seed=2, noise_from=1, noise=0.15)
     if method == "mtp":
         return write_tiny_qwen35(target, branch_scale=0.3), None
+    if method == "assistant" and large:
+        write_tiny_gemma4(target, shape=LARGE_GEMMA4, output_rank=LARGE_ASSISTANT.n_embd)
+        return target, write_tiny_gemma4_assistant(draft, target, shape=LARGE_ASSISTANT)
     if method == "assistant":
         write_tiny_gemma4(target)
         return target, write_tiny_gemma4_assistant(draft, target)

@@ -8,9 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from app.devtools.speed_pairs import synthetic_pair
+from app.devtools.speed_pairs import LARGE_SHAPE, synthetic_pair
 from app.devtools.speed_reference import METHODS, load_request, server_args
 from app.engine.config import DraftSource
+from app.gguf.check import check_local_pair
+from app.gguf.facts import self_drafting
+from app.gguf.fields import header_int
+from app.gguf.reader import read_local_header
 from tests.core.test_dflash_synthetic import LLAMA_SERVER, run_module
 
 FIXED_POLICY = ["--spec-draft-n-max", "5", "--spec-draft-n-min", "0", "--spec-draft-p-min", "0"]
@@ -37,6 +41,18 @@ def test_both_sides_get_the_methods_fixed_policy(name: str) -> None:
 def test_a_method_without_a_large_writer_says_so(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no 'large' synthetic pair for mtp"):
         synthetic_pair("mtp", tmp_path, "large")
+
+
+def test_the_large_assistant_pair_is_a_wide_gemma4_and_an_assistant_that_passes_the_check(
+    tmp_path: Path,
+) -> None:
+    target, assistant = synthetic_pair("assistant", tmp_path, "large")
+    assert assistant is not None
+    check_local_pair(target, assistant)  # raises where the pair would not load
+    wide, narrow = read_local_header(target), read_local_header(assistant)
+    assert header_int(wide, "gemma4.embedding_length", 0) == LARGE_SHAPE.n_embd
+    assert self_drafting(narrow).method == "assistant"
+    assert header_int(narrow, "gemma4-assistant.embedding_length", 0) < LARGE_SHAPE.n_embd
 
 
 @pytest.mark.skipif(
