@@ -22,6 +22,8 @@ PARENT = (
     "host.close()\n"
 )
 SOCKET_PATH_MAX = 107  # bytes of a Unix socket's path on Linux
+# what the fork server adds to TMPDIR for its socket: /pymp-XXXXXXXX/listener-XXXXXXXX
+SOCKET_SUFFIX = len("/pymp-XXXXXXXX/listener-XXXXXXXX")
 
 
 def _load_in_a_new_app(model: Path, temp: Path | None = None) -> list[str]:
@@ -55,10 +57,11 @@ def _fork_server_socket_is_a_path() -> bool:
 def test_an_engine_starts_under_a_temporary_folder_too_long_for_the_fork_servers_socket(
     tmp_path: Path, tiny_pair: tuple[Path, Path]
 ) -> None:
-    # the fork server's socket: TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX
-    folder = tmp_path / ("t" * max(1, SOCKET_PATH_MAX - 32 - len(str(tmp_path)) + 8))
+    # a folder whose socket path would be 9 bytes past the limit (8, and the "/" after tmp_path)
+    name = "t" * max(1, SOCKET_PATH_MAX - SOCKET_SUFFIX - len(str(tmp_path)) + 8)
+    folder = tmp_path / name
     folder.mkdir()
-    assert len(str(folder)) + 32 > SOCKET_PATH_MAX
+    assert len(str(folder)) + SOCKET_SUFFIX > SOCKET_PATH_MAX
     method, n_ctx = _load_in_a_new_app(tiny_pair[0], folder)
     assert n_ctx == "256"
     if _fork_server_socket_is_a_path():  # so it could not listen there: started afresh
