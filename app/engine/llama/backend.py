@@ -134,6 +134,7 @@ class LlamaModel:
         self.ptr = ptr
         self.vocab = llama_cpp.llama_model_get_vocab(ptr)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
+        self._end_of_generation: dict[int, bool] = {}  # by token, as llama.cpp answered
         self.n_ctx_train = int(llama_cpp.llama_model_n_ctx_train(ptr))
         self.size_bytes = int(llama_cpp.llama_model_size(ptr))
         self.n_embd_out = int(llama_cpp.llama_model_n_embd_out(ptr))
@@ -176,7 +177,13 @@ class LlamaModel:
         return bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
 
     def is_eog(self, token: int) -> bool:
-        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+        """Asked of every token an answer produces: llama.cpp's answer is kept per token (a
+        vocabulary's are fixed), a dictionary lookup instead of a foreign call."""
+        known = self._end_of_generation.get(token)
+        if known is None:
+            known = bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+            self._end_of_generation[token] = known
+        return known
 
     def token_text(self, token: int) -> str:
         raw = llama_cpp.llama_vocab_get_text(self.vocab, token)

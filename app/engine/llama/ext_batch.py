@@ -22,12 +22,26 @@ DECODE = llama_cpp.LLAMA_PROCESS_TYPE_DECODE
 BatchEntry = tuple[int | None, int, np.ndarray | int | None, bool]
 
 _ARRAY_TYPES: dict[int, Any] = {}  # ctypes float array type per length
+_VIEWS: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}  # by (address, shape)
 
 
 def floats_at(address: int, shape: tuple[int, ...]) -> np.ndarray:
     """A float32 view of ``shape`` over the buffer at ``address`` (llama.cpp's: valid until its
     context's next pass). numpy's ``ctypeslib.as_array`` builds a ctypes type for each call
-    and costs a few microseconds, which a small head pays several times a step."""
+    and costs a few microseconds, which a small head pays several times a step. llama.cpp
+    keeps its output buffers from pass to pass, so the same (address, shape) comes back every
+    step and its view is kept: a view holds no data, only where to read it."""
+    key = (address, shape)
+    view = _VIEWS.get(key)
+    if view is not None:
+        return view
+    if len(_VIEWS) >= 256:
+        _VIEWS.clear()
+    view = _VIEWS[key] = _new_view(address, shape)
+    return view
+
+
+def _new_view(address: int, shape: tuple[int, ...]) -> np.ndarray:
     count = math.prod(shape)
     kind = _ARRAY_TYPES.get(count)
     if kind is None:
