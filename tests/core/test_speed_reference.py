@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.devtools.speed_pairs import LARGE_SHAPE, synthetic_pair
-from app.devtools.speed_reference import METHODS, load_request, server_args
+from app.devtools.speed_reference import METHODS, best_of_passes, load_request, main, server_args
 from app.engine.config import DraftSource
 from app.gguf.check import check_local_pair
 from app.gguf.facts import self_drafting
@@ -35,6 +35,57 @@ def test_both_sides_get_the_methods_fixed_policy(name: str) -> None:
     assert load.draft_source is method.source
     if method.source is DraftSource.NGRAM:
         assert args[-4:] == ["--spec-ngram-simple-size-n", "3", "--spec-ngram-simple-size-m", "5"]
+
+
+def _pass(server: float, specdeck: float, *, same: bool = True, drafted: int = 40) -> dict:
+    """One pass's report, as ``compare`` gives it, with the figures the passes combine."""
+    return {
+        "method": "eagle3",
+        "server_tok_s": server,
+        "specdeck_tok_s": specdeck,
+        "target_only_tok_s": 2 * server,
+        "specdeck_vs_server": round(specdeck / server, 3),
+        "specdeck_vs_server_round_median": round(specdeck / server, 3) - 0.01,
+        "specdeck_vs_server_round_range": [0.5, 1.5],
+        "specdeck_step_host_ms_per_token": 1000.0 / specdeck,
+        "identical_to_server": same,
+        "identical_to_target_only": True,
+        "server_drafted": 40,
+        "server_accepted": 12,
+        "specdeck_drafted": drafted,
+        "specdeck_accepted": 12,
+    }
+
+
+@pytest.mark.fast
+def test_best_of_passes_divides_each_sides_best_over_every_pass() -> None:
+    # SpecDeck's best pass and the server's best pass are different passes
+    passes = [_pass(1000.0, 980.0), _pass(1100.0, 900.0), _pass(900.0, 1050.0)]
+    report = best_of_passes(passes)
+    assert report["passes"] == 3
+    assert report["server_tok_s"] == 1100.0 and report["specdeck_tok_s"] == 1050.0
+    assert report["specdeck_vs_server"] == pytest.approx(1050.0 / 1100.0, abs=1e-3)
+    assert report["specdeck_vs_server_each_pass"] == [0.98, 0.818, 1.167]
+    medians = report["specdeck_vs_server_round_median_each_pass"]
+    assert medians == pytest.approx([0.97, 0.808, 1.157])
+    assert "specdeck_vs_server_round_median" not in report  # no one pass's figure as all's
+    # the time per token is that of the pass SpecDeck's best tokens/sec came from
+    assert report["specdeck_step_host_ms_per_token"] == pytest.approx(1000.0 / 1050.0)
+    assert report["identical_to_server"] and report["counts_same_every_pass"]
+    assert best_of_passes(passes[:1]) == passes[0]  # one pass: its own report, unchanged
+
+
+@pytest.mark.fast
+def test_one_differing_pass_makes_the_passes_neither_identical_nor_alike() -> None:
+    report = best_of_passes([_pass(1000.0, 990.0), _pass(1000.0, 995.0, same=False, drafted=41)])
+    assert report["identical_to_server"] is False
+    assert report["counts_same_every_pass"] is False
+
+
+@pytest.mark.fast
+def test_all_methods_at_once_only_on_the_synthetic_pairs(capsys: pytest.CaptureFixture) -> None:
+    assert main(["all", "target.gguf"]) == 2
+    assert "--synthetic" in capsys.readouterr().err  # the usage, which names the pairs
 
 
 @pytest.mark.fast
