@@ -19,7 +19,7 @@ import llama_cpp
 import numpy as np
 
 from app.engine.config import KV_TYPES, MAX_DRAFT_LEN, ModelSpec, SamplerConfig
-from app.engine.llama.ext_batch import floats_at
+from app.engine.llama.ext_batch import floats_at, logits_address
 from app.engine.llama.load_hooks import current_load_observer
 from app.engine.llama.repacking import repacking_enabled
 from app.engine.llama.runtime import ensure_backend, logged_by
@@ -346,7 +346,6 @@ class LlamaContext:
             self._batch.seq_id[i][0] = 0
         self._n_vocab = model.n_vocab
         self._rows: np.ndarray | None = None  # output rows of the last decode
-        self._logit_views: dict[tuple[int, int], np.ndarray] = {}
         self._n_outputs = 0
         self._abort: object = None  # keeps the installed ctypes abort callback alive
         self._chain: DeviceChain | None = None  # the sampler chain llama.cpp runs after decode
@@ -359,7 +358,6 @@ class LlamaContext:
     def close(self) -> None:
         if self.ptr:
             self.attach_chain(None)
-            self._logit_views.clear()
             self._rows = None
             if self._token_array is not None:
                 self._batch.token = ctypes.POINTER(llama_cpp.llama_token)()
@@ -500,19 +498,11 @@ class LlamaContext:
                 raise RuntimeError("a device sampler chain is attached: no full rows are copied")
             if self._n_outputs <= 0:
                 raise RuntimeError(f"no logits for output row {i}")
-            ptr = llama_cpp.llama_get_logits(self.ptr)
-            if not ptr:
+            address = logits_address(self.ptr)
+            if not address:
                 raise RuntimeError(f"no logits for output row {i}")
-            # mapping a buffer costs ~40 us (numpy builds a ctypes array type); llama.cpp
-            # keeps its logits buffer between decodes, so a view per (address, rows) is reused
-            key = (ctypes.addressof(ptr.contents), self._n_outputs)
-            rows = self._logit_views.get(key)
-            if rows is None:
-                if len(self._logit_views) >= 16:
-                    self._logit_views.clear()
-                rows = np.ctypeslib.as_array(ptr, shape=(self._n_outputs, self._n_vocab))
-                self._logit_views[key] = rows
-            self._rows = rows
+            # llama.cpp keeps its logits buffer between decodes: the view is kept too
+            rows = self._rows = floats_at(address, (self._n_outputs, self._n_vocab))
         return rows[i]
 
     def next_token_rows(self, n: int) -> np.ndarray:

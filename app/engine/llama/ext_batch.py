@@ -52,16 +52,18 @@ def _new_view(address: int, shape: tuple[int, ...]) -> np.ndarray:
     return np.frombuffer(buffer, dtype=np.float32).reshape(shape)
 
 
-def _logits_ith() -> Any:
-    """``llama_get_logits_ith`` returning an address (an int, None for NULL): a function object
-    of its own, so llama-cpp-python's binding keeps its pointer result."""
-    function = llama_cpp.llama_cpp._lib["llama_get_logits_ith"]
-    function.argtypes = [ctypes.c_void_p, ctypes.c_int32]
+def _returning_address(name: str, *argtypes: Any) -> Any:
+    """llama.cpp's function ``name`` returning an address (an int, None for NULL): a function
+    object of its own, so llama-cpp-python's binding keeps its pointer result, and no pointer
+    object is built to be read back."""
+    function = llama_cpp.llama_cpp._lib[name]
+    function.argtypes = [ctypes.c_void_p, *argtypes]
     function.restype = ctypes.c_void_p
     return function
 
 
-logits_ith_address = _logits_ith()
+logits_ith_address = _returning_address("llama_get_logits_ith", ctypes.c_int32)
+logits_address = _returning_address("llama_get_logits")
 
 
 class ExtBatch:
