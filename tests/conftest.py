@@ -123,3 +123,17 @@ def _fast_tier_starts_no_process(
     monkeypatch.setattr(os, "fork", refuse)
     if hasattr(os, "posix_spawn"):
         monkeypatch.setattr(os, "posix_spawn", refuse)
+
+
+# --- side by side ---------------------------------------------------------------------------
+# ``tests/run.sh`` runs the suite on a pytest-xdist worker per core, each worker (and every
+# process it starts: engine processes, llama-server, busy loads) held to a core of its own.
+# llama.cpp's threads spin at a barrier after every step of a pass, so two workers sharing
+# cores made each other's passes wait: the suite took longer side by side than one test after
+# another. A worker's engines see one usable core and fit one thread to it (thread_fit.py);
+# the tests that need every core (``tests/whole_machine``) run afterwards, alone.
+def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and hasattr(os, "sched_setaffinity"):
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cores[int(worker[2:]) % len(cores)]})

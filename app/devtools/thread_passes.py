@@ -22,10 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from app.engine.config import ModelSpec
+from app.engine.config import ModelSpec, usable_cores
 from app.engine.llama.backend import LlamaContext, LlamaModel
 from app.engine.machine_load import LoadRunning, MachineLoad
-from app.engine.thread_fit import usable_cores
 
 PROMPT = list(range(1000, 1060))
 PASSES = 12

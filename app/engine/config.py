@@ -21,8 +21,16 @@ class DraftSource(str, Enum):
 KV_TYPES = ("f16", "q8_0", "q4_0", "f32", "bf16")
 
 
+def usable_cores() -> list[int]:
+    """The cores this process may run on (a container's or ``taskset``'s, not the machine's)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(os.cpu_count() or 1))
+
+
 def default_threads() -> int:
-    return max(1, os.cpu_count() or 1)
+    return max(1, len(usable_cores()))
 
 
 @dataclass(frozen=True)

@@ -16,14 +16,13 @@ every core.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import psutil
 
-from app.engine.config import ModelSpec
+from app.engine.config import ModelSpec, usable_cores
 
 MIN_WINDOW_S = 0.1  # shorter windows are too short for the kernel's 10 ms CPU accounting
 # cores other programs kept busy during a run: worth saying beside it, and a machine whose
@@ -46,14 +45,6 @@ class ThreadFit:
     busy_cores: float | None  # cores other programs kept busy at load; None: not measured
     reason: str
     follows: bool = False  # while answering, the threads follow other programs (ThreadGovernor)
-
-
-def usable_cores() -> list[int]:
-    """The cores this process may run on."""
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return list(range(os.cpu_count() or 1))
 
 
 def busy_cpu_seconds(cores: Sequence[int]) -> float | None:

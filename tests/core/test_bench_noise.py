@@ -30,6 +30,7 @@ from app.engine.noise import (
 )
 from app.engine.process.host import run_bench_in_child
 from app.engine.process.protocol import BenchRequest
+from tests.cores import THREADS
 
 
 def _passes(rng: np.random.Generator, sizes: list[int], slow: slice = slice(0, 0), by=1.0):
@@ -127,8 +128,8 @@ def test_the_bench_pairs_its_rounds_and_reports_their_steadiness(
     assert settings.rounds == 2
     result = run_bench_in_child(
         BenchRequest(
-            ModelSpec(str(target), n_ctx=512, n_threads=2),
-            ModelSpec(str(draft), n_ctx=512, n_threads=2),
+            ModelSpec(str(target), n_ctx=512, n_threads=THREADS),
+            ModelSpec(str(draft), n_ctx=512, n_threads=THREADS),
             ({"id": "a", "prompt": "the code"},),
             settings,
             DraftSource.MODEL,
@@ -199,8 +200,8 @@ def test_rounds_that_disagree_are_repeated_taking_turns(
     )
     result = run_bench_in_child(
         BenchRequest(
-            ModelSpec(str(target), n_ctx=512, n_threads=2),
-            ModelSpec(str(draft), n_ctx=512, n_threads=2),
+            ModelSpec(str(target), n_ctx=512, n_threads=THREADS),
+            ModelSpec(str(draft), n_ctx=512, n_threads=THREADS),
             tuple(
                 {"id": str(n), "prompt": text} for n, text in enumerate(("the code", "import data"))
             ),

@@ -15,6 +15,7 @@ from app.engine.config import GenerationRequest, ModelSpec, SamplerConfig, SpecC
 from app.engine.engine import Engine
 from app.engine.events import RunSummary, StopReason
 from tests.conftest import CHATML
+from tests.cores import THREADS
 
 QUESTION = [Message("system", "You are a helpful assistant."), Message("user", "Hi there")]
 
@@ -50,8 +51,8 @@ def _run(engine: Engine, prompt: tuple[int, ...], max_tokens: int) -> RunSummary
 def smol(smollm2_pair: tuple[Path, Path]):  # noqa: ANN201
     target, draft = smollm2_pair
     engine = Engine(
-        ModelSpec(str(target), n_ctx=1024, n_threads=2),
-        ModelSpec(str(draft), n_ctx=1024, n_threads=2),
+        ModelSpec(str(target), n_ctx=1024, n_threads=THREADS),
+        ModelSpec(str(draft), n_ctx=1024, n_threads=THREADS),
     )
     yield engine
     engine.close()

@@ -30,6 +30,7 @@ from app.engine.sampling import (
     distribution,
     top_two_margin,
 )
+from tests.cores import THREADS
 
 pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
 
@@ -46,8 +47,8 @@ CHAINS = [
 def engine(tiny_pair: tuple[Path, Path]):
     target, draft = tiny_pair
     eng = Engine(
-        ModelSpec(str(target), n_ctx=512, n_threads=2, sampling="device"),
-        ModelSpec(str(draft), n_ctx=512, n_threads=2, sampling="device"),
+        ModelSpec(str(target), n_ctx=512, n_threads=THREADS, sampling="device"),
+        ModelSpec(str(draft), n_ctx=512, n_threads=THREADS, sampling="device"),
     )
     yield eng
     eng.close()
@@ -232,8 +233,8 @@ def test_on_the_cpu_auto_samples_on_the_host_and_says_why(
     llama_decode's own threads and cost more than the host's partition: auto keeps the host."""
     target, draft = tiny_pair
     eng = Engine(
-        ModelSpec(str(target), n_ctx=256, n_threads=2, sampling=placement),
-        ModelSpec(str(draft), n_ctx=256, n_threads=2, sampling=placement),
+        ModelSpec(str(target), n_ctx=256, n_threads=THREADS, sampling=placement),
+        ModelSpec(str(draft), n_ctx=256, n_threads=THREADS, sampling=placement),
     )
     try:
         assert not eng.target.output_on_gpu

@@ -39,6 +39,7 @@ from app.engine.process.host import EngineHost, LoadRequest
 from app.engine.randomness import Randomness
 from app.errors import ModelLoadError
 from app.gguf.compat import IncompatiblePairError
+from tests.cores import THREADS
 from tests.processes import host_pair, host_summary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,7 +71,7 @@ def host():
 
 
 def _spec(path: Path) -> ModelSpec:
-    return ModelSpec(str(path), n_ctx=1024, n_threads=2)  # the probe's context and threads
+    return ModelSpec(str(path), n_ctx=1024, n_threads=THREADS)  # the probe's context and threads
 
 
 def _max_draft(variant: str) -> int:

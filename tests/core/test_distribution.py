@@ -16,6 +16,7 @@ from app.engine.engine import Engine
 from app.engine.events import RunSummary
 from app.engine.llama.backend import LlamaContext
 from app.engine.sampling import Distribution, distribution
+from tests.cores import THREADS
 
 SAMPLER = SamplerConfig(temperature=1.0, top_k=8, top_p=1.0, min_p=0.0)
 # every stage of the chain cuts or reshapes: top-k, then top-p and min-p, then temperature
@@ -39,8 +40,8 @@ def engine(far_pair, request: pytest.FixtureRequest):
     host (full rows): each placement must follow the target's distribution."""
     target, draft = far_pair
     eng = Engine(
-        ModelSpec(str(target), n_ctx=256, n_threads=2, sampling=request.param),
-        ModelSpec(str(draft), n_ctx=256, n_threads=2, sampling=request.param),
+        ModelSpec(str(target), n_ctx=256, n_threads=THREADS, sampling=request.param),
+        ModelSpec(str(draft), n_ctx=256, n_threads=THREADS, sampling=request.param),
     )
     yield eng
     eng.close()

@@ -33,6 +33,7 @@ from app.engine.llama.backend import LlamaContext
 from app.errors import ContextOverflowError, ModelLoadError
 from app.gguf.compat import IncompatiblePairError
 from app.models.guard_words import message
+from tests.cores import THREADS
 
 PROMPTS = ["the code of the model", "import data for self", "what is the draft token"]
 
@@ -41,8 +42,8 @@ PROMPTS = ["the code of the model", "import data for self", "what is the draft t
 def engine(tiny_pair: tuple[Path, Path]):
     target, draft = tiny_pair
     eng = Engine(
-        ModelSpec(str(target), n_ctx=512, n_threads=2),
-        ModelSpec(str(draft), n_ctx=512, n_threads=2),
+        ModelSpec(str(target), n_ctx=512, n_threads=THREADS),
+        ModelSpec(str(draft), n_ctx=512, n_threads=THREADS),
     )
     yield eng
     eng.close()
@@ -160,7 +161,7 @@ def test_combined_drafter_reports_each_source(engine: Engine) -> None:
 def test_ngram_drafting_is_exact(tiny_pair: tuple[Path, Path]) -> None:
     target, _ = tiny_pair
     eng = Engine(
-        ModelSpec(str(target), n_ctx=512, n_threads=2), None, draft_source=DraftSource.NGRAM
+        ModelSpec(str(target), n_ctx=512, n_threads=THREADS), None, draft_source=DraftSource.NGRAM
     )
     try:
         prompt = eng.tokenize("the model the model the model the model")
@@ -257,8 +258,8 @@ def test_a_request_that_may_not_reuse_reads_its_whole_prompt_and_answers_the_sam
 def test_context_overflow(tiny_pair: tuple[Path, Path]) -> None:
     target, draft = tiny_pair
     eng = Engine(
-        ModelSpec(str(target), n_ctx=256, n_threads=2),
-        ModelSpec(str(draft), n_ctx=256, n_threads=2),
+        ModelSpec(str(target), n_ctx=256, n_threads=THREADS),
+        ModelSpec(str(draft), n_ctx=256, n_threads=THREADS),
     )
     try:
         long_prompt = eng.tokenize("the model " * 60)
@@ -377,8 +378,8 @@ def test_collapse_guard_falls_back_to_target_and_stays_exact(tiny_dir: Path, tin
     target, _ = tiny_pair
     stranger = write_tiny_llama(tiny_dir / "stranger.gguf", seed=9)  # same vocab, unrelated
     eng = Engine(
-        ModelSpec(str(target), n_ctx=512, n_threads=2),
-        ModelSpec(str(stranger), n_ctx=512, n_threads=2),
+        ModelSpec(str(target), n_ctx=512, n_threads=THREADS),
+        ModelSpec(str(stranger), n_ctx=512, n_threads=THREADS),
     )
     try:
         prompt = eng.tokenize(PROMPTS[0])

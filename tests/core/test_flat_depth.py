@@ -19,6 +19,7 @@ from app.engine.engine import Engine
 from app.engine.loop.textstream import TextStream
 from app.engine.randomness import Randomness
 from app.engine.sequences import common_prefix_length
+from tests.cores import THREADS
 
 pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
 
@@ -47,8 +48,8 @@ class CountingList(list):
 def engine(tiny_pair: tuple[Path, Path]):
     target, draft = tiny_pair
     eng = Engine(
-        ModelSpec(str(target), n_ctx=2048, n_threads=2),
-        ModelSpec(str(draft), n_ctx=2048, n_threads=2),
+        ModelSpec(str(target), n_ctx=2048, n_threads=THREADS),
+        ModelSpec(str(draft), n_ctx=2048, n_threads=THREADS),
     )
     yield eng
     eng.close()

@@ -26,6 +26,7 @@ from app.engine.engine import Engine
 from app.engine.events import GuardEvent, RunSummary, drain
 from app.engine.exactness import judge
 from app.models.guard_words import message
+from tests.cores import THREADS
 
 PALINDROME = "Write a Python function that checks whether a string is a palindrome, with tests"
 
@@ -53,8 +54,8 @@ def test_a_fresh_engines_first_answer_is_not_paused_by_warm_up(qwen_pair) -> Non
     calm = 0
     for load in range(3):
         engine = Engine(
-            ModelSpec(str(target), n_ctx=1024, n_threads=2),
-            ModelSpec(str(draft), n_ctx=1024, n_threads=2),
+            ModelSpec(str(target), n_ctx=1024, n_threads=THREADS),
+            ModelSpec(str(draft), n_ctx=1024, n_threads=THREADS),
         )
         try:
             costs = engine.costs
@@ -156,8 +157,8 @@ def test_the_verdict_counts_the_tokens_written_while_drafting_was_paused(
     the summary counts the tokens the target then wrote alone, and the verdict says so."""
     target, _ = smollm2_pair
     engine = Engine(
-        ModelSpec(str(target), n_ctx=1024, n_threads=2),
-        ModelSpec(str(target), n_ctx=1024, n_threads=2),
+        ModelSpec(str(target), n_ctx=1024, n_threads=THREADS),
+        ModelSpec(str(target), n_ctx=1024, n_threads=THREADS),
     )
     try:
         prompt = engine.tokenize_chat([Message("user", "Explain why the sky is blue.")])

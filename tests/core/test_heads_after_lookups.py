@@ -21,6 +21,7 @@ from app.engine.drafters.combined import CombinedDrafter
 from app.engine.engine import Engine
 from app.engine.events import RunSummary, StepEvent
 from app.engine.randomness import Randomness
+from tests.cores import THREADS
 
 HEADS = {
     "mtp": "MTP",
@@ -49,8 +50,8 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
     kind = request.param
     target, head = _paths(kind, tmp_path)
     loaded = Engine(
-        ModelSpec(str(target), n_ctx=1024, n_threads=2),
-        ModelSpec(str(head), n_ctx=1024, n_threads=2) if head is not None else None,
+        ModelSpec(str(target), n_ctx=1024, n_threads=THREADS),
+        ModelSpec(str(head), n_ctx=1024, n_threads=THREADS) if head is not None else None,
         draft_source=DraftSource.MTP if kind == "mtp" else None,
     )
     try:

@@ -19,13 +19,15 @@ from app.engine.drafters.lookup import NgramDrafter
 from app.engine.engine import Engine
 from app.engine.policy.costs import CostModel
 from app.engine.randomness import Randomness
+from tests.cores import THREADS
 
 
 @pytest.fixture()
 def combined(tiny_pair: tuple[Path, Path]):
     target, draft = tiny_pair
     engine = Engine(
-        ModelSpec(str(target), n_ctx=512, n_threads=2), ModelSpec(str(draft), n_threads=2)
+        ModelSpec(str(target), n_ctx=512, n_threads=THREADS),
+        ModelSpec(str(draft), n_threads=THREADS),
     )
     try:
         # the verification prices lookups and rates are judged by: 10 ms single, 30 ms for
@@ -105,7 +107,8 @@ def test_no_draft_runs_past_the_end_of_a_real_answer(smollm2_pair, monkeypatch) 
     this rule blocks ran on past the end and paid draft passes for tokens never used."""
     target, draft = smollm2_pair
     engine = Engine(
-        ModelSpec(str(target), n_ctx=1024, n_threads=2), ModelSpec(str(draft), n_threads=2)
+        ModelSpec(str(target), n_ctx=1024, n_threads=THREADS),
+        ModelSpec(str(draft), n_threads=THREADS),
     )
     blocks: list[list[int]] = []
     observe = CombinedDrafter.observe
@@ -157,8 +160,8 @@ def test_a_long_prompt_first_measures_a_target_pass_at_its_depth(
 
     target, draft = tiny_pair
     engine = Engine(
-        ModelSpec(str(target), n_ctx=1024, n_threads=2),
-        ModelSpec(str(draft), n_ctx=1024, n_threads=2),
+        ModelSpec(str(target), n_ctx=1024, n_threads=THREADS),
+        ModelSpec(str(draft), n_ctx=1024, n_threads=THREADS),
     )
     records: list[StepRecord] = []
     observe = DraftController.observe
@@ -222,8 +225,8 @@ def test_a_draft_that_can_never_pay_is_paused_before_the_answer_pays_a_pass(
 
     target, draft = tiny_pair
     engine = Engine(
-        ModelSpec(str(target), n_ctx=512, n_threads=2),
-        ModelSpec(str(draft), n_ctx=512, n_threads=2),
+        ModelSpec(str(target), n_ctx=512, n_threads=THREADS),
+        ModelSpec(str(draft), n_ctx=512, n_threads=THREADS),
     )
     try:
         # a draft pass as dear as a hundred target passes, over each cell's whole stretch of
@@ -262,8 +265,8 @@ def test_the_draft_model_reads_the_prompt_in_its_first_proposal(
     that had read the prompt already drafts."""
     target, draft = tiny_pair
     engine = Engine(
-        ModelSpec(str(target), n_ctx=512, n_threads=2),
-        ModelSpec(str(draft), n_ctx=512, n_threads=2),
+        ModelSpec(str(target), n_ctx=512, n_threads=THREADS),
+        ModelSpec(str(draft), n_ctx=512, n_threads=THREADS),
     )
     try:
         prompt = list(engine.tokenize("the code of the model import data for self and"))

@@ -15,6 +15,7 @@ from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SpecCon
 from app.engine.engine import Engine
 from app.engine.events import PrefillEvent, RunSummary
 from app.engine.exactness import NEAR_TIE_LOGIT_MARGIN, compare
+from tests.cores import THREADS
 
 pytestmark = pytest.mark.real
 
@@ -23,8 +24,8 @@ pytestmark = pytest.mark.real
 def smol(smollm2_pair):
     target, draft = smollm2_pair
     eng = Engine(
-        ModelSpec(str(target), n_ctx=1024, n_threads=2),
-        ModelSpec(str(draft), n_ctx=1024, n_threads=2),
+        ModelSpec(str(target), n_ctx=1024, n_threads=THREADS),
+        ModelSpec(str(draft), n_ctx=1024, n_threads=THREADS),
     )
     yield eng
     eng.close()
@@ -165,8 +166,8 @@ def test_qwen_pair_adaptive_drafting_is_exact_and_drafts(qwen_pair) -> None:
     adaptive rule must choose to draft long blocks, with output still exact."""
     target, draft = qwen_pair
     eng = Engine(
-        ModelSpec(str(target), n_ctx=1024, n_threads=2),
-        ModelSpec(str(draft), n_ctx=1024, n_threads=2),
+        ModelSpec(str(target), n_ctx=1024, n_threads=THREADS),
+        ModelSpec(str(draft), n_ctx=1024, n_threads=THREADS),
     )
     try:
         prompt = eng.tokenize_chat([Message("user", "Write a Python function fizzbuzz(n).")])
@@ -190,8 +191,8 @@ def test_qwen_pair_drafts_and_accepts_on_every_chat_turn(qwen_pair) -> None:
     catch-up once inflated the measured draft cost and switched drafting off for good)."""
     target, draft = qwen_pair
     eng = Engine(
-        ModelSpec(str(target), n_ctx=2048, n_threads=2),
-        ModelSpec(str(draft), n_ctx=2048, n_threads=2),
+        ModelSpec(str(target), n_ctx=2048, n_threads=THREADS),
+        ModelSpec(str(draft), n_ctx=2048, n_threads=THREADS),
     )
     try:
         messages = [Message("system", "You are a helpful assistant.")]
@@ -222,8 +223,8 @@ def test_a_draft_too_expensive_to_pay_is_paused_for_cost(smollm2_pair) -> None:
 
     target, _ = smollm2_pair
     eng = Engine(
-        ModelSpec(str(target), n_ctx=1024, n_threads=2),
-        ModelSpec(str(target), n_ctx=1024, n_threads=2),
+        ModelSpec(str(target), n_ctx=1024, n_threads=THREADS),
+        ModelSpec(str(target), n_ctx=1024, n_threads=THREADS),
     )
     try:
         prompt = eng.tokenize_chat([Message("user", "Explain why the sky is blue.")])

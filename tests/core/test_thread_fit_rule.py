@@ -3,17 +3,18 @@ as set, SpecDeck's own CPU use never counted against it (no process started: fas
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 
-from app.engine.config import ModelSpec
+from app.engine.config import ModelSpec, usable_cores
 from app.engine.thread_fit import (
     MIN_WINDOW_S,
     OtherProgramsMeter,
     busy_cpu_seconds,
     fit_threads,
-    usable_cores,
+    unmeasured_fit,
     whole_cores,
     with_threads,
 )
@@ -77,6 +78,21 @@ def test_the_fitted_count_reaches_only_specs_that_leave_it_to_specdeck() -> None
     fit = fit_threads(4, 3.0)
     assert with_threads(ModelSpec("t.gguf"), fit).threads() == 1
     assert with_threads(ModelSpec("t.gguf", n_threads=3), fit).threads() == 3
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
+def test_a_process_held_to_one_core_runs_its_passes_on_one_thread() -> None:
+    """``taskset``, a container's cpuset or a test worker's core: the default threads are the
+    cores this process may use, not the machine's (a second thread would spin on a core it
+    does not have)."""
+    allowed = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(allowed)})
+        assert usable_cores() == [min(allowed)]
+        assert ModelSpec("t.gguf").threads() == 1 == unmeasured_fit(ModelSpec("t.gguf")).threads
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert ModelSpec("t.gguf").threads() == len(allowed)
 
 
 def test_specdecks_own_cpu_use_does_not_count_as_other_programs() -> None:

@@ -13,6 +13,7 @@ from app.lab.configs import parse_config
 from app.lab.plan import Claim, LabPlan
 from app.lab.runner import target_spec
 from app.lab.suites import Prompt
+from tests.cores import THREADS
 
 QUIET = {"wall_s": 2.0, "own_cpu_s": 3.6, "busy_cpu_s": 3.7, "cpus": 2, "threads": 2}
 BUSY = {"wall_s": 2.0, "own_cpu_s": 2.0, "busy_cpu_s": 4.0, "cpus": 2, "threads": 2}
@@ -45,7 +46,7 @@ def write(
     """``runs``: (phase, prompt id, category, {configuration: speedup}), one prompt each."""
     prompts = tuple(dict.fromkeys(Prompt(p, c, f"prompt {p}") for _, p, c, _ in runs))
     plan = LabPlan(
-        target=target_spec(str(target), n_ctx=1024, threads=2),
+        target=target_spec(str(target), n_ctx=1024, threads=THREADS),
         configs=(parse_config(f"adaptive:draft={draft}"), parse_config("ngram:ngram")),
         prompts=prompts,
         claim=claim,

@@ -23,6 +23,7 @@ from app.engine.engine import Engine
 from app.gguf.facts import ModelFacts, model_facts
 from app.gguf.reader import read_local_header
 from app.models.fit import N_UBATCH, estimate_pair, gib, memory_text, model_memory
+from tests.cores import THREADS
 
 MIB = 1 << 20
 KINDS = {"dflash": "DFlash", "dflash2": "DFlash2", "dspark": "DSpark"}
@@ -117,8 +118,8 @@ def test_the_estimate_matches_what_llama_cpp_allocates(
     runtime.ensure_backend()
     monkeypatch.setattr(runtime, "_log_capture", lines)
     engine = Engine(
-        ModelSpec(str(pair["target"]), n_ctx=n_ctx, n_threads=2),
-        ModelSpec(str(pair[variant]), n_ctx=n_ctx, n_threads=2),
+        ModelSpec(str(pair["target"]), n_ctx=n_ctx, n_threads=THREADS),
+        ModelSpec(str(pair[variant]), n_ctx=n_ctx, n_threads=THREADS),
     )
     engine.close()
     monkeypatch.setattr(runtime, "_log_capture", None)

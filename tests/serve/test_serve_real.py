@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cores import THREADS
 from tests.serve.conftest import ROOT, ServeProcess, app_env
 
 pytestmark = [pytest.mark.real, pytest.mark.timeout(600)]
@@ -20,7 +21,8 @@ def test_smollm2_answers_like_generate_with_its_speculative_figures(
     smollm2_pair: tuple[Path, Path], serve_logs: Path
 ) -> None:
     target, draft = smollm2_pair
-    options = ["--target", str(target), "--draft", str(draft), "--threads", "2", "--ctx", "2048"]
+    options = ["--target", str(target), "--draft", str(draft), "--ctx", "2048"]
+    options += ["--threads", str(THREADS)]
     direct = subprocess.run(
         [sys.executable, "-m", "app", "generate", *options, "--max-tokens", str(TOKENS)]
         + ["--no-colour", PROMPT],

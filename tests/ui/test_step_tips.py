@@ -19,6 +19,7 @@ from app.engine.events import StepEvent
 from app.ui.charts import ChartsPanel
 from app.ui.step_tips import step_near, step_tip
 from app.workers.messages import EventBatch
+from tests.cores import THREADS
 
 PROMPT = (1, 300, 310, 320, 330, 301) * 3
 
@@ -93,8 +94,8 @@ def test_a_dflash_answer_with_lookups_first_names_both_in_the_tooltips(
     target = write_dflash_target(tmp_path / "target.gguf")
     head = write_tiny_dflash(tmp_path / "dflash.gguf", target, variant="dflash")
     engine = Engine(
-        ModelSpec(str(target), n_ctx=1024, n_threads=2),
-        ModelSpec(str(head), n_ctx=1024, n_threads=2),
+        ModelSpec(str(target), n_ctx=1024, n_threads=THREADS),
+        ModelSpec(str(head), n_ctx=1024, n_threads=THREADS),
     )
     try:
         request = GenerationRequest(PROMPT, max_tokens=200, spec=SpecConfig(), ignore_eos=True)

@@ -16,6 +16,7 @@ import pytest
 from app.engine.config import DraftSource
 from app.engine.events import TokenKind
 from app.store.settings import Settings
+from tests.cores import THREADS
 from tests.ui.conftest import APP_FREEZE, ask, load
 from tests.ui.dialogs import Dialogs, pick, press
 
@@ -102,7 +103,7 @@ def test_qwen_f32_with_a_smollm2_draft_is_refused_and_the_pair_stays(
 ) -> None:
     """The issue's case: Change pair → Local GGUF files… with the Qwen F32 target and the
     SmolLM2 draft, while the SmolLM2 pair is loaded."""
-    window = make_window(replace(FAST, n_threads=2, max_tokens=12))
+    window = make_window(replace(FAST, n_threads=THREADS, max_tokens=12))
     smol_target, smol_draft = smollm2_pair
     qwen_target, _ = qwen_pair
     loaded = load(window, qtbot, smol_target, smol_draft)

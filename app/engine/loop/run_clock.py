@@ -14,10 +14,11 @@ from typing import Protocol
 
 import numpy as np
 
+from app.engine.config import usable_cores
 from app.engine.events import GuardEvent, RunSummary, StopReason, TokenEvent
 from app.engine.loop.acceptance import Produced
 from app.engine.step_record import StepRecord, per_drafter, per_position
-from app.engine.thread_fit import busy_cpu_seconds, usable_cores
+from app.engine.thread_fit import busy_cpu_seconds
 
 
 class DecodeTimed(Protocol):

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from app.engine.config import ModelSpec
+from app.engine.config import ModelSpec, usable_cores
 from app.engine.machine_load import LoadRunning, MachineLoad
 from app.engine.process.host import EngineHost, LoadRequest
-from app.engine.thread_fit import OtherProgramsMeter, ThreadGovernor, usable_cores, whole_cores
+from app.engine.thread_fit import OtherProgramsMeter, ThreadGovernor, whole_cores
 
 
 def test_a_core_kept_busy_by_another_program_is_left_to_it() -> None:
