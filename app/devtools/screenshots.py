@@ -142,7 +142,15 @@ def small(shooter: Shooter, pair: tuple[Path, Path]) -> MainWindow:
     return window
 
 
+CASES = ("code", "sampled", "divergence", "continue", "streaming", "small")
+
+
 def main(argv: list[str]) -> int:
+    if not argv or argv[0].startswith("-") or not set(argv[1:]) <= set(CASES):
+        # usage before any window: not a folder named "--help", nor shots before a typo
+        asked = argv[:1] in (["-h"], ["--help"])
+        print(__doc__, file=sys.stdout if asked else sys.stderr)
+        return 0 if asked else 2
     out = Path(argv[0])
     cases = argv[1:] or ["code", "sampled", "divergence", "continue"]
     app = QApplication.instance() or QApplication([])
@@ -187,10 +195,8 @@ def main(argv: list[str]) -> int:
                 raise SystemExit("no answer")
             settle(40)
             shooter.save(window, "streamed-message-done", sizes=((1024, 640),), themes=("light",))
-        elif case == "small":
-            window = small(shooter, smol)
         else:
-            raise SystemExit(f"unknown case {case!r}")
+            window = small(shooter, smol)
         window.close()
         settle()
     return 0
