@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal
 
+from app.engine.config import usable_cores
+
 LoadKind = Literal["bursts", "steady"]
 MEMORY_BYTES = 16 << 20  # copied back and forth in a burst: more than a core's caches hold
 SLICE_S = 0.002  # spinning between two copies
@@ -34,11 +36,11 @@ DUTY_PERIOD_S = 0.1  # a steady fraction of a core: busy this share of every per
 class MachineLoad:
     kind: LoadKind
     seed: int = 0
-    share: float = 0.5  # steady: the cores kept busy, as a share of the machine's
+    share: float = 0.5  # steady: the cores kept busy, as a share of ``core_count``
     shortest_s: float = 0.2  # bursts: the shortest busy span and idle gap
     longest_s: float = 3.0  # bursts: the longest
     limit_s: float = 1800.0  # no load outlives this, whatever happens to its starter
-    cores: int = 0  # 0: the machine's
+    cores: int = 0  # 0: those this process may run on, which its load processes inherit
 
     @classmethod
     def parse(cls, text: str) -> MachineLoad:
@@ -64,15 +66,17 @@ class MachineLoad:
 
     @property
     def core_count(self) -> int:
-        return self.cores or os.cpu_count() or 1
+        return self.cores or len(usable_cores())
 
     def describe(self) -> str:
+        cores = self.core_count
         if self.kind == "bursts":
+            every = f"all {cores} cores" if cores > 1 else "the one core"
             return (
-                f"bursts (seed {self.seed}): all {self.core_count} cores busy for "
+                f"bursts (seed {self.seed}): {every} busy for "
                 f"{self.shortest_s:g}-{self.longest_s:g} s, idle for as long"
             )
-        return f"steady: {self.share:.0%} of {self.core_count} cores busy"
+        return f"steady: {self.share:.0%} of {cores} {'cores' if cores > 1 else 'core'} busy"
 
     def schedule(self) -> list[tuple[float, float]]:
         """The bursts as (start, end) seconds after the load starts, up to ``limit_s``."""

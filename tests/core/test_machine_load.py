@@ -42,6 +42,23 @@ def test_a_steady_share_is_whole_cores_and_one_duty_cycle() -> None:
     assert MachineLoad("steady", share=1.0, cores=4).duties() == [1.0] * 4
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
+def test_a_load_counts_the_cores_its_processes_may_run_on() -> None:
+    """Its processes inherit this process's cores (``taskset``, a cpuset, a test worker's
+    core): one per core it may use, not per core of the machine, which would pile several
+    spinning processes onto each of them."""
+    allowed = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(allowed)})
+        assert MachineLoad("bursts").core_count == 1
+        assert MachineLoad("steady", share=1.0).duties() == [1.0]
+        assert MachineLoad("bursts").describe().startswith("bursts (seed 0): the one core busy")
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert MachineLoad("bursts").core_count == len(allowed)
+    assert MachineLoad("bursts", cores=3).core_count == 3
+
+
 def test_a_load_keeps_its_cores_busy_while_held_and_is_gone_after() -> None:
     """CPU time measured while held: a process that only slept would use none of it (the
     share it gets depends on what else runs, so only 'some' is asserted here)."""
