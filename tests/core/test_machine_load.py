@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from app.engine.machine_load import LoadRunning, MachineLoad
+from tests.cores import held_to_one_core, needs_affinity
 from tests.processes import run_app
 
 
@@ -42,19 +43,15 @@ def test_a_steady_share_is_whole_cores_and_one_duty_cycle() -> None:
     assert MachineLoad("steady", share=1.0, cores=4).duties() == [1.0] * 4
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
+@needs_affinity
 def test_a_load_counts_the_cores_its_processes_may_run_on() -> None:
     """Its processes inherit this process's cores (``taskset``, a cpuset, a test worker's
     core): one per core it may use, not per core of the machine, which would pile several
     spinning processes onto each of them."""
-    allowed = os.sched_getaffinity(0)
-    try:
-        os.sched_setaffinity(0, {min(allowed)})
+    with held_to_one_core() as allowed:
         assert MachineLoad("bursts").core_count == 1
         assert MachineLoad("steady", share=1.0).duties() == [1.0]
         assert MachineLoad("bursts").describe().startswith("bursts (seed 0): the one core busy")
-    finally:
-        os.sched_setaffinity(0, allowed)
     assert MachineLoad("bursts").core_count == len(allowed)
     assert MachineLoad("bursts", cores=3).core_count == 3
 

@@ -3,7 +3,6 @@ as set, SpecDeck's own CPU use never counted against it (no process started: fas
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
@@ -18,6 +17,7 @@ from app.engine.thread_fit import (
     whole_cores,
     with_threads,
 )
+from tests.cores import held_to_one_core, needs_affinity
 
 pytestmark = pytest.mark.fast
 
@@ -80,18 +80,14 @@ def test_the_fitted_count_reaches_only_specs_that_leave_it_to_specdeck() -> None
     assert with_threads(ModelSpec("t.gguf", n_threads=3), fit).threads() == 3
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
+@needs_affinity
 def test_a_process_held_to_one_core_runs_its_passes_on_one_thread() -> None:
     """``taskset``, a container's cpuset or a test worker's core: the default threads are the
     cores this process may use, not the machine's (a second thread would spin on a core it
     does not have)."""
-    allowed = os.sched_getaffinity(0)
-    try:
-        os.sched_setaffinity(0, {min(allowed)})
+    with held_to_one_core() as allowed:
         assert usable_cores() == [min(allowed)]
         assert ModelSpec("t.gguf").threads() == 1 == unmeasured_fit(ModelSpec("t.gguf")).threads
-    finally:
-        os.sched_setaffinity(0, allowed)
     assert ModelSpec("t.gguf").threads() == len(allowed)
 
 
