@@ -41,7 +41,7 @@ if [ "$#" -gt 0 ]; then
 else
   # a worker per core (at most 4), each held to a core of its own (tests/conftest.py), then
   # alone the tests that need every core (tests/whole_machine)
-  workers=$(python -c "from app.engine.config import usable_cores; print(min(4, len(usable_cores())))")
+  workers=$(python -c "from app.engine.config import usable_cores; print(min(4, len(usable_cores())))") || exit $?
   if [ "$workers" -gt 1 ]; then
     echo "== pytest: $workers workers side by side, a core each"
     pytest_ran python -m pytest -p no:cacheprovider --durations=25 -n "$workers" --dist worksteal \
