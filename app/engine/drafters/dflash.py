@@ -92,7 +92,8 @@ class BlockHead(FeatureHead):
                 (None, first_pos + start + i, at + (start + i) * row_bytes, False)
                 for i in range(count)
             ]
-            self._process(DECODE, entries, width=width)
+            # nothing is read from this pass: the block's pass waits for it
+            self._process(DECODE, entries, width=width, wait=False)
 
     # --- drafting ---------------------------------------------------------------------------
 
