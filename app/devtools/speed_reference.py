@@ -131,7 +131,7 @@ def specdeck_run(
     host = EngineHost()
     try:
         host.load(load)
-        return {
+        runs = {
             "specdeck" if speculative else "target_only": _figures(
                 [
                     host.run(_fixed_policy(prompt, n_tokens, draft_max, speculative))
@@ -140,6 +140,8 @@ def specdeck_run(
             )
             for speculative in (False, True)
         }
+        check = host.compare(prompt, runs["specdeck"]["tokens"], runs["target_only"]["tokens"])
+        return runs | {"exactness": check.describe()}
     finally:
         host.close()
 

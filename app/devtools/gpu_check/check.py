@@ -15,6 +15,9 @@ machine, build and models measure only the phases this one did not reach:
   p-min, no guard): SpecDeck's tokens/sec as a share of ``llama-server -md DRAFT
   --spec-type draft-simple``'s, and of its target-only, on one token-id prompt.
 - ``mtp_vs_server``: the same for the MTP model against ``--spec-type draft-mtp``.
+- ``dflash_vs_server``, ``dspark_vs_server``: the same for speed_pairs' synthetic DFlash and
+  DSpark pairs (the "large" 768-wide target) against ``--spec-type draft-dflash`` /
+  ``draft-dspark``.
 - ``fast_bench_t07``: the first phase at temperature 0.7.
 - ``fast_bench_host_sampling``: the first phase with the sampler chain on the host
   (``--sampling host``): what sampling in ``llama_decode`` gains or costs on this GPU.
@@ -31,7 +34,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from app.devtools.gpu_check.models import GPU_SHAPES, SMALL_SHAPES, Models, Shapes, write_models
+from app.devtools.gpu_check.models import (
+    BLOCK_DRAFTERS,
+    GPU_SHAPES,
+    SMALL_SHAPES,
+    Models,
+    Shapes,
+    write_models,
+)
 from app.devtools.llama_server import ServerSetup, greedy_run
 from app.devtools.speed_reference import (
     METHODS,
@@ -46,6 +56,7 @@ from app.files.fileio import atomic_write_text, json_text
 ALL_LAYERS = "999"
 FAST_DRAFT_MAX = 8  # the fixed policy's draft length with a separate draft model
 MTP_DRAFT_MAX = 3  # and with the model's own next-token block (mtp_reference's default)
+BLOCK_DRAFT_MAX = 3  # and with a DFlash or DSpark head (speed_reference's default, the CPU table's)
 BENCH_PROMPTS = (
     "Write a Python function that returns the n-th Fibonacci number.",
     "Explain in three sentences what a hash table is.",
@@ -90,10 +101,12 @@ def versus_server(
     n_tokens: int,
     rounds: int,
     threads: int,
+    method_name: str = "",
 ) -> dict[str, Any]:
-    """SpecDeck and llama-server with the same fixed drafting policy, and both target-only."""
+    """SpecDeck and llama-server with the same fixed drafting policy, and both target-only;
+    ``method_name`` is one of speed_reference's (default: a draft model, or MTP without one)."""
     prompt = list(PROMPT)
-    method = METHODS["mtp" if draft is None else "draft-model"]
+    method = METHODS[method_name or ("mtp" if draft is None else "draft-model")]
     spec_args = server_args(method, draft, draft_max, ALL_LAYERS)
     args = (prompt, n_tokens, rounds, threads, REFERENCE_CTX)
     served = server_run(server, model, spec_args, *args)
@@ -111,6 +124,8 @@ def versus_server(
         "tokens": len(spec["tokens"]),
         "identical_to_server": same and len(served["tokens"]) - len(spec["tokens"]) in (0, 1),
         "identical_to_target_only": spec["tokens"] == base["tokens"],
+        # where not: the first differing token and the target's top-two margin there
+        "exactness": ours["exactness"],
         "specdeck_tok_s": spec["tok_s"],
         "specdeck_target_only_tok_s": base["tok_s"],
         "server_tok_s": served["tok_s"],
@@ -118,10 +133,18 @@ def versus_server(
         "specdeck_vs_server": round(spec["tok_s"] / served["tok_s"], 3),
         "specdeck_speedup": round(spec["tok_s"] / base["tok_s"], 3),
         "server_speedup": round(served["tok_s"] / plain["tok_s"], 3),
+        "method": method.spec_type,
+        "specdeck_drafted": spec["drafted"],
+        "server_drafted": served["drafted"],
         "specdeck_acceptance": round(spec["accepted"] / max(spec["drafted"], 1), 4),
         "server_acceptance": round(served["accepted"] / max(served["drafted"], 1), 4),
         "specdeck_host_ms_per_token": spec["host_ms_per_token"],
         "specdeck_target_only_host_ms_per_token": base["host_ms_per_token"],
+        # the same without the prompt's processing, and the passes' own time per token
+        "specdeck_step_host_ms_per_token": spec["step_host_ms_per_token"],
+        "specdeck_target_only_step_host_ms_per_token": base["step_host_ms_per_token"],
+        "specdeck_decode_ms_per_token": spec["decode_ms_per_token"],
+        "specdeck_target_only_decode_ms_per_token": base["decode_ms_per_token"],
     }
 
 
@@ -223,12 +246,22 @@ def summary(phases: dict[str, Any]) -> dict[str, Any]:
         out["fast_pair_vs_llama_server"] = fast_server["specdeck_vs_server"]
         out["fast_pair_fixed_policy_speedup"] = fast_server["specdeck_speedup"]
         out["llama_server_fast_pair_speedup"] = fast_server["server_speedup"]
+        out["fast_pair_fixed_policy_exactness"] = fast_server.get("exactness")
     mtp = phases.get("mtp_vs_server")
     if mtp:
         out["mtp_host_ms_per_token"] = mtp["specdeck_host_ms_per_token"]
         out["mtp_speedup"] = mtp["specdeck_speedup"]
         out["mtp_vs_llama_server"] = mtp["specdeck_vs_server"]
         out["llama_server_mtp_speedup"] = mtp["server_speedup"]
+        out["mtp_exactness"] = mtp.get("exactness")
+    for name in BLOCK_DRAFTERS:
+        block = phases.get(f"{name}_vs_server")
+        if block:
+            out[f"{name}_host_ms_per_token"] = block["specdeck_host_ms_per_token"]
+            out[f"{name}_speedup"] = block["specdeck_speedup"]
+            out[f"{name}_vs_llama_server"] = block["specdeck_vs_server"]
+            out[f"llama_server_{name}_speedup"] = block["server_speedup"]
+            out[f"{name}_exactness"] = block.get("exactness")
     fast_t07 = phases.get("fast_bench_t07")
     if fast_t07:
         out["fast_pair_t07_host_ms_per_token"] = fast_t07.get("median_host_ms_per_token")
@@ -299,6 +332,15 @@ def run_check(work: Path, server: Path, out: Path, shapes: Shapes, clock: Clock)
             lambda: versus_server(
                 server, models.mtp, None, MTP_DRAFT_MAX, n_tokens, rounds, threads
             ),
+        ),
+        *(
+            (
+                f"{name}_vs_server",
+                lambda name=name: versus_server(
+                    server, *models.block[name], BLOCK_DRAFT_MAX, n_tokens, rounds, threads, name
+                ),
+            )
+            for name in BLOCK_DRAFTERS
         ),
         ("fast_bench_t07", lambda: bench(models, shapes, out, "bench_fast_t07", 0.7, threads)),
         (

@@ -14,10 +14,12 @@ model uses.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from app.devtools.speed_pairs import synthetic_pair
 from app.devtools.test_models.synthetic import (
     TinyQwen35Shape,
     TinyShape,
@@ -40,6 +42,7 @@ class Shapes:
     # 0.01 gave 60 % acceptance (0.03, the tests' value, 26 %) and 0.05 gave 67 % (0.3: 8 %)
     noise: float
     branch_scale: float
+    block_pair: str  # speed_pairs' size of the DFlash and DSpark pairs
 
 
 GPU_SHAPES = Shapes(
@@ -64,6 +67,7 @@ GPU_SHAPES = Shapes(
     n_ctx=4096,
     noise=0.01,
     branch_scale=0.05,
+    block_pair="large",
 )
 # the dry run on a CPU: the fast pair as the tests build it, the tiny MTP model
 SMALL_SHAPES = Shapes(
@@ -73,7 +77,11 @@ SMALL_SHAPES = Shapes(
     n_ctx=2048,
     noise=0.03,
     branch_scale=0.3,
+    block_pair="tiny",
 )
+
+
+BLOCK_DRAFTERS = ("dflash", "dspark")
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,8 @@ class Models:
     target: Path
     draft: Path
     mtp: Path
+    # each block drafter's synthetic target and head (speed_pairs: "large" on the GPU)
+    block: dict[str, tuple[Path, Path]]
 
     def describe(self, shapes: Shapes) -> dict[str, object]:
         return {
@@ -92,13 +102,26 @@ class Models:
             "mtp_shape": asdict(shapes.mtp),
             "fast_pair_noise": shapes.noise,
             "mtp_branch_scale": shapes.branch_scale,
+            "block_drafters": {
+                name: {"target": t.name, "head": h.name, "pair": shapes.block_pair}
+                for name, (t, h) in self.block.items()
+            },
         }
 
 
 def model_paths(work: Path, shapes: Shapes) -> Models:
     folder = work / f"models-{shapes.label}"
     return Models(
-        folder / "fast.target.gguf", folder / "fast.draft.gguf", folder / "mtp.qwen35.gguf"
+        folder / "fast.target.gguf",
+        folder / "fast.draft.gguf",
+        folder / "mtp.qwen35.gguf",
+        {
+            name: (
+                folder / name / f"{name}-{shapes.block_pair}-target.gguf",
+                folder / name / f"{name}-{shapes.block_pair}-draft.gguf",
+            )
+            for name in BLOCK_DRAFTERS
+        },
     )
 
 
@@ -126,6 +149,16 @@ def write_models(work: Path, shapes: Shapes) -> Models:
         mtp = _partial(models.mtp)
         write_tiny_qwen35(mtp, shape=shapes.mtp, branch_scale=shapes.branch_scale)
         mtp.replace(models.mtp)
+    for name, (target, head) in models.block.items():
+        if not (target.exists() and head.exists()):
+            # written in a folder of their own, so a half-written pair is never taken whole
+            partial = target.parent.with_name(target.parent.name + ".part")
+            partial.mkdir(parents=True, exist_ok=True)
+            written = synthetic_pair(name, partial, shapes.block_pair)
+            if written != (partial / target.name, partial / head.name):
+                raise RuntimeError(f"{name}: synthetic_pair wrote {written}")
+            shutil.rmtree(target.parent, ignore_errors=True)
+            partial.replace(target.parent)
     return models
 
 
