@@ -92,8 +92,7 @@ class BlockHead(FeatureHead):
                 (None, first_pos + start + i, at + (start + i) * row_bytes, False)
                 for i in range(count)
             ]
-            # nothing is read from this pass: the block's pass waits for it
-            self._process(DECODE, entries, width=width, wait=False)
+            self._process(DECODE, entries, width=width)
 
     # --- drafting ---------------------------------------------------------------------------
 

@@ -94,8 +94,7 @@ class Eagle3Head(FeatureHead):
         ]
         for chunk_start in range(0, len(entries), self.n_ubatch):
             chunk = entries[chunk_start : chunk_start + self.n_ubatch]
-            # nothing is read from this pass: the first draft pass waits for it
-            self._process(DECODE, chunk, width=self.n_embd, wait=False)
+            self._process(DECODE, chunk, width=self.n_embd)
 
     def _pos_max(self) -> int:
         return int(llama_cpp.llama_memory_seq_pos_max(self.memory, 0))

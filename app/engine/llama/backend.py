@@ -424,14 +424,12 @@ class LlamaContext:
                 self._rows_view[: len(chunk)] = rows[start : start + len(chunk)]
             began = time.perf_counter()
             rc = llama_cpp.llama_decode(self.ptr, self._batch)
-            if logits != "none" or self.after_decode is not None:
-                # a GPU backend returns once the pass is queued, and reading its results
-                # waits for it: without waiting here that wait would count as the host's
-                # time, and the cost model would see passes of a few launches' cost (0.18 ms
-                # for a 1.9 ms pass on an H200). A pass nobody reads at once (a prompt's
-                # chunk, a draft model catching up) runs on while the host goes on; the
-                # next pass here waits for it. A no-op on the CPU.
-                llama_cpp.llama_synchronize(self.ptr)
+            # a GPU backend returns once the pass is queued, and whatever reads its results
+            # next waits for it: without waiting here that wait would count as the host's
+            # time, or as the next pass's (a prompt's chunks in the first token's pass), and
+            # the cost model would see passes of a few launches' cost (0.18 ms for a 1.9 ms
+            # pass on an H200). A no-op on the CPU.
+            llama_cpp.llama_synchronize(self.ptr)
             took = time.perf_counter() - began
             self.decode_s += took
             self.decode_thread_s += took * self.threads

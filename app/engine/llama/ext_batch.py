@@ -86,13 +86,10 @@ class ExtBatch:
         offset: int = getattr(llama_cpp.llama_embd, "data").offset  # noqa: B009 - a field descriptor
         self._embd_data = ctypes.c_void_p.from_buffer(self._embd, offset)
 
-    def process(
-        self, kind: int, entries: Sequence[BatchEntry], *, width: int = 0, wait: bool = True
-    ) -> float:
-        """Run ``entries`` through ``llama_process``; the seconds llama.cpp took. ``width``:
-        the length of the rows given by address. ``wait``: until the pass has run (its
-        results are read next); without, a GPU runs it while the host goes on, and the
-        context's next pass waits for it (``LlamaContext.decode``)."""
+    def process(self, kind: int, entries: Sequence[BatchEntry], *, width: int = 0) -> float:
+        """Run ``entries`` through ``llama_process``; the seconds llama.cpp took, until the
+        pass has run (``LlamaContext.decode``). ``width``: the length of the rows given by
+        address."""
         batch, pos, who = self._batch, self._pos, self.who
         if not batch:
             raise RuntimeError(f"the {who}'s batch is closed")
@@ -131,8 +128,7 @@ class ExtBatch:
                 llama_cpp.llama_batch_ext_set_output_logits(batch, index, True)
         began = time.perf_counter()
         code = llama_cpp.llama_process(self.ctx, kind, batch)
-        if wait:
-            llama_cpp.llama_synchronize(self.ctx)  # the pass's time, not its launch's
+        llama_cpp.llama_synchronize(self.ctx)  # the pass's time, not its launch's
         took = time.perf_counter() - began
         if code != 0:
             raise RuntimeError(f"the {who}'s llama_process returned {code}")
