@@ -404,3 +404,16 @@ def test_a_match_after_one_that_agreed_is_judged_by_copies_not_by_coincidences()
     gate.observe(16, 16)  # the answer copies again
     assert gate.copying and gate.length(16, 16, 3200) == 16
     assert gate.expected_tokens(16) > 10
+
+
+@pytest.mark.parametrize("fastest", [False, True], ids=["median", "quiet"])
+def test_a_range_of_verification_prices_is_each_sizes_own_price(fastest: bool) -> None:
+    """The lookup gate asks for every length's price in one call: the very prices asked one
+    by one, at depths measured, between them and beyond them."""
+    cost = measured((0, 1500, 3000))
+    model = CostModel(verify=cost).priced_quiet() if fastest else CostModel(verify=cost)
+    for depth in (0, 40, 700, 1500, 2999, 6000):
+        one_by_one = [model.verify_ms(n, depth) for n in range(2, 18)]
+        assert model.verify_prices(2, 17, depth) == one_by_one
+        assert all(price is not None and price > 0 for price in one_by_one)
+    assert CostModel().verify_prices(2, 5, 0) == [None] * 4

@@ -94,6 +94,13 @@ class CostModel:
     def verify_ms(self, n_tokens: int, depth: int) -> float | None:
         return self.verify.ms(n_tokens, depth, fastest=self._fastest)
 
+    def verify_prices(self, first: int, last: int, depth: int) -> list[float | None]:
+        """``verify_ms(n, depth)`` for n from ``first`` to ``last``, in one call."""
+        if self._fastest:
+            return [self.verify_ms(n, depth) for n in range(first, last + 1)]
+        prices = self.verify.prices(first, last, depth)
+        return [None] * (last - first + 1) if prices is None else list(prices)
+
     def draft_ms(self, n_tokens: int, depth: int) -> float | None:
         return self.draft.ms(n_tokens, depth, fastest=self._fastest)
 

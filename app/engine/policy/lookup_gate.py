@@ -121,9 +121,14 @@ class LookupGate:
         if single is None:
             return min(available, k_max)
         best_k, best = 0, 0.0
-        for k in range(1, min(available, k_max) + 1):
-            verify = self.costs.verify_ms(k + 1, depth) or single
-            gain = self.expected_tokens(k) * single / verify
+        longest = min(available, k_max)
+        # expected_tokens(k) with its rates read once: asked for every length, every step
+        first, c, kept = self.first.value or 0.0, self.continued, self.kept
+        prices = self.costs.verify_prices(2, longest + 1, depth) if longest > 0 else []
+        for k, price in enumerate(prices, start=1):
+            verify = price or single
+            expected = 1.0 + kept * (first * (1.0 - c**k) / (1.0 - c))
+            gain = expected * single / verify
             if gain > best * 1.005:  # shorter on (near) ties: a refusal then costs less
                 best_k, best = k, gain
         self._would = (best_k, self._promised(best_k)) if best_k else None
