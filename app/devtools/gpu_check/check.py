@@ -18,6 +18,8 @@ machine, build and models measure only the phases this one did not reach:
 - ``dflash_vs_server``, ``dspark_vs_server``: the same for speed_pairs' synthetic DFlash and
   DSpark pairs (the "large" 768-wide target) against ``--spec-type draft-dflash`` /
   ``draft-dspark``.
+- ``fast_target_passes``: the fast pair's target alone, one pass over 1 to 17 tokens: each
+  size's first use and its median after (``pass_shapes``).
 - ``fast_bench_t07``: the first phase at temperature 0.7.
 - ``fast_bench_host_sampling``: the first phase with the sampler chain on the host
   (``--sampling host``): what sampling in ``llama_decode`` gains or costs on this GPU.
@@ -51,6 +53,8 @@ from app.devtools.speed_reference import (
     server_args,
     specdeck_run,
 )
+from app.engine.config import ModelSpec
+from app.engine.llama.backend import LlamaContext, LlamaModel
 from app.files.fileio import atomic_write_text, json_text
 
 ALL_LAYERS = "999"
@@ -62,6 +66,9 @@ BENCH_PROMPTS = (
     "Explain in three sentences what a hash table is.",
     "List five prime numbers and say why each is prime.",
 )
+PASS_SIZES = (1, 2, 3, 4, 5, 8, 9, 16, 17)  # pass_shapes: a verification's sizes up to K = 16
+PASS_DEPTH = 64
+PASS_REPEATS = 5
 # a phase starts only with this many seconds left (about twice what one should take on the
 # GPU): one cut short by the call's limit loses only its own figures, $OUT still comes back
 PHASE_SECONDS = 90
@@ -227,6 +234,36 @@ def bench(
     }
 
 
+def pass_shapes(model: Path, n_ctx: int, threads: int) -> dict[str, Any]:
+    """One pass over n tokens of ``model`` (every layer on the GPU) at a depth of 64, for the
+    sizes a verification takes: its first use and its median over REPEATS later ones. Where
+    the first is far dearer, a cost model that prices from the first passes it sees (the
+    bench's verification of 2 tokens at 14.9 ms beside a single pass of 1.94) needs them
+    made once at load."""
+    spec = ModelSpec(str(model), n_ctx=n_ctx, n_threads=threads)
+    loaded = LlamaModel(spec)
+    ctx = LlamaContext(loaded, spec)
+    try:
+        ctx.decode(list(range(10, 10 + PASS_DEPTH)), logits="none")
+        shapes: dict[str, Any] = {}
+        for n in PASS_SIZES:
+            times = []
+            for _ in range(PASS_REPEATS + 1):
+                ctx.truncate(PASS_DEPTH)
+                began = time.perf_counter()
+                ctx.decode(list(range(20, 20 + n)), logits="all")
+                times.append((time.perf_counter() - began) * 1000.0)
+            later = sorted(times[1:])
+            shapes[str(n)] = {
+                "first_ms": round(times[0], 3),
+                "median_ms": round(later[len(later) // 2], 3),
+            }
+        return {"model": model.name, "depth": PASS_DEPTH, "passes": shapes}
+    finally:
+        ctx.close()
+        loaded.close()
+
+
 def summary(phases: dict[str, Any]) -> dict[str, Any]:
     """The few figures the issue asks for, from the phases that ran."""
     out: dict[str, Any] = {}
@@ -262,6 +299,11 @@ def summary(phases: dict[str, Any]) -> dict[str, Any]:
             out[f"{name}_vs_llama_server"] = block["specdeck_vs_server"]
             out[f"llama_server_{name}_speedup"] = block["server_speedup"]
             out[f"{name}_exactness"] = block.get("exactness")
+    passes = phases.get("fast_target_passes")
+    if passes:
+        out["fast_target_pass_ms_first_and_median"] = {
+            n: [p["first_ms"], p["median_ms"]] for n, p in passes["passes"].items()
+        }
     fast_t07 = phases.get("fast_bench_t07")
     if fast_t07:
         out["fast_pair_t07_host_ms_per_token"] = fast_t07.get("median_host_ms_per_token")
@@ -342,6 +384,7 @@ def run_check(work: Path, server: Path, out: Path, shapes: Shapes, clock: Clock)
             )
             for name in BLOCK_DRAFTERS
         ),
+        ("fast_target_passes", lambda: pass_shapes(models.target, shapes.n_ctx, threads)),
         ("fast_bench_t07", lambda: bench(models, shapes, out, "bench_fast_t07", 0.7, threads)),
         (
             "fast_bench_host_sampling",
