@@ -417,3 +417,26 @@ def test_a_range_of_verification_prices_is_each_sizes_own_price(fastest: bool) -
         assert model.verify_prices(2, 17, depth) == one_by_one
         assert all(price is not None and price > 0 for price in one_by_one)
     assert CostModel().verify_prices(2, 5, 0) == [None] * 4
+
+
+def test_the_gate_picks_the_length_its_expected_tokens_and_prices_say() -> None:
+    """The gate reads every length's price in one call and its rates once: the length it
+    picks is the one each length's ``expected_tokens`` and ``verify_ms`` pick."""
+    costs = CostModel(verify=measured((0, 1500, 3000)))
+    gate = LookupGate(costs)
+    for proposed, accepted in ((3, 3), (4, 4), (5, 2), (2, 2), (6, 6)):
+        gate.observe(proposed, accepted)
+    picked = 0
+    for depth in (10, 900, 2500, 5000):
+        for available in (1, 3, 8, 16):
+            single = costs.verify_ms(1, depth)
+            assert single is not None
+            best_k, best = 0, 0.0
+            for k in range(1, min(available, 16) + 1):
+                gain = gate.expected_tokens(k) * single / (costs.verify_ms(k + 1, depth) or single)
+                if gain > best * 1.005:
+                    best_k, best = k, gain
+            expected = best_k if best > LookupGate.MIN_GAIN else 0
+            assert gate.length(available, 16, depth) == expected, (depth, available)
+            picked += expected > 0
+    assert picked > 0  # some length pays, so the comparison is not of zeros alone

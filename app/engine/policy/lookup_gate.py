@@ -9,7 +9,16 @@ from app.engine.policy.costs import CostModel
 from app.engine.running_stats import Ema, FadingShare
 from app.engine.sequences import common_prefix_length
 
-Promise = tuple[int, float]  # a length to verify, and the lookup tokens it is expected to yield
+Promise = tuple[int, float]
+
+
+def promised(first: float, continued: float, k: int) -> float:
+    """Tokens a k-token match is expected to yield: its first right at rate ``first``, each
+    after a right one at rate ``continued``."""
+    return first * (1.0 - continued**k) / (1.0 - continued)
+
+
+# a length to verify, and the lookup tokens it is expected to yield
 
 
 class LookupGate:
@@ -107,8 +116,7 @@ class LookupGate:
         return min(max(self._kept.share, low), high)
 
     def _promised(self, k: int) -> float:
-        first, c = self.first.value or 0.0, self.continued
-        return first * (1.0 - c**k) / (1.0 - c)
+        return promised(self.first.value or 0.0, self.continued, k)
 
     def expected_tokens(self, k: int) -> float:
         """Tokens one verification of a k-token match yields, the target's own included."""
@@ -127,8 +135,7 @@ class LookupGate:
         prices = self.costs.verify_prices(2, longest + 1, depth) if longest > 0 else []
         for k, price in enumerate(prices, start=1):
             verify = price or single
-            expected = 1.0 + kept * (first * (1.0 - c**k) / (1.0 - c))
-            gain = expected * single / verify
+            gain = (1.0 + kept * promised(first, c, k)) * single / verify  # expected_tokens
             if gain > best * 1.005:  # shorter on (near) ties: a refusal then costs less
                 best_k, best = k, gain
         self._would = (best_k, self._promised(best_k)) if best_k else None

@@ -35,6 +35,13 @@ def _features(n_tokens: int, depth: float) -> Coefficients:
     return (1.0, size, deep, size * deep, _batched(n_tokens))
 
 
+def _shape_of(coef: Coefficients, n_tokens: int, deep: float) -> float:
+    """The fit's price of a pass over ``n_tokens`` at ``deep`` (depth / DEPTH_SCALE)."""
+    a, b, c, e, j = coef
+    size = n_tokens / SIZE_SCALE
+    return max(a + b * size + c * deep + e * size * deep + j * _batched(n_tokens), 1e-6)
+
+
 def _batched(n_tokens: int) -> float:
     """1 for a pass over several tokens: on a CPU llama.cpp leaves its one-token kernel
     there, and two tokens cost twice one (SmolLM2 F16: 11.4 ms, 21 ms, then 24 ms for five
@@ -176,9 +183,7 @@ class PassCost:
         return _nonnegative_least_squares(gram, moment, columns)
 
     def _shape(self, n_tokens: int, depth: float) -> float:
-        a, b, c, e, j = self._fitted()
-        size, deep = n_tokens / SIZE_SCALE, depth / DEPTH_SCALE
-        return max(a + b * size + c * deep + e * size * deep + j * _batched(n_tokens), 1e-6)
+        return _shape_of(self._fitted(), n_tokens, depth / DEPTH_SCALE)
 
     def ms(self, n_tokens: int, depth: int = 0, *, fastest: bool = False) -> float | None:
         """The price of a pass; ``fastest``: from the cells' fastest recent passes instead of
@@ -189,6 +194,22 @@ class PassCost:
         if fastest:  # asked only where a pause is decided on noisy costs: not kept
             quiet = self._anchor(n_tokens, depth, depth_range(depth), fastest=True)
             return quiet * self._shape(n_tokens, depth)
+        return self._kept_anchor(n_tokens, depth) * self._shape(n_tokens, depth)
+
+    def prices(self, first: int, last: int, depth: int) -> list[float] | None:
+        """``ms(n, depth)`` for every n from ``first`` to ``last`` in one call: the lookup
+        gate prices each length of a match every step, and sixteen calls of ``ms`` were
+        most of the host's time per token while the guard paused a draft and lookups went
+        on (0.05 ms of a 0.07 ms step, tiny pair)."""
+        if not self._cells:
+            return None
+        coef, deep = self._fitted(), depth / DEPTH_SCALE
+        return [
+            self._kept_anchor(n, depth) * _shape_of(coef, n, deep) for n in range(first, last + 1)
+        ]
+
+    def _kept_anchor(self, n_tokens: int, depth: int) -> float:
+        """``_anchor`` at ``depth``'s range, kept until a pass of this size is filed."""
         by_range = self._anchors.get(n_tokens)
         if by_range is None:
             by_range = self._anchors[n_tokens] = {}
@@ -198,31 +219,7 @@ class PassCost:
         anchor = by_range.get(span)
         if anchor is None:
             anchor = by_range[span] = self._anchor(n_tokens, depth, span)
-        return anchor * self._shape(n_tokens, depth)
-
-    def prices(self, first: int, last: int, depth: int) -> list[float] | None:
-        """``ms(n, depth)`` for every n from ``first`` to ``last`` in one call: the lookup
-        gate prices each length of a match every step, and sixteen calls of ``ms`` were
-        most of the host's time per token while the guard paused a draft and lookups went
-        on (0.05 ms of a 0.07 ms step, tiny pair)."""
-        if not self._cells:
-            return None
-        a, b, c, e, j = self._fitted()
-        if depth != self._last_depth:
-            self._last_depth, self._last_span = depth, depth_range(depth)
-        span, deep = self._last_span, depth / DEPTH_SCALE
-        out = []
-        for n in range(first, last + 1):
-            by_range = self._anchors.get(n)
-            if by_range is None:
-                by_range = self._anchors[n] = {}
-            anchor = by_range.get(span)
-            if anchor is None:
-                anchor = by_range[span] = self._anchor(n, depth, span)
-            size = n / SIZE_SCALE
-            batched = 1.0 if n > 1 else 0.0  # _batched
-            out.append(anchor * max(a + b * size + c * deep + e * size * deep + j * batched, 1e-6))
-        return out
+        return anchor
 
     def _anchor(self, n_tokens: int, depth: int, span: int, *, fastest: bool = False) -> float:
         """The nearest cell of this size, as a multiple of the fit at its depth (1: none)."""
