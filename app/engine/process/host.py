@@ -77,7 +77,7 @@ from app.engine.process.protocol import (
     describe_exit,
     rebuild_error,
 )
-from app.errors import SpecDeckError
+from app.errors import GenerationCancelled, SpecDeckError
 from app.gguf.check import check_local_pair
 
 __all__ = [
@@ -260,7 +260,10 @@ class EngineHost:
         self, request: LoadRequest, on_progress: Callable[[str, float], None] | None = None
     ) -> PairInfo:
         """Load a pair (restarting the child if it is gone); ``on_progress(file, 0..1)``.
-        A pair ``check_before_load`` refuses never reaches the child: it keeps what it had."""
+        A pair ``check_before_load`` refuses never reaches the child: it keeps what it had.
+        A cancel during the load cancels it, also one the child saw too late (after the last
+        file's progress): the child then ends, freeing the pair, and the next load starts
+        another."""
         check_before_load(request.target, request.draft, request.draft_source)
         self.start()
         self._stage, self._model = "loading", Path(request.target.path).name
@@ -274,6 +277,10 @@ class EngineHost:
                 continue
             info = self._finish(reply)
             assert isinstance(info, PairInfo)
+            if self._cancel.is_set():
+                loading = self._model
+                self.close(timeout_s=2.0)
+                raise GenerationCancelled(f"loading {loading} was cancelled")
             self.info, self._loaded = info, request
             self._stage = "idle"
             return info
