@@ -92,7 +92,9 @@ class BlockHead(FeatureHead):
                 (None, first_pos + start + i, at + (start + i) * row_bytes, False)
                 for i in range(count)
             ]
-            self._process(DECODE, entries, width=width)
+            # as llama.cpp's drafter, no wait: on a GPU the injection runs while the host
+            # judges the target's rows, and the block's pass, which waits, is timed with it
+            self._process(DECODE, entries, width=width, wait=False)
 
     # --- drafting ---------------------------------------------------------------------------
 

@@ -94,7 +94,8 @@ class Eagle3Head(FeatureHead):
         ]
         for chunk_start in range(0, len(entries), self.n_ubatch):
             chunk = entries[chunk_start : chunk_start + self.n_ubatch]
-            self._process(DECODE, chunk, width=self.n_embd)
+            # no wait, as the block drafters' injection (dflash.py): the seed pass waits
+            self._process(DECODE, chunk, width=self.n_embd, wait=False)
 
     def _pos_max(self) -> int:
         return int(llama_cpp.llama_memory_seq_pos_max(self.memory, 0))

@@ -86,10 +86,13 @@ class ExtBatch:
         offset: int = getattr(llama_cpp.llama_embd, "data").offset  # noqa: B009 - a field descriptor
         self._embd_data = ctypes.c_void_p.from_buffer(self._embd, offset)
 
-    def process(self, kind: int, entries: Sequence[BatchEntry], *, width: int = 0) -> float:
+    def process(
+        self, kind: int, entries: Sequence[BatchEntry], *, width: int = 0, wait: bool = True
+    ) -> float:
         """Run ``entries`` through ``llama_process``; the seconds llama.cpp took, until the
         pass has run (``LlamaContext.decode``). ``width``: the length of the rows given by
-        address."""
+        address. ``wait=False`` for a pass whose results nobody reads: a GPU runs it while
+        the host goes on, and the context's next pass, which waits, is timed with it."""
         batch, pos, who = self._batch, self._pos, self.who
         if not batch:
             raise RuntimeError(f"the {who}'s batch is closed")
@@ -128,7 +131,8 @@ class ExtBatch:
                 llama_cpp.llama_batch_ext_set_output_logits(batch, index, True)
         began = time.perf_counter()
         code = llama_cpp.llama_process(self.ctx, kind, batch)
-        llama_cpp.llama_synchronize(self.ctx)  # the pass's time, not its launch's
+        if wait:
+            llama_cpp.llama_synchronize(self.ctx)  # the pass's time, not its launch's
         took = time.perf_counter() - began
         if code != 0:
             raise RuntimeError(f"the {who}'s llama_process returned {code}")

@@ -146,9 +146,11 @@ class FeatureHead:
         llama_cpp.llama_set_n_threads(self.ptr, threads, threads)
         self.threads = threads
 
-    def _process(self, kind: int, entries: Sequence[BatchEntry], *, width: int = 0) -> None:
-        """``width``: the length of the rows given by address."""
+    def _process(
+        self, kind: int, entries: Sequence[BatchEntry], *, width: int = 0, wait: bool = True
+    ) -> None:
+        """``width``: the length of the rows given by address; ``wait``: ``ExtBatch.process``."""
         if entries:
-            took = self._batch.process(kind, entries, width=width)
+            took = self._batch.process(kind, entries, width=width, wait=wait)
             self.decode_s += took
             self.decode_thread_s += took * self.threads
