@@ -17,7 +17,8 @@ machine, build and models measure only the phases this one did not reach:
 - ``mtp_vs_server``: the same for the MTP model against ``--spec-type draft-mtp``.
 - ``dflash_vs_server``, ``dspark_vs_server``: the same for speed_pairs' synthetic DFlash and
   DSpark pairs (the "large" 768-wide target) against ``--spec-type draft-dflash`` /
-  ``draft-dspark``.
+  ``draft-dspark``; last, ``eagle3_vs_server``, ``assistant_vs_server`` and
+  ``lookups_vs_server`` on theirs.
 - ``fast_target_passes``: the fast pair's target alone, one pass over 1 to 17 tokens: each
   size's first use and its median after (``pass_shapes``).
 - ``fast_bench_t07``: the first phase at temperature 0.7.
@@ -33,12 +34,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from app.devtools.gpu_check.models import (
     BLOCK_DRAFTERS,
     GPU_SHAPES,
+    PAIR_METHODS,
     SMALL_SHAPES,
     Models,
     Shapes,
@@ -60,7 +63,7 @@ from app.files.fileio import atomic_write_text, json_text
 ALL_LAYERS = "999"
 FAST_DRAFT_MAX = 8  # the fixed policy's draft length with a separate draft model
 MTP_DRAFT_MAX = 3  # and with the model's own next-token block (mtp_reference's default)
-BLOCK_DRAFT_MAX = 3  # and with a DFlash or DSpark head (speed_reference's default, the CPU table's)
+PAIR_DRAFT_MAX = 3  # and on speed_pairs' pairs (speed_reference's default, the CPU table's)
 BENCH_PROMPTS = (
     "Write a Python function that returns the n-th Fibonacci number.",
     "Explain in three sentences what a hash table is.",
@@ -126,7 +129,7 @@ def versus_server(
     same = served["tokens"][: len(spec["tokens"])] == spec["tokens"]
     return {
         "model": model.name,
-        "draft": draft.name if draft else "its own MTP block",
+        "draft": draft.name if draft else None,  # the target drafts for itself ("method")
         "draft_max": draft_max,
         "tokens": len(spec["tokens"]),
         "identical_to_server": same and len(served["tokens"]) - len(spec["tokens"]) in (0, 1),
@@ -291,14 +294,14 @@ def summary(phases: dict[str, Any]) -> dict[str, Any]:
         out["mtp_vs_llama_server"] = mtp["specdeck_vs_server"]
         out["llama_server_mtp_speedup"] = mtp["server_speedup"]
         out["mtp_exactness"] = mtp.get("exactness")
-    for name in BLOCK_DRAFTERS:
-        block = phases.get(f"{name}_vs_server")
-        if block:
-            out[f"{name}_host_ms_per_token"] = block["specdeck_host_ms_per_token"]
-            out[f"{name}_speedup"] = block["specdeck_speedup"]
-            out[f"{name}_vs_llama_server"] = block["specdeck_vs_server"]
-            out[f"llama_server_{name}_speedup"] = block["server_speedup"]
-            out[f"{name}_exactness"] = block.get("exactness")
+    for name in PAIR_METHODS:
+        pair = phases.get(f"{name}_vs_server")
+        if pair:
+            out[f"{name}_host_ms_per_token"] = pair["specdeck_host_ms_per_token"]
+            out[f"{name}_speedup"] = pair["specdeck_speedup"]
+            out[f"{name}_vs_llama_server"] = pair["specdeck_vs_server"]
+            out[f"llama_server_{name}_speedup"] = pair["server_speedup"]
+            out[f"{name}_exactness"] = pair.get("exactness")
     passes = phases.get("fast_target_passes")
     if passes:
         out["fast_target_pass_ms_first_and_median"] = {
@@ -361,6 +364,25 @@ def run_check(work: Path, server: Path, out: Path, shapes: Shapes, clock: Clock)
     report["models"] = models.describe(shapes)
     report["seconds"]["models"] = round(time.monotonic() - began, 1)
     save()
+
+    def pair_phases(methods: tuple[str, ...]) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+        return [
+            (
+                f"{name}_vs_server",
+                partial(
+                    versus_server,
+                    server,
+                    *models.pairs[name],
+                    PAIR_DRAFT_MAX,
+                    n_tokens,
+                    rounds,
+                    threads,
+                    name,
+                ),
+            )
+            for name in methods
+        ]
+
     phases: list[tuple[str, Callable[[], dict[str, Any]]]] = [
         ("fast_bench", lambda: bench(models, shapes, out, "bench_fast_t0", 0.0, threads)),
         (
@@ -375,21 +397,14 @@ def run_check(work: Path, server: Path, out: Path, shapes: Shapes, clock: Clock)
                 server, models.mtp, None, MTP_DRAFT_MAX, n_tokens, rounds, threads
             ),
         ),
-        *(
-            (
-                f"{name}_vs_server",
-                lambda name=name: versus_server(
-                    server, *models.block[name], BLOCK_DRAFT_MAX, n_tokens, rounds, threads, name
-                ),
-            )
-            for name in BLOCK_DRAFTERS
-        ),
+        *pair_phases(BLOCK_DRAFTERS),
         ("fast_target_passes", lambda: pass_shapes(models.target, shapes.n_ctx, threads)),
         ("fast_bench_t07", lambda: bench(models, shapes, out, "bench_fast_t07", 0.7, threads)),
         (
             "fast_bench_host_sampling",
             lambda: bench(models, shapes, out, "bench_fast_t0_host", 0.0, threads, "host"),
         ),
+        *pair_phases(tuple(m for m in PAIR_METHODS if m not in BLOCK_DRAFTERS)),
     ]
     for name, phase in phases:
         if name in report["phases"]:

@@ -42,7 +42,7 @@ class Shapes:
     # 0.01 gave 60 % acceptance (0.03, the tests' value, 26 %) and 0.05 gave 67 % (0.3: 8 %)
     noise: float
     branch_scale: float
-    block_pair: str  # speed_pairs' size of the DFlash and DSpark pairs
+    pair_size: str  # speed_pairs' size of the PAIR_METHODS' pairs
 
 
 GPU_SHAPES = Shapes(
@@ -67,7 +67,7 @@ GPU_SHAPES = Shapes(
     n_ctx=4096,
     noise=0.01,
     branch_scale=0.05,
-    block_pair="large",
+    pair_size="large",
 )
 # the dry run on a CPU: the fast pair as the tests build it, the tiny MTP model
 SMALL_SHAPES = Shapes(
@@ -77,11 +77,14 @@ SMALL_SHAPES = Shapes(
     n_ctx=2048,
     noise=0.03,
     branch_scale=0.3,
-    block_pair="tiny",
+    pair_size="tiny",
 )
 
 
+# the methods measured on speed_pairs' synthetic pairs, in the order the check runs them:
+# the block drafters first (issue 35 asks for them), then the rest of issue 34's table
 BLOCK_DRAFTERS = ("dflash", "dspark")
+PAIR_METHODS = (*BLOCK_DRAFTERS, "eagle3", "assistant", "lookups")
 
 
 @dataclass(frozen=True)
@@ -89,8 +92,8 @@ class Models:
     target: Path
     draft: Path
     mtp: Path
-    # each block drafter's synthetic target and head (speed_pairs: "large" on the GPU)
-    block: dict[str, tuple[Path, Path]]
+    # each PAIR_METHODS' synthetic target and head (none for lookups), speed_pairs' pairs
+    pairs: dict[str, tuple[Path, Path | None]]
 
     def describe(self, shapes: Shapes) -> dict[str, object]:
         return {
@@ -102,11 +105,17 @@ class Models:
             "mtp_shape": asdict(shapes.mtp),
             "fast_pair_noise": shapes.noise,
             "mtp_branch_scale": shapes.branch_scale,
-            "block_drafters": {
-                name: {"target": t.name, "head": h.name, "pair": shapes.block_pair}
-                for name, (t, h) in self.block.items()
+            "pairs": {
+                name: {"target": t.name, "head": h.name if h else None, "size": shapes.pair_size}
+                for name, (t, h) in self.pairs.items()
             },
         }
+
+
+def _pair_paths(folder: Path, method: str, size: str) -> tuple[Path, Path | None]:
+    """Where speed_pairs writes ``method``'s pair: a target and a head (none for lookups)."""
+    head = None if method == "lookups" else folder / f"{method}-{size}-draft.gguf"
+    return folder / f"{method}-{size}-target.gguf", head
 
 
 def model_paths(work: Path, shapes: Shapes) -> Models:
@@ -115,13 +124,7 @@ def model_paths(work: Path, shapes: Shapes) -> Models:
         folder / "fast.target.gguf",
         folder / "fast.draft.gguf",
         folder / "mtp.qwen35.gguf",
-        {
-            name: (
-                folder / name / f"{name}-{shapes.block_pair}-target.gguf",
-                folder / name / f"{name}-{shapes.block_pair}-draft.gguf",
-            )
-            for name in BLOCK_DRAFTERS
-        },
+        {name: _pair_paths(folder / name, name, shapes.pair_size) for name in PAIR_METHODS},
     )
 
 
@@ -149,13 +152,13 @@ def write_models(work: Path, shapes: Shapes) -> Models:
         mtp = _partial(models.mtp)
         write_tiny_qwen35(mtp, shape=shapes.mtp, branch_scale=shapes.branch_scale)
         mtp.replace(models.mtp)
-    for name, (target, head) in models.block.items():
-        if not (target.exists() and head.exists()):
+    for name, (target, head) in models.pairs.items():
+        if not (target.exists() and (head is None or head.exists())):
             # written in a folder of their own, so a half-written pair is never taken whole
             partial = target.parent.with_name(target.parent.name + ".part")
             partial.mkdir(parents=True, exist_ok=True)
-            written = synthetic_pair(name, partial, shapes.block_pair)
-            if written != (partial / target.name, partial / head.name):
+            written = synthetic_pair(name, partial, shapes.pair_size)
+            if written != (partial / target.name, head and partial / head.name):
                 raise RuntimeError(f"{name}: synthetic_pair wrote {written}")
             shutil.rmtree(target.parent, ignore_errors=True)
             partial.replace(target.parent)
