@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.config import usable_cores
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 # the fake Hub's fixtures: the hub, wizard and window tests all need them
@@ -135,5 +137,5 @@ def _fast_tier_starts_no_process(
 def pytest_configure(config: pytest.Config) -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if worker.startswith("gw") and hasattr(os, "sched_setaffinity"):
-        cores = sorted(os.sched_getaffinity(0))
+        cores = usable_cores()
         os.sched_setaffinity(0, {cores[int(worker[2:]) % len(cores)]})

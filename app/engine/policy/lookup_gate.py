@@ -9,16 +9,13 @@ from app.engine.policy.costs import CostModel
 from app.engine.running_stats import Ema, FadingShare
 from app.engine.sequences import common_prefix_length
 
-Promise = tuple[int, float]
+Promise = tuple[int, float]  # a length to verify, and the lookup tokens it is expected to yield
 
 
 def promised(first: float, continued: float, k: int) -> float:
     """Tokens a k-token match is expected to yield: its first right at rate ``first``, each
     after a right one at rate ``continued``."""
     return first * (1.0 - continued**k) / (1.0 - continued)
-
-
-# a length to verify, and the lookup tokens it is expected to yield
 
 
 class LookupGate:
