@@ -90,6 +90,7 @@ class GuardEvent:
     never_pays: bool = False  # by the measured pass costs, no length beats the target alone
     lookups_go_on: bool = False  # prompt lookups keep drafting while the draft is paused
     noisy: bool = False  # a pause for cost measured while other programs slowed the machine
+    few_passes: bool = False  # a pause for cost priced on the first few verifications here
     # still paused: the probe due at this step was skipped (by the costs at this depth the
     # draft cannot pay at its last agreement); ``probe_in`` is the new wait
     probe_skipped: bool = False
@@ -116,6 +117,7 @@ def guard_record(event: GuardEvent) -> dict[str, Any]:
         "window": event.window,
         "lookups_go_on": event.lookups_go_on,
         "noisy": event.noisy,
+        "few_passes": event.few_passes,
     }
 
 

@@ -83,6 +83,11 @@ class RecentMedian:
         return min(len(self._samples), self._size)
 
     @property
+    def kept(self) -> int:
+        """The samples of the longer stretch (``fast``'s)."""
+        return len(self._samples)
+
+    @property
     def spread(self) -> float | None:
         """The median over the fast price (``fast``): near 1 while the samples cost what they
         cost; well above it when most of the recent ones were slowed (something else had the

@@ -155,6 +155,12 @@ def explanation(event: GuardEvent, drafting: PairDrafting | None) -> str:
                 ", measured while other programs were slowing this machine (its target passes "
                 "took well over their usual time), so the draft is tried again soon"
             )
+        elif event.few_passes:
+            why += (
+                ", priced on the first few verifications measured at this depth (a pass's "
+                "first runs can cost far more than its later ones), so the draft is tried "
+                "again soon"
+            )
         return f"{cost}{why}. {then}"
     agreement, break_even = percent_pair(event.acceptance, event.break_even)
     return (

@@ -97,10 +97,13 @@ def test_cells_are_bounded_and_ranges_narrow_with_depth() -> None:
 
 
 def costs_measured(depths: tuple[int, ...]) -> CostModel:
+    """Every size's passes at each depth, twice: enough verifications that their prices
+    decide a pause alone (``CostModel.prices_unsettled``)."""
     costs = CostModel()
     for depth in depths:
         for n in SIZES:
-            costs.observe_verify(n, target_ms(n, depth), depth)
+            for _ in range(2):
+                costs.observe_verify(n, target_ms(n, depth), depth)
         costs.observe_draft_pass(1, draft_ms(1, depth), depth)
         costs.observe_draft_pass(2, draft_ms(2, depth), depth)
     return costs

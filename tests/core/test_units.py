@@ -10,7 +10,7 @@ from app.engine.drafters.lookup import copied_fraction, propose
 from app.engine.events import GuardEvent, GuardReason
 from app.engine.loop.textstream import TextStream
 from app.engine.policy.controller import DraftController
-from app.engine.policy.costs import CostModel, expected_tokens
+from app.engine.policy.costs import SETTLED_VERIFICATIONS, CostModel, expected_tokens
 from app.engine.policy.guard import PauseDecision
 from app.engine.sampling import (
     _top_k_ids,
@@ -489,7 +489,8 @@ def test_a_probe_after_a_pause_on_noisy_costs_is_never_skipped() -> None:
         controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=4))
         controller.costs.observe_draft_pass(1, 120.0, 0)  # 1.2 target passes: never pays
         controller.costs.observe_verify(1, 100.0, 0)
-        controller.costs.observe_verify(3, 105.0, 0)
+        for _ in range(SETTLED_VERIFICATIONS):  # prices that decide alone
+            controller.costs.observe_verify(3, 105.0, 0)
         assert not controller.can_ever_pay(0)
         controller._pause(GuardReason.COST, None, 0)  # a first pause, and its probe failed:
         controller._pause(GuardReason.COST, None, 0, noisy=second_pause_noisy)
@@ -516,7 +517,8 @@ def test_a_draft_priced_never_to_pay_while_other_programs_were_busy_is_probed_ag
         for depth in (0, 64):  # a draft pass priced at 95 % of a target pass, near the prompt
             costs.observe_draft_pass(1, 95.0, depth)
             costs.observe_verify(1, 100.0, depth)
-            costs.observe_verify(5, 130.0, depth)
+            for _ in range(SETTLED_VERIFICATIONS // 2):  # prices that decide alone
+                costs.observe_verify(5, 130.0, depth)
 
         class Drafting:  # what the turn asks a drafter that pays passes
             name, pays_passes, reads_prompt_late = "draft model", True, True
@@ -598,7 +600,8 @@ def test_a_draft_as_slow_as_its_target_is_paused_at_once_and_rarely_probed() -> 
     controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=8))
     controller.costs.observe_draft_pass(1, 100.0, 0)  # a draft pass costs a whole target pass
     controller.costs.observe_verify(1, 100.0, 0)
-    controller.costs.observe_verify(9, 120.0, 0)
+    for _ in range(SETTLED_VERIFICATIONS):  # prices that decide alone
+        controller.costs.observe_verify(9, 120.0, 0)
     assert not controller.can_ever_pay(0)
     for _ in range(2):  # every drafted token accepted, and still slower
         controller.observe_step(drafted=8, accepted=8)
@@ -628,7 +631,8 @@ def test_a_skipped_probe_is_said_with_its_new_wait_and_is_no_new_pause() -> None
     controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=8))
     controller.costs.observe_draft_pass(1, 100.0, 0)  # a draft pass costs a whole target pass
     controller.costs.observe_verify(1, 100.0, 0)
-    controller.costs.observe_verify(9, 120.0, 0)
+    for _ in range(SETTLED_VERIFICATIONS):  # prices that decide alone
+        controller.costs.observe_verify(9, 120.0, 0)
 
     def step(n: int, paused: bool) -> StepRecord:
         passes = 0 if paused else 8

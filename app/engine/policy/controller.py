@@ -231,11 +231,13 @@ class DraftController:
         shortest = (costs or self.costs).break_even(max(self.config.draft_min, 1), depth)
         return min(self.break_even(depth, costs), shortest)
 
-    def _prices(self, noisy: bool) -> CostModel:
-        """The prices a pause for cost is decided on: under interference, each pass at its
-        fastest recent ones (``CostModel.priced_quiet``), so that costs measured in a burst do
-        not decide it alone; a draft that pays at those is left to its measured steps."""
-        return self.costs.priced_quiet() if noisy else self.costs
+    def _prices(self, doubtful: bool) -> CostModel:
+        """The prices a pause for cost is decided on: under interference, or while they rest
+        on a few passes (``doubtful``), each pass at its fastest recent ones
+        (``CostModel.priced_quiet``), so that costs measured in a burst, or a shape's dear
+        first runs, do not decide it alone; a draft that pays at those is left to its
+        measured steps."""
+        return self.costs.priced_quiet() if doubtful else self.costs
 
     def _below_break_even(self, depth: int, costs: CostModel | None = None) -> bool:
         threshold = self.pause_threshold(depth, costs)
@@ -254,14 +256,17 @@ class DraftController:
         depth: int,
         *,
         noisy: bool = False,
+        few_passes: bool = False,
         prices: CostModel | None = None,
     ) -> PauseDecision:
-        """Pause drafting. One decided on costs measured under interference (``noisy``) is
-        probed again soon and does not lengthen the next pause: a burst of other programs
-        had paused drafting on 8 of 16 prompts for the rest of their answers."""
+        """Pause drafting. One decided on costs measured under interference (``noisy``), or
+        on prices that rest on a few passes (``few_passes``), is probed again soon and does
+        not lengthen the next pause: a burst of other programs had paused drafting on 8 of 16
+        prompts for the rest of their answers, and on a GPU verifications priced by their
+        first runs (2 tokens at 7.7 single passes) had it paused for every answer."""
         self.paused = True
         self._paused_tokens = 0
-        if noisy:
+        if noisy or few_passes:
             self.probe_in = NOISY_PROBE
         else:
             interval = self.config.probe_every * 2**self._failed_probes
@@ -277,6 +282,7 @@ class DraftController:
             window=len(self._window),
             never_pays=not self.can_ever_pay(depth, prices),
             noisy=noisy,
+            few_passes=few_passes,
         )
         return self.last_pause
 
@@ -290,17 +296,30 @@ class DraftController:
         # programs had a draft running 4.6x the target-only speed paused for cost at step 11.
         measured_pays = self.economics.steps >= 2 and ratio is not None and ratio >= 1.0
         noisy = self.economics.noisy() or self.costs.prices_inflated(depth, INTERFERED)
-        prices = self._prices(noisy)
+        few = self.costs.prices_unsettled(depth)
+        prices = self._prices(noisy or few)
         if self.economics.steps >= 2 and not self.can_ever_pay(depth, prices) and not measured_pays:
-            return self._pause(GuardReason.COST, ratio, depth, noisy=noisy, prices=prices)
+            return self._pause(
+                GuardReason.COST, ratio, depth, noisy=noisy, few_passes=few, prices=prices
+            )
         # on noisy prices, only where the agreement is below break-even at the quiet prices too:
         # a Q2_K draft priced in a burst at half a target pass needed 0.97 agreement, and one
         # answer had drafting paused "for disagreement" at 0.67 (its quiet break-even: 0.5)
-        if self._below_break_even(depth) and (not noisy or self._below_break_even(depth, prices)):
+        doubtful = noisy or few
+        if self._below_break_even(depth) and (
+            not doubtful or self._below_break_even(depth, prices)
+        ):
             reason = self._reason(depth, disagrees=True)
             cost = reason is GuardReason.COST
             if not (cost and measured_pays):
-                return self._pause(reason, ratio, depth, noisy=cost and noisy, prices=prices)
+                return self._pause(
+                    reason,
+                    ratio,
+                    depth,
+                    noisy=cost and noisy,
+                    few_passes=cost and few,
+                    prices=prices,
+                )
         steps = self.economics.steps
         # A probe after a failed one is judged on fewer steps: drafting has already been seen
         # to lose on this pair, and every probing step it loses again is paid in full.
@@ -317,6 +336,7 @@ class DraftController:
             disagrees = bool(self._window) and self.rolling_acceptance < threshold
             reason = self._reason(depth, disagrees=disagrees)
             cost = reason is GuardReason.COST
+            # measured, not priced: the prices only name the reason
             return self._pause(reason, ratio, depth, noisy=cost and noisy, prices=prices)
         if steps >= max(window, 3):
             self._failed_probes = 0  # drafting pays: the next pause starts from a short probe
@@ -368,11 +388,15 @@ class DraftController:
         ):
             return None
         noisy = noisy or self.costs.prices_inflated(depth, INTERFERED)
-        prices = self._prices(noisy)
+        few = self.costs.prices_unsettled(depth)
+        prices = self._prices(noisy or few)
         if self.can_ever_pay(depth, prices):
             return None  # dear only at prices taken under a burst: its steps will say
         ratio = self.economics.ratio()
-        return self._pause(GuardReason.COST, ratio, depth, noisy=noisy, prices=prices).event(step)
+        decision = self._pause(
+            GuardReason.COST, ratio, depth, noisy=noisy, few_passes=few, prices=prices
+        )
+        return decision.event(step)
 
     def carried_pause(self, step: int, depth: int) -> GuardEvent | None:
         """The pause for cost an earlier answer on this pair left (``restore``), said at the
@@ -408,6 +432,7 @@ class DraftController:
             and last is not None
             and last.reason is GuardReason.COST
             and not last.noisy
+            and not last.few_passes
             and (last.draft_cost_fraction or 0.0) >= EXPENSIVE_DRAFT
         )
         return GuardMemory(cost, self.probe_in, self._failed_probes, self.acceptance.value)
@@ -456,11 +481,13 @@ class DraftController:
         self._paused_tokens += tokens
         if self._paused_tokens >= self.probe_in:
             noisy = self.last_pause is not None and self.last_pause.noisy
-            if not noisy and self._failed_probes % 4 and self._probe_would_lose(depth):
+            doubtful = noisy or self.costs.prices_unsettled(depth)
+            if not doubtful and self._failed_probes % 4 and self._probe_would_lose(depth):
                 # skip this probe (every fourth one still runs, in case the costs or the text
-                # changed) and wait twice as long. Never after a pause on noisy costs: a paused
-                # draft is not priced again, and a burst had priced a Q2_K draft at 1.2 target
-                # passes and had its probes skipped for the last 41 tokens of an answer.
+                # changed) and wait twice as long. Never after a pause on noisy costs, nor on
+                # prices that rest on a few passes: a paused draft is not priced again, and a
+                # burst had priced a Q2_K draft at 1.2 target passes and had its probes skipped
+                # for the last 41 tokens of an answer.
                 self._paused_tokens = 0
                 self.probe_in = min(self.probe_in * 2, MAX_PROBE_INTERVAL)
                 self._failed_probes += 1

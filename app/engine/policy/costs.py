@@ -16,6 +16,9 @@ def expected_tokens(acceptance: float, k: int) -> float:
 
 DERIVED_FOR = 32  # observations a break-even or "can it pay" is kept for, within a depth range
 DERIVED_STEPS = 4  # steps the same is kept for
+# verifications of several tokens, near the depth, before their prices decide a pause alone:
+# one answer's first steps, or its first at a new depth, are priced on fewer
+SETTLED_VERIFICATIONS = 8
 
 
 class CostModel:
@@ -133,6 +136,15 @@ class CostModel:
             self.verify.spread_near(n, depth) for n in self.verify.sizes_measured_near(depth)
         ]
         return any(s is not None and s > factor for s in spreads)
+
+    def prices_unsettled(self, depth: int) -> bool:
+        """Whether the verifications of several tokens priced near ``depth`` rest on fewer
+        than SETTLED_VERIFICATIONS passes in all: too few to tell a shape's price from its
+        first runs (on a GPU, kernels loaded on a shape's first launch: the first check priced
+        verifying 2 tokens at 7.7 single passes, 17 at 20) or from one slowed pass, and a
+        paused draft is not priced again."""
+        settled = SETTLED_VERIFICATIONS
+        return self.verify.passes_near(depth, larger_than=1, enough=settled) < settled
 
     def draft_cost_fraction(self, depth: int) -> float | None:
         """A single draft pass as a fraction of a single target pass."""

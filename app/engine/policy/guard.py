@@ -107,6 +107,7 @@ class PauseDecision:
     window: int = 0  # steps the agreement was measured over
     never_pays: bool = False  # the cost lines say no draft length can beat the target
     noisy: bool = False  # decided on costs measured while other programs slowed the machine
+    few_passes: bool = False  # decided on prices that rest on a few passes (``prices_unsettled``)
 
     def event(self, step: int) -> GuardEvent:
         """The pause said at ``step``: the guard event carries every field of the decision."""

@@ -42,6 +42,11 @@ def _shape_of(coef: Coefficients, n_tokens: int, deep: float) -> float:
     return max(a + b * size + c * deep + e * size * deep + j * _batched(n_tokens), 1e-6)
 
 
+def _reach(depth: int) -> float:
+    """How far from ``depth`` a pass still prices one there: 256 tokens, or an eighth of it."""
+    return max(256.0, depth / 8)
+
+
 def _batched(n_tokens: int) -> float:
     """1 for a pass over several tokens: on a CPU llama.cpp leaves its one-token kernel
     there, and two tokens cost twice one (SmolLM2 F16: 11.4 ms, 21 ms, then 24 ms for five
@@ -251,8 +256,21 @@ class PassCost:
     def measured_near(self, n_tokens: int, depth: int) -> bool:
         """Whether a pass of this size was measured close enough to ``depth`` to price it
         there: within 256 tokens, or an eighth of the depth."""
-        reach = max(256.0, depth / 8)
+        reach = _reach(depth)
         return any(abs(c.depth - depth) <= reach for c in self._by_size.get(n_tokens, ()))
+
+    def passes_near(self, depth: int, *, larger_than: int = 0, enough: int = 0) -> int:
+        """The recent passes (each cell's ``RecentMedian.kept``) of more than
+        ``larger_than`` tokens behind the prices near ``depth`` (``measured_near``'s reach);
+        with ``enough``, counted only until they reach it (asked every step: the cells
+        measured last, those near the step, are counted first)."""
+        reach, total = _reach(depth), 0
+        for cell in reversed(self._cells.values()):
+            if cell.size > larger_than and abs(cell.depth - depth) <= reach:
+                total += cell.median.kept
+                if enough and total >= enough:
+                    break
+        return total
 
     def sizes_measured_near(self, depth: int) -> list[int]:
         return [n for n in self._by_size if self.measured_near(n, depth)]
