@@ -88,14 +88,18 @@ def server_args(method: Method, draft: Path | None, draft_max: int, gpu_layers: 
     return args
 
 
-def load_request(method: Method, target: Path, draft: Path | None, threads: int) -> LoadRequest:
-    """What SpecDeck's engine process loads for ``method``."""
-    target_spec = ModelSpec(str(target), n_ctx=REFERENCE_CTX, n_threads=threads)
+def load_request(
+    method: Method, target: Path, draft: Path | None, threads: int, sampling: str = "auto"
+) -> LoadRequest:
+    """What SpecDeck's engine process loads for ``method`` (``sampling``: where the sampler
+    chain runs, ``ModelSpec.sampling``)."""
+    target_spec = ModelSpec(str(target), n_ctx=REFERENCE_CTX, n_threads=threads, sampling=sampling)
     if not method.with_draft:
         return LoadRequest(target_spec, None, method.source)
     if draft is None:
         raise ValueError(f"{method.spec_type} needs a second file (the draft model or head)")
-    return LoadRequest(target_spec, ModelSpec(str(draft), n_ctx=REFERENCE_CTX, n_threads=threads))
+    draft_spec = ModelSpec(str(draft), n_ctx=REFERENCE_CTX, n_threads=threads, sampling=sampling)
+    return LoadRequest(target_spec, draft_spec)
 
 
 def _fixed_policy(

@@ -103,3 +103,21 @@ def test_specdeck_and_llama_server_answer_the_mtp_model_alike(tmp_path: Path) ->
     assert report["identical_to_target_only"]
     assert report["tokens"] > 0
     assert report["specdeck_vs_server"] > 0 and report["server_speedup"] > 0
+
+
+def test_the_pass_phase_prices_each_size_in_a_fresh_process_and_says_where_the_chain_runs(
+    tmp_path: Path,
+) -> None:
+    """On this CPU build the sampler chain stays on the host: the phase says why and times
+    no chained passes; every size has its first three runs and two medians."""
+    from app.devtools.gpu_check import pass_shapes
+
+    model = write_tiny_llama(tmp_path / "target.gguf")
+    figures = pass_shapes.measure(model, 256, 1)
+    assert figures["sampler_chain"].startswith("host")
+    assert "after_a_single_pass_with_chain" not in figures
+    table = pass_shapes.summary(figures)
+    assert sorted(table, key=int) == [str(n) for n in pass_shapes.PASS_SIZES]
+    for row in table.values():
+        assert len(row["first_uses"]) == pass_shapes.FIRST_USES
+        assert all(ms > 0 for ms in (*row["first_uses"], row["repeated"], row["between_singles"]))

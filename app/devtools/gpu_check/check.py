@@ -11,6 +11,9 @@ machine, build and models measure only the phases this one did not reach:
 - ``fast_bench``: ``python -m app bench`` on the fast pair, SpecDeck's own policy (adaptive
   draft length, guard, n-gram first), T = 0: host ms/token, speedup over target-only,
   whether every output is identical, the pair's measured pass costs.
+- ``fast_target_passes``: the fast pair's target alone in a fresh process, one pass over 1
+  to 17 tokens: each size's first uses, its price repeated and between single passes, and
+  with the bench's sampler chain (``pass_shapes``).
 - ``fast_vs_server``: the fast pair with one fixed policy on both sides (K tokens a step, no
   p-min, no guard): SpecDeck's tokens/sec as a share of ``llama-server -md DRAFT
   --spec-type draft-simple``'s, and of its target-only, on one token-id prompt.
@@ -19,11 +22,13 @@ machine, build and models measure only the phases this one did not reach:
   DSpark pairs (the "large" 768-wide target) against ``--spec-type draft-dflash`` /
   ``draft-dspark``; last, ``eagle3_vs_server``, ``assistant_vs_server`` and
   ``lookups_vs_server`` on theirs.
-- ``fast_target_passes``: the fast pair's target alone, one pass over 1 to 17 tokens: each
-  size's first use and its median after (``pass_shapes``).
 - ``fast_bench_t07``: the first phase at temperature 0.7.
 - ``fast_bench_host_sampling``: the first phase with the sampler chain on the host
   (``--sampling host``): what sampling in ``llama_decode`` gains or costs on this GPU.
+- ``dflash_vs_server_host_sampling``: last, ``dflash_vs_server`` with the chain on the host:
+  the synthetic pairs' vocabulary is a few hundred tokens, where the chain's kernels per output
+  row may cost more than reading the rows (DFlash reached 0.69 of llama-server, whose
+  target-only token took what SpecDeck's pass alone did).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from app.devtools.gpu_check import pass_shapes
 from app.devtools.gpu_check.models import (
     BLOCK_DRAFTERS,
     GPU_SHAPES,
@@ -56,8 +62,6 @@ from app.devtools.speed_reference import (
     server_args,
     specdeck_run,
 )
-from app.engine.config import ModelSpec
-from app.engine.llama.backend import LlamaContext, LlamaModel
 from app.files.fileio import atomic_write_text, json_text
 
 ALL_LAYERS = "999"
@@ -69,9 +73,6 @@ BENCH_PROMPTS = (
     "Explain in three sentences what a hash table is.",
     "List five prime numbers and say why each is prime.",
 )
-PASS_SIZES = (1, 2, 3, 4, 5, 8, 9, 16, 17)  # pass_shapes: a verification's sizes up to K = 16
-PASS_DEPTH = 64
-PASS_REPEATS = 5
 # a phase starts only with this many seconds left (about twice what one should take on the
 # GPU): one cut short by the call's limit loses only its own figures, $OUT still comes back
 PHASE_SECONDS = 90
@@ -112,9 +113,11 @@ def versus_server(
     rounds: int,
     threads: int,
     method_name: str = "",
+    sampling: str = "auto",
 ) -> dict[str, Any]:
     """SpecDeck and llama-server with the same fixed drafting policy, and both target-only;
-    ``method_name`` is one of speed_reference's (default: a draft model, or MTP without one)."""
+    ``method_name`` is one of speed_reference's (default: a draft model, or MTP without one);
+    ``sampling``: where SpecDeck's sampler chain runs (``ModelSpec.sampling``)."""
     prompt = list(PROMPT)
     method = METHODS[method_name or ("mtp" if draft is None else "draft-model")]
     spec_args = server_args(method, draft, draft_max, ALL_LAYERS)
@@ -122,7 +125,7 @@ def versus_server(
     served = server_run(server, model, spec_args, *args)
     plain = server_run(server, model, [], *args)
     # one more round on our side too: specdeck_run keeps the best of its rounds
-    load = load_request(method, model, draft, threads)
+    load = load_request(method, model, draft, threads, sampling)
     ours = specdeck_run(load, prompt, n_tokens, draft_max, rounds + 1)
     spec, base = ours["specdeck"], ours["target_only"]
     # the server's answer ends with the end-of-generation token when one stopped it
@@ -237,36 +240,6 @@ def bench(
     }
 
 
-def pass_shapes(model: Path, n_ctx: int, threads: int) -> dict[str, Any]:
-    """One pass over n tokens of ``model`` (every layer on the GPU) at a depth of 64, for the
-    sizes a verification takes: its first use and its median over REPEATS later ones. Where
-    the first is far dearer, a cost model that prices from the first passes it sees (the
-    bench's verification of 2 tokens at 14.9 ms beside a single pass of 1.94) needs them
-    made once at load."""
-    spec = ModelSpec(str(model), n_ctx=n_ctx, n_threads=threads)
-    loaded = LlamaModel(spec)
-    ctx = LlamaContext(loaded, spec)
-    try:
-        ctx.decode(list(range(10, 10 + PASS_DEPTH)), logits="none")
-        shapes: dict[str, Any] = {}
-        for n in PASS_SIZES:
-            times = []
-            for _ in range(PASS_REPEATS + 1):
-                ctx.truncate(PASS_DEPTH)
-                began = time.perf_counter()
-                ctx.decode(list(range(20, 20 + n)), logits="all")
-                times.append((time.perf_counter() - began) * 1000.0)
-            later = sorted(times[1:])
-            shapes[str(n)] = {
-                "first_ms": round(times[0], 3),
-                "median_ms": round(later[len(later) // 2], 3),
-            }
-        return {"model": model.name, "depth": PASS_DEPTH, "passes": shapes}
-    finally:
-        ctx.close()
-        loaded.close()
-
-
 def summary(phases: dict[str, Any]) -> dict[str, Any]:
     """The few figures the issue asks for, from the phases that ran."""
     out: dict[str, Any] = {}
@@ -304,9 +277,13 @@ def summary(phases: dict[str, Any]) -> dict[str, Any]:
             out[f"{name}_exactness"] = pair.get("exactness")
     passes = phases.get("fast_target_passes")
     if passes:
-        out["fast_target_pass_ms_first_and_median"] = {
-            n: [p["first_ms"], p["median_ms"]] for n, p in passes["passes"].items()
-        }
+        out["fast_target_pass_ms"] = pass_shapes.summary(passes)
+    on_host_dflash = phases.get("dflash_vs_server_host_sampling")
+    if on_host_dflash:
+        out["dflash_host_sampling_vs_llama_server"] = on_host_dflash["specdeck_vs_server"]
+        out["dflash_host_sampling_decode_ms_per_token"] = on_host_dflash[
+            "specdeck_decode_ms_per_token"
+        ]
     fast_t07 = phases.get("fast_bench_t07")
     if fast_t07:
         out["fast_pair_t07_host_ms_per_token"] = fast_t07.get("median_host_ms_per_token")
@@ -386,6 +363,10 @@ def run_check(work: Path, server: Path, out: Path, shapes: Shapes, clock: Clock)
     phases: list[tuple[str, Callable[[], dict[str, Any]]]] = [
         ("fast_bench", lambda: bench(models, shapes, out, "bench_fast_t0", 0.0, threads)),
         (
+            "fast_target_passes",
+            lambda: pass_shapes.measure(models.target, shapes.n_ctx, threads),
+        ),
+        (
             "fast_vs_server",
             lambda: versus_server(
                 server, models.target, models.draft, FAST_DRAFT_MAX, n_tokens, rounds, threads
@@ -398,13 +379,26 @@ def run_check(work: Path, server: Path, out: Path, shapes: Shapes, clock: Clock)
             ),
         ),
         *pair_phases(BLOCK_DRAFTERS),
-        ("fast_target_passes", lambda: pass_shapes(models.target, shapes.n_ctx, threads)),
         ("fast_bench_t07", lambda: bench(models, shapes, out, "bench_fast_t07", 0.7, threads)),
         (
             "fast_bench_host_sampling",
             lambda: bench(models, shapes, out, "bench_fast_t0_host", 0.0, threads, "host"),
         ),
         *pair_phases(tuple(m for m in PAIR_METHODS if m not in BLOCK_DRAFTERS)),
+        (
+            "dflash_vs_server_host_sampling",
+            partial(
+                versus_server,
+                server,
+                *models.pairs["dflash"],
+                PAIR_DRAFT_MAX,
+                n_tokens,
+                rounds,
+                threads,
+                "dflash",
+                "host",
+            ),
+        ),
     ]
     for name, phase in phases:
         if name in report["phases"]:
