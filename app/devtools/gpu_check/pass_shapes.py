@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,9 @@ def _single_between(ctx: LlamaContext, n: int) -> float:
     return _timed(ctx, n)
 
 
-def _series(ctx: LlamaContext, measure: Any, first_uses: int) -> dict[str, Any]:
+def _series(
+    ctx: LlamaContext, measure: Callable[[LlamaContext, int], float], first_uses: int
+) -> dict[str, Any]:
     by_size: dict[str, Any] = {}
     for n in PASS_SIZES:
         times = [measure(ctx, n) for _ in range(first_uses + REPEATS)]

@@ -297,15 +297,16 @@ class DraftController:
         measured_pays = self.economics.steps >= 2 and ratio is not None and ratio >= 1.0
         noisy = self.economics.noisy() or self.costs.prices_inflated(depth, INTERFERED)
         few = self.costs.prices_unsettled(depth)
-        prices = self._prices(noisy or few)
+        doubtful = noisy or few
+        prices = self._prices(doubtful)
         if self.economics.steps >= 2 and not self.can_ever_pay(depth, prices) and not measured_pays:
             return self._pause(
                 GuardReason.COST, ratio, depth, noisy=noisy, few_passes=few, prices=prices
             )
-        # on noisy prices, only where the agreement is below break-even at the quiet prices too:
-        # a Q2_K draft priced in a burst at half a target pass needed 0.97 agreement, and one
-        # answer had drafting paused "for disagreement" at 0.67 (its quiet break-even: 0.5)
-        doubtful = noisy or few
+        # on noisy (or a few passes') prices, only where the agreement is below break-even at
+        # the quiet prices too: a Q2_K draft priced in a burst at half a target pass needed
+        # 0.97 agreement, and one answer had drafting paused "for disagreement" at 0.67 (its
+        # quiet break-even: 0.5)
         if self._below_break_even(depth) and (
             not doubtful or self._below_break_even(depth, prices)
         ):
