@@ -342,10 +342,13 @@ def run_check(work: Path, server: Path, out: Path, shapes: Shapes, clock: Clock)
     report["seconds"]["models"] = round(time.monotonic() - began, 1)
     save()
 
-    def pair_phases(methods: tuple[str, ...]) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    def pair_phases(
+        methods: tuple[str, ...], sampling: str = "auto"
+    ) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+        named = "" if sampling == "auto" else f"_{sampling}_sampling"
         return [
             (
-                f"{name}_vs_server",
+                f"{name}_vs_server{named}",
                 partial(
                     versus_server,
                     server,
@@ -355,6 +358,7 @@ def run_check(work: Path, server: Path, out: Path, shapes: Shapes, clock: Clock)
                     rounds,
                     threads,
                     name,
+                    sampling,
                 ),
             )
             for name in methods
@@ -385,20 +389,7 @@ def run_check(work: Path, server: Path, out: Path, shapes: Shapes, clock: Clock)
             lambda: bench(models, shapes, out, "bench_fast_t0_host", 0.0, threads, "host"),
         ),
         *pair_phases(tuple(m for m in PAIR_METHODS if m not in BLOCK_DRAFTERS)),
-        (
-            "dflash_vs_server_host_sampling",
-            partial(
-                versus_server,
-                server,
-                *models.pairs["dflash"],
-                PAIR_DRAFT_MAX,
-                n_tokens,
-                rounds,
-                threads,
-                "dflash",
-                "host",
-            ),
-        ),
+        *pair_phases(("dflash",), "host"),
     ]
     for name, phase in phases:
         if name in report["phases"]:
