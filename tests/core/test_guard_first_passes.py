@@ -76,6 +76,34 @@ def test_a_pause_on_each_shapes_first_runs_is_probed_soon_and_not_carried() -> N
     assert dear.snapshot().paused_for_cost
 
 
+def test_a_probe_that_verified_no_block_leaves_the_next_pause_an_ordinary_one() -> None:
+    controller = _controller({size: [ms] for size, ms in FIRST_RUNS.items()})
+    first = controller.pause_if_never_pays(step=0, depth=DEPTH)
+    assert first is not None and first.few_passes
+    assert controller.tick_paused(NOISY_PROBE, DEPTH)
+    # the probe's draft proposed nothing at those prices: no block was verified, none priced
+    again = controller.pause_if_never_pays(step=NOISY_PROBE, depth=DEPTH)
+    assert again is not None and not again.few_passes and again.probe_in == 16
+    # the ordinary pause's probes may be skipped again, where the prices say they would lose
+    assert not controller.tick_paused(16, DEPTH)
+
+    # an ordinary pause for cost at these prices is carried; and an answer that starts
+    # unpaused (the last one ended on a probe) remembers that the probe priced nothing
+    memory = controller.snapshot()
+    assert memory.paused_for_cost
+    following = DraftController(controller.config, costs=controller.costs)
+    following.restore(replace(memory, paused_for_cost=False))
+    event = following.pause_if_never_pays(step=0, depth=DEPTH)
+    assert event is not None and not event.few_passes
+
+    # one more verification near the depth, and a pause on those prices is probed soon again
+    following.costs.observe_verify(2, FIRST_RUNS[2], DEPTH)
+    fresh = DraftController(controller.config, costs=following.costs)
+    fresh.restore(replace(following.snapshot(), paused_for_cost=False))
+    event = fresh.pause_if_never_pays(step=0, depth=DEPTH)
+    assert event is not None and event.few_passes and event.probe_in == NOISY_PROBE
+
+
 def test_the_words_of_a_pause_on_a_few_passes_do_not_blame_other_programs() -> None:
     pause = GuardEvent(
         True, 0.7, 0.9, 0, reason=GuardReason.COST, draft_cost_fraction=0.6, probe_in=8

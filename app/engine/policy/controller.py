@@ -62,6 +62,7 @@ class DraftController:
         self.probe_in = config.probe_every
         self.draft_len = config.draft_max
         self.last_pause: PauseDecision | None = None
+        self._few_passes_at: int | None = None  # see ``few_passes``
 
     # --- what the draft said and what was accepted -----------------------------------------
 
@@ -231,6 +232,19 @@ class DraftController:
         shortest = (costs or self.costs).break_even(max(self.config.draft_min, 1), depth)
         return min(self.break_even(depth, costs), shortest)
 
+    def few_passes(self, depth: int) -> bool:
+        """Whether the verification prices near ``depth`` rest on a few passes
+        (``CostModel.prices_unsettled``) and the last pause decided on such prices was
+        followed by one more verification near it. A probe that verifies no block prices
+        nothing: a draft at 94 % of its target's pass, whose thresholds at those prices
+        proposed no token, was probed every 8 tokens for a catch-up and a draft pass each
+        time (13 pauses in 128 tokens, 0.83x its target alone, against one pause and 0.975x
+        before the rule); after such a probe, the next pause is an ordinary one."""
+        if not self.costs.prices_unsettled(depth):
+            return False
+        seen = self._few_passes_at
+        return seen is None or self.costs.verifications_near(depth) > seen
+
     def _prices(self, doubtful: bool) -> CostModel:
         """The prices a pause for cost is decided on: under interference, or while they rest
         on a few passes (``doubtful``), each pass at its fastest recent ones
@@ -266,6 +280,8 @@ class DraftController:
         first runs (2 tokens at 7.7 single passes) had it paused for every answer."""
         self.paused = True
         self._paused_tokens = 0
+        if few_passes:
+            self._few_passes_at = self.costs.verifications_near(depth)
         if noisy or few_passes:
             self.probe_in = NOISY_PROBE
         else:
@@ -296,7 +312,7 @@ class DraftController:
         # programs had a draft running 4.6x the target-only speed paused for cost at step 11.
         measured_pays = self.economics.steps >= 2 and ratio is not None and ratio >= 1.0
         noisy = self.economics.noisy() or self.costs.prices_inflated(depth, INTERFERED)
-        few = self.costs.prices_unsettled(depth)
+        few = self.few_passes(depth)
         doubtful = noisy or few
         prices = self._prices(doubtful)
         if self.economics.steps >= 2 and not self.can_ever_pay(depth, prices) and not measured_pays:
@@ -389,7 +405,7 @@ class DraftController:
         ):
             return None
         noisy = noisy or self.costs.prices_inflated(depth, INTERFERED)
-        few = self.costs.prices_unsettled(depth)
+        few = self.few_passes(depth)
         prices = self._prices(noisy or few)
         if self.can_ever_pay(depth, prices):
             return None  # dear only at prices taken under a burst: its steps will say
@@ -425,8 +441,9 @@ class DraftController:
         busy (``busy_machine``), whose failed probes are not carried either. (A burst had priced
         the Q2_K draft at 1.8 target passes; the pause it decided was carried, and its probes
         skipped on that price, through the next 15 answers of 16.)"""
+        few_at = self._few_passes_at
         if busy_machine:
-            return GuardMemory(False, self.probe_in, 0, self.acceptance.value)
+            return GuardMemory(False, self.probe_in, 0, self.acceptance.value, few_at)
         last = self.last_pause
         cost = (
             self.paused
@@ -436,7 +453,7 @@ class DraftController:
             and not last.few_passes
             and (last.draft_cost_fraction or 0.0) >= EXPENSIVE_DRAFT
         )
-        return GuardMemory(cost, self.probe_in, self._failed_probes, self.acceptance.value)
+        return GuardMemory(cost, self.probe_in, self._failed_probes, self.acceptance.value, few_at)
 
     def restore(self, memory: GuardMemory | None) -> None:
         if memory is None:
@@ -444,6 +461,7 @@ class DraftController:
         if memory.acceptance is not None:
             self.acceptance.value = memory.acceptance
         self._failed_probes = memory.failed_probes
+        self._few_passes_at = memory.few_passes_at
         if memory.paused_for_cost and self.config.collapse_guard:
             self.paused = True
             self._paused_tokens = 0
@@ -482,7 +500,7 @@ class DraftController:
         self._paused_tokens += tokens
         if self._paused_tokens >= self.probe_in:
             noisy = self.last_pause is not None and self.last_pause.noisy
-            doubtful = noisy or self.costs.prices_unsettled(depth)
+            doubtful = noisy or self.few_passes(depth)
             if not doubtful and self._failed_probes % 4 and self._probe_would_lose(depth):
                 # skip this probe (every fourth one still runs, in case the costs or the text
                 # changed) and wait twice as long. Never after a pause on noisy costs, nor on

@@ -143,8 +143,13 @@ class CostModel:
         first runs (on a GPU, kernels loaded on a shape's first launch: the first check priced
         verifying 2 tokens at 7.7 single passes, 17 at 20) or from one slowed pass, and a
         paused draft is not priced again."""
+        return self.verifications_near(depth) < SETTLED_VERIFICATIONS
+
+    def verifications_near(self, depth: int) -> int:
+        """The verifications of several tokens priced near ``depth``, counted up to
+        SETTLED_VERIFICATIONS."""
         settled = SETTLED_VERIFICATIONS
-        return self.verify.passes_near(depth, larger_than=1, enough=settled) < settled
+        return self.verify.passes_near(depth, larger_than=1, enough=settled)
 
     def draft_cost_fraction(self, depth: int) -> float | None:
         """A single draft pass as a fraction of a single target pass."""

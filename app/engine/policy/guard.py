@@ -94,6 +94,9 @@ class GuardMemory:
     probe_in: int
     failed_probes: int
     acceptance: float | None
+    # the verifications near its depth when the last pause on a few passes' prices was
+    # decided (``DraftController.few_passes``)
+    few_passes_at: int | None = None
 
 
 @dataclass(frozen=True)
