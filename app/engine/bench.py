@@ -32,7 +32,14 @@ from app.engine.exactness import compare
 from app.engine.llama.hardware import devices, llama_cpp_version, system_info
 from app.engine.llama.repacking import repacking_enabled
 from app.engine.machine_load import LoadRunning, MachineLoad
-from app.engine.noise import gap_reasons, load_gap_reasons, noise_flag, pass_gap, steadiness
+from app.engine.noise import (
+    at_equal_passes,
+    gap_reasons,
+    load_gap_reasons,
+    noise_flag,
+    pass_gap,
+    steadiness,
+)
 from app.engine.policy.costs import CostModel
 from app.engine.process.protocol import BENCHMARKING, RENDERING
 from app.engine.thread_fit import OtherProgramsMeter, ThreadFit
@@ -328,9 +335,11 @@ def _steadiness_figures(pairs: list[tuple[RunSummary, RunSummary]], ratios: list
         steadiness("baseline", [b.verify_passes for b, _ in pairs]),
         steadiness("speculative", [s.verify_passes for _, s in pairs]),
     )
-    gaps = _gaps(pairs)
-    # each round's speedup had the single passes both modes pay alike cost the same in both
-    equal = [None if gap is None else ratio * gap for ratio, gap in zip(ratios, gaps, strict=True)]
+    gaps, loads = _gaps(pairs), _loads(pairs)
+    equal = [
+        at_equal_passes(ratio, gap, load)
+        for ratio, gap, load in zip(ratios, gaps, loads, strict=True)
+    ]
     measured = [x for x in equal if x is not None]
 
     def rounded(value: float | None, digits: int = 3) -> float | None:
@@ -356,7 +365,7 @@ def _steadiness_figures(pairs: list[tuple[RunSummary, RunSummary]], ratios: list
         ],
         "step_time_spread": {j.mode: [rounded(x) for x in j.spreads] for j in judged},
         "round_drift": {j.mode: rounded(j.drift) for j in judged},
-        "noisy": noise_flag(*judged, gaps=gaps, loads=_loads(pairs)),
+        "noisy": noise_flag(*judged, gaps=gaps, loads=loads),
         "speedup_at_equal_passes": (
             round(statistics.median(measured), 4) if len(measured) >= 2 else None
         ),

@@ -24,6 +24,7 @@ from app.engine.noise import (
     MIN_PASSES,
     SPREAD_LIMIT,
     gap_reasons,
+    loads_apart,
     noise_flag,
     pass_gap,
     steadiness,
@@ -109,6 +110,19 @@ def test_other_programs_loading_one_mode_more_than_the_other_is_flagged() -> Non
     assert noise_flag(loads=[(0.02, 0.05)]) is None
 
 
+def test_a_round_loaded_unevenly_by_other_programs_has_no_speedup_at_equal_passes() -> None:
+    """The lone single passes equalise only a load that fell on them: a short answer read
+    0.61x "at equal passes" from a round whose speculative run had 0.59 cores of other
+    programs against 0.01 target-only, and a gap of 1.05 (the burst fell on the draft)."""
+    from app.engine.noise import LOAD_GAP_LIMIT, at_equal_passes
+
+    assert at_equal_passes(0.58, 1.048, (0.01, 0.59)) is None
+    assert at_equal_passes(0.58, 1.048, (0.59, 0.01)) is None
+    assert at_equal_passes(0.58, None, (0.0, 0.0)) is None
+    assert at_equal_passes(0.8, 1.25, (0.5, 0.5 + LOAD_GAP_LIMIT - 0.01)) == pytest.approx(1.0)
+    assert at_equal_passes(0.8, 1.25, (None, 0.9)) == pytest.approx(1.0)  # a load not measured
+
+
 def test_too_few_steps_are_not_judged() -> None:
     judged = steadiness("speculative", [[(17, 90.0), (17, 400.0)], [(17, 95.0)]])
     assert judged.spreads == (None, None) and judged.drift is None
@@ -163,8 +177,9 @@ def test_the_bench_pairs_its_rounds_and_reports_their_steadiness(
     assert row["ttft_samples"] == 7  # seven one-token runs per mode, every cache emptied
     for r in rounds:  # each round's speedup at equal passes is its speedup times its gap
         gap, at_equal = r["pass_gap"], r["speedup_at_equal_passes"]
-        assert (gap is None) == (at_equal is None)
-        if gap is not None:
+        loads = (r["baseline_outside_cores"], r["speculative_outside_cores"])
+        assert (gap is None or loads_apart(*loads)) == (at_equal is None)
+        if at_equal is not None:
             assert at_equal == pytest.approx(r["speedup"] * gap, rel=2e-3)
     assert result["aggregate"]["median_baseline_ttft_ms"] == row["baseline_ttft_ms"]
     assert row["step_host_ms_per_token"] <= row["host_ms_per_token"]
