@@ -94,10 +94,13 @@ class DraftingTurn:
         want = min(ceiling, cap)
         if want <= 0:
             return None
+        # the thresholds size a model's block: while it is paused only lookups propose, and
+        # they are judged by their own gate (pricing both was a fifth of such a step's host
+        # time)
         limits = DraftLimits(
             want,
-            keep_drafting=controller.keep_drafting_threshold(depth),
-            include=controller.include_threshold(depth),
+            keep_drafting=0.0 if paused else controller.keep_drafting_threshold(depth),
+            include=0.0 if paused else controller.include_threshold(depth),
             ends_answer=self.ends_answer,
             model=not paused,
             guard_paused=paused,
