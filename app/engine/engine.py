@@ -18,7 +18,7 @@ from typing import Protocol
 import numpy as np
 
 from app.engine.chat_template import ChatFormatter, Message
-from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig
+from app.engine.config import DraftSource, GenerationRequest, ModelSpec, SamplerConfig, SpecConfig
 from app.engine.drafters.base import Drafter, DraftingContext
 from app.engine.drafters.combined import CombinedDrafter
 from app.engine.drafters.dflash import BlockHead, DFlashDrafter
@@ -60,6 +60,8 @@ from app.gguf.reader import GGUFHeader
 
 CancelCheck = Callable[[], bool]
 WARM_UP_TIMED = 3  # timed single passes per model after loading: the cost lines' first prices
+# on a GPU, the batch sizes run once each after loading: a default block's verifications
+WARM_UP_BATCHES = range(2, SpecConfig.draft_max + 2)
 
 
 def declared_drafting(path: Path) -> tuple[SelfDrafting, GGUFHeader]:
@@ -227,6 +229,21 @@ class Engine:
                     self.costs.observe_draft_pass(1, ms, depth=0)
         if self.block_head is not None:
             self._warm_up_block_head(self.block_head)
+        for ctx in (self.spec_ctx, self.draft_ctx):
+            if ctx is not None and ctx.model.layers_on_gpu:
+                self._warm_up_batches(ctx)
+
+    def _warm_up_batches(self, ctx: LlamaContext) -> None:
+        """One untimed pass of each batch size a default block's verification (the target) or
+        catch-up (a draft model) takes. On a GPU a size's first pass loads the kernels chosen
+        for it: the first GPU check's cost lines priced verifying 2 tokens of the fast pair at
+        7.7 single passes, 17 at 20, from the first answer's steps, and the guard never
+        drafted. Nothing is filed: the steps price them. (On a CPU a size's first pass costs
+        at most 1.13 times its later ones, and the passes would add seconds to a load.)"""
+        token = ctx.model.bos if ctx.model.bos >= 0 else 0
+        for n_tokens in WARM_UP_BATCHES:
+            ctx.decode([token] * n_tokens, logits="all" if ctx is self.spec_ctx else "last")
+            ctx.truncate(0)
 
     def _warm_up_block_head(self, head: BlockHead) -> None:
         """A block after one target token, as a draft does; each drafted position is filed

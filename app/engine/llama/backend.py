@@ -145,9 +145,9 @@ class LlamaModel:
         # llama.cpp offloads the output layer (and with it a sampler chain) only when more
         # layers than the model has are asked for: -1 asks for all
         n_layer = int(llama_cpp.llama_model_n_layer(ptr))
-        self.output_on_gpu = bool(llama_cpp.llama_supports_gpu_offload()) and (
-            params.n_gpu_layers > n_layer
-        )
+        offloads = bool(llama_cpp.llama_supports_gpu_offload())
+        self.output_on_gpu = offloads and params.n_gpu_layers > n_layer
+        self.layers_on_gpu = offloads and params.n_gpu_layers > 0
         self._piece_cache: dict[int, bytes] = {}
         self._piece_buf = ctypes.create_string_buffer(256)
         # llama.cpp loads each token's text verbatim from the checked header's array: the
