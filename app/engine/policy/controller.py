@@ -236,7 +236,7 @@ class DraftController:
         """Whether the verification prices near ``depth`` rest on a few passes
         (``CostModel.prices_unsettled``) and the last pause decided on such prices was
         followed by one more verification near it. A probe that verifies no block prices
-        nothing: a draft at 94 % of its target's pass, whose thresholds at those prices
+        nothing: a draft at half its target's pass, whose thresholds at those prices
         proposed no token, was probed every 8 tokens for a catch-up and a draft pass each
         time (13 pauses in 128 tokens, 0.83x its target alone, against one pause and 0.975x
         before the rule); after such a probe, the next pause is an ordinary one."""
