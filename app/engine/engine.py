@@ -197,6 +197,9 @@ class Engine:
         so and extrapolated a single target pass from them, once to a microsecond, and the
         guard paused a draft that pays.
         """
+        for batched in (self.spec_ctx, self.draft_ctx):
+            if batched is not None and batched.model.layers_on_gpu:
+                self._warm_up_batches(batched)
         heads = self.heads.ctx if self.heads is not None else None
         for ctx in (self.spec_ctx, self.draft_ctx, heads):
             if ctx is None:
@@ -229,9 +232,6 @@ class Engine:
                     self.costs.observe_draft_pass(1, ms, depth=0)
         if self.block_head is not None:
             self._warm_up_block_head(self.block_head)
-        for ctx in (self.spec_ctx, self.draft_ctx):
-            if ctx is not None and ctx.model.layers_on_gpu:
-                self._warm_up_batches(ctx)
 
     def _warm_up_batches(self, ctx: LlamaContext) -> None:
         """One untimed pass of each batch size a default block's verification (the target) or

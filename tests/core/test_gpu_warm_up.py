@@ -10,8 +10,10 @@ from pathlib import Path
 import llama_cpp
 import pytest
 
+from app.devtools.test_models.synthetic_dflash import write_dflash_target, write_tiny_dflash
 from app.engine.config import GenerationRequest, ModelSpec, SpecConfig
 from app.engine.engine import WARM_UP_BATCHES, Engine
+from app.engine.events import RunSummary
 from app.engine.llama.backend import LlamaContext
 from tests.cores import THREADS
 
@@ -42,10 +44,12 @@ def _engine(pair: tuple[Path, Path]) -> Engine:
     )
 
 
-def _answer(engine: Engine) -> tuple[int, ...]:
+def _answer(engine: Engine) -> tuple[tuple[int, ...], int, int]:
+    """A fixed policy's answer: its tokens, and the tokens drafted and accepted."""
     request = GenerationRequest((1, 300, 310, 320), 24, spec=FORCED)
     summary = list(engine.generate(request))[-1]
-    return summary.token_ids  # type: ignore[union-attr]
+    assert isinstance(summary, RunSummary)
+    return summary.token_ids, summary.drafted, summary.accepted
 
 
 def test_an_engine_on_a_gpu_runs_each_block_size_once_at_load_and_files_none(
@@ -77,3 +81,24 @@ def test_an_engine_on_a_gpu_runs_each_block_size_once_at_load_and_files_none(
         assert _answer(engine) == expected
     finally:
         engine.close()
+
+
+def test_a_block_drafter_on_a_gpu_answers_as_it_did_without_the_warm_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The target's features feed the head: the warm-up's passes leave none behind (the same
+    blocks are drafted and accepted)."""
+    target = write_dflash_target(tmp_path / "target.gguf")
+    pair = (target, write_tiny_dflash(tmp_path / "dflash.gguf", target, variant="dflash"))
+    answers = []
+    for on_gpu in (False, True):
+        monkeypatch.setattr(llama_cpp, "llama_supports_gpu_offload", lambda on=on_gpu: on)
+        engine = _engine(pair)
+        try:
+            assert engine.block_head is not None and engine.target.layers_on_gpu is on_gpu
+            answers.append(_answer(engine))
+        finally:
+            engine.close()
+    assert answers[0] == answers[1]
+    tokens, drafted, _ = answers[0]
+    assert len(tokens) == 24 and drafted > 0
