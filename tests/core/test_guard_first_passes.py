@@ -14,7 +14,7 @@ from app.engine.config import SpecConfig
 from app.engine.events import GuardEvent, GuardReason
 from app.engine.policy.controller import DraftController
 from app.engine.policy.costs import SETTLED_VERIFICATIONS, CostModel
-from app.engine.policy.guard import NOISY_PROBE
+from app.engine.policy.guard import NOISY_PROBE, GuardMemory
 from app.models.drafting import DrafterKind, PairDrafting
 from app.models.guard_words import message
 
@@ -74,6 +74,18 @@ def test_a_pause_on_each_shapes_first_runs_is_probed_soon_and_not_carried() -> N
     assert event is not None and not event.few_passes and not event.noisy
     assert event.probe_in == 16
     assert dear.snapshot().paused_for_cost
+
+
+def test_a_pause_on_a_few_passes_is_probed_soon_after_an_earlier_probe_failed_too() -> None:
+    """Its probe prices no block until it runs: the count of verifications near the depth
+    has not grown since the pause, and skipping the probe on an earlier answer's failed one
+    would hold the pause on the first runs' prices."""
+    controller = _controller({size: [ms] for size, ms in FIRST_RUNS.items()})
+    controller.restore(GuardMemory(False, 16, failed_probes=1, acceptance=None))
+    event = controller.pause_if_never_pays(step=0, depth=DEPTH)
+    assert event is not None and event.few_passes and event.probe_in == NOISY_PROBE
+    assert controller._probe_would_lose(DEPTH)
+    assert controller.tick_paused(NOISY_PROBE, DEPTH)
 
 
 def test_a_probe_that_verified_no_block_leaves_the_next_pause_an_ordinary_one() -> None:

@@ -499,8 +499,11 @@ class DraftController:
         probe again."""
         self._paused_tokens += tokens
         if self._paused_tokens >= self.probe_in:
-            noisy = self.last_pause is not None and self.last_pause.noisy
-            doubtful = noisy or self.few_passes(depth)
+            last = self.last_pause
+            # the probe of a pause decided on noisy or a few passes' prices, and any while
+            # those prices are still being settled
+            decided_doubtful = last is not None and (last.noisy or last.few_passes)
+            doubtful = decided_doubtful or self.few_passes(depth)
             if not doubtful and self._failed_probes % 4 and self._probe_would_lose(depth):
                 # skip this probe (every fourth one still runs, in case the costs or the text
                 # changed) and wait twice as long. Never after a pause on noisy costs, nor on
