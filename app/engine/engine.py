@@ -204,7 +204,7 @@ class Engine:
         for ctx in (self.spec_ctx, self.draft_ctx, heads):
             if ctx is None:
                 continue
-            token = ctx.model.bos if ctx.model.bos >= 0 else 0
+            token = ctx.model.warm_up_token
             row = np.zeros((1, ctx.model.n_embd_out), np.float32) if ctx is heads else None
             # an assistant keeps no cache of its own: it decodes at a position, records none
             at = 0 if self.heads is not None and self.heads.shared and ctx is heads else None
@@ -221,7 +221,7 @@ class Engine:
                     self.costs.observe_draft_pass(1, ms, depth=0)
         if self.eagle3 is not None:
             # the head's seed pass reads the target's rows of the position before it
-            token = self.target.bos if self.target.bos >= 0 else 0
+            token = self.target.warm_up_token
             for timed in range(WARM_UP_TIMED + 1):
                 self.spec_ctx.decode([token], logits="none")
                 began = time.perf_counter()
@@ -240,7 +240,7 @@ class Engine:
         7.7 single passes, 17 at 20, from the first answer's steps, and the guard never
         drafted. Nothing is filed: the steps price them. (On a CPU a size's first pass costs
         at most 1.13 times its later ones, and the passes would add seconds to a load.)"""
-        token = ctx.model.bos if ctx.model.bos >= 0 else 0
+        token = ctx.model.warm_up_token
         for n_tokens in WARM_UP_BATCHES:
             ctx.decode([token] * n_tokens, logits="all" if ctx is self.spec_ctx else "last")
             ctx.truncate(0)
@@ -248,7 +248,7 @@ class Engine:
     def _warm_up_block_head(self, head: BlockHead) -> None:
         """A block after one target token, as a draft does; each drafted position is filed
         as its share of the pass (``DFlashDrafter``). The head's cache is left empty."""
-        token = self.target.bos if self.target.bos >= 0 else 0
+        token = self.target.warm_up_token
         for timed in range(WARM_UP_TIMED + 1):
             self.spec_ctx.decode([token], logits="none")
             began = time.perf_counter()

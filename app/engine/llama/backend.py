@@ -169,6 +169,12 @@ class LlamaModel:
         return int(llama_cpp.llama_vocab_bos(self.vocab))
 
     @property
+    def warm_up_token(self) -> int:
+        """A token every vocabulary has, for passes whose output nothing reads: BOS, else 0."""
+        bos = self.bos
+        return bos if bos >= 0 else 0
+
+    @property
     def eos(self) -> int:
         return int(llama_cpp.llama_vocab_eos(self.vocab))
 
