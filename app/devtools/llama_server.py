@@ -107,6 +107,12 @@ def greedy_answer(url: str, prompt: list[int], n_tokens: int, timeout_s: float) 
         "tok_s": round(float(timings["predicted_per_second"]), 2),
         "drafted": int(timings.get("draft_n", 0)),
         "accepted": int(timings.get("draft_n_accepted", 0)),
+        # a step writes its accepted drafts and one token of its own
+        "ms_per_step": round(
+            float(timings["predicted_ms"])
+            / max(int(timings["predicted_n"]) - int(timings.get("draft_n_accepted", 0)), 1),
+            4,
+        ),
     }
 
 

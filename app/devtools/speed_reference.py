@@ -124,6 +124,23 @@ def _figures(runs: list[RunSummary]) -> dict[str, Any]:
         "host_ms_per_token": round(best.host_ms_per_token, 4),
         "step_host_ms_per_token": round(best.step_host_ms_per_token, 4),
         "decode_ms_per_token": round(best.decode_s * 1000 / max(best.tokens, 1), 4),
+        **per_step(best),
+    }
+
+
+def per_step(run: RunSummary) -> dict[str, Any]:
+    """Where one decoding step's time went, averaged over the run's steps: the target's
+    verification, the drafting (the draft's passes and its own host work), and the host's
+    time outside llama_decode (the drafting's host work too, so the three overlap). Beside the
+    server's milliseconds a step, this says which part of a step costs more than the
+    server's (the GPU check's DFlash pair ran at 0.69× the server's speed with the same
+    blocks, and tokens/sec alone could not say where)."""
+    steps = max(run.passes, 1)
+    return {
+        "steps": run.passes,
+        "verify_ms_per_step": round(sum(ms for _, ms in run.verify_passes) / steps, 4),
+        "draft_ms_per_step": round(sum(d.draft_ms for d in run.per_drafter) / steps, 4),
+        "host_ms_per_step": round(run.step_host_s * 1000 / steps, 4),
     }
 
 
@@ -230,6 +247,11 @@ def compare(
         "specdeck_acceptance": round(specdeck["accepted"] / max(specdeck["drafted"], 1), 4),
         "specdeck_step_host_ms_per_token": specdeck["step_host_ms_per_token"],
         "specdeck_decode_ms_per_token": specdeck["decode_ms_per_token"],
+        "specdeck_steps": specdeck["steps"],
+        "specdeck_verify_ms_per_step": specdeck["verify_ms_per_step"],
+        "specdeck_draft_ms_per_step": specdeck["draft_ms_per_step"],
+        "specdeck_host_ms_per_step": specdeck["host_ms_per_step"],
+        "server_ms_per_step": server["ms_per_step"],
     }
 
 

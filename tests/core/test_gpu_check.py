@@ -103,6 +103,11 @@ def test_specdeck_and_llama_server_answer_the_mtp_model_alike(tmp_path: Path) ->
     assert report["identical_to_target_only"]
     assert report["tokens"] > 0
     assert report["specdeck_vs_server"] > 0 and report["server_speedup"] > 0
+    # the split of a step, beside the server's whole steps
+    assert report["specdeck_steps"] > 0 and report["specdeck_verify_ms_per_step"] > 0
+    assert report["specdeck_draft_ms_per_step"] > 0 and report["specdeck_host_ms_per_step"] > 0
+    assert report["server_ms_per_step"] > 0 and report["server_target_only_ms_per_step"] > 0
+    assert report["specdeck_target_only_ms_per_step"] > 0
 
 
 def test_the_pass_phase_prices_each_size_in_a_fresh_process_and_says_where_the_chain_runs(

@@ -134,6 +134,16 @@ def test_the_report_on_the_tiny_dflash_pair() -> None:
             report[f"{side}_accepted"] / max(report[f"{side}_drafted"], 1), abs=1e-4
         )
     assert report["server_tok_s"] > 0 and report["specdeck_tok_s"] > 0
+    # a step's parts: the steps' verification and time outside llama_decode fit in the answer's
+    # time, and so does the drafting; each step wrote its accepted drafts and one token
+    assert report["specdeck_steps"] == report["tokens"] - report["specdeck_accepted"]
+    answer_ms = report["tokens"] / report["specdeck_tok_s"] * 1000.0
+    steps = report["specdeck_steps"]
+    parts = report["specdeck_verify_ms_per_step"] + report["specdeck_host_ms_per_step"]
+    assert 0 < parts * steps <= answer_ms * 1.01
+    assert 0 < report["specdeck_draft_ms_per_step"] * steps <= answer_ms * 1.01
+    served_ms = report["server_tokens"] / report["server_tok_s"] * 1000.0
+    assert 0 < report["server_ms_per_step"] <= served_ms
     ratio = report["specdeck_tok_s"] / report["server_tok_s"]
     assert report["specdeck_vs_server"] == pytest.approx(ratio, abs=1e-3)
     # one round: its own ratio is the only one, and the best of each side is that round

@@ -158,6 +158,16 @@ def versus_server(
         "specdeck_target_only_step_host_ms_per_token": base["step_host_ms_per_token"],
         "specdeck_decode_ms_per_token": spec["decode_ms_per_token"],
         "specdeck_target_only_decode_ms_per_token": base["decode_ms_per_token"],
+        # one step's time, split: which part costs more than the server's whole step
+        "specdeck_steps": spec["steps"],
+        "specdeck_verify_ms_per_step": spec["verify_ms_per_step"],
+        "specdeck_draft_ms_per_step": spec["draft_ms_per_step"],
+        "specdeck_host_ms_per_step": spec["host_ms_per_step"],
+        "specdeck_target_only_ms_per_step": round(
+            base["verify_ms_per_step"] + base["host_ms_per_step"], 4
+        ),
+        "server_ms_per_step": served["ms_per_step"],
+        "server_target_only_ms_per_step": plain["ms_per_step"],
     }
 
 
