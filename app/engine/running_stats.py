@@ -87,6 +87,16 @@ class RecentMedian:
         """The samples of the longer stretch (``fast``'s)."""
         return len(self._samples)
 
+    def ran_slowed(self, factor: float) -> bool:
+        """Whether the recent samples mostly ran over ``factor`` times the fastest: their
+        median over the fast price (``spread``); of two, the slower over the faster, for the
+        median of two, their mean, halves one slowed sample."""
+        recent = self._recent()
+        if len(recent) == 2:
+            return max(recent) > factor * min(recent)
+        spread = self.spread
+        return len(recent) >= 3 and spread is not None and spread > factor
+
     @property
     def spread(self) -> float | None:
         """The median over the fast price (``fast``): near 1 while the samples cost what they

@@ -135,3 +135,133 @@ def test_a_pause_for_disagreement_is_judged_at_the_quiet_break_even_under_a_burs
     assert dear.break_even > 0.7
     wrong = pause(quiet_then_burst, accepted=0)
     assert wrong is not None and wrong.reason == "disagreement" and not wrong.noisy
+
+
+def _dear_draft_priced(single_target_passes: list[float]) -> DraftController:
+    """A draft as dear as its target (9 ms a pass, agreeing every time), the target's
+    single passes filed as given, its verifications of 2 tokens at 18 ms."""
+    controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=4))
+    costs = controller.costs
+    for ms in single_target_passes:
+        costs.observe_verify(1, ms, 40)
+    for _ in range(5):
+        costs.observe_draft_pass(1, 9.0, 40)
+        costs.observe_verify(2, 18.0, 40)
+    return controller
+
+
+def _drafting_steps(
+    controller: DraftController, steps: int, *, slowed: float = 1.0
+) -> PauseDecision | None:
+    """Drafting steps as such a pair runs them on a quiet machine (``slowed`` times as long
+    where a burst slowed them): a draft pass and a verification of 2 tokens, 27.5 ms for 2
+    tokens."""
+    for _ in range(steps):
+        controller.observe_step(1, 1)
+        controller.observe_step_cost(
+            paid_draft=True,
+            tokens=2,
+            ms=27.5 * slowed,
+            host_ms=0.5,
+            depth=40,
+            pass_ms=18.0 * slowed,
+            pass_tokens=2,
+        )
+        decision = controller.check_pause(40)
+        if decision is not None:
+            return decision
+    return None
+
+
+def test_lone_target_passes_a_burst_slowed_do_not_make_drafting_look_as_if_it_paid() -> None:
+    """While a draft drafts, no single target pass is measured: three lone ones, two slowed by a
+    burst to 119 and 208 ms where a quiet one takes 9, had a draft as dear as its target
+    measured at 4.5x "target-only" and never paused. The steps are judged against the
+    fastest of those passes: at 0.7x the draft is paused for cost."""
+    controller = _dear_draft_priced([9.0, 119.0, 208.0])
+    decision = _drafting_steps(controller, steps=3)
+    ratio = controller.economics.ratio()
+    assert ratio is not None and ratio < 0.75
+    assert decision is not None and decision.reason == "cost"
+
+    quiet = _dear_draft_priced([9.0, 9.2, 8.9])  # the same decision on a quiet machine
+    decision = _drafting_steps(quiet, steps=3)
+    assert decision is not None and decision.reason == "cost"
+
+
+def test_a_target_only_step_a_burst_slowed_does_not_make_drafting_look_as_if_it_paid() -> None:
+    """A paused step whose pass a burst slowed to 680 ms (its price: 9) had filed 671 ms as
+    the step's time beyond its pass, and every drafting step after it was judged against a
+    target-only token of 680 ms. The step's time beyond its own pass is half a millisecond."""
+    controller = _dear_draft_priced([9.0, 9.2, 8.9])
+    controller.observe_step_cost(
+        paid_draft=False, tokens=1, ms=680.0, host_ms=0.5, depth=40, pass_ms=679.5
+    )
+    assert controller.economics.overhead_ms.value == pytest.approx(0.5)
+    decision = _drafting_steps(controller, steps=3)
+    ratio = controller.economics.ratio()
+    assert ratio is not None and ratio < 0.75
+    assert decision is not None and decision.reason == "cost"
+
+
+def test_drafting_steps_the_same_burst_slowed_are_judged_against_target_only_slowed_alike() -> None:
+    """Where the lone target passes ran mostly slowed, a drafting step's base is their fastest
+    slowed as much as the step's own verification was: a draft that pays (a quarter of its
+    target's pass, every token accepted), its steps slowed threefold by the burst that slowed
+    those passes, is not judged against a quiet target-only token and paused."""
+    controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=4))
+    costs = controller.costs
+    for ms in (9.0, 119.0, 208.0):
+        costs.observe_verify(1, ms, 40)
+    for _ in range(5):
+        costs.observe_draft_pass(1, 2.0, 40)
+        costs.observe_verify(4, 20.0, 40)
+    for _ in range(8):  # 4 tokens from 3 draft passes and a verification of 4, thrice as slow
+        controller.observe_step(3, 3)
+        controller.observe_step_cost(
+            paid_draft=True, tokens=4, ms=81.0, host_ms=0.5, depth=40, pass_ms=60.0, pass_tokens=4
+        )
+        assert controller.check_pause(40) is None
+    ratio = controller.economics.ratio()
+    assert ratio is not None and ratio > 1.2
+
+
+def test_of_two_single_passes_a_drafting_step_is_judged_against_the_faster() -> None:
+    """The load's price and the answer's first lone pass are two moments; a burst at load set
+    the first at 16.8 ms where the second took 8.6, and their median (the mean) made a draft
+    as dear as its target, drafting 4 tokens a step, look 1.1x faster than target-only."""
+    controller = DraftController(SpecConfig(guard_window=8, probe_every=16, draft_max=4))
+    costs = controller.costs
+    costs.observe_verify(1, 16.8, 0)  # the load's, in a burst
+    costs.observe_verify(1, 8.6, 40)  # the answer's first step
+    for _ in range(5):
+        costs.observe_draft_pass(1, 9.0, 40)
+        costs.observe_verify(5, 22.0, 40)
+    decision = None
+    for _ in range(3):  # 4 draft passes and a verification of 5: 58 ms for 5 tokens
+        controller.observe_step(4, 4)
+        controller.observe_step_cost(
+            paid_draft=True, tokens=5, ms=58.0, host_ms=0.5, depth=40, pass_ms=22.0, pass_tokens=5
+        )
+        decision = decision or controller.check_pause(40)
+    ratio = controller.economics.ratio()
+    assert ratio is not None and ratio < 0.85
+    assert decision is not None and decision.reason == "cost"
+
+
+def test_two_passes_ran_slowed_only_where_one_took_half_again_the_others_time() -> None:
+    """Of two passes the median is their mean: the slower over 1.5 times the faster says one
+    ran slowed (the base then takes the faster); two a quiet machine's noise apart do not."""
+    apart, close = RecentMedian(), RecentMedian()
+    for ms in (16.8, 8.6):
+        apart.update(ms)
+    for ms in (9.4, 8.6):
+        close.update(ms)
+    assert apart.ran_slowed(1.5) and not close.ran_slowed(1.5)
+    burst = RecentMedian()
+    for ms in (9.0, 119.0, 208.0):
+        burst.update(ms)
+    assert burst.ran_slowed(1.5)
+    one = RecentMedian()
+    one.update(200.0)
+    assert not one.ran_slowed(1.5)

@@ -216,31 +216,41 @@ def test_a_draft_too_expensive_to_pay_is_paused_for_cost(smollm2_pair) -> None:
     """The SmolLM2 F16 target drafting for itself: every draft token is accepted, but a draft
     pass costs a whole target pass, so drafting cannot pay on any machine. Not drafting must
     cost nothing: the guard pauses for cost, says why, and the next answer makes almost no
-    draft passes."""
+    draft passes.
+
+    That is what a quiet machine shows. Under bursts of other programs the guard does not let
+    slowed prices decide a pause alone (issue 35), and where a burst slowed every single target
+    pass behind its prices, drafting looks as if it paid; so answers that ran while others kept
+    a tenth of a core or more busy are run again on a fresh engine, three tries in all."""
     from app.engine.events import GuardEvent, GuardReason
     from app.models.drafting import pair_drafting
     from app.models.guard_words import message
 
     target, _ = smollm2_pair
-    eng = Engine(
-        ModelSpec(str(target), n_ctx=1024, n_threads=THREADS),
-        ModelSpec(str(target), n_ctx=1024, n_threads=THREADS),
-    )
-    try:
-        prompt = eng.tokenize_chat([Message("user", "Explain why the sky is blue.")])
-        request = GenerationRequest(prompt, max_tokens=96, ignore_eos=True)
-        first = list(eng.generate(request))
-        guards = [e for e in first if isinstance(e, GuardEvent) and e.paused]
-        assert guards, "the guard never paused a draft that cannot pay"
-        words = message(guards[0], pair_drafting(str(target), str(target), DraftSource.MODEL))
-        assert guards[0].reason is GuardReason.COST, words
-        # the draft is the target itself: no "smaller draft (a lower quantization…)"
-        assert (
-            "a draft pass costs" in words and "target's architecture, vocabulary and size" in words
+    for _ in range(3):
+        eng = Engine(
+            ModelSpec(str(target), n_ctx=1024, n_threads=THREADS),
+            ModelSpec(str(target), n_ctx=1024, n_threads=THREADS),
         )
-        assert "fewer parameters" in words and "lower quantization" not in words
-        second = _summary(eng, request)
-        # probes only: far fewer draft passes than tokens
-        assert second.draft_passes <= 0.25 * second.tokens, second
-    finally:
-        eng.close()
+        try:
+            prompt = eng.tokenize_chat([Message("user", "Explain why the sky is blue.")])
+            request = GenerationRequest(prompt, max_tokens=96, ignore_eos=True)
+            first = list(eng.generate(request))
+            second = _summary(eng, request)
+        finally:
+            eng.close()
+        summary = first[-1]
+        assert isinstance(summary, RunSummary)
+        if all(c is None or c < 0.1 for c in (summary.outside_cores, second.outside_cores)):
+            break
+    else:
+        pytest.skip("other programs kept this machine busy through three tries")
+    guards = [e for e in first if isinstance(e, GuardEvent) and e.paused]
+    assert guards, "the guard never paused a draft that cannot pay"
+    words = message(guards[0], pair_drafting(str(target), str(target), DraftSource.MODEL))
+    assert guards[0].reason is GuardReason.COST, words
+    # the draft is the target itself: no "smaller draft (a lower quantization…)"
+    assert "a draft pass costs" in words and "target's architecture, vocabulary and size" in words
+    assert "fewer parameters" in words and "lower quantization" not in words
+    # probes only: far fewer draft passes than tokens
+    assert second.draft_passes <= 0.25 * second.tokens, second

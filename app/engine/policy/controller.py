@@ -80,6 +80,8 @@ class DraftController:
                 host_ms=record.host_ms,
                 depth=record.depth,
                 interfered=self._interfered(record),
+                pass_ms=record.verify_ms,
+                pass_tokens=record.proposed + 1,
             )
         else:
             self.observe_step_cost(
@@ -88,6 +90,7 @@ class DraftController:
                 ms=record.step_ms,
                 host_ms=record.host_ms,
                 depth=record.depth,
+                pass_ms=record.verify_ms,
             )
         if record.declined is not None:
             self.observe_declined(*record.declined)
@@ -153,17 +156,48 @@ class DraftController:
         host_ms: float,
         depth: int,
         interfered: bool = False,
+        pass_ms: float | None = None,
+        pass_tokens: int = 1,
     ) -> None:
         """A whole step's wall time at context ``depth``: drafting steps against target-only
-        steps."""
+        steps. ``pass_ms``: the step's own target pass over ``pass_tokens``, where measured."""
         economics = self.economics
         economics.host_ms.update(host_ms)
-        single = self.costs.verify_ms(1, depth)
+        single = self._single_pass_ms(depth, pass_tokens, pass_ms if paid_draft else None)
         if paid_draft:
             base = economics.target_only_ms(single)
             economics.observe_speculative(tokens, ms, base, interfered=interfered)
         else:
-            economics.observe_target_only(ms / max(tokens, 1), single)
+            # the step's time beyond its own pass, not beyond the pass's price: a pass that a
+            # burst slowed to 680 ms against a price of 21 had filed 659 ms of overhead, and
+            # every drafting step after it was judged against a target-only token of 74 ms
+            overhead = None if pass_ms is None else max(ms - pass_ms, 0.0)
+            economics.observe_target_only(ms / max(tokens, 1), single, overhead_ms=overhead)
+
+    def _single_pass_ms(
+        self, depth: int, pass_tokens: int = 1, pass_ms: float | None = None
+    ) -> float | None:
+        """A single target pass's price for the target-only base a drafting step is judged
+        against. While a draft drafts no single target pass is measured, so lone passes that
+        a burst slowed keep their price: a draft as dear as its target measured 4.5x
+        "target-only" against 119 ms where a quiet pass takes 9, and was never paused.
+
+        Where the recent ones mostly ran slowed (``RecentMedian.ran_slowed``: their median
+        over INTERFERED times the fastest; of two, such as the load's and the answer's first
+        lone pass, the slower over the faster: one slowed sets half their median, 16.8 ms
+        against a quiet 8.6), the price is their fastest, slowed as much as the step's own
+        pass (``pass_ms`` over ``pass_tokens``) was against its fastest price: a step that
+        the same burst slowed is judged against a target-only token slowed alike, one it
+        missed against a quiet one."""
+        verify = self.costs.verify
+        recent = verify.recent_near(1, depth)
+        if recent is None or not recent.ran_slowed(INTERFERED):
+            return verify.ms(1, depth)
+        quiet = verify.ms(1, depth, fastest=True)
+        priced = verify.ms(pass_tokens, depth, fastest=True) if pass_ms is not None else None
+        if quiet is None or pass_ms is None or not priced:
+            return quiet
+        return quiet * max(pass_ms / priced, 1.0)
 
     @property
     def rolling_acceptance(self) -> float:

@@ -37,9 +37,15 @@ class Economics:
             self._spec.append((tokens, ms, base_ms))
             self._interfered.append(interfered)
 
-    def observe_target_only(self, ms: float, single_ms: float | None = None) -> None:
+    def observe_target_only(
+        self, ms: float, single_ms: float | None = None, *, overhead_ms: float | None = None
+    ) -> None:
+        """One target-only token's whole step, ``ms``; its time beyond the target pass
+        (``overhead_ms``) where measured, else beyond the pass's price ``single_ms``."""
         self.base_ms.update(ms)
-        if single_ms is not None:
+        if overhead_ms is not None:
+            self.overhead_ms.update(overhead_ms)
+        elif single_ms is not None:
             self.overhead_ms.update(max(ms - single_ms, 0.0))
 
     def target_only_ms(self, single_ms: float | None) -> float | None:

@@ -245,13 +245,18 @@ class PassCost:
     def spread_near(self, n_tokens: int, depth: int, *, samples: int = 3) -> float | None:
         """The recent spread (``RecentMedian.spread``) of the cell that prices a pass of this
         size at ``depth``, where it holds at least ``samples`` passes."""
+        recent = self.recent_near(n_tokens, depth)
+        return recent.spread if recent is not None and recent.count >= samples else None
+
+    def recent_near(self, n_tokens: int, depth: int) -> RecentMedian | None:
+        """The recent passes of the cell that prices a pass of this size at ``depth``."""
         cell = self._cells.get((n_tokens, depth_range(depth)))
         if cell is None:
             same = self._by_size.get(n_tokens)
             if not same:
                 return None
             cell = min(same, key=lambda c: abs(c.depth - depth))
-        return cell.median.spread if cell.median.count >= samples else None
+        return cell.median
 
     def measured_near(self, n_tokens: int, depth: int) -> bool:
         """Whether a pass of this size was measured close enough to ``depth`` to price it
