@@ -79,7 +79,7 @@ def _fastest_warm_up(pass_ms: Callable[[], float]) -> float:
     return min(pass_ms() for _ in range(WARM_UP_TIMED))
 
 
-def _single_pass_ms(ctx: LlamaContext, row: np.ndarray | None, at: int | None) -> float:
+def _warm_up_pass_ms(ctx: LlamaContext, row: np.ndarray | None, at: int | None) -> float:
     """One pass over the model's warm-up token, in ms; the cache is left empty."""
     began = time.perf_counter()
     ctx.decode([ctx.model.warm_up_token], logits="last", rows=row, at=at)
@@ -228,7 +228,7 @@ class Engine:
             row = np.zeros((1, ctx.model.n_embd_out), np.float32) if ctx is heads else None
             # an assistant keeps no cache of its own: it decodes at a position, records none
             at = 0 if self.heads is not None and self.heads.shared and ctx is heads else None
-            ms = _fastest_warm_up(partial(_single_pass_ms, ctx, row, at))
+            ms = _fastest_warm_up(partial(_warm_up_pass_ms, ctx, row, at))
             if ctx is self.spec_ctx:
                 self.costs.observe_verify(1, ms, depth=0)
             else:

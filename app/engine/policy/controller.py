@@ -163,20 +163,18 @@ class DraftController:
         steps. ``pass_ms``: the step's own target pass over ``pass_tokens``, where measured."""
         economics = self.economics
         economics.host_ms.update(host_ms)
-        single = self._single_pass_ms(depth, pass_tokens, pass_ms if paid_draft else None)
         if paid_draft:
-            base = economics.target_only_ms(single)
+            base = economics.target_only_ms(self._single_pass_ms(depth, pass_tokens, pass_ms))
             economics.observe_speculative(tokens, ms, base, interfered=interfered)
-        else:
+        elif pass_ms is not None:
             # the step's time beyond its own pass, not beyond the pass's price: a pass that a
             # burst slowed to 680 ms against a price of 21 had filed 659 ms of overhead, and
             # every drafting step after it was judged against a target-only token of 74 ms
-            overhead = None if pass_ms is None else max(ms - pass_ms, 0.0)
-            economics.observe_target_only(ms / max(tokens, 1), single, overhead_ms=overhead)
+            economics.observe_target_only(ms / max(tokens, 1), overhead_ms=max(ms - pass_ms, 0.0))
+        else:
+            economics.observe_target_only(ms / max(tokens, 1), self.costs.verify_ms(1, depth))
 
-    def _single_pass_ms(
-        self, depth: int, pass_tokens: int = 1, pass_ms: float | None = None
-    ) -> float | None:
+    def _single_pass_ms(self, depth: int, pass_tokens: int, pass_ms: float | None) -> float | None:
         """A single target pass's price for the target-only base a drafting step is judged
         against. While a draft drafts no single target pass is measured, so lone passes that
         a burst slowed keep their price: a draft as dear as its target measured 4.5x
