@@ -443,3 +443,39 @@ def test_the_gate_picks_the_length_its_expected_tokens_and_prices_say() -> None:
             assert gate.length(available, 16, depth) == expected, (depth, available)
             picked += expected > 0
     assert picked > 0  # some length pays, so the comparison is not of zeros alone
+
+
+def test_no_match_is_held_back_without_pricing_a_verification() -> None:
+    """Most steps of an answer that copies nothing find no match: the gate holds it back at
+    once, and asks the costs nothing (pricing the empty match was most of the host's time
+    in a step where the guard had the model paused)."""
+
+    class Counting(CostModel):
+        asked = 0
+
+        def verify_ms(self, n_tokens: int, depth: int) -> float | None:
+            Counting.asked += 1
+            return super().verify_ms(n_tokens, depth)
+
+        def verify_prices(self, first: int, last: int, depth: int) -> list[float | None]:
+            Counting.asked += 1
+            return super().verify_prices(first, last, depth)
+
+    gate = LookupGate(Counting(verify=measured((0, 1500))))
+    assert gate.length(0, 16, 400) == 0
+    assert Counting.asked == 0
+    assert gate.length(3, 16, 400) >= 0 and Counting.asked > 0  # a match is priced
+
+
+def test_a_single_pass_priced_near_is_forgotten_with_its_cell() -> None:
+    """``measured_near`` keeps the cell that last answered it: once that cell is dropped
+    (the least recently measured, past MAX_CELLS), the depth needs a single pass again."""
+    cost = PassCost()
+    cost.observe(1, 70.0, 0)
+    assert cost.measured_near(1, 100)
+    for size in (2, 3):  # 64 cells of other sizes push it out
+        for depth in range(0, 32 * 128, 128):
+            cost.observe(size, 80.0, depth)
+    assert not cost.measured_near(1, 100)
+    cost.observe(1, 70.0, 3000)
+    assert cost.measured_near(1, 3100) and not cost.measured_near(1, 100)

@@ -122,6 +122,11 @@ class LookupGate:
     def length(self, available: int, k_max: int, depth: int) -> int:
         """The length to verify of a match of ``available`` tokens at context ``depth``; 0
         holds it back."""
+        if available <= 0:
+            # no match: nothing to price (most steps of an answer that copies nothing; pricing
+            # the empty match was the largest part of a paused draft's step on the host)
+            self._would = None
+            return 0
         single = self.costs.verify_ms(1, depth)
         if single is None:
             return min(available, k_max)

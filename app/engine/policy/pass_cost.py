@@ -120,6 +120,9 @@ class PassCost:
         self._fitted_sizes: set[int] = set()
         self._last_depth, self._last_span = 0, 0
         self._fitted_depths = (0.0, 0.0)
+        # by size, the cell that last answered ``measured_near``: asked every step, and the
+        # same cell answers while the depth stays within its reach
+        self._near: dict[int, _Cell] = {}
 
     def observe(self, n_tokens: int, ms: float, depth: int = 0) -> bool:
         """File one pass; True when it opened a new cell (something new was learned)."""
@@ -136,6 +139,8 @@ class PassCost:
             if len(self._cells) > MAX_CELLS:
                 _, dropped = self._cells.popitem(last=False)
                 self._by_size[dropped.size].remove(dropped)
+                if self._near.get(dropped.size) is dropped:
+                    del self._near[dropped.size]
             if self._widens_fit(n_tokens, depth):
                 self._coef = None  # a new size, or depth beyond the fitted span: refit now
         else:
@@ -262,7 +267,14 @@ class PassCost:
         """Whether a pass of this size was measured close enough to ``depth`` to price it
         there: within 256 tokens, or an eighth of the depth."""
         reach = _reach(depth)
-        return any(abs(c.depth - depth) <= reach for c in self._by_size.get(n_tokens, ()))
+        near = self._near.get(n_tokens)
+        if near is not None and abs(near.depth - depth) <= reach:
+            return True
+        for cell in self._by_size.get(n_tokens, ()):
+            if abs(cell.depth - depth) <= reach:
+                self._near[n_tokens] = cell
+                return True
+        return False
 
     def passes_near(self, depth: int, *, larger_than: int = 0, enough: int = 0) -> int:
         """The recent passes (each cell's ``RecentMedian.kept``) of more than
