@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Container, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -130,6 +130,10 @@ class GGUFHeader:
     metadata: Mapping[str, Any]
     tensors: tuple[TensorInfo, ...]
     data_offset: int  # where the tensor data starts (after alignment padding)
+    # each key's stored GGUF value type (``gguf.GGUFValueType``), and an array's item type:
+    # llama.cpp reads most keys with one exact type and refuses, or misreads, the others
+    value_types: Mapping[str, int] = field(default_factory=dict)
+    item_types: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def tensor_data_size(self) -> int:
@@ -158,6 +162,7 @@ class _Cursor:
         self.pos = 0
         self.window = first_window
         self.where = "the start of the header"
+        self.item_type = -1  # the item type of the array read last
 
     @property
     def offset(self) -> int:
@@ -275,7 +280,7 @@ class _Cursor:
             return self.string()
         if value_type != _ARRAY:
             return self.scalar(value_type)
-        item_type = self.u32()
+        item_type = self.item_type = self.u32()
         if item_type == _ARRAY:
             raise self.fail("nested arrays are not supported by llama.cpp")
         if item_type == _STRING:
@@ -357,9 +362,14 @@ def read_header(source: ByteSource, *, first_window: int = FIRST_WINDOW) -> GGUF
     cursor.where = "the key count"
     kv_count = cursor.count("key", MAX_KV, 12)
     metadata: dict[str, Any] = {}
+    value_types: dict[str, int] = {}
+    item_types: dict[str, int] = {}
     for index in range(kv_count):
         key = cursor.name("key", index, MAX_KEY_BYTES, metadata, "the key appears twice")
-        metadata[key] = cursor.value(cursor.u32(), is_tokens=key == TOKENS_KEY)
+        value_type = value_types[key] = cursor.u32()
+        metadata[key] = cursor.value(value_type, is_tokens=key == TOKENS_KEY)
+        if value_type == _ARRAY:
+            item_types[key] = cursor.item_type
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
     if (
         type(alignment) is not int
@@ -386,7 +396,9 @@ def read_header(source: ByteSource, *, first_window: int = FIRST_WINDOW) -> GGUF
             _checked_tensor(cursor, TensorInfo(name, shape, ggml_type, offset), alignment)
         )
     data_offset = -(-cursor.offset // alignment) * alignment
-    return GGUFHeader(source.name, version, metadata, tuple(tensors), data_offset)
+    return GGUFHeader(
+        source.name, version, metadata, tuple(tensors), data_offset, value_types, item_types
+    )
 
 
 def _checked_tensor(cursor: _Cursor, tensor: TensorInfo, alignment: int) -> TensorInfo:
