@@ -12,8 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.gguf.fields import header_bool, header_int
-from app.gguf.reader import TOKENS_KEY, GGUFFormatError, GGUFHeader
+import numpy as np
+from gguf.constants import GGMLQuantizationType
+
+from app.gguf.fields import (
+    LLAMA_MAX_LAYERS,
+    header_layer_max,
+    header_strict_bool,
+    header_uint32,
+)
+from app.gguf.reader import TOKENS_KEY, ByteSource, GGUFFormatError, GGUFHeader, TensorInfo
 
 BLOCK_KEY = "dflash.block_size"
 MASK_KEY = "tokenizer.ggml.mask_token_id"
@@ -61,6 +69,27 @@ _LAYER_TENSORS = (
     "ffn_up",
 )
 _DFLASH2_KEYS = ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k")
+HYPER_CONNECTION_KEY = "dflash.hyper_connection.count"
+# DeepSeek-V4's DSpark layout (``dflash.hyper_connection.count`` > 0): the keys llama.cpp
+# requires for it (src/models/dflash.cpp load_arch_hparams), the UINT32 ones first
+_HC_UINT32_KEYS = (
+    "attention.q_lora_rank",
+    "attention.sliding_window",
+    "expert_shared_count",
+    "expert_gating_func",
+    "attention.output_group_count",
+    "attention.output_lora_rank",
+    "hyper_connection.sinkhorn_iterations",
+)
+_HC_OTHER_KEYS = (
+    "expert_feed_forward_length",
+    "expert_weights_scale",
+    "expert_weights_norm",
+    "swiglu_clamp_exp",
+    "hyper_connection.epsilon",
+)
+SQRT_SOFTPLUS_GATING = 4  # LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT_SOFTPLUS, the only one it drafts with
+D2T = "d2t"  # a reduced draft vocabulary: each output row's token id in the full vocabulary
 
 
 @dataclass(frozen=True)
@@ -75,6 +104,11 @@ class BlockDrafting:
     hidden_size: int  # the head's width, which its target must have
     selector_top_k: int = 0  # DFlash2
     confidence_head: bool = False  # DSpark
+    vocab_size: int = 0  # the head's own vocabulary (its tokenizer.ggml.tokens)
+    # llama.cpp borrows the target's token embedding and output when the head has none
+    own_embeddings: bool = True  # token_embd.weight
+    output_rows: int = 0  # rows of its own output (output.weight, else token_embd); 0: none
+    d2t_rows: int = 0  # entries of its reduced-vocabulary map (d2t); 0: none
 
     @property
     def max_draft(self) -> int:
@@ -91,18 +125,19 @@ class BlockDrafting:
 
 
 def block_drafting(header: GGUFHeader) -> BlockDrafting:
-    """The block drafter a ``dflash`` header declares, each value range-checked (llama.cpp
-    asserts, taking the process down, on a DSpark block size of 0 or none)."""
-    tensors = {t.name for t in header.tensors}
+    """The block drafter a ``dflash`` header declares, each value type- and range-checked as
+    llama.cpp reads it (it asserts, taking the process down, on a DSpark block size of 0 or
+    none, and refuses a key stored with another type than the one it reads)."""
+    tensors = {t.name: t for t in header.tensors}
     dspark, dflash2 = MARKOV_HEAD in tensors, SELECTOR in tensors
-    top_k = header_int(header, "dflash.selector_top_k", 0, high=1 << 16)
+    top_k = header_uint32(header, "dflash.selector_top_k", 0, high=1 << 16)
     variant = "DSpark" if dspark else "DFlash2" if dflash2 or top_k > 0 else "DFlash"
     if BLOCK_KEY not in header.metadata and variant != "DFlash":
         raise GGUFFormatError(
             f"{header.source}: a {variant} head needs {BLOCK_KEY}, the block it was trained "
             "with; the header names none"
         )
-    block = header_int(header, BLOCK_KEY, DEFAULT_BLOCK_SIZE, high=1 << 32)
+    block = header_uint32(header, BLOCK_KEY, DEFAULT_BLOCK_SIZE)
     if not 1 < block <= MAX_BLOCK_SIZE:
         raise GGUFFormatError(
             f"{header.source}: {BLOCK_KEY} = {block:,}; a block drafter's block holds "
@@ -110,22 +145,56 @@ def block_drafting(header: GGUFHeader) -> BlockDrafting:
         )
     tokens = header.get(TOKENS_KEY)
     n_vocab = len(tokens) if isinstance(tokens, tuple) else 0
-    mask = header_int(header, MASK_KEY, -1, low=0, high=1 << 32)
+    mask = header_uint32(header, MASK_KEY, -1)
     if mask >= 0 and n_vocab and mask >= n_vocab:
         raise GGUFFormatError(
             f"{header.source}: {MASK_KEY} = {mask:,} is outside the vocabulary of "
             f"{n_vocab:,} tokens; llama.cpp would draft with no mask token"
         )
+    hidden = _required_uint32(header, "dflash.embedding_length", "its width", 1, 1 << 20)
+    _required_uint32(header, "dflash.block_count", "its layer count", 1, LLAMA_MAX_LAYERS)
+    header_uint32(header, HYPER_CONNECTION_KEY, 0, high=1 << 16)
+    embd, output = tensors.get("token_embd.weight"), tensors.get("output.weight")
+    own_output = output or embd  # llama.cpp projects with token_embd when output is absent
+    d2t = tensors.get(D2T)
     return BlockDrafting(
         variant=variant,
         block_size=block,
-        sample_from_anchor=header_bool(header, "dflash.sample_from_anchor", True),
-        causal=header_bool(header, "dflash.attention.causal", False),
+        sample_from_anchor=header_strict_bool(header, "dflash.sample_from_anchor", True),
+        causal=header_strict_bool(header, "dflash.attention.causal", False),
         mask_token=mask,
-        hidden_size=header_int(header, "dflash.embedding_length", 0, high=1 << 20),
+        hidden_size=hidden,
         selector_top_k=top_k,
-        confidence_head=dspark and header_bool(header, "dflash.has_confidence_head", True),
+        confidence_head=header_strict_bool(header, "dflash.has_confidence_head", True) and dspark,
+        vocab_size=n_vocab,
+        own_embeddings=embd is not None,
+        output_rows=_rows(own_output) if own_output is not None else 0,
+        d2t_rows=d2t.shape[0] if d2t is not None else 0,
     )
+
+
+def _required_uint32(header: GGUFHeader, key: str, what: str, low: int, high: int) -> int:
+    if key not in header.metadata:
+        raise GGUFFormatError(
+            f"{header.source}: a DFlash head needs {key}, {what}; the header names none, and "
+            "llama.cpp would refuse the file"
+        )
+    return header_uint32(header, key, 0, low=low, high=high)
+
+
+def _rows(tensor: TensorInfo) -> int:
+    """A 2-D weight's row count (GGUF lists the row length first)."""
+    return tensor.shape[1] if len(tensor.shape) > 1 else 1
+
+
+def _shape_is(tensor: TensorInfo, *dims: int) -> bool:
+    """llama.cpp's ``create_tensor`` check: these dimensions, any further ones 1."""
+    padded = tensor.shape + (1,) * (len(dims) - len(tensor.shape))
+    return padded[: len(dims)] == dims and all(d == 1 for d in padded[len(dims) :])
+
+
+def _by(dims: tuple[int, ...]) -> str:
+    return " x ".join(f"{d:,}" for d in dims)
 
 
 def block_head_damage(header: GGUFHeader, drafting: BlockDrafting) -> str | None:
@@ -133,10 +202,17 @@ def block_head_damage(header: GGUFHeader, drafting: BlockDrafting) -> str | None
     None when nothing."""
     if drafting.mask_token < 0:
         return f"it names no mask token ({MASK_KEY}), so llama.cpp cannot build a block"
-    tensors = {t.name for t in header.tensors}
+    tensors = {t.name: t for t in header.tensors}
     needed = ["fc.weight", "enc.output_norm.weight", "output_norm.weight"]
-    if header.get("dflash.hyper_connection.count") is None:  # not DeepSeek-V4's DSpark layout
-        n_layer = header_int(header, "dflash.block_count", 0, high=1 << 16)
+    if header_uint32(header, HYPER_CONNECTION_KEY, 0) > 0:  # DeepSeek-V4's DSpark layout
+        problem = _hyper_connection_damage(header)
+        if problem is not None:
+            return problem
+    else:
+        problem = _head_width_damage(header, drafting)
+        if problem is not None:
+            return problem
+        n_layer = header_uint32(header, "dflash.block_count", 0, high=LLAMA_MAX_LAYERS)
         layer_tensors = list(_LAYER_TENSORS)
         if drafting.variant == "DFlash2":
             layer_tensors += ["attn_conv_base", "attn_conv_proj", "ffn_conv_base", "ffn_conv_proj"]
@@ -147,16 +223,168 @@ def block_head_damage(header: GGUFHeader, drafting: BlockDrafting) -> str | None
             ]
     if drafting.variant == "DFlash2":
         needed += ["selector_predecessor.weight", "selector_successor.weight"]
-        absent = [k for k in _DFLASH2_KEYS if not header_int(header, f"dflash.{k}", 0)]
-        if absent:
-            return f"a DFlash2 head needs dflash.{absent[0]} (and its selector's other sizes)"
+        problem = _dflash2_damage(header, drafting.hidden_size)
+        if problem is not None:
+            return problem
     if drafting.variant == "DSpark":
         needed.append("markov_w2.weight")
     missing = [name for name in needed if name not in tensors]
+    if len(missing) == 1:
+        return f"tensor {missing[0]} is missing"
     if missing:
-        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-        return f"tensor {missing[0]}{more} is missing"
+        return f"tensors {missing[0]} and {len(missing) - 1} more are missing"
+    return _fc_damage(header, tensors["fc.weight"], drafting.hidden_size) or _d2t_damage(
+        tensors.get(D2T), drafting
+    )
+
+
+def _hyper_connection_damage(header: GGUFHeader) -> str | None:
+    """DeepSeek-V4's DSpark layout: the keys llama.cpp requires for it, and the values it
+    aborts the process on (no output group, no sliding window) or refuses."""
+    count = header_uint32(header, HYPER_CONNECTION_KEY, 0)
+    absent = [k for k in _HC_UINT32_KEYS + _HC_OTHER_KEYS if f"dflash.{k}" not in header.metadata]
+    if absent:
+        more = f" (and {len(absent) - 1} more of its keys)" if len(absent) > 1 else ""
+        return (
+            f"a head with hyper-connections ({HYPER_CONNECTION_KEY} = {count}) needs "
+            f"dflash.{absent[0]}{more}; the header names none"
+        )
+    value = {k: header_uint32(header, f"dflash.{k}", 0) for k in _HC_UINT32_KEYS}
+    if value["attention.output_group_count"] == 0:
+        return (
+            "dflash.attention.output_group_count = 0: the attention output needs at least one "
+            "group (llama.cpp aborts the process on 0)"
+        )
+    if value["attention.sliding_window"] == 0:
+        return (
+            "dflash.attention.sliding_window = 0: a head with hyper-connections drafts in a "
+            "sliding window of at least one position (llama.cpp aborts the process on 0)"
+        )
+    if value["expert_gating_func"] != SQRT_SOFTPLUS_GATING:
+        return (
+            f"dflash.expert_gating_func = {value['expert_gating_func']}, but llama.cpp drafts "
+            f"with a head with hyper-connections only with sqrt-softplus gating "
+            f"({SQRT_SOFTPLUS_GATING})"
+        )
+    ratios = header.get("dflash.attention.compress_ratios")
+    if isinstance(ratios, tuple) and any(ratios):
+        return (
+            "dflash.attention.compress_ratios is not all 0: llama.cpp drafts only with "
+            "uncompressed attention in a head with hyper-connections"
+        )
     return None
+
+
+def _head_width_damage(header: GGUFHeader, drafting: BlockDrafting) -> str | None:
+    """Keys and values one width: the drafting graph asserts it (``n_embd_head_v ==
+    n_embd_head_k``) and aborts the process otherwise."""
+    n_head = header_layer_max(header, "dflash.attention.head_count", 0, 1 << 16)
+    default = drafting.hidden_size // n_head if n_head else 0
+    keys = header_uint32(header, "dflash.attention.key_length", default, high=1 << 20)
+    values = header_uint32(header, "dflash.attention.value_length", default, high=1 << 20)
+    if keys != values:
+        return (
+            f"its keys are {keys:,} wide and its values {values:,} "
+            "(dflash.attention.key_length and value_length): llama.cpp drafts only with keys "
+            "and values of one width and aborts the process otherwise"
+        )
+    return None
+
+
+def _dflash2_damage(header: GGUFHeader, hidden: int) -> str | None:
+    """DFlash2's selector and convolution sizes, as llama.cpp's ``load_arch_tensors`` checks
+    them."""
+    size = {k: header_uint32(header, f"dflash.{k}", 0, high=1 << 16) for k in _DFLASH2_KEYS}
+    absent = [k for k in _DFLASH2_KEYS if not size[k]]
+    if absent:
+        return f"a DFlash2 head needs dflash.{absent[0]} (and its selector's other sizes)"
+    group, top_k = size["conv_group_size"], size["selector_top_k"]
+    if hidden % group:
+        return (
+            f"dflash.conv_group_size = {group:,} does not divide the head's width of "
+            f"{hidden:,}: llama.cpp needs convolution groups that split it evenly"
+        )
+    if hidden < top_k * (top_k + 1):
+        return (
+            f"dflash.selector_top_k = {top_k:,} needs a head at least {top_k * (top_k + 1):,} "
+            f"wide (top-k x (top-k + 1)) for its selector; this one is {hidden:,}"
+        )
+    return None
+
+
+def _fc_damage(header: GGUFHeader, fc: TensorInfo, hidden: int) -> str | None:
+    """``fc`` fuses the target layers the head reads: one row of the head's width for each."""
+    layers = header.get("dflash.target_layers")
+    n_layers = len(layers) if isinstance(layers, tuple) else 0
+    if not n_layers or _shape_is(fc, n_layers * hidden, hidden):
+        return None
+    return (
+        f"fc.weight is {_by(fc.shape)}, but the head reads {n_layers} target layers "
+        f"(dflash.target_layers) of {hidden:,}: it should be {_by((n_layers * hidden, hidden))}"
+    )
+
+
+def _d2t_damage(d2t: TensorInfo | None, drafting: BlockDrafting) -> str | None:
+    """The reduced-vocabulary map: INT64 token ids, one per output row (llama.cpp asserts
+    both, taking the process down)."""
+    if d2t is None:
+        return None
+    if d2t.ggml_type != GGMLQuantizationType.I64:
+        return (
+            f"tensor {D2T} should hold INT64 token ids, found "
+            f"{_tensor_type(d2t.ggml_type)}; llama.cpp aborts the process on any other type"
+        )
+    if not _shape_is(d2t, d2t.shape[0]):
+        return f"tensor {D2T} should be a list of token ids, found a {_by(d2t.shape)} table"
+    if drafting.vocab_size and d2t.shape[0] > drafting.vocab_size:
+        return (
+            f"tensor {D2T} maps {d2t.shape[0]:,} draft tokens into a vocabulary of "
+            f"{drafting.vocab_size:,}: a reduced vocabulary is smaller than the full one"
+        )
+    if drafting.output_rows and d2t.shape[0] != drafting.output_rows:
+        return (
+            f"tensor {D2T} maps {d2t.shape[0]:,} draft tokens, but the head's output scores "
+            f"{drafting.output_rows:,}: llama.cpp needs one token id for each"
+        )
+    return None
+
+
+def _tensor_type(ggml_type: int) -> str:
+    try:
+        return GGMLQuantizationType(ggml_type).name
+    except ValueError:
+        return f"type {ggml_type}"
+
+
+def d2t_id_damage(source: ByteSource, header: GGUFHeader) -> str | None:
+    """A reduced-vocabulary map's token ids outside the head's vocabulary (llama.cpp aborts
+    the process on the first draft); None when they all fit, when there is no map, or when
+    its type or size is wrong (``block_head_damage`` names those). Reads the map alone: at
+    most 8 bytes for each token of the vocabulary."""
+    d2t = next((t for t in header.tensors if t.name == D2T), None)
+    tokens = header.get(TOKENS_KEY)
+    n_vocab = len(tokens) if isinstance(tokens, tuple) else 0
+    if (
+        d2t is None
+        or not n_vocab
+        or d2t.ggml_type != GGMLQuantizationType.I64
+        or not _shape_is(d2t, d2t.shape[0])
+        or d2t.shape[0] > n_vocab
+    ):
+        return None
+    raw = source.read_at(header.data_offset + d2t.offset, d2t.n_bytes)
+    if len(raw) < d2t.n_bytes:
+        return None  # truncated: the data check names it
+    ids = np.frombuffer(raw, dtype="<i8")
+    outside = np.flatnonzero((ids < 0) | (ids >= n_vocab))
+    if not outside.size:
+        return None
+    row = int(outside[0])
+    return (
+        f"tensor {D2T} maps draft token {row:,} to token {int(ids[row]):,}, outside the "
+        f"vocabulary of {n_vocab:,} tokens ({outside.size:,} of its {ids.size:,} ids are); "
+        "llama.cpp aborts the process on the first draft"
+    )
 
 
 def block_target_mismatch(
@@ -165,10 +393,13 @@ def block_target_mismatch(
     arch: str,
     n_embd: int,
     n_trunk: int,
+    target_rows: tuple[int, int] = (0, 0),
 ) -> str | None:
-    """Why a block drafter cannot draft for a target (its architecture, width and trunk
-    layers), in words; None when it can. llama.cpp aborts the process on a layer the target
-    does not hand out, and reads rows of the wrong width for another target's."""
+    """Why a block drafter cannot draft for a target (its architecture, width, trunk layers
+    and, for a head that borrows them, the rows of its token embedding and output:
+    ``target_rows``), in words; None when it can. llama.cpp aborts the process on a layer the
+    target does not hand out, and on a borrowed table too small for the head; it reads rows
+    of the wrong width for another target's."""
     if arch not in LAYER_INPUT_ARCHITECTURES:
         return (
             f"llama.cpp cannot hand a {arch} model's layer inputs to a block drafter; it "
@@ -184,5 +415,30 @@ def block_target_mismatch(
         return (
             f"the head reads target layers {list(target_layers)}, but the target has "
             f"{n_trunk}: it was trained for a deeper model"
+        )
+    return _borrowing_mismatch(drafting, *target_rows)
+
+
+def _borrowing_mismatch(drafting: BlockDrafting, embd_rows: int, output_rows: int) -> str | None:
+    """A head without its own token embedding embeds its mask token with the target's; one
+    without its own output scores with the target's, which must then score the head's
+    vocabulary (or its reduced-vocabulary map)."""
+    if not drafting.own_embeddings and embd_rows and drafting.mask_token >= embd_rows:
+        return (
+            f"the head has no token embedding of its own and borrows the target's, which has "
+            f"{embd_rows:,} tokens, but its mask token ({MASK_KEY}) is {drafting.mask_token:,}:"
+            " it was made for another target"
+        )
+    if drafting.output_rows or not output_rows:
+        return None
+    scored, what = (
+        (drafting.d2t_rows, "its reduced-vocabulary map (d2t)")
+        if drafting.d2t_rows
+        else (drafting.vocab_size, "its vocabulary")
+    )
+    if scored != output_rows:
+        return (
+            f"the head has no output of its own and borrows the target's, which scores "
+            f"{output_rows:,} tokens, but {what} has {scored:,}: it was made for another target"
         )
     return None

@@ -16,12 +16,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app.errors import ModelLoadError
-from app.gguf.block_heads import block_head_damage
+from app.gguf.block_heads import block_head_damage, d2t_id_damage
 from app.gguf.compat import IncompatiblePairError, first_mismatch
 from app.gguf.facts import SelfDrafting, head_mismatch, self_drafting, vocab_info
 from app.gguf.reader import (
     GGUF_MAGIC,
     TOKENS_KEY,
+    FileSource,
     GGUFFormatError,
     GGUFHeader,
     GGUFTruncatedError,
@@ -61,8 +62,9 @@ def pair_mismatch(target: GGUFHeader, draft: GGUFHeader) -> str | None:
 
 
 def check_local_pair(target: Path, draft: Path | None) -> None:
-    """Refuse, from the headers alone, a pair llama.cpp would refuse, abort or crash on: each
-    file as ``validate_gguf_file`` checks it, a head as the target (``not_a_target``), and the
+    """Refuse, from the headers (and a reduced-vocabulary map's ids), a pair llama.cpp would
+    refuse, abort or crash on: each file as ``validate_gguf_file`` checks it, a head as the
+    target (``not_a_target``), and the
     draft against the target (``pair_mismatch``: a head made for another target, a
     vocabulary that differs). ``draft`` is the draft model, None when none is loaded (n-gram
     or MTP drafting). Raises ``ModelLoadError`` or ``compat.IncompatiblePairError``."""
@@ -128,6 +130,12 @@ def validate_gguf_file(path: Path) -> GGUFHeader:
         raise ModelLoadError(
             f"{path.name} is truncated: its tensors need {needed:,} bytes but the file has "
             f"{size:,}. The download was probably interrupted; download it again."
+        )
+    damage = d2t_id_damage(FileSource(path), header)
+    if damage is not None:
+        raise ModelLoadError(
+            f"{path.name} is a damaged block drafter: {damage}. Get it again or from another "
+            "source."
         )
     return header
 

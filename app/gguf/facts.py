@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gguf.constants import Keys, LlamaFileType
+from gguf.constants import GGUFValueType, Keys, LlamaFileType
 
 from app.gguf.block_heads import BlockDrafting, block_drafting, block_target_mismatch
 from app.gguf.compat import (
@@ -20,15 +20,19 @@ from app.gguf.compat import (
     GGUF_TOKENIZER_TO_VOCAB_TYPE,
     VocabInfo,
 )
-from app.gguf.fields import header_bool, header_int, header_layer_max, header_str
+from app.gguf.fields import (
+    LLAMA_MAX_LAYERS,
+    header_bool,
+    header_int,
+    header_layer_max,
+    header_str,
+    stored_as,
+)
 from app.gguf.reader import (
     TOKENS_KEY,
     GGUFFormatError,
     GGUFHeader,
-    describe_value,
 )
-
-LLAMA_MAX_LAYERS = 512  # llama-hparams.h: llama.cpp aborts on a block_count of 0 or above this
 
 # Drafting heads a model can carry. The architecture names and the target-layer key come
 # from the vendored llama.cpp (src/llama-arch.cpp): the gguf package on PyPI predates them.
@@ -54,6 +58,9 @@ SINGLE_HEAD_MTP = frozenset(
 )
 EAGLE3_TARGET_LAYERS = 3  # models/eagle3.cpp: exactly three extracted target layers
 _HEAD_LABELS = {"eagle3": "EAGLE-3 head", "dflash": "DFlash head"}
+_HEAD_ARTICLES = {"eagle3": "an EAGLE-3 head", "dflash": "a DFlash head"}
+# llama-model-loader.cpp get_arr into a std::vector<int32_t>: INT32 or UINT32 items only
+TARGET_LAYER_TYPES = (GGUFValueType.INT32, GGUFValueType.UINT32)
 HEAD_METHODS = frozenset({"assistant", "eagle3", "dflash"})  # drafts for a target, is none
 # Hybrid recurrent models (Qwen3-Next, Qwen3.5/3.6): every ``full_attention_interval``-th trunk
 # layer is attention, the others a recurrent (gated delta net) layer with a fixed-size state
@@ -185,13 +192,19 @@ def _target_layers(header: GGUFHeader, arch: str) -> tuple[int, ...]:
         or not all(type(v) is int and 0 <= v < LLAMA_MAX_LAYERS for v in value)
     ):
         raise GGUFFormatError(
-            f"{header.source}: an {arch} head needs {key}, a list of target layer numbers "
-            f"from 0 to {LLAMA_MAX_LAYERS - 1}; found "
-            f"{'nothing' if value is None else describe_value(value)}"
+            f"{header.source}: {_HEAD_ARTICLES[arch]} needs {key}, a list of target layer "
+            f"numbers from 0 to {LLAMA_MAX_LAYERS - 1}; found "
+            f"{'nothing' if value is None else stored_as(header, key)}"
+        )
+    if header.item_types.get(key, TARGET_LAYER_TYPES[0]) not in TARGET_LAYER_TYPES:
+        raise GGUFFormatError(
+            f"{header.source}: {key} should be an array of INT32 or UINT32 layer numbers, found "
+            f"{stored_as(header, key)}; llama.cpp reads no other type and would refuse the "
+            "file. Convert the model again with a current converter."
         )
     if arch == "eagle3" and len(value) != EAGLE3_TARGET_LAYERS:
         raise GGUFFormatError(
-            f"{header.source}: an eagle3 head reads exactly {EAGLE3_TARGET_LAYERS} target "
+            f"{header.source}: an EAGLE-3 head reads exactly {EAGLE3_TARGET_LAYERS} target "
             f"layers; {key} lists {len(value)}"
         )
     return value
@@ -315,6 +328,13 @@ def _layer_bytes(header: GGUFHeader, layers: range) -> int:
     return sum(t.n_bytes for t in header.tensors if t.name.startswith(prefixes))
 
 
+def _vocab_rows(header: GGUFHeader) -> tuple[int, int]:
+    """Rows of a model's token embedding and of its output (its embedding when it has none)."""
+    rows = {t.name: t.shape[1] for t in header.tensors if len(t.shape) > 1}
+    embd = rows.get("token_embd.weight", 0)
+    return embd, rows.get("output.weight", embd)
+
+
 def head_mismatch(target: GGUFHeader, draft: SelfDrafting) -> str | None:
     """Why a head or an assistant cannot draft for this target, in words; None when it can
     (or when the draft is a plain model: its vocabulary is checked elsewhere).
@@ -328,7 +348,9 @@ def head_mismatch(target: GGUFHeader, draft: SelfDrafting) -> str | None:
     if draft.block is not None:
         trunk = facts.n_layer - facts.drafting.n_heads
         arch, width = facts.architecture, facts.n_embd
-        return block_target_mismatch(draft.block, draft.target_layers, arch, width, trunk)
+        return block_target_mismatch(
+            draft.block, draft.target_layers, arch, width, trunk, _vocab_rows(target)
+        )
     if draft.method == "assistant":
         if draft.target_arch and draft.target_arch != facts.architecture:
             return (

@@ -12,10 +12,13 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import gguf
+import numpy as np
 import pytest
 
 from app.devtools.test_models.synthetic_dflash import (
@@ -24,6 +27,7 @@ from app.devtools.test_models.synthetic_dflash import (
     DFLASH_TARGET_SHAPE,
     MASK_TOKEN,
     VARIANTS,
+    KeySpec,
     write_dflash_target,
     write_tiny_dflash,
 )
@@ -272,3 +276,209 @@ def test_llama_server_drafts_with_the_heads_as_the_probe_does(
         assert row["server_equals_probe"] is True
         assert row["server_drafted"] == row["probe_drafted"]
         assert row["server_accepted"] == row["probe_accepted"]
+
+
+# Heads a faulty converter could write, each refused in words before llama.cpp sees it; the
+# options are those of ``write_tiny_dflash`` for a target vocabulary of ``n`` tokens.
+V = gguf.GGUFValueType
+HYPER_CONNECTIONS: dict[str, KeySpec] = {  # DeepSeek-V4's DSpark layout, as llama.cpp reads it
+    "dflash.hyper_connection.count": (4, V.UINT32, None),
+    "dflash.attention.q_lora_rank": (16, V.UINT32, None),
+    "dflash.attention.sliding_window": (128, V.UINT32, None),
+    "dflash.expert_feed_forward_length": (64, V.UINT32, None),
+    "dflash.expert_shared_count": (1, V.UINT32, None),
+    "dflash.expert_weights_scale": (1.0, V.FLOAT32, None),
+    "dflash.expert_weights_norm": (True, V.BOOL, None),
+    "dflash.expert_gating_func": (4, V.UINT32, None),
+    "dflash.swiglu_clamp_exp": (10.0, V.FLOAT32, None),
+    "dflash.attention.output_group_count": (1, V.UINT32, None),
+    "dflash.attention.output_lora_rank": (16, V.UINT32, None),
+    "dflash.hyper_connection.sinkhorn_iterations": (3, V.UINT32, None),
+    "dflash.hyper_connection.epsilon": (1e-6, V.FLOAT32, None),
+    "dflash.attention.compress_ratios": ([0], V.ARRAY, V.UINT32),
+}
+
+
+def _hyper_connections(key: str, value: int) -> dict[str, Any]:
+    return {"keys": HYPER_CONNECTIONS | {f"dflash.{key}": (value, V.UINT32, None)}}
+
+
+def _d2t(ids: np.ndarray) -> dict[str, Any]:
+    return {"tensors": {"d2t": ids}}
+
+
+ABORTING: dict[str, tuple[Callable[[int], dict[str, Any]], str]] = {
+    "hyper-connections without an output group": (
+        lambda n: _hyper_connections("attention.output_group_count", 0),
+        "dflash.attention.output_group_count = 0: the attention output needs at least one group",
+    ),
+    "hyper-connections without a sliding window": (
+        lambda n: _hyper_connections("attention.sliding_window", 0),
+        "dflash.attention.sliding_window = 0: a head with hyper-connections drafts in a sliding",
+    ),
+    "hyper-connections with another gating": (
+        lambda n: _hyper_connections("expert_gating_func", 3),
+        "dflash.expert_gating_func = 3, but llama.cpp drafts with a head with hyper-connections "
+        "only with sqrt-softplus gating (4)",
+    ),
+    "keys and values of two widths": (
+        lambda n: {
+            "keys": {"dflash.attention.value_length": (8, V.UINT32, None)},
+            "drop_tensor": "blk.0.attn_v.weight",
+        },
+        "its keys are 16 wide and its values 8 (dflash.attention.key_length and value_length)",
+    ),
+    "a d2t of floats": (
+        lambda n: _d2t(np.arange(n, dtype=np.float32)),
+        "tensor d2t should hold INT64 token ids, found F32",
+    ),
+    "a d2t table": (
+        lambda n: _d2t(np.arange(n - n % 7, dtype=np.int64).reshape(7, -1)),
+        "tensor d2t should be a list of token ids, found a",
+    ),
+    "a d2t for another output": (
+        lambda n: _d2t(np.arange(n - 1, dtype=np.int64)),
+        "but the head's output scores",
+    ),
+    "a d2t mapping outside the vocabulary": (
+        lambda n: _d2t(np.arange(n, dtype=np.int64) + 10**9),
+        "tensor d2t maps draft token 0 to token 1,000,000,000, outside the vocabulary of",
+    ),
+    "a borrowed output scoring another vocabulary": (
+        lambda n: {"borrowed_embeddings": True, "extra_tokens": 5},
+        "the head has no output of its own and borrows the target's, which scores",
+    ),
+    "a borrowed embedding without the mask token": (
+        lambda n: {"borrowed_embeddings": True, "extra_tokens": 5, "mask_token": n + 4},
+        "the head has no token embedding of its own and borrows the target's, which has",
+    ),
+}
+
+
+def _target_vocab(heads: dict[str, Path]) -> int:
+    return model_facts(validate_gguf_file(heads["target"])).vocab_size
+
+
+def _refusal(heads: dict[str, Path], tmp_path: Path, options: dict[str, Any]) -> str:
+    """What the engine's pre-load check says of a head written with ``options``."""
+    head = write_tiny_dflash(tmp_path / "hostile.gguf", heads["target"], **options)
+    with pytest.raises((ModelLoadError, IncompatiblePairError)) as refused:
+        check_local_pair(heads["target"], head)
+    assert "hostile.gguf" in str(refused.value)
+    return str(refused.value)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("case", sorted(ABORTING))
+def test_a_head_llama_cpp_would_abort_on_is_refused_in_words(
+    heads: dict[str, Path], tmp_path: Path, case: str
+) -> None:
+    options, words = ABORTING[case]
+    assert words in _refusal(heads, tmp_path, options(_target_vocab(heads)))
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize(
+    "key", ["dflash.sample_from_anchor", "dflash.has_confidence_head", "dflash.attention.causal"]
+)
+def test_a_setting_stored_as_an_integer_is_refused_not_read_as_true(
+    heads: dict[str, Path], tmp_path: Path, key: str
+) -> None:
+    """llama.cpp takes these for true only when stored as the bool true (it compares their
+    text with "true", or loads them strictly as bools): a UINT8 1 is not read as true."""
+    said = _refusal(heads, tmp_path, {"variant": "dspark", "keys": {key: (1, V.UINT8, None)}})
+    assert f"{key} should be stored as a GGUF bool (true or false), found UINT8 1" in said
+
+
+STRICT_TYPES: dict[str, tuple[dict[str, Any], str]] = {
+    "block size as INT32": (
+        {"keys": {"dflash.block_size": (8, V.INT32, None)}},
+        "dflash.block_size should be stored as UINT32 (an unsigned 32-bit integer), found INT32 8",
+    ),
+    "block size as UINT8": ({"keys": {"dflash.block_size": (8, V.UINT8, None)}}, "found UINT8 8"),
+    "block size as UINT64": (
+        {"keys": {"dflash.block_size": (8, V.UINT64, None)}},
+        "found UINT64 8",
+    ),
+    "mask token as INT32": (
+        {"keys": {"tokenizer.ggml.mask_token_id": (0, V.INT32, None)}},
+        "tokenizer.ggml.mask_token_id should be stored as UINT32",
+    ),
+    "DFlash2 kernel as UINT64": (
+        {"variant": "dflash2", "keys": {"dflash.conv_kernel_size": (2, V.UINT64, None)}},
+        "dflash.conv_kernel_size should be stored as UINT32",
+    ),
+    "DFlash2 top-k as INT32": (
+        {"variant": "dflash2", "keys": {"dflash.selector_top_k": (4, V.INT32, None)}},
+        "dflash.selector_top_k should be stored as UINT32",
+    ),
+    "hyper-connections as text": (
+        {"keys": {"dflash.hyper_connection.count": ("4", V.STRING, None)}},
+        "dflash.hyper_connection.count should be stored as UINT32",
+    ),
+    "target layers as INT64": (
+        {"keys": {"dflash.target_layers": ([1, 3], V.ARRAY, V.INT64)}},
+        "dflash.target_layers should be an array of INT32 or UINT32 layer numbers, found an "
+        "INT64 array of 2 items",
+    ),
+}
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("case", sorted(STRICT_TYPES))
+def test_a_key_llama_cpp_reads_with_one_type_is_refused_in_another(
+    heads: dict[str, Path], tmp_path: Path, case: str
+) -> None:
+    options, words = STRICT_TYPES[case]
+    assert words in _refusal(heads, tmp_path, options)
+
+
+@pytest.mark.fast
+def test_target_layers_stored_as_uint32_pass_as_llama_cpp_takes_them(
+    heads: dict[str, Path], tmp_path: Path
+) -> None:
+    layers: KeySpec = (list(DFLASH_TARGET_LAYERS), V.ARRAY, V.UINT32)
+    head = write_tiny_dflash(
+        tmp_path / "u32.gguf", heads["target"], keys={"dflash.target_layers": layers}
+    )
+    check_local_pair(heads["target"], head)
+
+
+UNFIT: dict[str, tuple[dict[str, Any], str]] = {
+    "no width": (
+        {"keys": {"dflash.embedding_length": None}},
+        "a DFlash head needs dflash.embedding_length, its width; the header names none",
+    ),
+    "no layer count": (
+        {"keys": {"dflash.block_count": None}},
+        "a DFlash head needs dflash.block_count, its layer count; the header names none",
+    ),
+    "fc for fewer target layers": (
+        {"keys": {"dflash.target_layers": ([0, 1, 3], V.ARRAY, V.INT32)}},
+        "fc.weight is 128 x 64, but the head reads 3 target layers (dflash.target_layers) of "
+        "64: it should be 192 x 64",
+    ),
+    "DFlash2 groups that do not split the width": (
+        {"variant": "dflash2", "keys": {"dflash.conv_group_size": (7, V.UINT32, None)}},
+        "dflash.conv_group_size = 7 does not divide the head's width of 64",
+    ),
+    "DFlash2 top-k too large for the width": (
+        {"variant": "dflash2", "keys": {"dflash.selector_top_k": (8, V.UINT32, None)}},
+        "dflash.selector_top_k = 8 needs a head at least 72 wide (top-k x (top-k + 1)) for its "
+        "selector; this one is 64",
+    ),
+    "layers declared and not written": (
+        {"keys": {"dflash.block_count": (2, V.UINT32, None)}},
+        "tensors blk.1.attn_norm.weight and 9 more are missing",
+    ),
+}
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("case", sorted(UNFIT))
+def test_a_key_or_size_llama_cpp_checks_at_load_is_refused_in_words_before(
+    heads: dict[str, Path], tmp_path: Path, case: str
+) -> None:
+    options, words = UNFIT[case]
+    assert words in _refusal(heads, tmp_path, options)
+

@@ -92,7 +92,11 @@ def test_assistant_and_head_architectures_are_named(tmp_path: Path) -> None:
     assert facts.drafting.label == "EAGLE-3 head"
     dflash = header_file(tmp_path, "dflash", kv_u32s("dflash.target_layers", [1, 5, 9, 13]))
     # no block size, mask token or tensors named: llama.cpp's defaults (a 16-token DFlash block)
-    block = BlockDrafting("DFlash", 16, True, False, -1, 64)
+    # borrowing its target's token embedding and output
+    tokens = len(spm_tokens(8))
+    block = BlockDrafting(
+        "DFlash", 16, True, False, -1, 64, vocab_size=tokens, own_embeddings=False
+    )
     assert self_drafting(read_local_header(dflash)) == SelfDrafting(
         "dflash", 0, (1, 5, 9, 13), block=block
     )
@@ -125,7 +129,7 @@ HEAD_ABSURD = {
     "missing": ("eagle3", None, "found nothing"),
     "two layers for eagle3": ("eagle3", [3, 9], "exactly 3 target layers"),
     "layer id past any model": ("dflash", [1, 9999], "from 0 to 511"),
-    "empty": ("dflash", [], "an array of 0 items"),
+    "empty": ("dflash", [], "a UINT32 array of 0 items"),
     "text": ("eagle3", "2,14,27", "the text"),
 }
 

@@ -29,6 +29,7 @@ scores, so its drafts chain further than DFlash's, whose mask positions all see 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -182,6 +183,10 @@ def dflash_tensors(
     return tensors
 
 
+# (value, value type, array item type) of one metadata key, for ``write_tiny_dflash(keys=...)``
+KeySpec = tuple[object, gguf.GGUFValueType, gguf.GGUFValueType | None]
+
+
 def write_tiny_dflash(
     path: Path,
     target: Path,
@@ -194,55 +199,93 @@ def write_tiny_dflash(
     drop_tensor: str | None = None,
     borrowed_embeddings: bool = False,
     shape: TinyDFlashShape | None = None,
+    keys: Mapping[str, KeySpec | None] | None = None,
+    tensors: Mapping[str, np.ndarray | None] | None = None,
+    extra_tokens: int = 0,
 ) -> Path:
     """Write a ``variant`` block drafter for the llama-architecture ``target`` GGUF.
 
     ``block_size`` or ``mask_token`` None leaves that key out, and ``drop_tensor`` leaves that
     tensor out: the damaged heads the header check must refuse (``target_layers`` and the
-    others are written as given, unchecked, for the same reason). ``borrowed_embeddings``
+    others are written as given, unchecked, for the same reason). ``keys`` replaces or adds
+    metadata keys with the value type given (None leaves the key out), ``tensors`` replaces
+    or adds tensors (None leaves one out), and ``extra_tokens`` adds tokens to the head's
+    vocabulary: hostile heads, written as a faulty converter would. ``borrowed_embeddings``
     leaves out the head's embedding and output, as most exports do: llama.cpp then embeds and
     projects with the target's (the head's context needs ``ctx_other``), and without the mask
     marker the drafts are poor."""
     shape = shape or TinyDFlashShape()
-    tensors = dflash_tensors(
+    weights = dflash_tensors(
         target, variant=variant, seed=seed, target_layers=target_layers, shape=shape
     )
     for name in ([drop_tensor] if drop_tensor else []) + (
         ["token_embd.weight", "output.weight"] if borrowed_embeddings else []
     ):
-        del tensors[name]
-    e = tensors["output_norm.weight"].shape[0]
-    writer = open_gguf(path, "dflash")
-    writer.add_context_length(shape.n_ctx)
-    writer.add_embedding_length(e)
-    writer.add_block_count(1)
-    writer.add_feed_forward_length(shape.n_ff)
-    writer.add_head_count(shape.n_head)
-    writer.add_head_count_kv(shape.n_head)
-    writer.add_key_length(shape.head_dim)
-    writer.add_value_length(shape.head_dim)
-    writer.add_rope_dimension_count(shape.head_dim)
-    writer.add_rope_freq_base(shape.rope_freq_base)
-    writer.add_layer_norm_rms_eps(1e-6)
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    # the installed gguf package predates these keys (the vendored gguf-py names them)
-    writer.add_array("dflash.target_layers", list(target_layers))
+        del weights[name]
+    e = weights["output_norm.weight"].shape[0]
+    for name, weight in (tensors or {}).items():
+        if weight is None:
+            weights.pop(name, None)
+        else:
+            weights[name] = weight
+    kind = gguf.GGUFValueType
+    u32, f32, boolean = kind.UINT32, kind.FLOAT32, kind.BOOL
+    fields: dict[str, KeySpec] = {
+        "dflash.context_length": (shape.n_ctx, u32, None),
+        "dflash.embedding_length": (e, u32, None),
+        "dflash.block_count": (1, u32, None),
+        "dflash.feed_forward_length": (shape.n_ff, u32, None),
+        "dflash.attention.head_count": (shape.n_head, u32, None),
+        "dflash.attention.head_count_kv": (shape.n_head, u32, None),
+        "dflash.attention.key_length": (shape.head_dim, u32, None),
+        "dflash.attention.value_length": (shape.head_dim, u32, None),
+        "dflash.rope.dimension_count": (shape.head_dim, u32, None),
+        "dflash.rope.freq_base": (shape.rope_freq_base, f32, None),
+        "dflash.attention.layer_norm_rms_epsilon": (1e-6, f32, None),
+        "general.file_type": (int(gguf.LlamaFileType.ALL_F32), u32, None),
+        # the installed gguf package predates these keys (the vendored gguf-py names them)
+        "dflash.target_layers": (list(target_layers), kind.ARRAY, kind.INT32),
+        "dflash.attention.causal": (False, boolean, None),
+    }
     if block_size is not None:
-        writer.add_uint32("dflash.block_size", block_size)
-    writer.add_bool("dflash.attention.causal", False)
+        fields["dflash.block_size"] = (block_size, u32, None)
     if variant == "dflash2":
-        writer.add_uint32("dflash.conv_kernel_size", shape.conv_kernel)
-        writer.add_uint32("dflash.conv_group_size", shape.conv_group)
-        writer.add_uint32("dflash.selector_rank", shape.selector_rank)
-        writer.add_uint32("dflash.selector_top_k", shape.selector_top_k)
+        fields["dflash.conv_kernel_size"] = (shape.conv_kernel, u32, None)
+        fields["dflash.conv_group_size"] = (shape.conv_group, u32, None)
+        fields["dflash.selector_rank"] = (shape.selector_rank, u32, None)
+        fields["dflash.selector_top_k"] = (shape.selector_top_k, u32, None)
     if variant == "dspark":
-        writer.add_bool("dflash.sample_from_anchor", True)
-        writer.add_bool("dflash.has_confidence_head", True)
-    fields: list[TokenizerField] = _donor_tokenizer(target)
+        fields["dflash.sample_from_anchor"] = (True, boolean, None)
+        fields["dflash.has_confidence_head"] = (True, boolean, None)
     if mask_token is not None:
-        fields.append(("tokenizer.ggml.mask_token_id", mask_token, gguf.GGUFValueType.UINT32, None))
-    finish_gguf(writer, tensors, fields)
+        fields["tokenizer.ggml.mask_token_id"] = (mask_token, u32, None)
+    for key, spec in (keys or {}).items():
+        if spec is None:
+            fields.pop(key, None)
+        else:
+            fields[key] = spec
+    writer = open_gguf(path, "dflash")
+    tokenizer = _with_extra_tokens(_donor_tokenizer(target), extra_tokens)
+    tokenizer += [(key, value, kind, item) for key, (value, kind, item) in fields.items()]
+    finish_gguf(writer, weights, tokenizer)
     return path
+
+
+def _with_extra_tokens(fields: list[TokenizerField], extra: int) -> list[TokenizerField]:
+    """The tokenizer ``fields`` with ``extra`` more (unused) tokens at the end."""
+    if not extra:
+        return fields
+    grown: list[TokenizerField] = []
+    for key, value, kind, item in fields:
+        if kind == gguf.GGUFValueType.ARRAY and isinstance(value, list):
+            if key == "tokenizer.ggml.tokens":
+                value = value + [f"<extra_{i}>" for i in range(extra)]
+            elif key == "tokenizer.ggml.token_type":
+                value = value + [4] * extra  # user-defined
+            elif key == "tokenizer.ggml.scores":
+                value = value + [0.0] * extra
+        grown.append((key, value, kind, item))
+    return grown
 
 
 def write_tiny_dflash_pair(
