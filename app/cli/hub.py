@@ -13,7 +13,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from app.engine.llama.hardware import detect_hardware
-from app.gguf.check import not_a_target, pair_mismatch
+from app.errors import ModelLoadError
+from app.gguf.check import not_a_target, pair_mismatch, validate_gguf_file
 from app.gguf.facts import model_facts, self_drafting, vocab_info
 from app.gguf.reader import GGUFFormatError
 from app.models.downloads import DownloadCancelled, Downloader, DownloadProgress
@@ -136,10 +137,15 @@ def cmd_check_pair(args: argparse.Namespace) -> int:
         refs = {"target": ModelRef.parse(args.target)}
         if args.draft:
             refs["draft"] = ModelRef.parse(args.draft)
-        headers = {role: ref.read_header() for role, ref in refs.items()}
+        # a local file gets the engine's own check (its tensor data is all there, a block
+        # drafter is whole); a Hub file its header alone
+        headers = {
+            role: ref.read_header() if ref.path is None else validate_gguf_file(ref.path)
+            for role, ref in refs.items()
+        }
         methods = {role: self_drafting(header) for role, header in headers.items()}
         vocabs = {role: vocab_info(header) for role, header in headers.items()}
-    except (HubError, GGUFFormatError, ValueError, OSError) as exc:
+    except (HubError, ModelLoadError, GGUFFormatError, ValueError, OSError) as exc:
         return _fail(str(exc))
     for role, method in methods.items():
         print(f"{role}: {method.name}")
@@ -154,7 +160,10 @@ def cmd_check_pair(args: argparse.Namespace) -> int:
         else:
             print("no draft given: n-gram drafting (prompt lookup) needs none")
         return 0
-    mismatch = pair_mismatch(headers["target"], headers["draft"])
+    try:
+        mismatch = pair_mismatch(headers["target"], headers["draft"])
+    except (GGUFFormatError, ValueError) as exc:
+        return _fail(str(exc))
     if mismatch is None:
         print("compatible")
         return 0

@@ -6,6 +6,7 @@ llama.cpp runs in child processes under time bounds, never in the test process."
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import ctypes.util
 import json
@@ -37,6 +38,7 @@ from app.files.paths import model_cache_dir
 from app.gguf.check import check_local_pair, validate_gguf_file
 from app.gguf.compat import IncompatiblePairError
 from app.gguf.facts import model_facts
+from tests.ggufs import kv_string, kv_tokens, kv_u32, raw_gguf, spm_tokens
 from tests.processes import run_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -482,3 +484,39 @@ def test_a_key_or_size_llama_cpp_checks_at_load_is_refused_in_words_before(
     options, words = UNFIT[case]
     assert words in _refusal(heads, tmp_path, options)
 
+
+def _check_pair(target: Path, draft: Path) -> int:
+    from app.cli.hub import cmd_check_pair
+
+    return cmd_check_pair(argparse.Namespace(target=str(target), draft=str(draft)))
+
+
+@pytest.mark.fast
+def test_check_pair_refuses_a_head_whose_tensor_data_is_cut_short(
+    heads: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The engine's check refuses it; check-pair uses the same check."""
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(heads["dflash"].read_bytes()[:-100])
+    assert _check_pair(heads["target"], cut) == 2
+    assert "cut.gguf is truncated: its tensors need" in capsys.readouterr().err
+
+
+@pytest.mark.fast
+def test_check_pair_words_an_error_met_while_comparing_the_pair(
+    heads: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A target key read only when the head is compared with it is refused like any other."""
+    target = tmp_path / "odd-target.gguf"
+    kvs = [
+        kv_string("general.architecture", "llama"),
+        kv_u32("llama.block_count", 4),
+        kv_u32("llama.embedding_length", 64),
+        kv_string("llama.attention.key_length", "wide"),
+        kv_string("tokenizer.ggml.model", "llama"),
+        kv_tokens(spm_tokens(8)),
+    ]
+    target.write_bytes(raw_gguf(kvs))
+    assert _check_pair(target, heads["dflash"]) == 2
+    said = capsys.readouterr().err
+    assert "llama.attention.key_length should be an integer, found the text 'wide'" in said
