@@ -380,10 +380,11 @@ def d2t_id_damage(source: ByteSource, header: GGUFHeader) -> str | None:
     if not outside.size:
         return None
     row = int(outside[0])
+    more = f", and {outside.size - 1:,} more of its ids are too" if outside.size > 1 else ""
     return (
         f"tensor {D2T} maps draft token {row:,} to token {int(ids[row]):,}, outside the "
-        f"vocabulary of {n_vocab:,} tokens ({outside.size:,} of its {ids.size:,} ids are); "
-        "llama.cpp aborts the process on the first draft"
+        f"vocabulary of {n_vocab:,} tokens{more}; llama.cpp aborts the process on the first "
+        "draft"
     )
 
 

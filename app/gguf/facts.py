@@ -200,7 +200,7 @@ def _target_layers(header: GGUFHeader, arch: str) -> tuple[int, ...]:
         raise GGUFFormatError(
             f"{header.source}: {key} should be an array of INT32 or UINT32 layer numbers, found "
             f"{stored_as(header, key)}; llama.cpp reads no other type and would refuse the "
-            "file. Convert the model again with a current converter."
+            "file"
         )
     if arch == "eagle3" and len(value) != EAGLE3_TARGET_LAYERS:
         raise GGUFFormatError(

@@ -61,7 +61,7 @@ def header_uint32(
         raise GGUFFormatError(
             f"{header.source}: {key} should be stored as UINT32 (an unsigned 32-bit integer), "
             f"found {stored_as(header, key)}; llama.cpp reads it as nothing else and would "
-            "refuse the file. Convert the model again with a current converter."
+            "refuse the file"
         )
     return header_int(header, key, default, low=low, high=high)
 
@@ -78,8 +78,8 @@ def header_strict_bool(header: GGUFHeader, key: str, default: bool) -> bool:
     ):
         raise GGUFFormatError(
             f"{header.source}: {key} should be stored as a GGUF bool (true or false), found "
-            f"{stored_as(header, key)}; llama.cpp does not read that as the same setting. "
-            "Convert the model again with a current converter."
+            f"{stored_as(header, key)}; llama.cpp takes it for true only when it is the bool "
+            "true, so it would not read this value as meant"
         )
     return value
 
