@@ -41,7 +41,8 @@ def register(subparsers: Any) -> None:
 
     check = subparsers.add_parser(
         "check-pair",
-        help="how does TARGET draft, and can DRAFT speculate for it? (reads headers only)",
+        help="how does TARGET draft, and can DRAFT speculate for it? (reads headers, and a "
+        "block drafter's small d2t map)",
     )
     check.add_argument("target", help="local .gguf or owner/repo:file.gguf")
     check.add_argument(
