@@ -3,7 +3,7 @@ written out with its metadata fields and tensors."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import gguf
@@ -55,3 +55,43 @@ def finish_gguf(
     """Add ``fields`` (after every field added so far) and ``tensors``, write the file, close."""
     add_fields(writer, fields)
     write_out(writer, tensors)
+
+
+# (value, value type, array item type) of one metadata key, for ``rewrite_gguf(keys=...)``
+FieldSpec = tuple[object, gguf.GGUFValueType, gguf.GGUFValueType | None]
+
+
+def rewrite_gguf(
+    source: Path,
+    path: Path,
+    *,
+    keys: Mapping[str, FieldSpec | None] | None = None,
+    tensors: Mapping[str, np.ndarray | None] | None = None,
+) -> Path:
+    """Copy the GGUF ``source`` to ``path`` with ``keys`` replaced or added, each with the
+    value type given (None leaves the key out), and ``tensors`` replaced or added (None leaves
+    one out): a file as a faulty converter would write it, for the checks that must refuse
+    it. Unquantized tensors only (those of the synthetic writers)."""
+    reader = gguf.GGUFReader(str(source))
+    arch = str(reader.fields["general.architecture"].contents())
+    fields: dict[str, FieldSpec] = {}
+    for name, found in reader.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        kind = gguf.GGUFValueType(found.types[0])
+        item = gguf.GGUFValueType(found.types[-1]) if kind == gguf.GGUFValueType.ARRAY else None
+        fields[name] = (found.contents(), kind, item)
+    for name, spec in (keys or {}).items():
+        if spec is None:
+            fields.pop(name, None)
+        else:
+            fields[name] = spec
+    weights = {t.name: np.array(t.data) for t in reader.tensors}
+    for name, weight in (tensors or {}).items():
+        if weight is None:
+            weights.pop(name, None)
+        else:
+            weights[name] = weight
+    writer = gguf.GGUFWriter(str(path), arch)
+    finish_gguf(writer, weights, [(k, v, kind, item) for k, (v, kind, item) in fields.items()])
+    return path
