@@ -18,7 +18,9 @@ from pathlib import Path
 from app.errors import ModelLoadError
 from app.gguf.block_heads import block_head_damage, d2t_id_damage
 from app.gguf.compat import IncompatiblePairError, first_mismatch
+from app.gguf.draft_heads import assistant_damage, eagle3_damage, feature_head_mismatch
 from app.gguf.facts import SelfDrafting, head_mismatch, self_drafting, vocab_info
+from app.gguf.fields import header_str
 from app.gguf.reader import (
     GGUF_MAGIC,
     TOKENS_KEY,
@@ -43,10 +45,26 @@ def not_a_target(method: SelfDrafting) -> str | None:
 
 
 def head_damage(header: GGUFHeader) -> str | None:
-    """What a block drafter's header lacks that llama.cpp needs (a tensor, its mask token),
-    in words; None for a whole one and for every other model."""
-    block = self_drafting(header).block
-    return None if block is None else block_head_damage(header, block)
+    """What a head's or an assistant's header lacks that llama.cpp needs (a tensor, a key, a
+    size it asserts on), in words; None for a whole one and for every other model."""
+    drafting = self_drafting(header)
+    if drafting.block is not None:
+        return block_head_damage(header, drafting.block)
+    if drafting.method == "eagle3":
+        return eagle3_damage(header)
+    if drafting.method == "assistant":
+        return assistant_damage(header, header_str(header, "general.architecture", ""))
+    return None
+
+
+def _damaged_what(header: GGUFHeader) -> str:
+    """The kind of draft a damaged header declares: "block drafter", "EAGLE-3 head"..."""
+    drafting = self_drafting(header)
+    if drafting.block is not None:
+        return "block drafter"
+    if drafting.method == "assistant":
+        return f"assistant draft for {drafting.target_arch}"
+    return drafting.name
 
 
 def pair_mismatch(target: GGUFHeader, draft: GGUFHeader) -> str | None:
@@ -56,8 +74,10 @@ def pair_mismatch(target: GGUFHeader, draft: GGUFHeader) -> str | None:
     damage = head_damage(draft)
     if damage is not None:
         return f"the head is damaged: {damage}"
-    return head_mismatch(target, self_drafting(draft)) or first_mismatch(
-        vocab_info(target), vocab_info(draft)
+    return (
+        head_mismatch(target, self_drafting(draft))
+        or feature_head_mismatch(target, draft)
+        or first_mismatch(vocab_info(target), vocab_info(draft))
     )
 
 
@@ -116,8 +136,8 @@ def validate_gguf_file(path: Path) -> GGUFHeader:
         ) from exc
     if damage is not None:
         raise ModelLoadError(
-            f"{path.name} is a damaged block drafter: {damage}. Get it again or from another "
-            "source."
+            f"{path.name} is a damaged {_damaged_what(header)}: {damage}. Get it again or from "
+            "another source."
         )
     tokens = header.get(TOKENS_KEY)
     if isinstance(tokens, tuple) and not all(isinstance(t, str) for t in tokens):

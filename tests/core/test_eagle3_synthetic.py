@@ -15,17 +15,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import gguf
+import numpy as np
 import pytest
 
+from app.devtools.test_models.gguf_writing import rewrite_gguf
+from app.devtools.test_models.synthetic import TinyShape
 from app.devtools.test_models.synthetic_eagle3 import (
     EAGLE3_TARGET_LAYERS,
     EAGLE3_TARGET_SHAPE,
+    write_eagle3_target,
     write_tiny_eagle3,
     write_tiny_eagle3_pair,
 )
 from app.engine.llama.extensions import eagle3_functions
 from app.errors import ModelLoadError
-from app.gguf.check import validate_gguf_file
+from app.gguf.check import check_local_pair, validate_gguf_file
+from app.gguf.compat import IncompatiblePairError
 from app.gguf.facts import SelfDrafting, model_facts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,3 +143,122 @@ def test_llama_servers_own_eagle3_drafts_and_accepts_the_same(pair: tuple[Path, 
         assert row["probe_identical"] is True
         assert row["server_drafted"] == row["probe_drafted"] > 0
         assert row["server_accepted"] == row["probe_accepted"] > 0
+
+
+# EAGLE-3 heads a faulty converter could write, or heads made for another target: each one
+# llama.cpp aborts the process on (GGML_ASSERT) or refuses with only "failed to load", named
+# in words by the pre-load check (check-pair's and the engine's) first
+V = gguf.GGUFValueType
+F32 = np.float32
+HOSTILE: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
+    "two decoder layers": (
+        {"eagle3.block_count": (2, V.UINT32, None)},
+        {},
+        "eagle3.block_count = 2: an EAGLE-3 head has exactly one decoder layer",
+    ),
+    "keys and values of two widths": (
+        {
+            "eagle3.attention.key_length": (16, V.UINT32, None),
+            "eagle3.attention.value_length": (8, V.UINT32, None),
+        },
+        {"blk.0.attn_v.weight": np.zeros((32, 128), F32)},
+        "its keys are 16 wide and its values 8 (eagle3.attention.key_length and value_length)",
+    ),
+    "a d2t of floats": (
+        {},
+        {"d2t": np.arange(343, dtype=F32)},
+        "tensor d2t should hold INT64 token ids, found F32",
+    ),
+    "a d2t for another output": (
+        {},
+        {"d2t": np.arange(300, dtype=np.int64)},
+        "tensor d2t maps 300 draft tokens, but the head's output scores 343",
+    ),
+    "a d2t for another borrowed output": (
+        {},
+        {"d2t": np.arange(300, dtype=np.int64), "output.weight": None},
+        "the head has no output of its own and borrows the target's, which scores 343 tokens",
+    ),
+    "a norm before fc without its weights": (
+        {"eagle3.norm_before_fc": (True, V.BOOL, None)},
+        {},
+        "tensor enc.output_norm.weight is missing",
+    ),
+    "no target width": (
+        {"eagle3.target_hidden_size": None},
+        {},
+        "it names no eagle3.target_hidden_size (the width of the target layers it reads)",
+    ),
+    "no norm epsilon": (
+        {"eagle3.attention.layer_norm_rms_epsilon": None},
+        {},
+        "it names no eagle3.attention.layer_norm_rms_epsilon",
+    ),
+    "reads narrower target layers": (
+        {"eagle3.target_hidden_size": (32, V.UINT32, None)},
+        {"fc.weight": np.zeros((64, 96), F32)},
+        "the head reads target layers 32 wide (eagle3.target_hidden_size), but the target is 64",
+    ),
+    "a setting stored as an integer": (
+        {"eagle3.norm_before_residual": (1, V.UINT8, None)},
+        {},
+        "eagle3.norm_before_residual should be stored as a GGUF bool (true or false), found "
+        "UINT8 1",
+    ),
+    "its target width as INT32": (
+        {"eagle3.target_hidden_size": (64, V.INT32, None)},
+        {},
+        "eagle3.target_hidden_size should be stored as UINT32 (an unsigned 32-bit integer), "
+        "found INT32 64",
+    ),
+    "its layer count as INT32": (
+        {"eagle3.block_count": (1, V.INT32, None)},
+        {},
+        "eagle3.block_count should be stored as UINT32",
+    ),
+}
+
+
+def _refusal(target: Path, head: Path) -> str:
+    with pytest.raises((ModelLoadError, IncompatiblePairError)) as refused:
+        check_local_pair(target, head)
+    return str(refused.value)
+
+
+@pytest.mark.fast
+def test_the_tiny_pair_passes_the_pair_check(pair: tuple[Path, Path]) -> None:
+    check_local_pair(*pair)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_head_llama_cpp_would_abort_on_or_refuse_is_refused_in_words(
+    pair: tuple[Path, Path], tmp_path: Path, case: str
+) -> None:
+    keys, tensors, words = HOSTILE[case]
+    target, head = pair
+    if case == "two decoder layers":  # a whole second layer: llama.cpp asserts, not refuses
+        reader = gguf.GGUFReader(str(head))
+        tensors = {
+            t.name.replace("blk.0.", "blk.1."): np.array(t.data)
+            for t in reader.tensors
+            if t.name.startswith("blk.0.")
+        }
+    hostile = rewrite_gguf(head, tmp_path / "hostile.gguf", keys=keys, tensors=tensors)
+    said = _refusal(target, hostile)
+    assert words in said
+    assert "hostile.gguf" in said
+
+
+@pytest.mark.fast
+def test_a_head_for_a_target_of_another_width_is_refused_in_words(
+    pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """It embeds with the target's token embedding: llama.cpp aborts the process on rows of
+    another width."""
+    narrow = write_eagle3_target(
+        tmp_path / "narrow.gguf", shape=TinyShape(n_layer=4, n_embd=32, n_head=4, n_head_kv=2)
+    )
+    said = _refusal(narrow, pair[1])
+    assert "the head reads target layers 64 wide (eagle3.target_hidden_size), but the " in said
+    assert "target is 32 wide: it was trained for another model" in said

@@ -13,10 +13,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import gguf
+import numpy as np
 import pytest
 
-from app.devtools.test_models.synthetic_gemma4 import write_tiny_gemma4, write_tiny_gemma4_assistant
-from app.gguf.check import validate_gguf_file
+from app.devtools.test_models.gguf_writing import rewrite_gguf
+from app.devtools.test_models.synthetic_gemma4 import (
+    TinyGemma4AssistantShape,
+    write_tiny_gemma4,
+    write_tiny_gemma4_assistant,
+)
+from app.errors import ModelLoadError
+from app.gguf.check import check_local_pair, validate_gguf_file
+from app.gguf.compat import IncompatiblePairError
 from app.gguf.facts import SelfDrafting, model_facts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,3 +110,93 @@ def test_identical_past_the_sliding_window_cache_size(pair: tuple[Path, Path]) -
     assert report["identical"] is True, report["first_difference"]
     assert report["drafted"] - report["accepted"] >= 100
     assert report["rollbacks_ok"] is True
+
+
+# Assistants a faulty converter could write, or made for another target: each one llama.cpp
+# aborts the process on or refuses with only "failed to load", named in words first
+V = gguf.GGUFValueType
+A = "gemma4-assistant"
+HOSTILE: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
+    "its own width as the target's": (
+        {f"{A}.embedding_length_out": (32, V.UINT32, None)},
+        {},
+        f"{A}.embedding_length_out should name its target's width, which differs from the "
+        "assistant's own (32); it is the same",
+    ),
+    "no next-token blocks": (
+        {f"{A}.nextn_predict_layers": None},
+        {},
+        f"{A}.nextn_predict_layers = 0, but every one of an assistant's 2 blocks is a next-token "
+        "block",
+    ),
+    "fewer next-token blocks than blocks": (
+        {f"{A}.nextn_predict_layers": (1, V.UINT32, None)},
+        {},
+        f"{A}.nextn_predict_layers = 1, but every one of an assistant's 2 blocks",
+    ),
+    "keys and values of two widths": (
+        {f"{A}.attention.value_length": (16, V.UINT32, None)},
+        {},
+        f"its keys are 32 wide and its values 16 ({A}.attention.key_length and value_length)",
+    ),
+    "no window pattern": (
+        {f"{A}.attention.sliding_window_pattern": None},
+        {},
+        f"it names no {A}.attention.sliding_window_pattern",
+    ),
+    "a window pattern of UINT8": (
+        {f"{A}.attention.sliding_window_pattern": ([1, 0], V.ARRAY, V.UINT8)},
+        {},
+        f"{A}.attention.sliding_window_pattern should be an array of bools (or of INT32 or "
+        "UINT32 numbers), found a UINT8 array of 2 items",
+    ),
+    "its block count as INT32": (
+        {f"{A}.nextn_predict_layers": (2, V.INT32, None)},
+        {},
+        f"{A}.nextn_predict_layers should be stored as UINT32",
+    ),
+    "hidden rows of another width": (
+        {f"{A}.embedding_length_out": (48, V.UINT32, None)},
+        {
+            "nextn.pre_projection.weight": np.zeros((32, 96), np.float32),
+            "nextn.post_projection.weight": np.zeros((48, 32), np.float32),
+        },
+        f"the assistant reads hidden rows 48 wide ({A}.embedding_length_out), but the target "
+        "is 64 wide",
+    ),
+}
+
+
+def _refusal(target: Path, assistant: Path) -> str:
+    with pytest.raises((ModelLoadError, IncompatiblePairError)) as refused:
+        check_local_pair(target, assistant)
+    return str(refused.value)
+
+
+@pytest.mark.fast
+def test_the_tiny_pair_passes_the_pair_check(pair: tuple[Path, Path]) -> None:
+    check_local_pair(*pair)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_an_assistant_llama_cpp_would_refuse_is_refused_in_words(
+    pair: tuple[Path, Path], tmp_path: Path, case: str
+) -> None:
+    keys, tensors, words = HOSTILE[case]
+    target, assistant = pair
+    hostile = rewrite_gguf(assistant, tmp_path / "hostile.gguf", keys=keys, tensors=tensors)
+    said = _refusal(target, hostile)
+    assert words in said
+    assert "hostile.gguf" in said
+
+
+@pytest.mark.fast
+def test_an_assistant_without_a_sliding_window_block_is_refused_not_aborted_on(
+    pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """llama.cpp asserts (``is_swa_any``) and takes the process down."""
+    full = TinyGemma4AssistantShape(swa_layers=(False, False))
+    hostile = write_tiny_gemma4_assistant(tmp_path / "full.gguf", pair[0], shape=full)
+    said = _refusal(pair[0], hostile)
+    assert f"{A}.attention.sliding_window_pattern has no sliding-window block" in said
