@@ -1,9 +1,10 @@
 """Draft/target vocabulary compatibility, following llama.cpp's speculative rule.
 
 llama.cpp (common/speculative.cpp) accepts a pair when the vocabulary types match, the
-BOS/EOS ids and their add flags match, the vocabulary sizes differ by at most 128 and every
-token text from id 5 on is identical. The same rule is applied to loaded models and to GGUF
-headers read over HTTP, so a pair can be checked before gigabytes are downloaded.
+BOS/EOS add flags match (and the ids too, where the token is added), the vocabulary sizes
+differ by at most 128 and every token text from id 5 on is identical. The same rule is
+applied to loaded models and to GGUF headers read over HTTP, so a pair can be checked before
+gigabytes are downloaded.
 """
 
 from __future__ import annotations
@@ -18,11 +19,15 @@ FIRST_CHECKED_TOKEN_ID = 5
 GGUF_TOKENIZER_TO_VOCAB_TYPE = {
     "llama": "spm",
     "gpt2": "bpe",
+    "gemma4": "bpe",
+    "hybriddna": "bpe",
+    "whitespace": "bpe",
     "bert": "wpm",
     "t5": "ugm",
     "rwkv": "rwkv",
     "plamo2": "plamo2",
     "none": "none",
+    "no_vocab": "none",
 }
 
 # Default add_bos/add_eos per vocab type when the GGUF does not say (llama-vocab.cpp)
@@ -59,9 +64,11 @@ def first_mismatch(target: VocabInfo, draft: VocabInfo) -> str | None:
         return f"add_bos: target {target.add_bos}, draft {draft.add_bos}"
     if target.add_eos != draft.add_eos:
         return f"add_eos: target {target.add_eos}, draft {draft.add_eos}"
-    if target.bos_id != draft.bos_id:
+    # llama.cpp compares an id only where the token is added: a pair whose EOS ids differ
+    # and that adds no EOS (most) drafts
+    if target.add_bos and target.bos_id != draft.bos_id:
         return f"BOS token id: target {target.bos_id}, draft {draft.bos_id}"
-    if target.eos_id != draft.eos_id:
+    if target.add_eos and target.eos_id != draft.eos_id:
         return f"EOS token id: target {target.eos_id}, draft {draft.eos_id}"
     difference = abs(target.size - draft.size)
     if difference > MAX_VOCAB_SIZE_DIFFERENCE:

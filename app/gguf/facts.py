@@ -22,10 +22,11 @@ from app.gguf.compat import (
 )
 from app.gguf.fields import (
     LLAMA_MAX_LAYERS,
-    header_bool,
     header_int,
     header_layer_max,
     header_str,
+    header_strict_bool,
+    header_uint32,
     stored_as,
 )
 from app.gguf.reader import (
@@ -77,7 +78,10 @@ _DEFAULT_EOS = {"spm": 2, "bpe": 11, "ugm": 1}
 
 
 def vocab_info(header: GGUFHeader) -> VocabInfo:
-    """The vocabulary facts llama.cpp compares between a draft and a target."""
+    """The vocabulary facts llama.cpp compares between a draft and a target, read as
+    llama-vocab.cpp reads them: the add flags only when stored as bools, the special token ids
+    only when stored as UINT32 (another type fails the load), an id outside the vocabulary
+    replaced by the default, itself none when outside."""
     tokenizer = header_str(header, "tokenizer.ggml.model", "none")
     vocab_type = GGUF_TOKENIZER_TO_VOCAB_TYPE.get(tokenizer, tokenizer)
     tokens = header.get(TOKENS_KEY, ())
@@ -85,24 +89,28 @@ def vocab_info(header: GGUFHeader) -> VocabInfo:
         raise GGUFFormatError(f"{header.source}: has no tokenizer.ggml.tokens array")
     if not all(isinstance(t, str) for t in tokens):
         raise GGUFFormatError(f"{header.source}: {TOKENS_KEY} should be an array of texts")
-    last = len(tokens) - 1
     return VocabInfo(
         vocab_type=vocab_type,
-        add_bos=header_bool(
+        add_bos=header_strict_bool(
             header, "tokenizer.ggml.add_bos_token", DEFAULT_ADD_BOS.get(vocab_type, False)
         ),
-        add_eos=header_bool(
+        add_eos=header_strict_bool(
             header, "tokenizer.ggml.add_eos_token", DEFAULT_ADD_EOS.get(vocab_type, False)
         ),
-        bos_id=_special_token(header, "bos", _DEFAULT_BOS.get(vocab_type, -1), last),
-        eos_id=_special_token(header, "eos", _DEFAULT_EOS.get(vocab_type, -1), last),
+        bos_id=_special_token(header, "bos", _DEFAULT_BOS.get(vocab_type, -1), len(tokens)),
+        eos_id=_special_token(header, "eos", _DEFAULT_EOS.get(vocab_type, -1), len(tokens)),
         tokens=tokens,
     )
 
 
-def _special_token(header: GGUFHeader, name: str, default: int, last: int) -> int:
-    """The ``name`` token's id (``tokenizer.ggml.<name>_token_id``): -1 (none) up to ``last``."""
-    return header_int(header, f"tokenizer.ggml.{name}_token_id", default, low=-1, high=last)
+def _special_token(header: GGUFHeader, name: str, default: int, n_vocab: int) -> int:
+    """The ``name`` token's id (``tokenizer.ggml.<name>_token_id``), -1 for none: llama.cpp
+    keeps the default for an id outside the vocabulary (and has none when the default is
+    outside too)."""
+    stored = header_uint32(header, f"tokenizer.ggml.{name}_token_id", -1)
+    if 0 <= stored < n_vocab:
+        return stored
+    return default if 0 <= default < n_vocab else -1
 
 
 def quantization_name(file_type: int | None) -> str:
@@ -160,8 +168,9 @@ def self_drafting(header: GGUFHeader) -> SelfDrafting:
     over 512 and on a next-token count above the block count)."""
     arch = header_str(header, "general.architecture", "unknown")
     # absent, llama.cpp refuses the model cleanly; present and out of range, it asserts
-    n_layer_all = header_int(header, f"{arch}.block_count", 0, low=1, high=LLAMA_MAX_LAYERS)
-    n_nextn = header_int(header, NEXTN_KEY.format(arch=arch), 0, high=LLAMA_MAX_LAYERS)
+    # both read as UINT32 and as nothing else (another stored type fails the load)
+    n_layer_all = header_uint32(header, f"{arch}.block_count", 0, low=1, high=LLAMA_MAX_LAYERS)
+    n_nextn = header_uint32(header, NEXTN_KEY.format(arch=arch), 0, high=LLAMA_MAX_LAYERS)
     if n_nextn > n_layer_all:
         raise GGUFFormatError(
             f"{header.source}: {NEXTN_KEY.format(arch=arch)} = {n_nextn} is more than the "

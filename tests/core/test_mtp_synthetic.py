@@ -15,8 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import gguf
 import pytest
 
+from app.devtools.test_models.gguf_writing import rewrite_gguf
 from app.devtools.test_models.synthetic import TinyQwen35Shape, write_tiny_llama, write_tiny_qwen35
 from app.errors import ModelLoadError
 from app.gguf.check import validate_gguf_file
@@ -133,4 +135,24 @@ def test_a_block_count_llama_cpp_asserts_on_is_refused_before_load(
     bad.write_bytes(bytes(data))
     assert run_probe(bad).returncode in (-signal.SIGABRT, 128 + signal.SIGABRT)
     with pytest.raises(ModelLoadError, match=rf"llama.block_count = {block_count} is out of range"):
+        validate_gguf_file(bad)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize(
+    ("key", "kind"),
+    [
+        ("qwen35.nextn_predict_layers", gguf.GGUFValueType.INT32),
+        ("qwen35.nextn_predict_layers", gguf.GGUFValueType.UINT8),
+        ("qwen35.block_count", gguf.GGUFValueType.INT32),
+    ],
+)
+def test_a_layer_count_stored_as_another_type_is_refused_not_read_as_mtp(
+    qwen35_mtp: Path, tmp_path: Path, key: str, kind: gguf.GGUFValueType
+) -> None:
+    """llama.cpp reads both counts as UINT32 and as nothing else: it refuses the file with
+    only "failed to load", where the app read a next-token layer."""
+    value = 1 if key.endswith("nextn_predict_layers") else 5
+    bad = rewrite_gguf(qwen35_mtp, tmp_path / "typed.gguf", keys={key: (value, kind, None)})
+    with pytest.raises(ModelLoadError, match=rf"{key} should be stored as UINT32"):
         validate_gguf_file(bad)

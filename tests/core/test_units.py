@@ -326,6 +326,21 @@ def test_compat_names_first_mismatching_token() -> None:
     assert first_mismatch(_vocab(a), _vocab(b)) is None
 
 
+def test_compat_compares_bos_and_eos_ids_only_where_the_token_is_added() -> None:
+    """llama.cpp's rule (common/speculative.cpp): a draft whose EOS id differs drafts for a
+    target that adds no EOS (most do not), as Qwen2.5 base and instruct models do."""
+    a = [f"t{i}" for i in range(300)]
+    assert first_mismatch(_vocab(a), _vocab(a, eos_id=7)) is None
+    assert first_mismatch(_vocab(a), _vocab(a, bos_id=7)) is None
+    added = {"add_bos": True, "add_eos": True}
+    assert "EOS token id" in (
+        first_mismatch(_vocab(a, **added), _vocab(a, **added, eos_id=7)) or ""
+    )
+    assert "BOS token id" in (
+        first_mismatch(_vocab(a, **added), _vocab(a, **added, bos_id=7)) or ""
+    )
+
+
 def test_ngram_index_proposes_exactly_what_the_scan_does() -> None:
     from app.engine.drafters.lookup import NgramIndex, propose
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 import sys
 import textwrap
@@ -33,6 +34,7 @@ from tests.ggufs import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+GGUF_U8, GGUF_I32 = 0, 5
 
 
 def _write(tmp_path: Path, name: str, data: bytes) -> Path:
@@ -114,9 +116,14 @@ MISTYPED = {
         "tokenizer.ggml.bos_token_id",
         vocab_info,
     ),
-    "eos id past the vocabulary": (
-        kv_u32("tokenizer.ggml.eos_token_id", 10_000),
-        "tokenizer.ggml.eos_token_id",
+    "eos id as INT32 (llama.cpp reads UINT32 only)": (
+        enc_str("tokenizer.ggml.eos_token_id") + struct.pack("<Ii", GGUF_I32, 2),
+        "tokenizer.ggml.eos_token_id should be stored as UINT32",
+        vocab_info,
+    ),
+    "add_bos as UINT8 (llama.cpp reads a bool only)": (
+        enc_str("tokenizer.ggml.add_bos_token") + struct.pack("<IB", GGUF_U8, 1),
+        "tokenizer.ggml.add_bos_token should be stored as a GGUF bool",
         vocab_info,
     ),
     "add_bos as text": (
@@ -141,7 +148,24 @@ MISTYPED = {
         model_facts,
     ),
     "split.count 0": (kv_u32("split.count", 0), "split.count", model_facts),
+    "nextn_predict_layers as INT32 (llama.cpp reads UINT32 only)": (
+        enc_str("llama.nextn_predict_layers") + struct.pack("<Ii", GGUF_I32, 1),
+        "llama.nextn_predict_layers should be stored as UINT32",
+        model_facts,
+    ),
 }
+
+
+@pytest.mark.parametrize("bos_id", [10_000, 1 << 31])
+def test_a_special_token_id_past_the_vocabulary_is_read_as_llama_cpp_reads_it(
+    tmp_path: Path, bos_id: int
+) -> None:
+    """llama.cpp keeps the default id (1 for an SPM vocabulary) for one outside the
+    vocabulary, and loads the file: it is not refused."""
+    key = "tokenizer.ggml.bos_token_id"
+    kvs = [kv for kv in llama_kvs() if not kv.startswith(enc_str(key))]
+    header = read_local_header(_write(tmp_path, "past.gguf", raw_gguf([*kvs, kv_u32(key, bos_id)])))
+    assert vocab_info(header).bos_id == 1
 
 
 @pytest.mark.parametrize("case", list(MISTYPED))
