@@ -4,6 +4,7 @@ DFlash head) and absurd next-token counts or layer ids are refused before any lo
 from __future__ import annotations
 
 import argparse
+import math
 import struct
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from app.errors import ModelLoadError
 from app.gguf.block_heads import BlockDrafting
 from app.gguf.check import validate_gguf_file
+from app.gguf.draft_heads import EAGLE3_LAYER_TENSORS
 from app.gguf.facts import NEXTN_KEY, SelfDrafting, model_facts, self_drafting
 from app.gguf.reader import GGUFFormatError, read_local_header
 from tests.ggufs import (
@@ -26,6 +28,7 @@ from tests.ggufs import (
     kv_u32,
     raw_gguf,
     spm_tokens,
+    tensor_entry,
 )
 from tests.hub.fake_hub import FakeHub, FakeRepo
 
@@ -62,6 +65,46 @@ def header_file(tmp_path: Path, arch: str, *extra: bytes, block_count: int = 2) 
 
 def nextn(arch: str) -> str:
     return NEXTN_KEY.format(arch=arch)
+
+
+def whole_assistant(tmp_path: Path) -> Path:
+    """A Gemma 4 assistant header with the keys llama.cpp needs to load it: its target's
+    width, every block a next-token block, one sliding-window block."""
+    arch = "gemma4-assistant"
+    return header_file(
+        tmp_path,
+        arch,
+        kv_u32(f"{arch}.embedding_length_out", 128),
+        kv_u32(nextn(arch), 2),
+        kv_array(f"{arch}.attention.sliding_window_pattern", GGUF_BOOL, 2, b"\x01\x00"),
+    )
+
+
+def whole_eagle3(tmp_path: Path, target_layers: list[int]) -> Path:
+    """An EAGLE-3 head for a 64-wide target reading ``target_layers``: its one decoder layer's
+    tensors (F32, their data in the file), the keys llama.cpp needs to load it."""
+    shapes = {"fc.weight": (3 * 64, 64), "output_norm.weight": (64,)}
+    for name in EAGLE3_LAYER_TENSORS:
+        shapes[f"blk.0.{name}.weight"] = (64,) if "norm" in name else (64, 64)
+    tensors, offset = [], 0
+    for name, shape in shapes.items():
+        tensors.append(tensor_entry(name, shape, 0, offset))
+        offset += -(-4 * math.prod(shape) // 32) * 32
+    kvs = [
+        kv_string("general.architecture", "eagle3"),
+        kv_string("general.name", "raw"),
+        kv_u32("eagle3.block_count", 1),
+        kv_u32("eagle3.embedding_length", 64),
+        kv_u32("eagle3.attention.head_count", 4),
+        kv_u32("eagle3.target_hidden_size", 64),
+        enc_str("eagle3.attention.layer_norm_rms_epsilon") + struct.pack("<If", 6, 1e-6),
+        kv_u32s("eagle3.target_layers", target_layers),
+        kv_string("tokenizer.ggml.model", "llama"),
+        kv_tokens(spm_tokens(8)),
+    ]
+    path = tmp_path / "eagle3.gguf"
+    path.write_bytes(raw_gguf(kvs, tensors, data=bytes(offset)))
+    return path
 
 
 def test_mtp_layers_are_seen_in_the_header(tmp_path: Path) -> None:
@@ -106,11 +149,12 @@ ABSURD = {
     "more heads than blocks": (kv_u32(nextn("qwen35"), 3), "more than the 2 blocks"),
     # the vendored llama.cpp asserts (aborting the process) on two heads for qwen35
     "two heads where llama.cpp runs one": (kv_u32(nextn("qwen35"), 2), "exactly one"),
-    "negative": (kv_i32(nextn("qwen35"), -1), "out of range"),
+    # llama.cpp reads the count as a UINT32 and fails the load on any other stored type
+    "negative": (kv_i32(nextn("qwen35"), -1), "should be stored as UINT32.*found INT32 -1"),
     "huge": (kv_u32(nextn("qwen35"), 0xFFFF_FFFF), "out of range"),
-    "text": (kv_string(nextn("qwen35"), "1"), "should be an integer"),
-    "bool": (kv_bool(nextn("qwen35"), True), "should be an integer"),
-    "array": (kv_u32s(nextn("qwen35"), [1]), "should be an integer"),
+    "text": (kv_string(nextn("qwen35"), "1"), "should be stored as UINT32.*found the text"),
+    "bool": (kv_bool(nextn("qwen35"), True), "should be stored as UINT32.*found BOOL"),
+    "array": (kv_u32s(nextn("qwen35"), [1]), "should be stored as UINT32.*found a UINT32 array"),
 }
 
 
@@ -203,12 +247,12 @@ def test_check_pair_with_a_target_alone(tmp_path: Path, capsys: pytest.CaptureFi
 def test_check_pair_explains_a_head_given_as_the_target(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assistant = header_file(tmp_path, "gemma4-assistant")
+    assistant = whole_assistant(tmp_path)
     assert _check_pair(assistant, None) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "target: assistant draft for gemma4"
     assert out[1].startswith("not a target: an assistant draft for gemma4 drafts for another")
-    eagle = header_file(tmp_path, "eagle3", kv_u32s("eagle3.target_layers", [2, 14, 27]))
+    eagle = whole_eagle3(tmp_path, [2, 14, 27])
     assert _check_pair(eagle, header_file(tmp_path, "llama")) == 1
     assert capsys.readouterr().out.splitlines()[:2] == [
         "target: EAGLE-3 head",
@@ -223,7 +267,7 @@ def test_check_pair_refuses_a_head_trained_for_another_target(
     from the two headers; an assistant for another architecture is refused likewise."""
     (tmp_path / "t").mkdir()
     target = header_file(tmp_path / "t", "llama", block_count=16)
-    deep = header_file(tmp_path, "eagle3", kv_u32s("eagle3.target_layers", [2, 14, 27]))
+    deep = whole_eagle3(tmp_path, [2, 14, 27])
     assert _check_pair(target, deep) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == (
@@ -231,10 +275,10 @@ def test_check_pair_refuses_a_head_trained_for_another_target(
         "it was trained for a deeper model"
     )
     (tmp_path / "fits").mkdir()
-    fits = header_file(tmp_path / "fits", "eagle3", kv_u32s("eagle3.target_layers", [2, 8, 15]))
+    fits = whole_eagle3(tmp_path / "fits", [2, 8, 15])
     assert _check_pair(target, fits) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "compatible"
-    assistant = header_file(tmp_path, "gemma4-assistant")
+    assistant = whole_assistant(tmp_path)
     assert _check_pair(target, assistant) == 1
     assert "an assistant for gemma4 models cannot draft for a llama model" in (
         capsys.readouterr().out
