@@ -23,22 +23,30 @@ def _read(path: str, size: int, mtime_ns: int) -> SelfDrafting:
     return self_drafting(read_local_header(path))
 
 
-def local_drafting(path: str | Path) -> SelfDrafting | None:
-    """The file's drafting method; None when it cannot be read as a GGUF."""
+def _drafting_or_why(path: str | Path) -> SelfDrafting | str:
+    """The file's drafting method, or why its header cannot be read."""
     try:
         stat = Path(path).stat()
         return _read(str(path), stat.st_size, stat.st_mtime_ns)
-    except (OSError, GGUFFormatError):
-        return None
+    except (OSError, GGUFFormatError) as exc:
+        return str(exc)
+
+
+def local_drafting(path: str | Path) -> SelfDrafting | None:
+    """The file's drafting method; None when it cannot be read as a GGUF."""
+    drafting = _drafting_or_why(path)
+    return None if isinstance(drafting, str) else drafting
 
 
 def self_drafting_problem(path: str | Path) -> str | None:
     """Why the model at ``path`` cannot draft for itself with next-token (MTP) layers, in
     words; None when it can."""
-    drafting = local_drafting(path)
+    drafting = _drafting_or_why(path)
     name = Path(path).name
-    if drafting is None:
-        return f"{name} cannot be read as a GGUF model"
+    if isinstance(drafting, str):
+        # the reader's words say what is wrong (a count stored with a type llama.cpp would
+        # refuse, a header cut short): without them only "cannot be read" was left
+        return f"{name} cannot be read as a GGUF model: {drafting}"
     if drafting.method == "mtp":
         return None
     return (

@@ -156,3 +156,19 @@ def test_a_layer_count_stored_as_another_type_is_refused_not_read_as_mtp(
     bad = rewrite_gguf(qwen35_mtp, tmp_path / "typed.gguf", keys={key: (value, kind, None)})
     with pytest.raises(ModelLoadError, match=rf"{key} should be stored as UINT32"):
         validate_gguf_file(bad)
+
+
+@pytest.mark.fast
+def test_mtp_refused_for_a_mistyped_count_says_why(qwen35_mtp: Path, tmp_path: Path) -> None:
+    """Choosing MTP drafting for such a file names what is wrong with it, not only that it
+    cannot be read (what the pair bar, the Lab and ``generate --draft-source mtp`` say)."""
+    from app.models.drafting import self_drafting_problem
+
+    key = "qwen35.nextn_predict_layers"
+    bad = rewrite_gguf(
+        qwen35_mtp, tmp_path / "typed.gguf", keys={key: (1, gguf.GGUFValueType.INT32, None)}
+    )
+    problem = self_drafting_problem(bad) or ""
+    assert problem.startswith("typed.gguf cannot be read as a GGUF model: ")
+    assert f"{key} should be stored as UINT32" in problem
+    assert self_drafting_problem(qwen35_mtp) is None
