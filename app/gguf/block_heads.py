@@ -15,11 +15,16 @@ from dataclasses import dataclass
 import numpy as np
 from gguf.constants import GGMLQuantizationType
 
-from app.gguf.fields import (
-    LLAMA_MAX_LAYERS,
-    header_layer_max,
-    header_strict_bool,
-    header_uint32,
+from app.gguf.fields import LLAMA_MAX_LAYERS, header_strict_bool, header_uint32
+from app.gguf.head_tensors import (
+    D2T,
+    d2t_form_damage,
+    dims_text,
+    key_value_widths,
+    missing_tensors,
+    row_count,
+    shape_is,
+    tensors_by_name,
 )
 from app.gguf.reader import TOKENS_KEY, ByteSource, GGUFFormatError, GGUFHeader, TensorInfo
 
@@ -89,7 +94,6 @@ _HC_OTHER_KEYS = (
     "hyper_connection.epsilon",
 )
 SQRT_SOFTPLUS_GATING = 4  # LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT_SOFTPLUS, the only one it drafts with
-D2T = "d2t"  # a reduced draft vocabulary: each output row's token id in the full vocabulary
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,7 @@ def block_drafting(header: GGUFHeader) -> BlockDrafting:
     """The block drafter a ``dflash`` header declares, each value type- and range-checked as
     llama.cpp reads it (it asserts, taking the process down, on a DSpark block size of 0 or
     none, and refuses a key stored with another type than the one it reads)."""
-    tensors = {t.name: t for t in header.tensors}
+    tensors = tensors_by_name(header)
     dspark, dflash2 = MARKOV_HEAD in tensors, SELECTOR in tensors
     top_k = header_uint32(header, "dflash.selector_top_k", 0, high=1 << 16)
     variant = "DSpark" if dspark else "DFlash2" if dflash2 or top_k > 0 else "DFlash"
@@ -168,7 +172,7 @@ def block_drafting(header: GGUFHeader) -> BlockDrafting:
         confidence_head=header_strict_bool(header, "dflash.has_confidence_head", True) and dspark,
         vocab_size=n_vocab,
         own_embeddings=embd is not None,
-        output_rows=_rows(own_output) if own_output is not None else 0,
+        output_rows=row_count(own_output) if own_output is not None else 0,
         d2t_rows=d2t.shape[0] if d2t is not None else 0,
     )
 
@@ -182,36 +186,22 @@ def _required_uint32(header: GGUFHeader, key: str, what: str, low: int, high: in
     return header_uint32(header, key, 0, low=low, high=high)
 
 
-def _rows(tensor: TensorInfo) -> int:
-    """A 2-D weight's row count (GGUF lists the row length first)."""
-    return tensor.shape[1] if len(tensor.shape) > 1 else 1
-
-
-def _shape_is(tensor: TensorInfo, *dims: int) -> bool:
-    """llama.cpp's ``create_tensor`` check: these dimensions, any further ones 1."""
-    padded = tensor.shape + (1,) * (len(dims) - len(tensor.shape))
-    return padded[: len(dims)] == dims and all(d == 1 for d in padded[len(dims) :])
-
-
-def _by(dims: tuple[int, ...]) -> str:
-    return " x ".join(f"{d:,}" for d in dims)
-
-
 def block_head_damage(header: GGUFHeader, drafting: BlockDrafting) -> str | None:
     """What a block drafter lacks that llama.cpp needs to load or to draft with it, in words;
     None when nothing."""
     if drafting.mask_token < 0:
         return f"it names no mask token ({MASK_KEY}), so llama.cpp cannot build a block"
-    tensors = {t.name: t for t in header.tensors}
+    tensors = tensors_by_name(header)
     needed = ["fc.weight", "enc.output_norm.weight", "output_norm.weight"]
     if header_uint32(header, HYPER_CONNECTION_KEY, 0) > 0:  # DeepSeek-V4's DSpark layout
         problem = _hyper_connection_damage(header)
         if problem is not None:
             return problem
     else:
-        problem = _head_width_damage(header, drafting)
-        if problem is not None:
-            return problem
+        # one width: the drafting graph asserts it (``n_embd_head_v == n_embd_head_k``)
+        widths = key_value_widths(header, "dflash", drafting.hidden_size)
+        if widths is not None:
+            return f"{widths} and aborts the process otherwise"
         n_layer = header_uint32(header, "dflash.block_count", 0, high=LLAMA_MAX_LAYERS)
         layer_tensors = list(_LAYER_TENSORS)
         if drafting.variant == "DFlash2":
@@ -228,11 +218,9 @@ def block_head_damage(header: GGUFHeader, drafting: BlockDrafting) -> str | None
             return problem
     if drafting.variant == "DSpark":
         needed.append("markov_w2.weight")
-    missing = [name for name in needed if name not in tensors]
-    if len(missing) == 1:
-        return f"tensor {missing[0]} is missing"
-    if missing:
-        return f"tensors {missing[0]} and {len(missing) - 1} more are missing"
+    missing = missing_tensors(needed, tensors)
+    if missing is not None:
+        return missing
     return _fc_damage(header, tensors["fc.weight"], drafting.hidden_size) or _d2t_damage(
         tensors.get(D2T), drafting
     )
@@ -275,22 +263,6 @@ def _hyper_connection_damage(header: GGUFHeader) -> str | None:
     return None
 
 
-def _head_width_damage(header: GGUFHeader, drafting: BlockDrafting) -> str | None:
-    """Keys and values one width: the drafting graph asserts it (``n_embd_head_v ==
-    n_embd_head_k``) and aborts the process otherwise."""
-    n_head = header_layer_max(header, "dflash.attention.head_count", 0, 1 << 16)
-    default = drafting.hidden_size // n_head if n_head else 0
-    keys = header_uint32(header, "dflash.attention.key_length", default, high=1 << 20)
-    values = header_uint32(header, "dflash.attention.value_length", default, high=1 << 20)
-    if keys != values:
-        return (
-            f"its keys are {keys:,} wide and its values {values:,} "
-            "(dflash.attention.key_length and value_length): llama.cpp drafts only with keys "
-            "and values of one width and aborts the process otherwise"
-        )
-    return None
-
-
 def _dflash2_damage(header: GGUFHeader, hidden: int) -> str | None:
     """DFlash2's selector and convolution sizes, as llama.cpp's ``load_arch_tensors`` checks
     them."""
@@ -316,11 +288,12 @@ def _fc_damage(header: GGUFHeader, fc: TensorInfo, hidden: int) -> str | None:
     """``fc`` fuses the target layers the head reads: one row of the head's width for each."""
     layers = header.get("dflash.target_layers")
     n_layers = len(layers) if isinstance(layers, tuple) else 0
-    if not n_layers or _shape_is(fc, n_layers * hidden, hidden):
+    if not n_layers or shape_is(fc, n_layers * hidden, hidden):
         return None
+    wanted = dims_text((n_layers * hidden, hidden))
     return (
-        f"fc.weight is {_by(fc.shape)}, but the head reads {n_layers} target layers "
-        f"(dflash.target_layers) of {hidden:,}: it should be {_by((n_layers * hidden, hidden))}"
+        f"fc.weight is {dims_text(fc.shape)}, but the head reads {n_layers} target layers "
+        f"(dflash.target_layers) of {hidden:,}: it should be {wanted}"
     )
 
 
@@ -329,13 +302,9 @@ def _d2t_damage(d2t: TensorInfo | None, drafting: BlockDrafting) -> str | None:
     both, taking the process down)."""
     if d2t is None:
         return None
-    if d2t.ggml_type != GGMLQuantizationType.I64:
-        return (
-            f"tensor {D2T} should hold INT64 token ids, found "
-            f"{_tensor_type(d2t.ggml_type)}; llama.cpp aborts the process on any other type"
-        )
-    if not _shape_is(d2t, d2t.shape[0]):
-        return f"tensor {D2T} should be a list of token ids, found a {_by(d2t.shape)} table"
+    form = d2t_form_damage(d2t)
+    if form is not None:
+        return form
     if drafting.vocab_size and d2t.shape[0] > drafting.vocab_size:
         return (
             f"tensor {D2T} maps {d2t.shape[0]:,} draft tokens into a vocabulary of "
@@ -347,13 +316,6 @@ def _d2t_damage(d2t: TensorInfo | None, drafting: BlockDrafting) -> str | None:
             f"{drafting.output_rows:,}: llama.cpp needs one token id for each"
         )
     return None
-
-
-def _tensor_type(ggml_type: int) -> str:
-    try:
-        return GGMLQuantizationType(ggml_type).name
-    except ValueError:
-        return f"type {ggml_type}"
 
 
 def d2t_id_damage(source: ByteSource, header: GGUFHeader) -> str | None:
@@ -368,7 +330,7 @@ def d2t_id_damage(source: ByteSource, header: GGUFHeader) -> str | None:
         d2t is None
         or not n_vocab
         or d2t.ggml_type != GGMLQuantizationType.I64
-        or not _shape_is(d2t, d2t.shape[0])
+        or not shape_is(d2t, d2t.shape[0])
         or d2t.shape[0] > n_vocab
     ):
         return None

@@ -12,14 +12,17 @@ refuse with only "failed to load", is named here in words.
 
 from __future__ import annotations
 
-from gguf.constants import GGMLQuantizationType, GGUFValueType
+from gguf.constants import GGUFValueType
 
-from app.gguf.fields import (
-    UINT32_MAX,
-    header_layer_max,
-    header_strict_bool,
-    header_uint32,
-    stored_as,
+from app.gguf.fields import UINT32_MAX, header_strict_bool, header_uint32, stored_as
+from app.gguf.head_tensors import (
+    D2T,
+    d2t_form_damage,
+    dims_text,
+    key_value_widths,
+    missing_tensors,
+    row_count,
+    tensors_by_name,
 )
 from app.gguf.reader import GGUFFormatError, GGUFHeader, TensorInfo
 
@@ -36,46 +39,14 @@ EAGLE3_LAYER_TENSORS = (
     "ffn_up",
 )
 EAGLE3_READS = 3  # target layers, side by side, into ``fc``
-D2T = "d2t"
 # llama-model-loader.cpp get_arr into an array of integers: these item types only
 PATTERN_ITEM_TYPES = (GGUFValueType.BOOL, GGUFValueType.INT32, GGUFValueType.UINT32)
-
-
-def _tensors(header: GGUFHeader) -> dict[str, TensorInfo]:
-    return {t.name: t for t in header.tensors}
-
-
-def _rows(tensor: TensorInfo) -> int:
-    return tensor.shape[1] if len(tensor.shape) > 1 else 1
-
-
-def _by(dims: tuple[int, ...]) -> str:
-    return " x ".join(f"{d:,}" for d in dims)
-
-
-def _missing(needed: list[str], tensors: dict[str, TensorInfo]) -> str | None:
-    missing = [name for name in needed if name not in tensors]
-    if len(missing) == 1:
-        return f"tensor {missing[0]} is missing"
-    if missing:
-        return f"tensors {missing[0]} and {len(missing) - 1} more are missing"
-    return None
 
 
 def _head_widths(header: GGUFHeader, arch: str, suffix: str = "") -> str | None:
     """Keys and values of one width (``key_length`` and ``value_length``, with ``suffix``)."""
     n_embd = header_uint32(header, f"{arch}.embedding_length", 0, high=1 << 20)
-    n_head = header_layer_max(header, f"{arch}.attention.head_count", 0, 1 << 16)
-    default = n_embd // n_head if n_head else 0
-    key_name, value_name = f"key_length{suffix}", f"value_length{suffix}"
-    keys = header_uint32(header, f"{arch}.attention.{key_name}", default, high=1 << 20)
-    values = header_uint32(header, f"{arch}.attention.{value_name}", default, high=1 << 20)
-    if keys == values:
-        return None
-    return (
-        f"its keys are {keys:,} wide and its values {values:,} ({arch}.attention.{key_name} "
-        f"and {value_name}): llama.cpp drafts only with keys and values of one width"
-    )
+    return key_value_widths(header, arch, n_embd, suffix)
 
 
 def eagle3_damage(header: GGUFHeader) -> str | None:
@@ -101,20 +72,20 @@ def eagle3_damage(header: GGUFHeader) -> str | None:
         return f"{widths}, and aborts the process otherwise"
     header_strict_bool(header, f"{a}.norm_before_residual", False)
     norm_before_fc = header_strict_bool(header, f"{a}.norm_before_fc", False)
-    tensors = _tensors(header)
+    tensors = tensors_by_name(header)
     needed = ["fc.weight", "output_norm.weight"]
     needed += ["enc.output_norm.weight"] if norm_before_fc else []
     needed += [f"blk.0.{name}.weight" for name in EAGLE3_LAYER_TENSORS]
-    problem = _missing(needed, tensors)
+    problem = missing_tensors(needed, tensors)
     if problem is not None:
         return problem
     n_embd = header_uint32(header, f"{a}.embedding_length", 0, high=1 << 20)
     fc, fused = tensors["fc.weight"], EAGLE3_READS * target_width
     if n_embd and fc.shape[:2] != (fused, n_embd):
         return (
-            f"fc.weight is {_by(fc.shape)}, but the head reads {EAGLE3_READS} target layers "
+            f"fc.weight is {dims_text(fc.shape)}, but the head reads {EAGLE3_READS} target layers "
             f"of {target_width:,} ({a}.target_hidden_size) into its width of {n_embd:,}: it "
-            f"should be {_by((fused, n_embd))}"
+            f"should be {dims_text((fused, n_embd))}"
         )
     return _d2t_damage(tensors)
 
@@ -125,22 +96,14 @@ def _d2t_damage(tensors: dict[str, TensorInfo]) -> str | None:
     d2t = tensors.get(D2T)
     if d2t is None:
         return None
-    if d2t.ggml_type != GGMLQuantizationType.I64:
-        try:
-            found = GGMLQuantizationType(d2t.ggml_type).name
-        except ValueError:
-            found = f"type {d2t.ggml_type}"
-        return (
-            f"tensor {D2T} should hold INT64 token ids, found {found}; llama.cpp aborts the "
-            "process on any other type"
-        )
-    if any(d != 1 for d in d2t.shape[1:]):
-        return f"tensor {D2T} should be a list of token ids, found a {_by(d2t.shape)} table"
+    form = d2t_form_damage(d2t)
+    if form is not None:
+        return form
     output = tensors.get("output.weight")
-    if output is not None and _rows(output) != d2t.shape[0]:
+    if output is not None and row_count(output) != d2t.shape[0]:
         return (
             f"tensor {D2T} maps {d2t.shape[0]:,} draft tokens, but the head's output scores "
-            f"{_rows(output):,}: llama.cpp needs one token id for each"
+            f"{row_count(output):,}: llama.cpp needs one token id for each"
         )
     return None
 
@@ -212,7 +175,7 @@ def feature_head_mismatch(target: GGUFHeader, draft: GGUFHeader) -> str | None:
                 f"but the target is {target_width:,} wide: it was trained for another model"
             )
         width = header_uint32(draft, "eagle3.embedding_length", 0, high=1 << 20)
-        tensors = _tensors(draft)
+        tensors = tensors_by_name(draft)
         borrows = [
             what
             for name, what in (
@@ -229,7 +192,7 @@ def feature_head_mismatch(target: GGUFHeader, draft: GGUFHeader) -> str | None:
             )
         d2t = tensors.get(D2T)
         if d2t is not None and "output.weight" not in tensors:
-            target_rows = {t.name: _rows(t) for t in target.tensors if len(t.shape) > 1}
+            target_rows = {t.name: row_count(t) for t in target.tensors if len(t.shape) > 1}
             rows = target_rows.get("output.weight", target_rows.get("token_embd.weight", 0))
             if rows and rows != d2t.shape[0]:
                 return (
