@@ -37,6 +37,7 @@ import gguf
 import numpy as np
 
 from app.devtools.test_models.gguf_writing import (
+    FieldSpec,
     TokenizerField,
     finish_gguf,
     open_gguf,
@@ -184,7 +185,7 @@ def dflash_tensors(
 
 
 # (value, value type, array item type) of one metadata key, for ``write_tiny_dflash(keys=...)``
-KeySpec = tuple[object, gguf.GGUFValueType, gguf.GGUFValueType | None]
+KeySpec = FieldSpec
 
 
 def write_tiny_dflash(
