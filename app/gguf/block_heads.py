@@ -12,9 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-from gguf.constants import GGMLQuantizationType
-
 from app.gguf.fields import LLAMA_MAX_LAYERS, header_strict_bool, header_uint32
 from app.gguf.head_tensors import (
     D2T,
@@ -26,7 +23,7 @@ from app.gguf.head_tensors import (
     shape_is,
     tensors_by_name,
 )
-from app.gguf.reader import TOKENS_KEY, ByteSource, GGUFFormatError, GGUFHeader, TensorInfo
+from app.gguf.reader import TOKENS_KEY, GGUFFormatError, GGUFHeader, TensorInfo
 
 BLOCK_KEY = "dflash.block_size"
 MASK_KEY = "tokenizer.ggml.mask_token_id"
@@ -316,38 +313,6 @@ def _d2t_damage(d2t: TensorInfo | None, drafting: BlockDrafting) -> str | None:
             f"{drafting.output_rows:,}: llama.cpp needs one token id for each"
         )
     return None
-
-
-def d2t_id_damage(source: ByteSource, header: GGUFHeader) -> str | None:
-    """A reduced-vocabulary map's token ids outside the head's vocabulary (llama.cpp aborts
-    the process on the first draft); None when they all fit, when there is no map, or when
-    its type or size is wrong (``block_head_damage`` names those). Reads the map alone: at
-    most 8 bytes for each token of the vocabulary."""
-    d2t = next((t for t in header.tensors if t.name == D2T), None)
-    tokens = header.get(TOKENS_KEY)
-    n_vocab = len(tokens) if isinstance(tokens, tuple) else 0
-    if (
-        d2t is None
-        or not n_vocab
-        or d2t.ggml_type != GGMLQuantizationType.I64
-        or not shape_is(d2t, d2t.shape[0])
-        or d2t.shape[0] > n_vocab
-    ):
-        return None
-    raw = source.read_at(header.data_offset + d2t.offset, d2t.n_bytes)
-    if len(raw) < d2t.n_bytes:
-        return None  # truncated: the data check names it
-    ids = np.frombuffer(raw, dtype="<i8")
-    outside = np.flatnonzero((ids < 0) | (ids >= n_vocab))
-    if not outside.size:
-        return None
-    row = int(outside[0])
-    more = f", and {outside.size - 1:,} more of its ids are too" if outside.size > 1 else ""
-    return (
-        f"tensor {D2T} maps draft token {row:,} to token {int(ids[row]):,}, outside the "
-        f"vocabulary of {n_vocab:,} tokens{more}; llama.cpp aborts the process on the first "
-        "draft"
-    )
 
 
 def block_target_mismatch(

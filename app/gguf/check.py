@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app.errors import ModelLoadError
-from app.gguf.block_heads import block_head_damage, d2t_id_damage
+from app.gguf.block_heads import block_head_damage
 from app.gguf.compat import IncompatiblePairError, first_mismatch
 from app.gguf.draft_heads import assistant_damage, eagle3_damage, feature_head_mismatch
 from app.gguf.facts import SelfDrafting, head_mismatch, self_drafting, vocab_info
 from app.gguf.fields import header_str
+from app.gguf.head_tensors import d2t_id_damage
 from app.gguf.reader import (
     GGUF_MAGIC,
     TOKENS_KEY,
@@ -135,10 +136,7 @@ def validate_gguf_file(path: Path) -> GGUFHeader:
             "written by a faulty converter; get it again or from another source."
         ) from exc
     if damage is not None:
-        raise ModelLoadError(
-            f"{path.name} is a damaged {_damaged_what(header)}: {damage}. Get it again or from "
-            "another source."
-        )
+        raise _damaged(path, header, damage)
     tokens = header.get(TOKENS_KEY)
     if isinstance(tokens, tuple) and not all(isinstance(t, str) for t in tokens):
         raise ModelLoadError(
@@ -151,13 +149,17 @@ def validate_gguf_file(path: Path) -> GGUFHeader:
             f"{path.name} is truncated: its tensors need {needed:,} bytes but the file has "
             f"{size:,}. The download was probably interrupted; download it again."
         )
-    damage = d2t_id_damage(FileSource(path), header)
+    damage = d2t_id_damage(FileSource(path), header)  # an EAGLE-3 head's map, a block drafter's
     if damage is not None:
-        raise ModelLoadError(
-            f"{path.name} is a damaged block drafter: {damage}. Get it again or from another "
-            "source."
-        )
+        raise _damaged(path, header, damage)
     return header
+
+
+def _damaged(path: Path, header: GGUFHeader, damage: str) -> ModelLoadError:
+    return ModelLoadError(
+        f"{path.name} is a damaged {_damaged_what(header)}: {damage}. Get it again or from "
+        "another source."
+    )
 
 
 def _check_vocabulary(path: Path, tokens: Sequence[str] | None) -> None:

@@ -23,6 +23,7 @@ from app.gguf.head_tensors import (
     missing_tensors,
     row_count,
     tensors_by_name,
+    vocab_rows,
 )
 from app.gguf.reader import GGUFFormatError, GGUFHeader, TensorInfo
 
@@ -192,8 +193,7 @@ def feature_head_mismatch(target: GGUFHeader, draft: GGUFHeader) -> str | None:
             )
         d2t = tensors.get(D2T)
         if d2t is not None and "output.weight" not in tensors:
-            target_rows = {t.name: row_count(t) for t in target.tensors if len(t.shape) > 1}
-            rows = target_rows.get("output.weight", target_rows.get("token_embd.weight", 0))
+            _, rows = vocab_rows(target)
             if rows and rows != d2t.shape[0]:
                 return (
                     f"the head has no output of its own and borrows the target's, which scores "

@@ -29,6 +29,7 @@ from app.gguf.fields import (
     header_uint32,
     stored_as,
 )
+from app.gguf.head_tensors import vocab_rows
 from app.gguf.reader import (
     TOKENS_KEY,
     GGUFFormatError,
@@ -337,13 +338,6 @@ def _layer_bytes(header: GGUFHeader, layers: range) -> int:
     return sum(t.n_bytes for t in header.tensors if t.name.startswith(prefixes))
 
 
-def _vocab_rows(header: GGUFHeader) -> tuple[int, int]:
-    """Rows of a model's token embedding and of its output (its embedding when it has none)."""
-    rows = {t.name: t.shape[1] for t in header.tensors if len(t.shape) > 1}
-    embd = rows.get("token_embd.weight", 0)
-    return embd, rows.get("output.weight", embd)
-
-
 def head_mismatch(target: GGUFHeader, draft: SelfDrafting) -> str | None:
     """Why a head or an assistant cannot draft for this target, in words; None when it can
     (or when the draft is a plain model: its vocabulary is checked elsewhere).
@@ -358,7 +352,7 @@ def head_mismatch(target: GGUFHeader, draft: SelfDrafting) -> str | None:
         trunk = facts.n_layer - facts.drafting.n_heads
         arch, width = facts.architecture, facts.n_embd
         return block_target_mismatch(
-            draft.block, draft.target_layers, arch, width, trunk, _vocab_rows(target)
+            draft.block, draft.target_layers, arch, width, trunk, vocab_rows(target)
         )
     if draft.method == "assistant":
         if draft.target_arch and draft.target_arch != facts.architecture:

@@ -1,13 +1,14 @@
 """What the draft heads' header checks share (block drafters, EAGLE-3 heads, assistants): their
 tensors by name and shape, the tensors a head lacks, keys and values of one width, and the form
-of a reduced-vocabulary map, each in words."""
+and ids of a reduced-vocabulary map, each in words."""
 
 from __future__ import annotations
 
+import numpy as np
 from gguf.constants import GGMLQuantizationType
 
 from app.gguf.fields import header_layer_max, header_uint32
-from app.gguf.reader import GGUFHeader, TensorInfo
+from app.gguf.reader import TOKENS_KEY, ByteSource, GGUFHeader, TensorInfo
 
 D2T = "d2t"  # a reduced draft vocabulary: each output row's token id in the full vocabulary
 
@@ -25,6 +26,14 @@ def shape_is(tensor: TensorInfo, *dims: int) -> bool:
     """llama.cpp's ``create_tensor`` check: these dimensions, any further ones 1."""
     padded = tensor.shape + (1,) * (len(dims) - len(tensor.shape))
     return padded[: len(dims)] == dims and all(d == 1 for d in padded[len(dims) :])
+
+
+def vocab_rows(header: GGUFHeader) -> tuple[int, int]:
+    """Rows of a model's token embedding and of its output (its embedding when it has none):
+    the tokens a head that borrows them embeds and scores."""
+    rows = {t.name: row_count(t) for t in header.tensors if len(t.shape) > 1}
+    embd = rows.get("token_embd.weight", 0)
+    return embd, rows.get("output.weight", embd)
 
 
 def dims_text(dims: tuple[int, ...]) -> str:
@@ -75,3 +84,35 @@ def d2t_form_damage(d2t: TensorInfo) -> str | None:
     if not shape_is(d2t, d2t.shape[0]):
         return f"tensor {D2T} should be a list of token ids, found a {dims_text(d2t.shape)} table"
     return None
+
+
+def d2t_id_damage(source: ByteSource, header: GGUFHeader) -> str | None:
+    """A reduced-vocabulary map's token ids outside the head's vocabulary (llama.cpp aborts
+    the process on the first draft); None when they all fit, when there is no map, or when
+    its type or size is wrong (``d2t_form_damage`` names those). Reads the map alone: at
+    most 8 bytes for each token of the vocabulary."""
+    d2t = next((t for t in header.tensors if t.name == D2T), None)
+    tokens = header.get(TOKENS_KEY)
+    n_vocab = len(tokens) if isinstance(tokens, tuple) else 0
+    if (
+        d2t is None
+        or not n_vocab
+        or d2t.ggml_type != GGMLQuantizationType.I64
+        or not shape_is(d2t, d2t.shape[0])
+        or d2t.shape[0] > n_vocab
+    ):
+        return None
+    raw = source.read_at(header.data_offset + d2t.offset, d2t.n_bytes)
+    if len(raw) < d2t.n_bytes:
+        return None  # truncated: the data check names it
+    ids = np.frombuffer(raw, dtype="<i8")
+    outside = np.flatnonzero((ids < 0) | (ids >= n_vocab))
+    if not outside.size:
+        return None
+    row = int(outside[0])
+    more = f", and {outside.size - 1:,} more of its ids are too" if outside.size > 1 else ""
+    return (
+        f"tensor {D2T} maps draft token {row:,} to token {int(ids[row]):,}, outside the "
+        f"vocabulary of {n_vocab:,} tokens{more}; llama.cpp aborts the process on the first "
+        "draft"
+    )

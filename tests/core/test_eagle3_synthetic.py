@@ -174,6 +174,12 @@ HOSTILE: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
         {"d2t": np.arange(300, dtype=np.int64)},
         "tensor d2t maps 300 draft tokens, but the head's output scores 343",
     ),
+    "a d2t of ids outside the vocabulary": (
+        {},
+        {"d2t": np.full(343, 10**9, dtype=np.int64)},
+        "is a damaged EAGLE-3 head: tensor d2t maps draft token 0 to token 1,000,000,000, "
+        "outside the vocabulary of 343 tokens",
+    ),
     "a d2t for another borrowed output": (
         {},
         {"d2t": np.arange(300, dtype=np.int64), "output.weight": None},
