@@ -430,6 +430,33 @@ class ChartsPanel(QWidget):
     def stop(self) -> None:
         self._timer.stop()
 
+    def settle(self) -> None:
+        """Fit the time and step axes to the finished answer's data. While it streams they
+        grow in steps (``_grow``) so that axes rarely re-layout, which leaves up to half of a
+        plot empty (60 steps on a 0-100 axis, a 3 s answer on 0-10 s) once nothing more comes."""
+        self._timer.stop()
+        self._dirty = set(self.plots)
+        for _ in self.plots:  # one plot re-ranges per redraw: let every one catch up
+            self._redraw()
+            if not self._dirty:
+                break
+        peak_t = max(
+            (float(ring.view()[:, 0].max()) for ring in self.speed.values() if len(ring.view())),
+            default=0.0,
+        )
+        steps = self.acceptance.view()
+        lengths = self.draft_len.view()
+        ends = {
+            "acceptance": float(steps[-1, 0]) if len(steps) else 0.0,
+            "tok_s": peak_t,
+            "draft_length": float(lengths[-1, 0]) if len(lengths) else 0.0,
+        }
+        for name, end in ends.items():
+            if end <= 0.0:
+                continue  # nothing drawn: the empty axis keeps its first range
+            self._limits[name] = (end, self._limits.get(name, INITIAL_LIMITS[name])[1])
+            self.plots[name].setXRange(0, end, padding=0.02)
+
     def _fit(self, name: str, x_max: float, y_max: float | None = None) -> None:
         """Widen a plot's ranges only when the data outgrows them.
 

@@ -650,6 +650,7 @@ class MainWindow(QMainWindow):
         self.chat.answer_done(judgement is not None and judgement.divergence is not None)
         spec, base = done.speculative, done.baseline
         self.status_fields.done(spec, base)
+        self.charts.settle()
         if done.cancelled:
             lost = self._engine_lost
             self.statusBar().showMessage("The engine crashed." if lost else "Stopped.", 4000)

@@ -120,3 +120,20 @@ def test_charts_fit_the_data_and_break_at_pauses(make_window, qtbot, tmp_path) -
     window.charts_dock.setFloating(False)
     png = charts.export_png("tok_s", tmp_path / "tok_s.png")
     assert QImage(str(png)).width() >= 1200
+
+
+def test_a_finished_answers_charts_span_its_data(make_window, qtbot, tiny_pair) -> None:
+    window = make_window(replace(FAST, max_tokens=200))
+    load(window, qtbot, *tiny_pair)
+    ask(window, qtbot, "hello the model")
+    charts = window.charts
+    steps = charts.acceptance.view()
+    assert len(steps) >= 3
+    last_step = float(steps[-1, 0])
+    peak_t = max(
+        float(ring.view()[:, 0].max()) for ring in charts.speed.values() if len(ring.view())
+    )
+    # while streaming, axes grow in steps of 1, 2, 5 x 10^k and the time axis starts at 10 s
+    for plot, end in ((charts.accept_plot, last_step), (charts.speed_plot, peak_t)):
+        low, high = plot.viewRange()[0]
+        assert high >= end and high - low <= end * 1.1, (plot, end, (low, high))
