@@ -272,8 +272,8 @@ def _events(where: str, chunks: Iterator[bytes]) -> Iterator[dict[str, Any] | No
         for line in lines:
             line = line.rstrip(b"\r")
             if not line.startswith(b"data:"):
-                if line.startswith(b"{"):  # an error object sent instead of events
-                    yield _object(where, line)
+                if line.startswith(b"{"):
+                    yield _instead_of_events(where, line)
                 continue  # blank separators, comments, event:/id: fields
             if len(line) > MAX_EVENT_BYTES:
                 raise RemoteError(
@@ -287,8 +287,23 @@ def _events(where: str, chunks: Iterator[bytes]) -> Iterator[dict[str, Any] | No
             if events > MAX_EVENTS:
                 raise RemoteError(f"{where} sent more than {MAX_EVENTS} events")
             yield _object(where, data)
-    if pending.strip():
+    if pending.lstrip().startswith(b"{"):  # one object without a line end
+        yield _instead_of_events(where, pending.strip())
+    elif pending.strip():
         raise RemoteError(f"{where} ended the stream in the middle of an event")
+
+
+def _instead_of_events(where: str, line: bytes) -> dict[str, Any]:
+    """A JSON object sent where events were asked: an error, which ``_chunk`` passes on, or
+    a whole answer from a server that ignored ``stream``, whose text no event carries (it
+    read as an empty answer)."""
+    value = _object(where, line)
+    if value.get("error") is None:
+        raise RemoteError(
+            f"{where} answered with one JSON object, not a stream of events: the server does "
+            'not stream answers (it ignored "stream": true); use a server that does'
+        )
+    return value
 
 
 def _object(where: str, data: bytes) -> dict[str, Any]:

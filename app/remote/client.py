@@ -376,7 +376,8 @@ class SpecCounters:
                 continue
             if name in totals:
                 totals[name] += number(value, name, 0.0, MAX_COUNT)
-            elif name == VLLM_PER_POSITION and labels.get("position", "").isdigit():
+            # isdecimal, not isdigit: int() refuses digits such as "²" that isdigit takes
+            elif name == VLLM_PER_POSITION and labels.get("position", "").isdecimal():
                 where = f'{name}{{position="{labels["position"][:12]}"}}'
                 position = whole(int(labels["position"][:12]), where, 0, MAX_POSITIONS - 1)
                 positions[position] = positions.get(position, 0.0) + number(

@@ -7,6 +7,9 @@ request line) shut every caller out with 503 for as long as they stay. Here inst
 - a request's line and headers must arrive within ``HEADER_SECONDS`` of the connection
   opening (or of the last answer on a kept-alive one), or the connection is closed; the
   body then has ``app.serve.http.BODY_SECONDS``;
+- a client that takes none of its answer for ``WRITE_SECONDS`` while the server has more to
+  send is cut off: the answer would wait on its next write for ever, and the connection,
+  being answered, is never closed to make room;
 - when a new connection finds ``limit`` connections open, or ``per_client`` open from its
   address, the oldest one that is not being answered (waiting for a request, or still
   sending one) is closed to make room, and only when every other is being answered is
@@ -31,6 +34,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 HEADER_SECONDS = 5.0  # from connecting (or the last answer) to a request's complete headers
+WRITE_SECONDS = 30.0  # the longest a client may leave the server's writes unread
 ADMIT_SECONDS = 0.05  # from accepting a connection to making room for it
 JUST_CONNECTED = 1.0  # seconds: a connection this new is closed to make room last
 CALLER = "specdeck.caller"  # the scope key of the connection's serial
@@ -81,6 +85,7 @@ class GuardedH11(H11Protocol):
         self.since = time.monotonic()  # when the present wait (request, or body) began
         self.heard = False  # whether any of the awaited request has arrived
         self._deadline: asyncio.TimerHandle | None = None
+        self._unread: asyncio.TimerHandle | None = None  # cuts a client that stopped reading
 
     # --- the protocol's callbacks -------------------------------------------------------
 
@@ -94,7 +99,17 @@ class GuardedH11(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._reading_again()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._unread is None:
+            self._unread = self.loop.call_later(WRITE_SECONDS, self._not_reading)
+
+    def resume_writing(self) -> None:
+        self._reading_again()
+        super().resume_writing()
 
     def data_received(self, data: bytes) -> None:
         waiting = self.conn.their_state is h11.IDLE
@@ -130,6 +145,19 @@ class GuardedH11(H11Protocol):
     def _drop(self) -> None:
         self.connections.discard(self)  # counted out now, not when the loop gets to it
         self.transport.close()
+
+    # --- the write deadline -------------------------------------------------------------
+
+    def _reading_again(self) -> None:
+        if self._unread is not None:
+            self._unread.cancel()
+            self._unread = None
+
+    def _not_reading(self) -> None:
+        # abort, not close: close() would wait for the unread bytes to be taken first
+        self._unread = None
+        self.connections.discard(self)
+        self.transport.abort()
 
     # --- room for a new connection ------------------------------------------------------
 

@@ -54,6 +54,7 @@ METRICS: dict[str, str] = {
     "/nan-metrics": "vllm:spec_decode_num_draft_tokens_total NaN\n",
     "/far-position": 'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="999999999"} 1\n',
     "/bad-float": "vllm:spec_decode_num_drafts_total 1.2.3\n",
+    "/superscript-position": 'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="²"} 1\n',
 }
 
 
@@ -226,8 +227,9 @@ def test_malformed_vllm_counters_are_refused(
         _ask(hostile.url + path, kind="vllm")
 
 
-def test_a_malformed_counter_line_is_skipped(hostile: HostileServer) -> None:
-    run = _ask(hostile.url + "/bad-float", kind="vllm")
+@pytest.mark.parametrize("path", ["/bad-float", "/superscript-position"])
+def test_a_malformed_counter_line_is_skipped(hostile: HostileServer, path: str) -> None:
+    run = _ask(hostile.url + path, kind="vllm")
     assert run["drafted"] == 0 and run["tokens"] == 8
 
 

@@ -34,6 +34,10 @@ def _piece(text: object) -> bytes:
     return _event({"choices": [{"delta": {"content": text}, "finish_reason": None}]})
 
 
+WHOLE = {  # a whole answer, from a server that does not stream
+    "choices": [{"message": {"content": "Hello there"}, "finish_reason": "stop"}],
+    "timings": {"predicted_n": 2},
+}
 GOOD = (
     _piece("Hello")
     + _piece(" there")
@@ -51,6 +55,9 @@ STREAMS: dict[str, bytes] = {
     "/error": _event({"error": {"message": "model \x1b[31mexploded" + "!" * 500}}),
     "/not-json": b"data: {oops\n\n",
     "/cut": _piece("Hello") + b'data: {"choi',
+    "/not-streamed": json.dumps(WHOLE).encode() + b"\n",
+    "/not-streamed-unended": json.dumps(WHOLE).encode(),
+    "/error-unended": json.dumps({"error": {"message": "no such model"}}).encode(),
 }
 
 
@@ -169,6 +176,9 @@ def test_a_good_stream_is_read(hostile: Hostile) -> None:
         ("/error", "answered with an error: model  [31mexploded"),
         ("/not-json", "not JSON"),
         ("/cut", "in the middle of an event"),
+        ("/not-streamed", "one JSON object, not a stream of events"),
+        ("/not-streamed-unended", "one JSON object, not a stream of events"),
+        ("/error-unended", "answered with an error: no such model"),
     ],
 )
 def test_a_malformed_stream_gives_a_clear_error(hostile: Hostile, path: str, words: str) -> None:

@@ -15,7 +15,9 @@ import time
 
 import pytest
 
+from app.serve import connections
 from app.serve.connections import HEADER_SECONDS
+from app.serve.tickets import Delta, Started
 from tests.serve.conftest import BareServer, ServeProcess
 
 pytestmark = pytest.mark.timeout(180)
@@ -107,6 +109,45 @@ def test_connections_without_complete_headers_are_closed_at_the_deadline(
     finally:
         for sock in sockets:
             sock.close()
+
+
+def test_a_client_that_stops_reading_its_answer_is_cut_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stream far larger than the sockets' buffers, to a client that reads none of it: the
+    connection is cut once the server's writes have waited ``WRITE_SECONDS``, and its call is
+    cancelled, where it stayed open (and being answered) for as long as the client liked."""
+    monkeypatch.setattr(connections, "WRITE_SECONDS", 1.0)
+    server = BareServer(concurrency=8)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting
+    sock.settimeout(5)
+    try:
+        sock.connect(("127.0.0.1", server.port))
+        streamed = json.dumps({"messages": [{"role": "user", "content": "hi"}], "stream": True})
+        sock.sendall(_request(server.port, "POST", "/v1/chat/completions", streamed.encode()))
+        deadline = time.monotonic() + 10
+        while not server.engine.tickets and time.monotonic() < deadline:
+            time.sleep(0.02)
+        ticket = server.engine.tickets[0]
+        ticket.deliver(Started(1))
+        for _ in range(256):  # 16 MiB, past what the kernel buffers on either side
+            ticket.deliver(Delta("x" * 65536))
+        began = time.monotonic()
+        while not ticket.cancelled and time.monotonic() - began < 10:
+            time.sleep(0.05)
+        assert ticket.cancelled, "the call of a client that reads nothing was never cancelled"
+        assert time.monotonic() - began < 5
+        received = b""
+        try:  # what the kernel still held arrives, then the end, within the socket's timeout
+            while chunk := sock.recv(1 << 20):
+                received += chunk
+        except ConnectionResetError:
+            pass
+        assert b"data: [DONE]" not in received
+    finally:
+        sock.close()
+        server.close()
 
 
 def test_one_address_keeps_at_most_a_quarter_of_the_connections(bare_server: BareServer) -> None:
