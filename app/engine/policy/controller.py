@@ -250,8 +250,12 @@ class DraftController:
     def break_even(self, depth: int, costs: CostModel | None = None) -> float:
         """Break-even agreement for the blocks actually drafted lately (a confidence-driven
         draft stops early: its ceiling says nothing about the blocks it drafts)."""
+        return (costs or self.costs).break_even(self._block_length(), depth)
+
+    def _block_length(self) -> int:
+        """The blocks drafted lately, on average (the length in use before any)."""
         k = round(sum(self._drafted) / len(self._drafted)) if self._drafted else self.draft_len
-        return (costs or self.costs).break_even(max(k, 1), depth)
+        return max(k, 1)
 
     def pause_threshold(self, depth: int, costs: CostModel | None = None) -> float:
         """The agreement below which drafting pauses. A fixed length N is the person's choice:
@@ -514,17 +518,20 @@ class DraftController:
         (the controller's own, or ``costs``)."""
         return (costs or self.costs).can_ever_pay(max(self.config.draft_max, 1), depth)
 
-    def _probe_would_lose(self, depth: int) -> bool:
-        """By the costs at this depth, no draft length can pay whatever the agreement; or,
-        once a probe has failed, none pays at the agreement the draft last showed. A probe
-        pays a catch-up over every token written while paused and then its steps in full,
-        which deep in a context on a CPU once came to about a second."""
-        if not self.can_ever_pay(depth):
+    def _probe_would_lose(self, depth: int, costs: CostModel | None = None) -> bool:
+        """By the costs at this depth (the controller's own, or ``costs``), no draft length
+        can pay whatever the agreement; or, once a probe has failed, none pays at the
+        agreement the draft last showed. A probe pays a catch-up over every token written
+        while paused and then its steps in full, which deep in a context on a CPU once came
+        to about a second."""
+        if not self.can_ever_pay(depth, costs):
             return True
         if self._failed_probes < 2:
             return False
-        k_max = max(self.config.draft_max, 1)
-        return self.costs.best_speedup(self.acceptance.value or 0.0, k_max, depth) < 1.0
+        # no block longer than those it drafted lately: a confidence-driven draft stops early
+        longest = self._block_length() if self._drafted else max(self.config.draft_max, 1)
+        agreement = self.acceptance.value or 0.0
+        return (costs or self.costs).best_speedup(agreement, longest, depth) < 1.0
 
     def tick_paused(self, tokens: int, depth: int) -> bool:
         """Count tokens written while paused at context ``depth``; True when it is time to
@@ -532,11 +539,19 @@ class DraftController:
         self._paused_tokens += tokens
         if self._paused_tokens >= self.probe_in:
             last = self.last_pause
-            # the probe of a pause decided on noisy or a few passes' prices, and any while
-            # those prices are still being settled
+            # the probe of a pause decided on noisy or a few passes' prices
             decided_doubtful = last is not None and (last.noisy or last.few_passes)
-            doubtful = decided_doubtful or self.few_passes(depth)
-            if not doubtful and self._failed_probes % 4 and self._probe_would_lose(depth):
+            # prices at this depth that rest on a few passes judge at their fastest: a draft
+            # that rarely drafts has few verifications near each new depth, and a SmolLM2
+            # F16 target with its Q4_1 draft (a draft pass at 0.7 of a target pass) ran
+            # every probe due, the last a catch-up of 98 tokens (0.3 s, a tenth of the
+            # answer), after two had failed
+            prices = self._prices(self.few_passes(depth))
+            if (
+                not decided_doubtful
+                and self._failed_probes % 4
+                and self._probe_would_lose(depth, prices)
+            ):
                 # skip this probe (every fourth one still runs, in case the costs or the text
                 # changed) and wait twice as long. Never after a pause on noisy costs, nor on
                 # prices that rest on a few passes: a paused draft is not priced again, and a
