@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from app.gguf.fields import LLAMA_MAX_LAYERS, header_strict_bool, header_uint32
 from app.gguf.head_tensors import (
     D2T,
-    d2t_form_damage,
+    d2t_damage,
     dims_text,
     key_value_widths,
     missing_tensors,
@@ -218,8 +218,8 @@ def block_head_damage(header: GGUFHeader, drafting: BlockDrafting) -> str | None
     missing = missing_tensors(needed, tensors)
     if missing is not None:
         return missing
-    return _fc_damage(header, tensors["fc.weight"], drafting.hidden_size) or _d2t_damage(
-        tensors.get(D2T), drafting
+    return _fc_damage(header, tensors["fc.weight"], drafting.hidden_size) or d2t_damage(
+        tensors.get(D2T), drafting.output_rows, drafting.vocab_size
     )
 
 
@@ -292,27 +292,6 @@ def _fc_damage(header: GGUFHeader, fc: TensorInfo, hidden: int) -> str | None:
         f"fc.weight is {dims_text(fc.shape)}, but the head reads {n_layers} target layers "
         f"(dflash.target_layers) of {hidden:,}: it should be {wanted}"
     )
-
-
-def _d2t_damage(d2t: TensorInfo | None, drafting: BlockDrafting) -> str | None:
-    """The reduced-vocabulary map: INT64 token ids, one per output row (llama.cpp asserts
-    both, taking the process down)."""
-    if d2t is None:
-        return None
-    form = d2t_form_damage(d2t)
-    if form is not None:
-        return form
-    if drafting.vocab_size and d2t.shape[0] > drafting.vocab_size:
-        return (
-            f"tensor {D2T} maps {d2t.shape[0]:,} draft tokens into a vocabulary of "
-            f"{drafting.vocab_size:,}: a reduced vocabulary is smaller than the full one"
-        )
-    if drafting.output_rows and d2t.shape[0] != drafting.output_rows:
-        return (
-            f"tensor {D2T} maps {d2t.shape[0]:,} draft tokens, but the head's output scores "
-            f"{drafting.output_rows:,}: llama.cpp needs one token id for each"
-        )
-    return None
 
 
 def block_target_mismatch(

@@ -17,7 +17,7 @@ from gguf.constants import GGUFValueType
 from app.gguf.fields import UINT32_MAX, header_strict_bool, header_uint32, stored_as
 from app.gguf.head_tensors import (
     D2T,
-    d2t_form_damage,
+    d2t_damage,
     dims_text,
     key_value_widths,
     missing_tensors,
@@ -25,7 +25,7 @@ from app.gguf.head_tensors import (
     tensors_by_name,
     vocab_rows,
 )
-from app.gguf.reader import GGUFFormatError, GGUFHeader, TensorInfo
+from app.gguf.reader import GGUFFormatError, GGUFHeader
 
 EAGLE3_LAYER_TENSORS = (
     "attn_norm",
@@ -88,25 +88,8 @@ def eagle3_damage(header: GGUFHeader) -> str | None:
             f"of {target_width:,} ({a}.target_hidden_size) into its width of {n_embd:,}: it "
             f"should be {dims_text((fused, n_embd))}"
         )
-    return _d2t_damage(tensors)
-
-
-def _d2t_damage(tensors: dict[str, TensorInfo]) -> str | None:
-    """The reduced-vocabulary map: INT64 token ids, one per row of the head's own output
-    (llama.cpp aborts the process on another type)."""
-    d2t = tensors.get(D2T)
-    if d2t is None:
-        return None
-    form = d2t_form_damage(d2t)
-    if form is not None:
-        return form
     output = tensors.get("output.weight")
-    if output is not None and row_count(output) != d2t.shape[0]:
-        return (
-            f"tensor {D2T} maps {d2t.shape[0]:,} draft tokens, but the head's output scores "
-            f"{row_count(output):,}: llama.cpp needs one token id for each"
-        )
-    return None
+    return d2t_damage(tensors.get(D2T), row_count(output) if output is not None else 0)
 
 
 def assistant_damage(header: GGUFHeader, arch: str) -> str | None:

@@ -84,17 +84,6 @@ def header_strict_bool(header: GGUFHeader, key: str, default: bool) -> bool:
     return value
 
 
-def header_bool(header: GGUFHeader, key: str, default: bool) -> bool:
-    value = header.get(key)
-    if value is None:
-        return default
-    if type(value) is bool or (type(value) is int and value in (0, 1)):
-        return bool(value)
-    raise GGUFFormatError(
-        f"{header.source}: {key} should be true or false, found {describe_value(value)}"
-    )
-
-
 def header_str(header: GGUFHeader, key: str, default: str) -> str:
     value = header.get(key)
     if value is None:

@@ -86,6 +86,29 @@ def d2t_form_damage(d2t: TensorInfo) -> str | None:
     return None
 
 
+def d2t_damage(d2t: TensorInfo | None, output_rows: int, vocab_size: int = 0) -> str | None:
+    """A reduced-vocabulary map that is not INT64 token ids, one per row of the head's own
+    output (``output_rows``, 0: none to compare), or (with ``vocab_size``) longer than the
+    full vocabulary, in words; None without a map. llama.cpp asserts on its type and length,
+    taking the process down."""
+    if d2t is None:
+        return None
+    form = d2t_form_damage(d2t)
+    if form is not None:
+        return form
+    if vocab_size and d2t.shape[0] > vocab_size:
+        return (
+            f"tensor {D2T} maps {d2t.shape[0]:,} draft tokens into a vocabulary of "
+            f"{vocab_size:,}: a reduced vocabulary is smaller than the full one"
+        )
+    if output_rows and d2t.shape[0] != output_rows:
+        return (
+            f"tensor {D2T} maps {d2t.shape[0]:,} draft tokens, but the head's output scores "
+            f"{output_rows:,}: llama.cpp needs one token id for each"
+        )
+    return None
+
+
 def d2t_id_damage(source: ByteSource, header: GGUFHeader) -> str | None:
     """A reduced-vocabulary map's token ids outside the head's vocabulary (llama.cpp aborts
     the process on the first draft); None when they all fit, when there is no map, or when
@@ -94,13 +117,7 @@ def d2t_id_damage(source: ByteSource, header: GGUFHeader) -> str | None:
     d2t = next((t for t in header.tensors if t.name == D2T), None)
     tokens = header.get(TOKENS_KEY)
     n_vocab = len(tokens) if isinstance(tokens, tuple) else 0
-    if (
-        d2t is None
-        or not n_vocab
-        or d2t.ggml_type != GGMLQuantizationType.I64
-        or not shape_is(d2t, d2t.shape[0])
-        or d2t.shape[0] > n_vocab
-    ):
+    if d2t is None or not n_vocab or d2t_form_damage(d2t) is not None or d2t.shape[0] > n_vocab:
         return None
     raw = source.read_at(header.data_offset + d2t.offset, d2t.n_bytes)
     if len(raw) < d2t.n_bytes:

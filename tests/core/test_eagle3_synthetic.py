@@ -31,8 +31,8 @@ from app.devtools.test_models.synthetic_eagle3 import (
 from app.engine.llama.extensions import eagle3_functions
 from app.errors import ModelLoadError
 from app.gguf.check import check_local_pair, validate_gguf_file
-from app.gguf.compat import IncompatiblePairError
 from app.gguf.facts import SelfDrafting, model_facts
+from tests.refusals import pair_check_refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = ("1,300,310,320,330,301", "1,290,291", "1,275,280,285,270,299,300,301,302,303")
@@ -225,12 +225,6 @@ HOSTILE: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
 }
 
 
-def _refusal(target: Path, head: Path) -> str:
-    with pytest.raises((ModelLoadError, IncompatiblePairError)) as refused:
-        check_local_pair(target, head)
-    return str(refused.value)
-
-
 @pytest.mark.fast
 def test_the_tiny_pair_passes_the_pair_check(pair: tuple[Path, Path]) -> None:
     check_local_pair(*pair)
@@ -251,7 +245,7 @@ def test_a_head_llama_cpp_would_abort_on_or_refuse_is_refused_in_words(
             if t.name.startswith("blk.0.")
         }
     hostile = rewrite_gguf(head, tmp_path / "hostile.gguf", keys=keys, tensors=tensors)
-    said = _refusal(target, hostile)
+    said = pair_check_refusal(target, hostile)
     assert words in said
     assert "hostile.gguf" in said
 
@@ -265,6 +259,6 @@ def test_a_head_for_a_target_of_another_width_is_refused_in_words(
     narrow = write_eagle3_target(
         tmp_path / "narrow.gguf", shape=TinyShape(n_layer=4, n_embd=32, n_head=4, n_head_kv=2)
     )
-    said = _refusal(narrow, pair[1])
+    said = pair_check_refusal(narrow, pair[1])
     assert "the head reads target layers 64 wide (eagle3.target_hidden_size), but the " in said
     assert "target is 32 wide: it was trained for another model" in said

@@ -23,10 +23,9 @@ from app.devtools.test_models.synthetic_gemma4 import (
     write_tiny_gemma4,
     write_tiny_gemma4_assistant,
 )
-from app.errors import ModelLoadError
 from app.gguf.check import check_local_pair, validate_gguf_file
-from app.gguf.compat import IncompatiblePairError
 from app.gguf.facts import SelfDrafting, model_facts
+from tests.refusals import pair_check_refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = ["1,300,310,320,330,301", "1,290,291", "1,275,280,285,270,299,300,301,302,303"]
@@ -167,12 +166,6 @@ HOSTILE: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
 }
 
 
-def _refusal(target: Path, assistant: Path) -> str:
-    with pytest.raises((ModelLoadError, IncompatiblePairError)) as refused:
-        check_local_pair(target, assistant)
-    return str(refused.value)
-
-
 @pytest.mark.fast
 def test_the_tiny_pair_passes_the_pair_check(pair: tuple[Path, Path]) -> None:
     check_local_pair(*pair)
@@ -186,7 +179,7 @@ def test_an_assistant_llama_cpp_would_refuse_is_refused_in_words(
     keys, tensors, words = HOSTILE[case]
     target, assistant = pair
     hostile = rewrite_gguf(assistant, tmp_path / "hostile.gguf", keys=keys, tensors=tensors)
-    said = _refusal(target, hostile)
+    said = pair_check_refusal(target, hostile)
     assert words in said
     assert "hostile.gguf" in said
 
@@ -198,5 +191,5 @@ def test_an_assistant_without_a_sliding_window_block_is_refused_not_aborted_on(
     """llama.cpp asserts (``is_swa_any``) and takes the process down."""
     full = TinyGemma4AssistantShape(swa_layers=(False, False))
     hostile = write_tiny_gemma4_assistant(tmp_path / "full.gguf", pair[0], shape=full)
-    said = _refusal(pair[0], hostile)
+    said = pair_check_refusal(pair[0], hostile)
     assert f"{A}.attention.sliding_window_pattern has no sliding-window block" in said

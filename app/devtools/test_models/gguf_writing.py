@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 import gguf
 import numpy as np
@@ -59,6 +60,16 @@ def finish_gguf(
 
 # (value, value type, array item type) of one metadata key, for ``rewrite_gguf(keys=...)``
 FieldSpec = tuple[object, gguf.GGUFValueType, gguf.GGUFValueType | None]
+Item = TypeVar("Item")
+
+
+def with_changes(base: dict[str, Item], changes: Mapping[str, Item | None] | None) -> None:
+    """Replace or add each of ``changes`` in ``base``; None leaves that name out."""
+    for name, item in (changes or {}).items():
+        if item is None:
+            base.pop(name, None)
+        else:
+            base[name] = item
 
 
 def rewrite_gguf(
@@ -81,17 +92,9 @@ def rewrite_gguf(
         kind = gguf.GGUFValueType(found.types[0])
         item = gguf.GGUFValueType(found.types[-1]) if kind == gguf.GGUFValueType.ARRAY else None
         fields[name] = (found.contents(), kind, item)
-    for name, spec in (keys or {}).items():
-        if spec is None:
-            fields.pop(name, None)
-        else:
-            fields[name] = spec
+    with_changes(fields, keys)
     weights = {t.name: np.array(t.data) for t in reader.tensors}
-    for name, weight in (tensors or {}).items():
-        if weight is None:
-            weights.pop(name, None)
-        else:
-            weights[name] = weight
+    with_changes(weights, tensors)
     writer = gguf.GGUFWriter(str(path), arch)
     finish_gguf(writer, weights, [(k, v, kind, item) for k, (v, kind, item) in fields.items()])
     return path

@@ -42,6 +42,7 @@ from app.devtools.test_models.gguf_writing import (
     finish_gguf,
     open_gguf,
     random_matrices,
+    with_changes,
 )
 from app.devtools.test_models.synthetic import TinyShape, _donor_tokenizer
 from app.devtools.test_models.synthetic_eagle3 import EAGLE3_TARGET_SHAPE, write_eagle3_target
@@ -184,10 +185,6 @@ def dflash_tensors(
     return tensors
 
 
-# (value, value type, array item type) of one metadata key, for ``write_tiny_dflash(keys=...)``
-KeySpec = FieldSpec
-
-
 def write_tiny_dflash(
     path: Path,
     target: Path,
@@ -200,7 +197,7 @@ def write_tiny_dflash(
     drop_tensor: str | None = None,
     borrowed_embeddings: bool = False,
     shape: TinyDFlashShape | None = None,
-    keys: Mapping[str, KeySpec | None] | None = None,
+    keys: Mapping[str, FieldSpec | None] | None = None,
     tensors: Mapping[str, np.ndarray | None] | None = None,
     extra_tokens: int = 0,
 ) -> Path:
@@ -224,14 +221,10 @@ def write_tiny_dflash(
     ):
         del weights[name]
     e = weights["output_norm.weight"].shape[0]
-    for name, weight in (tensors or {}).items():
-        if weight is None:
-            weights.pop(name, None)
-        else:
-            weights[name] = weight
+    with_changes(weights, tensors)
     kind = gguf.GGUFValueType
     u32, f32, boolean = kind.UINT32, kind.FLOAT32, kind.BOOL
-    fields: dict[str, KeySpec] = {
+    fields: dict[str, FieldSpec] = {
         "dflash.context_length": (shape.n_ctx, u32, None),
         "dflash.embedding_length": (e, u32, None),
         "dflash.block_count": (1, u32, None),
@@ -260,11 +253,7 @@ def write_tiny_dflash(
         fields["dflash.has_confidence_head"] = (True, boolean, None)
     if mask_token is not None:
         fields["tokenizer.ggml.mask_token_id"] = (mask_token, u32, None)
-    for key, spec in (keys or {}).items():
-        if spec is None:
-            fields.pop(key, None)
-        else:
-            fields[key] = spec
+    with_changes(fields, keys)
     writer = open_gguf(path, "dflash")
     tokenizer = _with_extra_tokens(_donor_tokenizer(target), extra_tokens)
     tokenizer += [(key, value, kind, item) for key, (value, kind, item) in fields.items()]
