@@ -111,3 +111,49 @@ def test_the_model_loads_with_the_chosen_setting(tmp_path):
         assert "forced off by setting" in model.repacking.describe()
     finally:
         model.close()
+
+
+def _no_machine_verdict(*_args: object, **_kwargs: object) -> repacking.RepackVerdict:
+    raise AssertionError("a model with no AMX weight types must not ask for the machine's verdict")
+
+
+F32, F16 = 0, 1
+
+
+@pytest.mark.fast
+def test_a_model_without_amx_weight_types_needs_no_verdict(monkeypatch):
+    monkeypatch.delenv(repacking.ENV_VAR, raising=False)
+    monkeypatch.setattr(repacking, "repacking_enabled", _no_machine_verdict)
+    verdict = repacking.repacking_for("auto", {F32, F16})
+    assert (verdict.enabled, verdict.source) == (True, "no AMX weights")
+
+
+@pytest.mark.fast
+def test_a_model_with_an_amx_weight_type_gets_the_machine_verdict(monkeypatch):
+    monkeypatch.delenv(repacking.ENV_VAR, raising=False)
+    machine = repacking.RepackVerdict(False, "cache", "probed earlier")
+    monkeypatch.setattr(repacking, "repacking_enabled", lambda _setting="auto": machine)
+    q4_k = min(repacking.AMX_WEIGHT_TYPES - {F32, F16})
+    assert repacking.repacking_for("auto", {F32, q4_k}) is machine
+
+
+@pytest.mark.fast
+def test_the_environment_and_the_setting_still_decide_for_an_f32_model(monkeypatch):
+    monkeypatch.setattr(repacking, "repacking_enabled", _no_machine_verdict)
+    monkeypatch.delenv(repacking.ENV_VAR, raising=False)
+    assert repacking.repacking_for("off", {F32}).enabled is False
+    monkeypatch.setenv(repacking.ENV_VAR, "off")
+    assert repacking.repacking_for("on", {F32}).source == f"${repacking.ENV_VAR}"
+
+
+@pytest.mark.fast
+def test_an_f32_model_loads_on_an_amx_machine_without_the_probe(tmp_path, monkeypatch):
+    """The tiny synthetic model is all F32: it loads with no probe child (the fast tier
+    refuses any process), where it once waited for one on a CPU with AMX."""
+    monkeypatch.delenv(repacking.ENV_VAR, raising=False)
+    monkeypatch.setattr(repacking, "repacking_enabled", _no_machine_verdict)
+    model = LlamaModel(ModelSpec(str(write_tiny_llama(tmp_path / "tiny.gguf")), n_ctx=128))
+    try:
+        assert model.repacking.source == "no AMX weights"
+    finally:
+        model.close()

@@ -7,7 +7,8 @@ product with an AMX-type weight (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS) kil
 process. A segfault cannot be caught, so the verdict comes from a child process that loads
 a tiny Q4_0 model with repacking on and multiplies with it (``repack_probe``); if the child
 dies, repacking is turned off. The verdict is cached per (llama.cpp build, CPU), so the probe
-runs once.
+runs once. A model with no weight of those types never reaches the AMX kernels, so loading
+it needs no verdict (``repacking_for``).
 
 Precedence: the environment variable ``SPECDECK_REPACK`` (``on``/``off``/``auto``), then the
 setting, then the cached or probed verdict.
@@ -22,10 +23,12 @@ import multiprocessing
 import os
 import platform
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+from gguf.constants import GGMLQuantizationType as Quant
 
 from app.engine.llama.repack_probe import probe_child
 from app.files.fileio import StoredFileError, atomic_write_text, read_json_object
@@ -37,12 +40,17 @@ CACHE_FILE = "repacking.json"
 PROBE_TIMEOUT_S = 120.0
 _MAX_CACHE_BYTES = 64 * 1024
 _AMX_FLAGS = ("amx_tile", "amx_int8", "amx_bf16")
+# the weight types llama.cpp's AMX buffer takes (ggml-cpu/amx/common.h qtype_has_amx_kernels)
+AMX_WEIGHT_TYPES = frozenset(
+    int(t)
+    for t in (Quant.Q4_0, Quant.Q4_1, Quant.Q8_0, Quant.Q4_K, Quant.Q5_K, Quant.Q6_K, Quant.IQ4_XS)
+)
 
 
 @dataclass(frozen=True)
 class RepackVerdict:
     enabled: bool
-    source: str  # "environment", "setting", "cache", "probe", "no AMX"
+    source: str  # "environment", "setting", "cache", "probe", "no AMX", "no AMX weights"
     reason: str
 
     def describe(self) -> str:
@@ -184,3 +192,18 @@ def repacking_enabled(setting: str = "auto") -> RepackVerdict:
     if _decided is None:
         _decided = decide("auto")
     return _decided
+
+
+def repacking_for(setting: str, weight_types: Iterable[int]) -> RepackVerdict:
+    """The verdict for loading one model whose tensors have ``weight_types`` (ggml type
+    ids): where none is a type the AMX kernels take, repacking is on without a verdict for
+    the machine (an F16 or F32 model never waits for the probe); otherwise as
+    ``repacking_enabled``."""
+    forced = _forced(os.environ.get(ENV_VAR), f"${ENV_VAR}") or _forced(setting, "setting")
+    if forced is not None:
+        return forced
+    if AMX_WEIGHT_TYPES.isdisjoint(weight_types):
+        return RepackVerdict(
+            True, "no AMX weights", "the model has no weights of the types the AMX kernels take"
+        )
+    return repacking_enabled(setting)
