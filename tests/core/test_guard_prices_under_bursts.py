@@ -265,3 +265,19 @@ def test_two_passes_ran_slowed_only_where_one_took_half_again_the_others_time() 
     one = RecentMedian()
     one.update(200.0)
     assert not one.ran_slowed(1.5)
+
+
+def test_a_burst_on_the_draft_passes_alone_does_not_cut_its_blocks_to_one_token() -> None:
+    """The block thresholds weigh a draft pass against a target pass: a burst that slowed
+    the last draft passes (150 ms against 21) set the keep-drafting threshold at 1, so every
+    later block was one token long, and such blocks time no single draft pass again. At the
+    passes' fastest recent runs the threshold is what the quiet passes say; a draft that
+    costs that much throughout still gets a threshold of 1."""
+    burst = _controller(QUIET_THEN_BURST)
+    quiet = _controller(QUIET_THEN_BURST[:6])
+    assert burst.costs.draft_ms(1, 40) > 100.0  # the median is the burst's
+    keep = burst.keep_drafting_threshold(40)
+    assert keep < 0.5
+    assert keep == pytest.approx(quiet.keep_drafting_threshold(40), rel=0.1)
+    assert burst.include_threshold(40) == pytest.approx(quiet.include_threshold(40), rel=0.1)
+    assert _controller(DEAR_THROUGHOUT).keep_drafting_threshold(40) == 1.0

@@ -162,16 +162,26 @@ class CostModel:
         """Paying one more draft pass is worth it while P(all accepted so far) exceeds this.
 
         An accepted token saves one single-token target pass; drafting it costs one draft
-        pass plus its share of the verification batch.
+        pass plus its share of the verification batch. Both thresholds are ratios of two
+        passes' prices, so each pass is priced at its fastest recent runs: other programs
+        slow a draft pass and a target pass alike, but a burst lands on whichever is being
+        timed. Under bursts a draft pass was priced at 95 ms against 31 for the rest of an
+        answer, the threshold was 1 and every later block one token long; and such blocks
+        file no single draft pass again (their one pass reads two tokens after an
+        acceptance), so that price stayed.
         """
-        single, draft = self.verify_ms(1, depth), self.draft_ms(1, depth)
+        single, draft = (
+            self.verify.ms(1, depth, fastest=True),
+            self.draft.ms(1, depth, fastest=True),
+        )
         if single is None or draft is None:
             return 0.0
         return min((draft + self.marginal_verify_ms(depth)) / single, 1.0)
 
     def include_threshold(self, depth: int) -> float:
-        """A token already drafted is worth verifying while P(all accepted) exceeds this."""
-        single = self.verify_ms(1, depth)
+        """A token already drafted is worth verifying while P(all accepted) exceeds this
+        (a single target pass priced as in ``keep_drafting_threshold``)."""
+        single = self.verify.ms(1, depth, fastest=True)
         if single is None:
             return 0.0
         return min(self.marginal_verify_ms(depth) / single, 1.0)

@@ -201,7 +201,7 @@ class PassCost:
         if not self._cells:
             return None
         self._fitted()  # before the anchors are read: a refit clears them
-        if fastest:  # asked only where a pause is decided on noisy costs: not kept
+        if fastest:  # the block thresholds' ratios and noisy pauses: not kept
             quiet = self._anchor(n_tokens, depth, depth_range(depth), fastest=True)
             return quiet * self._shape(n_tokens, depth)
         return self._kept_anchor(n_tokens, depth) * self._shape(n_tokens, depth)
