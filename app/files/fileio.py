@@ -17,6 +17,10 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 TEMP_SUFFIX = ".tmp"
+# Levels of nesting a stored JSON file may have: SpecDeck writes a handful. The JSON reader
+# takes hundreds, which the code that then copies or writes the document back recursively
+# (an upgrade's deep copy, an indented ``json.dumps``) cannot.
+MAX_JSON_DEPTH = 64
 # A temporary file this old was left by a process killed during a save; a live save takes
 # milliseconds, so a second SpecDeck writing right now is never touched.
 STALE_TEMP_AGE_S = 60.0
@@ -184,11 +188,33 @@ def read_json_object(path: Path, limit: int, *, what: str = "file") -> dict[str,
         raise StoredFileError(f"the {what} {path} is nested too deeply to be read") from None
     except ValueError as exc:
         raise StoredFileError(f"the {what} {path} is not valid JSON ({exc})") from None
+    if _deeper_than(data, MAX_JSON_DEPTH):
+        raise StoredFileError(
+            f"the {what} {path} is nested too deeply to be read (more than "
+            f"{MAX_JSON_DEPTH} levels; SpecDeck writes a few)"
+        )
     if not isinstance(data, dict):
         raise StoredFileError(
             f"the {what} {path} holds a JSON {type(data).__name__}, not an object"
         )
     return data
+
+
+def _deeper_than(data: object, limit: int) -> bool:
+    """Whether decoded JSON nests lists and objects more than ``limit`` levels deep; walked
+    without recursion."""
+    level: list[object] = [data]
+    for _ in range(limit):
+        level = [
+            child
+            for node in level
+            if isinstance(node, dict | list)
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, dict | list)
+        ]
+        if not level:
+            return False
+    return True
 
 
 def move_aside(path: Path, label: str) -> Path | None:

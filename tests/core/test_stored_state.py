@@ -138,6 +138,8 @@ def test_unversioned_file_of_today_loads_unchanged_and_is_saved_with_a_version(
         (b"42", "JSON int, not an object"),
         (b"{not json", "not valid JSON"),
         (b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),
+        # deep enough for the JSON reader, too deep for the upgrade's copy (it recursed)
+        (b'{"x": ' + b"[" * 700 + b"]" * 700 + b"}", "nested too deeply"),
         (b'{"system_prompt": "caf\xe9"}', "not UTF-8"),
         (b'{"n_ctx": ' + b"9" * 5000 + b"}", "not valid JSON"),
         (b'{"version": "two"}', "not a format version"),
@@ -341,6 +343,25 @@ def test_odd_file_names_and_broken_files_are_skipped_and_kept(tmp_path: Path) ->
         store.load("../good")
     with pytest.raises(StoredFileError, match="role"):
         store.load("badmsg")
+
+
+def test_a_conversation_nested_too_deeply_to_save_again_is_skipped_and_kept(
+    tmp_path: Path,
+) -> None:
+    """Nesting the JSON reader still takes (hundreds of levels) but the writer's recursion
+    does not: it loaded, then every later save of it raised RecursionError."""
+    store = ConversationStore(tmp_path)
+    conv = Conversation.new().with_message(ChatMessage("user", "q"))
+    deep = json.dumps(conv.to_json()).replace(
+        '"stats": {}', '"stats": {"x": ' + "[" * 700 + "]" * 700 + "}"
+    )
+    path = tmp_path / f"{conv.id}.json"
+    path.write_text(deep)
+    scan = store.scan()
+    assert scan.conversations == [] and "nested too deeply" in scan.notes[0]
+    with pytest.raises(StoredFileError, match="nested too deeply"):
+        store.load(conv.id)
+    assert path.read_text() == deep  # skipped, not rewritten
 
 
 def test_absurd_titles_and_times_are_repaired(tmp_path: Path) -> None:
