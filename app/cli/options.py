@@ -15,6 +15,26 @@ from app.engine.config import (
     SpecConfig,
 )
 from app.errors import SpecDeckError
+from app.store.settings import Invalid, check_value
+
+# Each number an option takes, held to the range of the chat setting it stands for (one
+# place for each range): llama.cpp takes a negative context or 100,000 threads and crashes
+# or runs nonsense, and a NaN temperature or a draft length of 0 runs as if meant.
+CHECKED_OPTIONS = (
+    ("ctx", "n_ctx"),
+    ("threads", "n_threads"),
+    ("gpu_layers", "target_gpu_layers"),
+    ("draft_gpu_layers", "draft_gpu_layers"),
+    ("temperature", "temperature"),
+    ("top_k", "top_k"),
+    ("top_p", "top_p"),
+    ("min_p", "min_p"),
+    ("max_tokens", "max_tokens"),
+    ("draft_max", "draft_max"),
+    ("adaptive_max", "draft_max"),
+    ("p_min", "p_min"),
+)
+MAX_SEED = 2**32 - 1
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -102,7 +122,25 @@ def draft_source(args: argparse.Namespace) -> DraftSource:
     return source
 
 
+def check_numbers(args: argparse.Namespace) -> None:
+    """Refuse, in words, a number outside the range the chat allows for the same setting."""
+    for option, setting in CHECKED_OPTIONS:
+        value = getattr(args, option, None)
+        if value is None:
+            continue
+        try:
+            check_value(setting, value)
+        except Invalid as refused:
+            shown = f"{value:g}" if isinstance(value, float) else str(value)
+            raise SpecDeckError(f"--{option.replace('_', '-')} {shown}: {refused}") from None
+    seed = getattr(args, "seed", None)
+    if seed is not None and not 0 <= seed <= MAX_SEED:  # the setting's words are the window's
+        raise SpecDeckError(f"--seed {seed}: must be between 0 and {MAX_SEED}")
+
+
 def model_specs(args: argparse.Namespace) -> tuple[ModelSpec, ModelSpec | None, DraftSource]:
+    """The models and the draft source the options ask for; every number is checked first."""
+    check_numbers(args)
     source = draft_source(args)
     common = dict(
         n_ctx=args.ctx,

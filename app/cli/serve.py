@@ -61,8 +61,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.queue < 1:
         raise ValueError("--queue must be at least 1")
     api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_VAR) or None
+    target, draft, source = model_specs(args)  # the options, checked before the port is taken
     sock = bind(Binding(args.host, args.port, api_key))
-    target, draft, source = model_specs(args)
     defaults = Sampling(**asdict(sampler_config(args)), max_tokens=args.max_tokens)
     serving = CliServing(
         LoadRequest(target, draft, source),
