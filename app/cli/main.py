@@ -118,7 +118,7 @@ def reference_run() -> ReferenceRun:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from app.engine.bench import BenchSettings, load_prompts, run_bench
+    from app.engine.bench import BenchSettings, run_bench
 
     if not args.draft and not args.ngram and args.draft_source is None:
         raise SpecDeckError("bench needs --draft FILE, --ngram or --draft-source mtp")
@@ -155,7 +155,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
 
-    prompts = load_prompts(Path(args.prompts))
+    prompts = bench_prompts(Path(args.prompts))
     if args.in_process:
         from app.engine.process.host import check_before_load
 
@@ -182,6 +182,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"busy machine, {result['busy']['load']}:", file=sys.stderr)
         print(json.dumps(result["busy"]["aggregate"], indent=2))
     return 0
+
+
+def bench_prompts(path: Path) -> list[dict[str, str]]:
+    """A bench's prompts, read as the Lab reads a suite file: bounded, a regular file, every
+    line an object whose id and prompt are checked; a fault is named by file and line."""
+    from app.lab.suites import load_jsonl
+
+    return [{"id": prompt.id, "prompt": prompt.text} for prompt in load_jsonl(path)]
 
 
 def machine_load(text: str | None) -> MachineLoad | None:

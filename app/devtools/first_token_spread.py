@@ -17,8 +17,9 @@ import sys
 from contextlib import closing
 from pathlib import Path
 
+from app.cli.main import bench_prompts
 from app.devtools.hostcost import pair_engine
-from app.engine.bench import first_token_times, load_prompts
+from app.engine.bench import first_token_times
 from app.engine.config import GenerationRequest
 from app.engine.engine import Engine
 
@@ -50,7 +51,7 @@ def main(argv: list[str]) -> int:
     columns = " | ".join(f"groups of {size}" for size in sizes)
     print(f"prompt | tokens | target-only ms | speculative ms | paired | {columns}", flush=True)
     with closing(pair_engine(target, draft, threads)) as engine:
-        for item in load_prompts(prompts):
+        for item in bench_prompts(prompts):
             print(prompt_row(engine, item, runs, sizes), flush=True)
     return 0
 

@@ -14,7 +14,6 @@ times spread or drift more than a quiet machine's do is flagged ``noisy``
 
 from __future__ import annotations
 
-import json
 import platform
 import statistics
 import time
@@ -103,23 +102,6 @@ class BenchSettings:
     # 0.96-1.05x: devtools/first_token_spread); 0: the first round's, whose caches still hold
     # what the last prompt shares with this one
     first_token_rounds: int = 7
-
-
-def load_prompts(path: Path) -> list[dict[str, str]]:
-    prompts = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
-        if "id" not in item or "prompt" not in item:
-            raise ValueError(f"{path}:{number}: each line needs 'id' and 'prompt'")
-        prompts.append({"id": str(item["id"]), "prompt": str(item["prompt"])})
-    if not prompts:
-        raise ValueError(f"{path} holds no prompts")
-    return prompts
 
 
 StageCallback = Callable[[str], None]

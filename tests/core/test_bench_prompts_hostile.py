@@ -1,0 +1,75 @@
+"""``bench --prompts FILE`` reads its file like every other prompt file: bounded, a regular
+file, each line an object with an id and a prompt that is text, each fault named by file and
+line in one ``error:`` line. Before, a line holding a number ended in a TypeError traceback,
+deep nesting in a RecursionError traceback, a FIFO blocked the command forever, /dev/zero
+was read until memory ran out, bytes that are not UTF-8 read "'utf-8' codec can't decode
+byte 0xff in position 0" without naming the file, and a prompt holding a lone surrogate
+loaded the models and then failed with the empty message "error: "."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.cli.main import run
+from tests.processes import run_app
+
+
+def _bench(pair: tuple[Path, Path], prompts: Path, tmp_path: Path) -> list[str]:
+    return [
+        "bench",
+        "--target",
+        str(pair[0]),
+        "--draft",
+        str(pair[1]),
+        "--max-tokens",
+        "4",
+        "--prompts",
+        str(prompts),
+        "--json",
+        str(tmp_path / "out.json"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"5\n", "p.jsonl:1: each line must be a JSON object"),
+        (b'["id", "prompt"]\n', "p.jsonl:1: each line must be a JSON object"),
+        (b"[" * 5000 + b"]" * 5000 + b"\n", "p.jsonl:1: not valid JSON"),
+        (b'{"id": "a", "prompt": 5}\n', "p.jsonl:1: 'prompt' must be a non-empty string"),
+        (b'{"id": "a", "prompt": "\\ud800"}\n', "p.jsonl:1: the prompt holds a lone surrogate"),
+        (b'{"id": "a", "prompt": "hi"}\n\xff\n', "p.jsonl is not UTF-8 text"),
+        (b'{"id": "a", "prompt": NaN}\n', "p.jsonl:1: not valid JSON"),
+        (b"", "p.jsonl holds no prompts"),
+    ],
+)
+def test_a_broken_prompts_file_is_named_in_one_line_before_any_load(
+    tiny_pair: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    content: bytes,
+    said: str,
+) -> None:
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_bytes(content)
+    assert run(_bench(tiny_pair, prompts, tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: "), err
+    assert said in err, err
+    assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="FIFOs and /dev/zero")
+def test_a_fifo_or_a_device_as_the_prompts_file_is_refused_at_once(
+    tiny_pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    fifo = tmp_path / "prompts.jsonl"
+    os.mkfifo(fifo)  # no writer: reading it would wait forever
+    for path, said in ((fifo, "is not a regular file"), (Path("/dev/zero"), "not a regular")):
+        done, seconds = run_app(_bench(tiny_pair, path, tmp_path), timeout_s=60)
+        assert done.returncode == 2, done.stderr
+        assert said in done.stderr and "Traceback" not in done.stderr, done.stderr
