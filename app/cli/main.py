@@ -7,7 +7,9 @@ import argparse
 import importlib
 import importlib.util
 import json
+import os
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +28,7 @@ from app.engine.config import (
 from app.engine.figures import rate, speed_text
 from app.engine.machine_load import MachineLoad
 from app.errors import SpecDeckError
+from app.files.fileio import atomic_write_text, error_text
 
 if TYPE_CHECKING:
     from app.engine.bench import ReferenceRun
@@ -156,6 +159,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         )
 
     prompts = bench_prompts(Path(args.prompts))
+    results = results_file(args.json)  # before the run: an hour's results are never lost
     if args.in_process:
         from app.engine.process.host import check_before_load
 
@@ -167,7 +171,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         request = BenchRequest(target, draft, tuple(prompts), settings, source)
         result = run_bench_in_child(request, on_row=show)
-    Path(args.json).write_text(json.dumps(result, indent=2))
+    write_results(results, json.dumps(result, indent=2))
     print(f"threads: {result['lineage']['threads_reason']}", file=sys.stderr)
     pair = result["aggregate"].get("pair")
     if pair:
@@ -190,6 +194,38 @@ def bench_prompts(path: Path) -> list[dict[str, str]]:
     from app.lab.suites import load_jsonl
 
     return [{"id": prompt.id, "prompt": prompt.text} for prompt in load_jsonl(path)]
+
+
+def results_file(text: str) -> Path:
+    """Where ``bench --json`` writes, refused in words unless a file can be written there."""
+    path = Path(text)
+    if path.is_dir():
+        raise SpecDeckError(f"--json {text} is a folder: name the file to write the results to")
+    folder = path.parent
+    if not folder.is_dir():
+        missing = "is not a folder" if folder.exists() else "does not exist"
+        raise SpecDeckError(f"--json {text}: the folder {folder} {missing}")
+    try:
+        handle, probe = tempfile.mkstemp(dir=folder, prefix=".specdeck-bench-", suffix=".tmp")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise SpecDeckError(f"--json {text}: cannot write in {folder}: {error_text(exc)}") from None
+    return path
+
+
+def write_results(path: Path, text: str) -> None:
+    """The results, written whole; where that fails (the disk filled during the run) they are
+    kept in the temporary folder and the error says where."""
+    try:
+        atomic_write_text(path, text)
+    except OSError as exc:
+        handle, kept = tempfile.mkstemp(prefix="specdeck-bench-", suffix=".json")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        raise SpecDeckError(
+            f"--json {path}: cannot write the results ({error_text(exc)}); they were kept in {kept}"
+        ) from None
 
 
 def machine_load(text: str | None) -> MachineLoad | None:

@@ -73,3 +73,29 @@ def test_a_fifo_or_a_device_as_the_prompts_file_is_refused_at_once(
         done, seconds = run_app(_bench(tiny_pair, path, tmp_path), timeout_s=60)
         assert done.returncode == 2, done.stderr
         assert said in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("where", ["folder", "missing folder", "file in place of the folder"])
+def test_a_results_path_that_cannot_be_written_is_refused_before_the_bench_runs(
+    tiny_pair: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    where: str,
+) -> None:
+    """Before, the whole bench ran (an hour on a real pair) and then its results were lost
+    to "[Errno 21] Is a directory" or "[Errno 2] No such file or directory"."""
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "a", "prompt": "hi"}\n')
+    (tmp_path / "plain").write_text("a file")
+    results = {
+        "folder": tmp_path,
+        "missing folder": tmp_path / "nowhere" / "out.json",
+        "file in place of the folder": tmp_path / "plain" / "out.json",
+    }[where]
+    args = _bench(tiny_pair, prompts, tmp_path)
+    args[args.index("--json") + 1] = str(results)
+    assert run(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --json ") and len(err.strip().splitlines()) == 1, err
+    assert str(results) in err and "Errno" not in err
+    assert (tmp_path / "plain").read_text() == "a file"
