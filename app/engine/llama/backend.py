@@ -207,7 +207,7 @@ class LlamaModel:
         )
 
     def tokenize(self, text: str, *, add_special: bool, parse_special: bool = True) -> list[int]:
-        data = text.encode("utf-8")
+        data = utf8(text)
         capacity = len(data) + 8
         buf = (llama_cpp.llama_token * capacity)()
         n = llama_cpp.llama_tokenize(
@@ -654,3 +654,15 @@ class LlamaContext:
             self._views[n] = (where, views)
         self._candidates = views
         return views
+
+
+def utf8(text: str) -> bytes:
+    """``text`` as UTF-8, a lone surrogate (a JSON escape such as ``"\\ud800"`` in a stored
+    conversation, a prompt file or a request; no keyboard types one) read as U+FFFD, the
+    replacement character: it has no UTF-8 form, and the tokenizer raised on it (the CLI
+    said "error: " and nothing more)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        whole = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return whole.encode("utf-8")

@@ -285,10 +285,20 @@ def rebuild_error(reply: FailedReply) -> BaseException:
             error = cls.__new__(cls)
             Exception.__init__(error, message)
             error.__dict__.update(attributes)
-            return error
+            if not message or _text(error):
+                return error
+            # a class that keeps its words in fields of its own (UnicodeEncodeError) reads
+            # empty when rebuilt from its message: the CLI said "error: " and nothing more
         except Exception:  # noqa: BLE001 - fall through to the plain message
             pass
     return SpecDeckError(f"{reply.kind}: {reply.message}")
+
+
+def _text(error: BaseException) -> str:
+    try:
+        return str(error)
+    except Exception:  # noqa: BLE001 - a half-built exception may not say anything
+        return ""
 
 
 def portable_failure(error: BaseException) -> FailedReply:
