@@ -27,6 +27,7 @@ from app.models.hub import (
     list_repo_files,
 )
 from app.models.library import Library, LibraryError, models_dir, split_parts
+from app.store.settings import Invalid, check_value
 
 
 def register(subparsers: Any) -> None:
@@ -175,6 +176,10 @@ def cmd_check_pair(args: argparse.Namespace) -> int:
 def cmd_fit(args: argparse.Namespace) -> int:
     if args.mtp and args.draft:
         return _fail("--mtp drafts with the target's own layers: leave the draft out")
+    try:
+        check_value("n_ctx", args.ctx)  # the chat's range: a context of 0 or -5 "fitted"
+    except Invalid as refused:
+        return _fail(f"--ctx {args.ctx}: {refused}")
     try:
         refs = [ModelRef.parse(args.target)] + ([ModelRef.parse(args.draft)] if args.draft else [])
         facts = [model_facts(ref.read_header()) for ref in refs]

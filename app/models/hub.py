@@ -484,7 +484,9 @@ class ModelRef:
     def read_header(self, *, endpoint: str | None = None, token: Token = None) -> GGUFHeader:
         if self.path is not None:
             if not self.path.is_file():
-                raise FileNotFoundError(f"{self.path}: no such file")
+                kind = "a folder" if self.path.is_dir() else "not a regular file"
+                said = kind if self.path.exists() else "no such file"
+                raise FileNotFoundError(f"{self.path}: {said}")
             return read_local_header(self.path)
         assert self.repo_id is not None and self.filename is not None
         return read_remote_header(self.repo_id, self.filename, endpoint=endpoint, token=token)

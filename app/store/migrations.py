@@ -46,10 +46,23 @@ class Upgraded:
     newer: bool  # written by a newer SpecDeck: ``data`` is as read, not understood in full
 
 
+# A format version no SpecDeck will reach: beyond it the number is damage, not the future (a
+# 4,000-digit "version" was quoted whole, and the copy named after it could not be written,
+# so the next save replaced the file with no copy kept).
+MAX_FORMAT_VERSION = 1_000_000
+
+
 def stored_version(data: Document, schema: Schema) -> int:
     version = data.get(schema.key, 1)
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise MigrationError(f"its {schema.key} {version!r} is not a format version")
+    if (
+        isinstance(version, bool)
+        or not isinstance(version, int)
+        or not 1 <= version <= MAX_FORMAT_VERSION
+    ):
+        shown = repr(version) if not isinstance(version, int) else str(version)
+        if len(shown) > 40:
+            shown = f"{shown[:37]}..."
+        raise MigrationError(f"its {schema.key} {shown} is not a format version")
     return version
 
 

@@ -68,3 +68,19 @@ def test_the_command_line_says_it_in_one_line_and_starts_no_engine(
     assert done.stderr.strip() == (
         "error: --threads 100000: must be between 0 and 512 (0 fits them to the free cores)"
     ), done.stderr
+
+
+@pytest.mark.parametrize("ctx", ["-5", "0"])
+def test_fit_refuses_a_context_outside_the_chats_range(
+    tiny_pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str], ctx: str
+) -> None:
+    """``fit --ctx -5`` said the pair fits."""
+    assert run(["fit", str(tiny_pair[0]), "--ctx", ctx]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: --ctx {ctx}: must be between 256 and 1048576"), err
+
+
+def test_fit_names_a_folder_as_a_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``fit /tmp`` said "no such file" of a folder that is there."""
+    assert run(["fit", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {tmp_path}: a folder"

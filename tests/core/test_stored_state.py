@@ -144,6 +144,10 @@ def test_unversioned_file_of_today_loads_unchanged_and_is_saved_with_a_version(
         (b'{"n_ctx": ' + b"9" * 5000 + b"}", "not valid JSON"),
         (b'{"version": "two"}', "not a format version"),
         (b'{"version": 0}', "not a format version"),
+        # a "version" thousands of digits long is damage, not the future: it was quoted whole
+        # and its copy's name was too long to write, so the next save lost the file
+        (b'{"version": 1' + b"0" * 4000 + b"}", "not a format version"),
+        (b'{"version": "' + b"v" * 100_000 + b'"}', "not a format version"),
     ],
 )
 def test_unusable_settings_file_is_moved_aside_and_defaults_used(
@@ -157,6 +161,7 @@ def test_unusable_settings_file_is_moved_aside_and_defaults_used(
     kept = list(tmp_path.glob("settings.json.damaged-*"))
     assert len(kept) == 1 and kept[0].read_bytes() == content  # nothing stored is lost
     assert kept[0].name in loaded.notes[0]
+    assert len(loaded.notes[0]) < 400  # the file's words are not quoted whole
 
 
 def test_huge_settings_file_is_refused_without_reading_it(tmp_path: Path) -> None:
