@@ -237,7 +237,7 @@ def test_invalid_utf8_header_prints(tmp_path: Path) -> None:
     }
     for command in (
         ["check-pair", str(target), str(draft)],
-        ["fit", str(target), str(draft), "--ctx", "64"],
+        ["fit", str(target), str(draft), "--ctx", "256"],
     ):
         done = subprocess.run(
             [sys.executable, "-m", "app", *command],
