@@ -59,7 +59,7 @@ def stored_version(data: Document, schema: Schema) -> int:
         or not isinstance(version, int)
         or not 1 <= version <= MAX_FORMAT_VERSION
     ):
-        shown = repr(version) if not isinstance(version, int) else str(version)
+        shown = repr(version)
         if len(shown) > 40:
             shown = f"{shown[:37]}..."
         raise MigrationError(f"its {schema.key} {shown} is not a format version")

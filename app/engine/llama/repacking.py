@@ -150,6 +150,11 @@ def _forced(value: str | None, source: str) -> RepackVerdict | None:
     return None
 
 
+def _chosen(setting: str) -> RepackVerdict | None:
+    """The person's choice: the environment variable, then the setting (None: automatic)."""
+    return _forced(os.environ.get(ENV_VAR), f"${ENV_VAR}") or _forced(setting, "setting")
+
+
 _decided: RepackVerdict | None = None
 
 
@@ -161,7 +166,7 @@ def decide(
     machine: str | None = None,
 ) -> RepackVerdict:
     """The verdict: environment, then setting, then the cached verdict, then a probe."""
-    forced = _forced(os.environ.get(ENV_VAR), f"${ENV_VAR}") or _forced(setting, "setting")
+    forced = _chosen(setting)
     if forced is not None:
         return forced
     machine = machine or platform.machine()
@@ -186,7 +191,7 @@ def decide(
 def repacking_enabled(setting: str = "auto") -> RepackVerdict:
     """The verdict, decided once per process for the automatic case."""
     global _decided
-    forced = _forced(os.environ.get(ENV_VAR), f"${ENV_VAR}") or _forced(setting, "setting")
+    forced = _chosen(setting)
     if forced is not None:
         return forced
     if _decided is None:
@@ -199,7 +204,7 @@ def repacking_for(setting: str, weight_types: Iterable[int]) -> RepackVerdict:
     ids): where none is a type the AMX kernels take, repacking is on without a verdict for
     the machine (an F16 or F32 model never waits for the probe); otherwise as
     ``repacking_enabled``."""
-    forced = _forced(os.environ.get(ENV_VAR), f"${ENV_VAR}") or _forced(setting, "setting")
+    forced = _chosen(setting)
     if forced is not None:
         return forced
     if AMX_WEIGHT_TYPES.isdisjoint(weight_types):
