@@ -38,18 +38,31 @@ class StoredFileError(ValueError):
         self.damaged = damaged
 
 
+def utf8_form(text: str) -> str:
+    """``text`` with each lone surrogate read as U+FFFD, the replacement character. A JSON
+    escape such as ``"\\ud800"`` (in a stored conversation, a prompt file, a request) or a
+    paste of broken UTF-16 makes one; it has no UTF-8 form, so writing or tokenizing it
+    raised."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
 def _temp_prefix(path: Path) -> str:
     return f".{path.name}-"
 
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` so that a crash leaves either the old or the new file, never a torn one:
-    a temporary file in the same folder, fsynced, then ``os.replace``-d over ``path``."""
+    a temporary file in the same folder, fsynced, then ``os.replace``-d over ``path``. A lone
+    surrogate is written as U+FFFD (``utf8_form``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
+            out.write(utf8_form(text))
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)

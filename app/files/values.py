@@ -252,6 +252,16 @@ def _fault(error: ErrorDetails, what: str) -> BadValue:
     return BadValue(f"{shown}: {error['msg']}", at)
 
 
+def quoted(value: object, limit: int = 40) -> str:
+    """A value from outside as a message quotes it: its JSON where it has one, else its
+    repr, cut to ``limit`` characters (a refused value may be a megabyte of text)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def shown_path(keys: Sequence[Key]) -> str:
     """Where a value sits, as a person reads it: ``messages[0].content``; "" for the top."""
     shown = ""

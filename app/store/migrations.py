@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from app.files.values import quoted
+
 Document = dict[str, Any]
 Migrator = Callable[[Document], Document]
 
@@ -59,10 +61,7 @@ def stored_version(data: Document, schema: Schema) -> int:
         or not isinstance(version, int)
         or not 1 <= version <= MAX_FORMAT_VERSION
     ):
-        shown = repr(version)
-        if len(shown) > 40:
-            shown = f"{shown[:37]}..."
-        raise MigrationError(f"its {schema.key} {shown} is not a format version")
+        raise MigrationError(f"its {schema.key} {quoted(version)} is not a format version")
     return version
 
 

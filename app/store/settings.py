@@ -11,7 +11,6 @@ pair it came from (``app.store.current_pair`` says why here and not in the libra
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
@@ -42,7 +41,7 @@ from app.files.fileio import (
     read_json_object,
 )
 from app.files.paths import config_dir, data_dir
-from app.files.values import kind
+from app.files.values import kind, quoted
 from app.store.current_pair import LIBRARY_FILE, MAX_PAIR_NAME, adopt_v1_active_pair
 from app.store.migrations import Document, MigrationError, Schema, upgrade
 
@@ -431,19 +430,6 @@ _FILE_FIELDS: dict[str, Any] = {
 SettingsFile = create_model("SettingsFile", __config__=ConfigDict(extra="ignore"), **_FILE_FIELDS)
 
 
-def _short(value: object, limit: int = 40) -> str:
-    text = json.dumps(value, ensure_ascii=False) if _is_json(value) else repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _is_json(value: object) -> bool:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError, RecursionError):
-        return False
-    return True
-
-
 def settings_from_json(raw: dict[str, Any], source: str) -> tuple[Settings, list[str]]:
     """Settings from a decoded file, checked by ``SettingsFile``; a refused value falls
     back to its default, with a note naming the field."""
@@ -464,7 +450,7 @@ def settings_from_json(raw: dict[str, Any], source: str) -> tuple[Settings, list
         else:
             said = f": {why}"
         notes.append(
-            f'{source}: setting "{name}" is {_short(value)}{said}; using the default {default}'
+            f'{source}: setting "{name}" is {quoted(value)}{said}; using the default {default}'
         )
     candidate = replace(defaults, **checked.model_dump(exclude_unset=True))
     for name, problem in cross_check(candidate).items():
@@ -519,7 +505,7 @@ class SettingsStore:
         known = {f.name for f in fields(Settings)} | {SETTINGS_SCHEMA.key}
         unknown = sorted(str(k) for k in upgraded.data if k not in known)
         if unknown and not upgraded.newer:
-            shown = ", ".join(_short(k, 30) for k in unknown[:5])
+            shown = ", ".join(quoted(k, 30) for k in unknown[:5])
             more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
             notes.append(f"{self.path.name}: ignored unknown setting(s) {shown}{more}")
         return LoadedSettings(settings, tuple(notes))

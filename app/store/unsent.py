@@ -15,6 +15,7 @@ from app.files.fileio import (
     error_text,
     move_aside,
     read_text_bounded,
+    utf8_form,
 )
 
 UNSENT_FILE = "unsent-message.txt"
@@ -41,7 +42,9 @@ class UnsentMessage:
 
     def keep(self, text: str) -> str:
         """Keep ``text`` for the next start (nothing when it is blank); "" on success, else
-        why it could not be kept."""
+        why it could not be kept. A lone surrogate (a paste of broken UTF-16) is kept as
+        U+FFFD: it has no UTF-8 form."""
+        text = utf8_form(text)
         try:
             if text.strip():
                 if len(text.encode("utf-8")) > UNSENT_LIMIT:

@@ -1,5 +1,6 @@
 """Text with no UTF-8 form (a lone surrogate, from a JSON escape in a stored conversation, a
-prompt file or a request) is tokenized with the replacement character in its place, and an
+prompt file or a request, or a paste of broken UTF-16) is tokenized and written with the
+replacement character in its place, and an
 error whose words live in fields of its own still says them when it crosses from the engine
 process."""
 
@@ -14,6 +15,8 @@ from app.engine.config import ModelSpec
 from app.engine.llama.backend import LlamaModel, utf8
 from app.engine.process.protocol import portable_failure, rebuild_error
 from app.errors import SpecDeckError
+from app.files.fileio import atomic_write_text, read_text_bounded
+from app.store.unsent import UnsentMessage
 
 pytestmark = pytest.mark.fast  # the fast tier: pytest -m fast
 
@@ -22,6 +25,20 @@ def test_a_lone_surrogate_becomes_the_replacement_character() -> None:
     assert utf8("hi\ud800!") == "hi\ufffd!".encode()
     assert utf8("\ud83d\ude00") == "\U0001f600".encode()  # a pair is the character it spells
     assert utf8("plain") == b"plain"
+
+
+def test_a_stored_file_is_written_with_the_replacement_character(tmp_path: Path) -> None:
+    atomic_write_text(tmp_path / "note.txt", "a\udfff b")
+    assert (tmp_path / "note.txt").read_bytes() == "a\ufffd b".encode()
+
+
+def test_an_unsent_message_with_a_lone_surrogate_is_kept_for_the_next_start(
+    tmp_path: Path,
+) -> None:
+    unsent = UnsentMessage(tmp_path)
+    assert unsent.keep("draft \ud800 of a question") == ""
+    assert unsent.read() == ("draft \ufffd of a question", [])
+    assert read_text_bounded(unsent.path, 1 << 10, what="unsent message").startswith("draft")
 
 
 def test_the_tokenizer_takes_a_lone_surrogate(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from app.engine.sampling import (
 )
 from app.engine.sequences import common_prefix_length
 from app.errors import ContextOverflowError, GenerationCancelled, ModelLoadError
+from app.files.fileio import utf8_form
 from app.gguf.check import validate_gguf_file
 from app.gguf.compat import VocabInfo
 from app.gguf.reader import TOKENS_KEY, GGUFHeader
@@ -657,12 +658,6 @@ class LlamaContext:
 
 
 def utf8(text: str) -> bytes:
-    """``text`` as UTF-8, a lone surrogate (a JSON escape such as ``"\\ud800"`` in a stored
-    conversation, a prompt file or a request; no keyboard types one) read as U+FFFD, the
-    replacement character: it has no UTF-8 form, and the tokenizer raised on it (the CLI
-    said "error: " and nothing more)."""
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        whole = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-        return whole.encode("utf-8")
+    """``text`` as UTF-8, a lone surrogate read as U+FFFD (``utf8_form``): the tokenizer
+    raised on it, and the CLI said "error: " and nothing more."""
+    return utf8_form(text).encode("utf-8")
