@@ -94,13 +94,14 @@ class DraftingTurn:
         want = min(ceiling, cap)
         if want <= 0:
             return None
-        # the thresholds size a model's block: while it is paused only lookups propose, and
-        # they are judged by their own gate (pricing both was a fifth of such a step's host
-        # time)
+        # the thresholds size a block of draft passes: lookups alone, or lookups while the
+        # model is paused, are judged by their own gate (pricing the thresholds anyway was a
+        # fifth of such a step's host time, and a quarter of a lookups-only step's)
+        sized = drafter.pays_passes and not paused
         limits = DraftLimits(
             want,
-            keep_drafting=0.0 if paused else controller.keep_drafting_threshold(depth),
-            include=0.0 if paused else controller.include_threshold(depth),
+            keep_drafting=controller.keep_drafting_threshold(depth) if sized else 0.0,
+            include=controller.include_threshold(depth) if sized else 0.0,
             ends_answer=self.ends_answer,
             model=not paused,
             guard_paused=paused,
