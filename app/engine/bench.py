@@ -29,7 +29,7 @@ from app.engine.engine import Engine
 from app.engine.events import RunSummary, drain, guard_record
 from app.engine.exactness import compare
 from app.engine.llama.hardware import devices, llama_cpp_version, system_info
-from app.engine.llama.repacking import repacking_enabled
+from app.engine.llama.repacking import RepackVerdict, repacking_enabled
 from app.engine.machine_load import LoadRunning, MachineLoad
 from app.engine.noise import (
     at_equal_passes,
@@ -217,7 +217,8 @@ def bench_prompt(
                 n_ctx=engine.n_ctx,
                 seed=settings.sampler.seed or 0,
                 ignore_eos=settings.ignore_eos,
-                repack=engine.target.repacking.enabled,
+                # llama-speculative-simple's --repack holds for both models
+                repack=all(v.enabled for v in _repacking(engine)),
             )
         )
         row["reference_tok_s"] = round(ref.tok_s, 3)
@@ -488,8 +489,11 @@ def lineage(
     source: DraftSource,
     settings: BenchSettings,
     fit: ThreadFit | None = None,
+    repacking: list[RepackVerdict] | None = None,
 ) -> dict:
-    """What a run ran on; ``fit``: the threads the load chose (else the target's own)."""
+    """What a run ran on; ``fit``: the threads the load chose (else the target's own);
+    ``repacking``: the loaded models' verdicts (else the machine's, for the target)."""
+    verdicts = repacking or [repacking_enabled(target.repack)]
     gpus = [asdict(d) for d in devices() if d.kind != "CPU"]
     return {
         "target": {"path": target.path, "sha256": file_sha256(Path(target.path))},
@@ -504,7 +508,7 @@ def lineage(
         "cpu": platform.processor() or platform.machine(),
         "threads": fit.threads if fit is not None else target.threads(),
         **({"threads_reason": fit.reason} if fit is not None else {}),
-        "weight_repacking": repacking_enabled(target.repack).describe(),
+        "weight_repacking": _repacking_words(verdicts),
         "gpus": gpus,
         "settings": {
             "max_tokens": settings.max_tokens,
@@ -557,7 +561,7 @@ def run_bench(
     return {
         "prompts": rows,
         "aggregate": aggregate(rows) | ({"pair": economics} if economics else {}),
-        "lineage": lineage(target, draft, source, settings, engine.thread_fit)
+        "lineage": lineage(target, draft, source, settings, engine.thread_fit, _repacking(engine))
         | {"load_s": round(load_s, 3), "peak_rss_bytes": peak_rss_bytes()},
     } | ({"busy": busy} if busy else {})
 
@@ -589,6 +593,20 @@ def _busy_phase(
     if quiet_median > 0 and figures.get("median_speedup") is not None:
         figures["median_speedup_vs_quiet"] = round(figures["median_speedup"] / quiet_median, 4)
     return {"load": load.describe(), "prompts": rows, "aggregate": figures}
+
+
+def _repacking(engine: Engine) -> list[RepackVerdict]:
+    """The weight-repacking verdict each loaded model was loaded with, target first: a
+    model with no AMX weight types loads repacked whatever the machine's verdict."""
+    return [m.repacking for m in (engine.target, engine.draft) if m is not None]
+
+
+def _repacking_words(verdicts: list[RepackVerdict]) -> str:
+    """One verdict's words, or each model's, target first, where they differ."""
+    if len({v.describe() for v in verdicts}) == 1:
+        return verdicts[0].describe()
+    named = zip(("target", "draft"), verdicts, strict=True)
+    return "; ".join(f"{name}: {v.describe()}" for name, v in named)
 
 
 def peak_rss_bytes() -> int | None:

@@ -193,6 +193,8 @@ def test_the_bench_pairs_its_rounds_and_reports_their_steadiness(
     )
     assert "median_step_host_ms_per_token" in aggregate
     assert result["lineage"]["settings"]["rounds"] == 2
+    # as the models were loaded: both all F32, so repacked whatever the machine's verdict
+    assert result["lineage"]["weight_repacking"].startswith("weight repacking on (no AMX weights:")
 
 
 def test_rounds_agree_within_a_tenth() -> None:

@@ -6,12 +6,15 @@ import ctypes
 import json
 import os
 
+import gguf
 import pytest
 
+from app.devtools.test_models.gguf_writing import rewrite_gguf
 from app.devtools.test_models.synthetic import write_tiny_llama
 from app.engine.config import ModelSpec
 from app.engine.llama import repacking
 from app.engine.llama.backend import LlamaModel
+from app.gguf.check import validate_gguf_file
 
 AMX_CPU = {"avx512f", "amx_tile", "amx_int8"}
 
@@ -118,6 +121,7 @@ def _no_machine_verdict(*_args: object, **_kwargs: object) -> repacking.RepackVe
 
 
 F32, F16 = 0, 1
+SPLIT_COUNT = gguf.Keys.Split.LLM_KV_SPLIT_COUNT
 
 
 @pytest.mark.fast
@@ -157,3 +161,19 @@ def test_an_f32_model_loads_on_an_amx_machine_without_the_probe(tmp_path, monkey
         assert model.repacking.source == "no AMX weights"
     finally:
         model.close()
+
+
+@pytest.mark.fast
+def test_a_part_of_a_split_model_asks_for_the_machine_verdict(tmp_path, monkeypatch):
+    """The first part of a split model can hold F32 norms alone (or no tensor) while a later
+    part holds Q4_K matrices: its own tensors do not say the model has no AMX weights."""
+    whole = write_tiny_llama(tmp_path / "tiny.gguf")
+    assert repacking.weights_in(validate_gguf_file(whole)) == {F32}
+    parts = (2, gguf.GGUFValueType.UINT16, None)
+    first = rewrite_gguf(whole, tmp_path / "tiny-00001-of-00002.gguf", keys={SPLIT_COUNT: parts})
+    assert repacking.weights_in(validate_gguf_file(first)) is None
+    monkeypatch.delenv(repacking.ENV_VAR, raising=False)
+    machine = repacking.RepackVerdict(False, "cache", "probed earlier")
+    monkeypatch.setattr(repacking, "repacking_enabled", lambda _setting="auto": machine)
+    assert repacking.repacking_for("auto", None) is machine
+    assert repacking.repacking_for("auto", set()) is machine

@@ -21,7 +21,7 @@ import numpy as np
 from app.engine.config import KV_TYPES, MAX_DRAFT_LEN, ModelSpec, SamplerConfig
 from app.engine.llama.ext_batch import floats_at, logits_address
 from app.engine.llama.load_hooks import current_load_observer
-from app.engine.llama.repacking import repacking_for
+from app.engine.llama.repacking import repacking_for, weights_in
 from app.engine.llama.runtime import ensure_backend, logged_by
 from app.engine.sampling import (
     DEVICE,
@@ -101,7 +101,7 @@ class LlamaModel:
         params.load_mtp = load_next_token_layers
         params.n_gpu_layers = spec.n_gpu_layers if spec.n_gpu_layers >= 0 else 999
         params.use_mmap = True
-        self.repacking = repacking_for(spec.repack, {t.ggml_type for t in header.tensors})
+        self.repacking = repacking_for(spec.repack, weights_in(header))
         params.use_extra_bufts = self.repacking.enabled
         observer = current_load_observer()
         cancelled = False

@@ -29,10 +29,12 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from gguf.constants import GGMLQuantizationType as Quant
+from gguf.constants import Keys
 
 from app.engine.llama.repack_probe import probe_child
 from app.files.fileio import StoredFileError, atomic_write_text, read_json_object
 from app.files.paths import cache_dir
+from app.gguf.reader import GGUFHeader
 
 ENV_VAR = "SPECDECK_REPACK"
 CHOICES = ("auto", "on", "off")
@@ -199,16 +201,27 @@ def repacking_enabled(setting: str = "auto") -> RepackVerdict:
     return _decided
 
 
-def repacking_for(setting: str, weight_types: Iterable[int]) -> RepackVerdict:
-    """The verdict for loading one model whose tensors have ``weight_types`` (ggml type
-    ids): where none is a type the AMX kernels take, repacking is on without a verdict for
-    the machine (an F16 or F32 model never waits for the probe); otherwise as
-    ``repacking_enabled``."""
+def repacking_for(setting: str, weight_types: Iterable[int] | None) -> RepackVerdict:
+    """The verdict for loading one model whose weights have ``weight_types`` (ggml type
+    ids; None or none at all: not known, ``weights_in``): where none is a type the AMX
+    kernels take, repacking is on without a verdict for the machine (an F16 or F32 model
+    never waits for the probe); otherwise as ``repacking_enabled``."""
     forced = _chosen(setting)
     if forced is not None:
         return forced
-    if AMX_WEIGHT_TYPES.isdisjoint(weight_types):
+    types = set(weight_types or ())
+    if types and AMX_WEIGHT_TYPES.isdisjoint(types):
         return RepackVerdict(
             True, "no AMX weights", "the model has no weights of the types the AMX kernels take"
         )
     return repacking_enabled(setting)
+
+
+def weights_in(header: GGUFHeader) -> set[int] | None:
+    """The ggml types of a model's weights where ``header``'s file holds all of them; None
+    for a part of a split model (its first part may hold F32 norms alone, or no tensor at
+    all, while a later part holds Q4_K matrices)."""
+    parts = header.get(Keys.Split.LLM_KV_SPLIT_COUNT)
+    if parts is not None and not (type(parts) is int and parts == 1):
+        return None
+    return {t.ggml_type for t in header.tensors}
