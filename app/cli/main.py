@@ -171,7 +171,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         request = BenchRequest(target, draft, tuple(prompts), settings, source)
         result = run_bench_in_child(request, on_row=show)
-    write_results(results, json.dumps(result, indent=2))
     print(f"threads: {result['lineage']['threads_reason']}", file=sys.stderr)
     pair = result["aggregate"].get("pair")
     if pair:
@@ -185,22 +184,33 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if "busy" in result:
         print(f"busy machine, {result['busy']['load']}:", file=sys.stderr)
         print(json.dumps(result["busy"]["aggregate"], indent=2))
+    write_results(results, json.dumps(result, indent=2))  # after the figures: kept on screen
     return 0
 
 
 def bench_prompts(path: Path) -> list[dict[str, str]]:
     """A bench's prompts, read as the Lab reads a suite file: bounded, a regular file, every
-    line an object whose id and prompt are checked; a fault is named by file and line."""
-    from app.lab.suites import load_jsonl
+    line an object whose id and prompt are checked; a fault is named by file and line. A
+    prompt may fill the file (``depth_prompts`` writes 16,384-token prompts, far past the
+    Lab's prompt length)."""
+    from app.lab.suites import MAX_FILE_BYTES, load_jsonl
 
-    return [{"id": prompt.id, "prompt": prompt.text} for prompt in load_jsonl(path)]
+    prompts = load_jsonl(path, max_prompt_chars=MAX_FILE_BYTES)
+    return [{"id": prompt.id, "prompt": prompt.text} for prompt in prompts]
 
 
 def results_file(text: str) -> Path:
-    """Where ``bench --json`` writes, refused in words unless a file can be written there."""
-    path = Path(text)
+    """Where ``bench --json`` writes, refused in words unless a file can be written there.
+    A link is followed (the results replace the file it names, the link stays); anything
+    else than a regular file is refused, as the write replaces the file whole (run as root,
+    ``--json /dev/null`` had replaced the device with a regular file)."""
+    path = Path(text).resolve()
     if path.is_dir():
         raise SpecDeckError(f"--json {text} is a folder: name the file to write the results to")
+    if path.exists() and not path.is_file():
+        raise SpecDeckError(
+            f"--json {text} is not a regular file: name a file to write the results to"
+        )
     folder = path.parent
     if not folder.is_dir():
         missing = "is not a folder" if folder.exists() else "does not exist"
@@ -220,11 +230,25 @@ def write_results(path: Path, text: str) -> None:
     try:
         atomic_write_text(path, text)
     except OSError as exc:
-        handle, kept = tempfile.mkstemp(prefix="specdeck-bench-", suffix=".json")
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
+        why = error_text(exc)
+        try:
+            handle, kept = tempfile.mkstemp(prefix="specdeck-bench-", suffix=".json")
+        except OSError as second:
+            raise SpecDeckError(
+                f"--json {path}: cannot write the results ({why}), nor keep them in the "
+                f"temporary folder ({error_text(second)}); the figures above are all there is"
+            ) from None
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(text)
+        except OSError as second:
+            Path(kept).unlink(missing_ok=True)
+            raise SpecDeckError(
+                f"--json {path}: cannot write the results ({why}), nor keep them in {kept} "
+                f"({error_text(second)}); the figures above are all there is"
+            ) from None
         raise SpecDeckError(
-            f"--json {path}: cannot write the results ({error_text(exc)}); they were kept in {kept}"
+            f"--json {path}: cannot write the results ({why}); they were kept in {kept}"
         ) from None
 
 

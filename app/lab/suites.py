@@ -90,7 +90,13 @@ def _check_unicode(value: str, what: str, where: str) -> None:
         raise SuiteError(f"{where}: {exc}") from None
 
 
-def check_prompt(item: object, where: str, *, default_category: str = "custom") -> Prompt:
+def check_prompt(
+    item: object,
+    where: str,
+    *,
+    default_category: str = "custom",
+    max_prompt_chars: int = MAX_PROMPT_CHARS,
+) -> Prompt:
     """One prompt from a decoded JSON object (a suite line, or a result file's plan)."""
     if not isinstance(item, dict):
         raise SuiteError(f"{where}: a prompt must be a JSON object")
@@ -100,23 +106,30 @@ def check_prompt(item: object, where: str, *, default_category: str = "custom") 
     text_value = item["prompt"]
     if not isinstance(text_value, str) or not text_value.strip():
         raise SuiteError(f"{where}: 'prompt' must be a non-empty string")
-    if len(text_value) > MAX_PROMPT_CHARS:
-        raise SuiteError(f"{where}: the prompt is longer than {MAX_PROMPT_CHARS} characters")
+    if len(text_value) > max_prompt_chars:
+        raise SuiteError(f"{where}: the prompt is longer than {max_prompt_chars:,} characters")
     _check_unicode(text_value, "the prompt", where)
     category = _check_category(item.get("category"), where, default_category)
     return Prompt(prompt_id, category, text_value)
 
 
-def parse_jsonl(text: str, *, source: str, default_category: str = "custom") -> list[Prompt]:
-    """Prompts from JSONL text: one object a line with ``id``, ``prompt`` and ``category``."""
+def parse_jsonl(
+    text: str,
+    *,
+    source: str,
+    default_category: str = "custom",
+    max_prompt_chars: int = MAX_PROMPT_CHARS,
+) -> list[Prompt]:
+    """Prompts from JSONL text: one object a line with ``id``, ``prompt`` and ``category``;
+    each prompt at most ``max_prompt_chars`` long."""
     prompts: list[Prompt] = []
     seen: set[str] = set()
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{source}:{number}"
-        if len(line) > MAX_PROMPT_CHARS + 1000:
-            raise SuiteError(f"{where}: the line is longer than {MAX_PROMPT_CHARS} characters")
+        if len(line) > max_prompt_chars + 1000:
+            raise SuiteError(f"{where}: the line is longer than {max_prompt_chars:,} characters")
         try:
             item = loads(line)
         except ValueError as exc:  # bad syntax, NaN, nesting too deep, a 5,000-digit number
@@ -126,7 +139,9 @@ def parse_jsonl(text: str, *, source: str, default_category: str = "custom") -> 
             raise SuiteError(f"{where}: each line must be a JSON object")
         if "id" not in item or "prompt" not in item:
             raise SuiteError(f"{where}: each line needs 'id' and 'prompt'")
-        prompt = check_prompt(item, where, default_category=default_category)
+        prompt = check_prompt(
+            item, where, default_category=default_category, max_prompt_chars=max_prompt_chars
+        )
         if prompt.id in seen:
             raise SuiteError(f"{where}: the id {prompt.id!r} appears twice")
         seen.add(prompt.id)
@@ -138,7 +153,9 @@ def parse_jsonl(text: str, *, source: str, default_category: str = "custom") -> 
     return prompts
 
 
-def load_jsonl(path: Path, *, default_category: str | None = None) -> list[Prompt]:
+def load_jsonl(
+    path: Path, *, default_category: str | None = None, max_prompt_chars: int = MAX_PROMPT_CHARS
+) -> list[Prompt]:
     """A user's suite file: a regular file (a FIFO or a device is refused before it is
     read), at most ``MAX_FILE_BYTES`` of UTF-8."""
     try:
@@ -147,7 +164,10 @@ def load_jsonl(path: Path, *, default_category: str | None = None) -> list[Promp
         raise SuiteError(f"the suite {path} does not exist") from None
     except StoredFileError as exc:
         raise SuiteError(str(exc)) from None
-    return parse_jsonl(text, source=str(path), default_category=default_category or path.stem)
+    category = default_category or path.stem
+    return parse_jsonl(
+        text, source=str(path), default_category=category, max_prompt_chars=max_prompt_chars
+    )
 
 
 def builtin(categories: Iterable[str] | None = None) -> list[Prompt]:
