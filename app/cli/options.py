@@ -15,7 +15,7 @@ from app.engine.config import (
     SpecConfig,
 )
 from app.errors import SpecDeckError
-from app.store.settings import Invalid, check_value
+from app.store.settings import MAX_SEED, Invalid, check_value
 
 # Each number an option takes, held to the range of the chat setting it stands for (one
 # place for each range): llama.cpp takes a negative context or 100,000 threads and crashes
@@ -34,7 +34,6 @@ CHECKED_OPTIONS = (
     ("adaptive_max", "draft_max"),
     ("p_min", "p_min"),
 )
-MAX_SEED = 2**32 - 1
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -122,6 +121,15 @@ def draft_source(args: argparse.Namespace) -> DraftSource:
     return source
 
 
+def _shown(value: object) -> str:
+    """A number as short as it reads, never rounded: ``:g`` alone wrote --top-p 1.0000001
+    as "1", beside "must be in (0, 1]"."""
+    if isinstance(value, float):
+        short = f"{value:g}"
+        return short if float(short) == value else repr(value)
+    return str(value)
+
+
 def check_numbers(args: argparse.Namespace) -> None:
     """Refuse, in words, a number outside the range the chat allows for the same setting."""
     for option, setting in CHECKED_OPTIONS:
@@ -131,8 +139,8 @@ def check_numbers(args: argparse.Namespace) -> None:
         try:
             check_value(setting, value)
         except Invalid as refused:
-            shown = f"{value:g}" if isinstance(value, float) else str(value)
-            raise SpecDeckError(f"--{option.replace('_', '-')} {shown}: {refused}") from None
+            flag = "--" + option.replace("_", "-")
+            raise SpecDeckError(f"{flag} {_shown(value)}: {refused}") from None
     seed = getattr(args, "seed", None)
     if seed is not None and not 0 <= seed <= MAX_SEED:  # the setting's words are the window's
         raise SpecDeckError(f"--seed {seed}: must be between 0 and {MAX_SEED}")

@@ -46,6 +46,7 @@ from app.store.current_pair import LIBRARY_FILE, MAX_PAIR_NAME, adopt_v1_active_
 from app.store.migrations import Document, MigrationError, Schema, upgrade
 
 SETTINGS_FILE = "settings.json"
+MAX_SEED = 2**32 - 1  # llama.cpp's sampler seeds are 32-bit
 COLOUR_STYLES = ("colour", "underline", "background", "off")
 # the settings the models are loaded with: changing one reloads the pair
 LOAD_FIELDS = ("target_gpu_layers", "draft_gpu_layers", "n_ctx", "n_threads", "weight_repacking")
@@ -297,7 +298,7 @@ FIELDS: dict[str, FieldInfo] = {
         "drop tokens below this fraction of the top probability",
     ),
     "seed": FieldInfo(
-        _int_in(0, 2**32 - 1, " (leave empty for a random seed)", optional=True),
+        _int_in(0, MAX_SEED, " (leave empty for a random seed)", optional=True),
         "Seed",
         "empty = a new random seed every answer",
     ),

@@ -20,6 +20,7 @@ CASES = [
     ("--seed", "-1", "must be between 0 and 4294967295"),
     ("--temperature", "nan", "must be a finite number"),
     ("--top-p", "0", "must be in (0, 1]"),
+    ("--top-p", "1.0000001", "must be in (0, 1]"),  # not "1"
     ("--max-tokens", "-3", "must be between 1 and 131072"),
     ("--draft-max", "0", "must be between 1 and 64"),
     ("--adaptive-max", "100000", "must be between 1 and 64"),
