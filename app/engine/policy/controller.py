@@ -553,10 +553,10 @@ class DraftController:
                 and self._probe_would_lose(depth, prices)
             ):
                 # skip this probe (every fourth one still runs, in case the costs or the text
-                # changed) and wait twice as long. Never after a pause on noisy costs, nor on
-                # prices that rest on a few passes: a paused draft is not priced again, and a
-                # burst had priced a Q2_K draft at 1.2 target passes and had its probes skipped
-                # for the last 41 tokens of an answer.
+                # changed) and wait twice as long. Never the probe of a pause that was decided
+                # on noisy costs or on a few passes' prices: a paused draft is not priced
+                # again, and a burst had priced a Q2_K draft at 1.2 target passes and had its
+                # probes skipped for the last 41 tokens of an answer.
                 self._paused_tokens = 0
                 self.probe_in = min(self.probe_in * 2, MAX_PROBE_INTERVAL)
                 self._failed_probes += 1

@@ -90,8 +90,8 @@ class CostModel:
         measured once in a few hundred tokens, priced a Q2_K draft at a whole target pass
         and paused one answer four times. A draft that cannot pay at these prices cannot
         pay on a quiet machine either. For questions only: it shares the passes, keeps no
-        figures of its own between questions, and is asked only where a pause is decided
-        on noisy costs."""
+        figures of its own between questions, and is asked where a pause for cost or a
+        probe's skip is judged on noisy costs or on prices that rest on a few passes."""
         return CostModel(self.verify, self.draft, fastest=True)
 
     def verify_ms(self, n_tokens: int, depth: int) -> float | None:
@@ -162,8 +162,11 @@ class CostModel:
         """Paying one more draft pass is worth it while P(all accepted so far) exceeds this.
 
         An accepted token saves one single-token target pass; drafting it costs one draft
-        pass plus its share of the verification batch. Both thresholds are ratios of two
-        passes' prices, so each pass is priced at its fastest recent runs: other programs
+        pass plus its share of the verification batch (the fitted slope of a verification
+        over its size, ``marginal_verify_ms``: a shape fitted to the cells' medians, which
+        a burst on several verifications in a row can still steepen). Both thresholds are
+        ratios of passes' prices, so the single passes are priced at their fastest recent
+        runs: other programs
         slow a draft pass and a target pass alike, but a burst lands on whichever is being
         timed. Under bursts a draft pass was priced at 95 ms against 31 for the rest of an
         answer, the threshold was 1 and every later block one token long; and such blocks
