@@ -12,8 +12,9 @@ import threading
 from pathlib import PurePosixPath
 from typing import Any
 
+from app.cli.options import check_numbers
 from app.engine.llama.hardware import detect_hardware
-from app.errors import ModelLoadError
+from app.errors import ModelLoadError, SpecDeckError
 from app.gguf.check import not_a_target, pair_mismatch, validate_gguf_file
 from app.gguf.facts import model_facts, self_drafting, vocab_info
 from app.gguf.reader import GGUFFormatError
@@ -27,7 +28,6 @@ from app.models.hub import (
     list_repo_files,
 )
 from app.models.library import Library, LibraryError, models_dir, split_parts
-from app.store.settings import Invalid, check_value
 
 
 def register(subparsers: Any) -> None:
@@ -177,9 +177,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if args.mtp and args.draft:
         return _fail("--mtp drafts with the target's own layers: leave the draft out")
     try:
-        check_value("n_ctx", args.ctx)  # the chat's range: a context of 0 or -5 "fitted"
-    except Invalid as refused:
-        return _fail(f"--ctx {args.ctx}: {refused}")
+        check_numbers(args)  # the chat's ranges, as every command: a context of -5 "fitted"
+    except SpecDeckError as refused:
+        return _fail(str(refused))
     try:
         refs = [ModelRef.parse(args.target)] + ([ModelRef.parse(args.draft)] if args.draft else [])
         facts = [model_facts(ref.read_header()) for ref in refs]
