@@ -230,22 +230,17 @@ def write_results(path: Path, text: str) -> None:
     try:
         atomic_write_text(path, text)
     except OSError as exc:
-        why = error_text(exc)
+        why, kept = error_text(exc), None
         try:
             handle, kept = tempfile.mkstemp(prefix="specdeck-bench-", suffix=".json")
-        except OSError as second:
-            raise SpecDeckError(
-                f"--json {path}: cannot write the results ({why}), nor keep them in the "
-                f"temporary folder ({error_text(second)}); the figures above are all there is"
-            ) from None
-        try:
             with os.fdopen(handle, "w", encoding="utf-8") as out:
                 out.write(text)
         except OSError as second:
-            Path(kept).unlink(missing_ok=True)
+            if kept is not None:
+                Path(kept).unlink(missing_ok=True)
             raise SpecDeckError(
-                f"--json {path}: cannot write the results ({why}), nor keep them in {kept} "
-                f"({error_text(second)}); the figures above are all there is"
+                f"--json {path}: cannot write the results ({why}), nor keep them in the "
+                f"temporary folder ({error_text(second)}); the figures above are all there is"
             ) from None
         raise SpecDeckError(
             f"--json {path}: cannot write the results ({why}); they were kept in {kept}"

@@ -166,12 +166,11 @@ class CostModel:
         over its size, ``marginal_verify_ms``: a shape fitted to the cells' medians, which
         a burst on several verifications in a row can still steepen). Both thresholds are
         ratios of passes' prices, so the single passes are priced at their fastest recent
-        runs: other programs
-        slow a draft pass and a target pass alike, but a burst lands on whichever is being
-        timed. Under bursts a draft pass was priced at 95 ms against 31 for the rest of an
-        answer, the threshold was 1 and every later block one token long; and such blocks
-        file no single draft pass again (their one pass reads two tokens after an
-        acceptance), so that price stayed.
+        runs: other programs slow a draft pass and a target pass alike, but a burst lands on
+        whichever is being timed. Under bursts a draft pass was priced at 95 ms against 31
+        for the rest of an answer, the threshold was 1 and every later block one token
+        long; and such blocks file no single draft pass again (their one pass reads two
+        tokens after an acceptance), so that price stayed.
         """
         single, draft = (
             self.verify.ms(1, depth, fastest=True),
