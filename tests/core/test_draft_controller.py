@@ -117,6 +117,23 @@ def test_controller_and_guard_read_the_step_record() -> None:
     assert second.step == 5 and not controller.paused
 
 
+def test_step_costs_are_kept_as_the_guards_evidence_only_where_a_guard_reads_them() -> None:
+    """Pricing each step against target-only decoding was a sixth of a lookup step's host
+    time; without a guard nothing reads it, and the agreement is still learned."""
+    kept = {}
+    for guarded in (True, False):
+        controller = DraftController(SpecConfig(draft_max=4, collapse_guard=guarded))
+        controller.costs.observe_verify(1, 100.0, 0)
+        controller.costs.observe_verify(5, 130.0, 0)
+        for step in range(3):
+            controller.observe(_record(step, proposed=4, accepted=2))
+        controller.observe(_record(3, 0, 0, draft_passes=0, catch_up=0))
+        kept[guarded] = controller.economics.steps, controller.economics.base_ms.value
+        assert controller.rolling_acceptance < 0.8  # 2 of 3 tried, below the prior
+    assert kept[True][0] == 3 and kept[True][1] is not None
+    assert kept[False] == (0, None)
+
+
 def test_step_records_aggregate_per_position_and_per_drafter() -> None:
     records = [
         _record(0, 4, 4),

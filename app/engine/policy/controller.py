@@ -70,6 +70,17 @@ class DraftController:
         """Learn from one step: its whole cost, the draft's confidences and its agreement."""
         if not record.drafter:
             return
+        if self.config.collapse_guard:  # a step's cost is the guard's evidence, read by no other
+            self._observe_cost(record)
+        if record.declined is not None:
+            self.observe_declined(*record.declined)
+        if record.proposed:
+            lookup = record.draft_passes == 0
+            self.observe_step(record.proposed, record.accepted, lookup=lookup)
+            self.observe_confidences(list(record.confidences), record.accepted)
+
+    def _observe_cost(self, record: StepRecord) -> None:
+        """A step's whole cost, against target-only steps (``Economics``)."""
         if record.paid:
             # a long catch-up (after a pause or a new turn) is a one-off, not a step cost
             ms = record.step_ms - record.catch_up_ms + self._steady_catch_up_ms(record)
@@ -92,12 +103,6 @@ class DraftController:
                 depth=record.depth,
                 pass_ms=record.verify_ms,
             )
-        if record.declined is not None:
-            self.observe_declined(*record.declined)
-        if record.proposed:
-            lookup = record.draft_passes == 0
-            self.observe_step(record.proposed, record.accepted, lookup=lookup)
-            self.observe_confidences(list(record.confidences), record.accepted)
 
     def _interfered(self, record: StepRecord) -> bool:
         """The step's target pass, or its draft passes, took well over their price: something
