@@ -202,6 +202,27 @@ def test_near_tie_margin_comes_from_the_candidates(engine: Engine) -> None:
     assert margin == pytest.approx(want[2], abs=1e-5)
 
 
+def test_a_batchs_best_tokens_are_each_rows_own_best_on_the_host_and_the_device(
+    engine: Engine,
+) -> None:
+    """``greedy_ids`` reads every row's best token at once; the greedy judge trusts it to be
+    ``row(i).greedy()`` for each row, from full rows and from a chain's candidates alike."""
+    prompt = list(engine.tokenize(PROMPTS[1]))
+    for chained in (False, True):
+        ctx = LlamaContext(engine.target, engine.target_spec)
+        try:
+            if chained:
+                assert ctx.sample_with(SamplerConfig()) == DEVICE
+            ctx.decode(prompt[:-5], logits="none")
+            ctx.decode(prompt[-5:], logits="all")
+            rows = [ctx.row(i).greedy() for i in range(5)]
+            assert ctx.greedy_ids(5) == rows
+            assert ctx.greedy_ids(2) == rows[:2]
+            assert len(set(rows)) > 1  # rows that differ: a mix-up of rows would show
+        finally:
+            ctx.close()
+
+
 def test_mtp_heads_sample_on_the_device(tmp_path: Path, full_rows: list[int]) -> None:
     model = write_tiny_qwen35(tmp_path / "qwen35-mtp.gguf", branch_scale=0.3)
     eng = Engine(

@@ -155,6 +155,16 @@ def test_text_stream_joins_split_utf8() -> None:
     assert all(o == "" for o in out[2:5]) and out[5] == "😀"
 
 
+def test_text_stream_replaces_broken_bytes_and_ends_a_cut_character_as_one_replacement() -> None:
+    stream = TextStream()
+    assert stream.push(b"a\xff") == "a\ufffd"  # never valid: replaced at once
+    assert stream.push(b"b\xe2\x82") == "b"  # the start of a character: held back
+    assert stream.push(b"\xac!") == "\u20ac!"  # and finished by the next token
+    assert stream.push(b"\xe2\x82") == ""
+    assert stream.flush() == "\ufffd"  # the answer ended inside it
+    assert stream.text == "a\ufffdb\u20ac!\ufffd"
+
+
 def test_text_stream_holds_back_stop_prefix() -> None:
     stream = TextStream(stop=["</end>"])
     assert stream.push(b"hello </e") == "hello "

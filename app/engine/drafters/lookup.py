@@ -72,16 +72,16 @@ class NgramIndex:
         ):
             self._tokens, self._starts, self._cursor, n_known = [], {}, None, 0
             known = self._tokens
-        starts = self._starts
+        starts, max_n = self._starts, self.max_n
         for index in range(n_known, len(tokens)):
             known.append(tokens[index])
-            for n in range(1, self.max_n + 1):
-                start = index - n + 1
-                if start < 0:
-                    break
-                key = tuple(known[start : index + 1])
+            # the n-grams ending here are the tails of one tuple: slicing a tuple makes the
+            # key at once, where a list slice is made and then copied into one
+            tail = tuple(known[max(index - max_n + 1, 0) :])
+            for n in range(1, len(tail) + 1):
+                key = tail[-n:]
                 previous = starts.get(key)
-                starts[key] = (previous[1] if previous else -1, start)
+                starts[key] = (previous[1] if previous else -1, index - n + 1)
 
     def propose(self, tokens: Sequence[int], *, k: int, min_n: int = 1) -> list[int]:
         """The same proposal as ``propose(tokens, max_n=self.max_n, k=k, min_n=min_n)``."""

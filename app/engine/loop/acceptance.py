@@ -61,20 +61,19 @@ class Verifier:
         self, ctx: LlamaContext, drafts: list[int], block: DraftBlock | None
     ) -> Outcome:
         out: list[Produced] = []
+        best_ids = ctx.greedy_ids(len(drafts) + 1)
         for i, proposed in enumerate(drafts):
-            row = ctx.row(i)
-            best = row.greedy()
+            best = best_ids[i]
             q = block.probs[i] if block else None
-            p = row.top_probability(best) if self.want_probs else None
+            p = ctx.row(i).top_probability(best) if self.want_probs else None
             if best == proposed:
                 out.append(Produced(proposed, TokenKind.ACCEPTED, q, p))
                 continue
             out.append(Produced(best, TokenKind.RESAMPLED, q, p, rejected_token=proposed))
             return Outcome(out, accepted=i)
-        row = ctx.row(len(drafts))
-        best = row.greedy()
+        best = best_ids[len(drafts)]
         kind = TokenKind.BONUS if drafts else TokenKind.TARGET
-        p = row.top_probability(best) if self.want_probs else None
+        p = ctx.row(len(drafts)).top_probability(best) if self.want_probs else None
         out.append(Produced(best, kind, None, p))
         return Outcome(out, accepted=len(drafts))
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 class TextStream:
     def __init__(self, stop: Sequence[str] = ()) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._partial = b""  # the start of a character split across tokens
         self._stop = tuple(s for s in stop if s)
         self._held = ""  # decoded text not yet released because it may begin a stop string
         # what was released, piece by piece: ``text += piece`` on an attribute copies the whole
@@ -32,7 +32,7 @@ class TextStream:
         """Feed one token's bytes; return the text that may be shown now."""
         if self.stopped:
             return ""
-        pending = self._held + self._decoder.decode(data)
+        pending = self._held + self._decode(data, final=False)
         if not self._stop:
             self._held = ""
             self._released.append(pending)
@@ -54,10 +54,18 @@ class TextStream:
         """End of generation: release held text and any dangling partial character."""
         if self.stopped:
             return ""
-        tail = self._held + self._decoder.decode(b"", final=True)
+        tail = self._held + self._decode(b"", final=True)
         self._held = ""
         self._released.append(tail)
         return tail
+
+    def _decode(self, data: bytes, *, final: bool) -> str:
+        """What ``data`` completes of the text, an unfinished character kept for the next
+        token (``codecs``' incremental decoder, without its Python frame per token)."""
+        pending = self._partial + data if self._partial else data
+        text, used = codecs.utf_8_decode(pending, "replace", final)
+        self._partial = pending[used:]
+        return text
 
     def _longest_stop_prefix_suffix(self, text: str) -> int:
         best = 0
