@@ -127,14 +127,14 @@ class LookupGate:
             # the empty match was the largest part of a paused draft's step on the host)
             self._would = None
             return 0
-        single = self.costs.verify_ms(1, depth)
-        if single is None:
-            return min(available, k_max)
-        best_k, best = 0, 0.0
         longest = min(available, k_max)
+        # a single pass and every length's verification in one call: asked every step
+        single, *prices = self.costs.verify_prices(1, longest + 1, depth)
+        if single is None:
+            return longest
+        best_k, best = 0, 0.0
         # expected_tokens(k) with its rates read once: asked for every length, every step
         first, c, kept = self.first.value or 0.0, self.continued, self.kept
-        prices = self.costs.verify_prices(2, longest + 1, depth) if longest > 0 else []
         for k, price in enumerate(prices, start=1):
             verify = price or single
             gain = (1.0 + kept * promised(first, c, k)) * single / verify  # expected_tokens

@@ -65,33 +65,64 @@ class _Cell:
 def _nonnegative_least_squares(
     gram: np.ndarray, moment: np.ndarray, columns: list[int]
 ) -> np.ndarray:
-    """argmin |A b - y|^2 over b >= 0 from A'A and A'y, on the given columns (others 0): the
-    unconstrained solution when it is feasible, else the best feasible one over the subsets
-    of columns (five at most, so thirty-one small solves)."""
-    best, best_loss = np.zeros(len(moment)), 0.0  # all zero: loss |y|^2, taken as 0 here
+    """argmin |A b - y|^2 over b >= 0 from A'A and A'y, on the given columns (others 0).
+
+    The unconstrained solution where it is feasible; else Lawson and Hanson's active set
+    method: a column joins the solution while the loss still falls along it, and the
+    unconstrained solution on the columns in it is taken as far as it stays feasible,
+    dropping a column that reaches zero. The optimum is the unconstrained solution on its
+    own columns, solved as a search over every subset of them solves it (their order, the
+    small ridge), in a few solves instead of up to thirty-one."""
+    n = len(moment)
+    solution = np.zeros(n)
+    if not (np.isfinite(gram).all() and np.isfinite(moment).all()):
+        return solution
     ridge = 1e-9 * max(float(gram.trace()), 1e-12)
-    subsets = [columns] + [
-        [c for bit, c in enumerate(columns) if mask >> bit & 1]
-        for mask in range((1 << len(columns)) - 2, 0, -1)
-    ]
-    for subset in subsets:
-        index = np.array(subset)
-        sub = gram[np.ix_(index, index)] + ridge * np.eye(len(subset))
-        try:
-            solved = np.linalg.solve(sub, moment[index])
-        except np.linalg.LinAlgError:
-            continue
-        if (solved < 0.0).any():
-            continue
-        # |A b - y|^2 - |y|^2 = b'A'Ab - 2 b'A'y
-        loss = float(solved @ gram[np.ix_(index, index)] @ solved - 2.0 * solved @ moment[index])
-        if loss < best_loss:
-            best = np.zeros(len(moment))
-            best[index] = solved
-            best_loss = loss
-            if subset is columns:
-                break  # the unconstrained optimum is feasible: nothing can beat it
-    return best
+    # a column joins only where the loss falls by more than rounding along it
+    tolerance = 1e-12 * max(float(np.abs(moment).max(initial=0.0)), 1e-300)
+    chosen: list[int] = []
+    left = sorted(columns)
+    if left:  # most refits: the unconstrained solution is feasible, and so the optimum
+        index = np.array(left)
+        trial = np.zeros(n)
+        trial[index] = np.linalg.solve(
+            gram[np.ix_(index, index)] + ridge * np.eye(len(left)), moment[index]
+        )
+        if (trial[index] >= 0.0).all():
+            return trial
+    for _ in range(3 * len(columns) + 1):  # a few more than the columns: rounding may cycle
+        descent = moment - gram @ solution  # minus half the loss's gradient
+        joining = [c for c in left if descent[c] > tolerance]
+        if not joining:
+            break
+        best = max(joining, key=lambda c: descent[c])
+        chosen, left = sorted([*chosen, best]), [c for c in left if c != best]
+        while chosen:
+            index = np.array(chosen)
+            trial = np.zeros(n)
+            trial[index] = np.linalg.solve(
+                gram[np.ix_(index, index)] + ridge * np.eye(len(chosen)), moment[index]
+            )
+            if (trial[index] > 0.0).all():
+                solution = trial
+                break
+            # toward the trial as far as every coefficient stays feasible; the ones it
+            # brings to zero leave
+            reach = {c: _share_to_zero(solution[c], trial[c]) for c in chosen if trial[c] <= 0.0}
+            first = min(reach, key=lambda c: reach[c])
+            solution = solution + reach[first] * (trial - solution)
+            solution[first] = 0.0
+            leaving = [c for c in chosen if solution[c] <= 0.0]
+            solution[leaving] = 0.0
+            chosen = [c for c in chosen if c not in leaving]
+            left = sorted([*left, *leaving])
+    return solution
+
+
+def _share_to_zero(now: float, trial: float) -> float:
+    """How far from ``now`` (at least 0) toward ``trial`` (at most 0) a coefficient reaches 0."""
+    gap = now - trial
+    return now / gap if gap > 0.0 else 0.0
 
 
 class PassCost:
