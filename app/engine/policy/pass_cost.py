@@ -73,8 +73,7 @@ def _nonnegative_least_squares(
     dropping a column that reaches zero. The optimum is the unconstrained solution on its
     own columns, solved as a search over every subset of them solves it (their order, the
     small ridge), in a few solves instead of up to thirty-one."""
-    n = len(moment)
-    solution = np.zeros(n)
+    solution = np.zeros(len(moment))
     if not (np.isfinite(gram).all() and np.isfinite(moment).all()):
         return solution
     ridge = 1e-9 * max(float(gram.trace()), 1e-12)
@@ -83,12 +82,8 @@ def _nonnegative_least_squares(
     chosen: list[int] = []
     left = sorted(columns)
     if left:  # most refits: the unconstrained solution is feasible, and so the optimum
-        index = np.array(left)
-        trial = np.zeros(n)
-        trial[index] = np.linalg.solve(
-            gram[np.ix_(index, index)] + ridge * np.eye(len(left)), moment[index]
-        )
-        if (trial[index] >= 0.0).all():
+        trial = _solved_on(gram, moment, left, ridge)
+        if trial is not None and (trial[left] >= 0.0).all():
             return trial
     for _ in range(3 * len(columns) + 1):  # a few more than the columns: rounding may cycle
         descent = moment - gram @ solution  # minus half the loss's gradient
@@ -98,12 +93,10 @@ def _nonnegative_least_squares(
         best = max(joining, key=lambda c: descent[c])
         chosen, left = sorted([*chosen, best]), [c for c in left if c != best]
         while chosen:
-            index = np.array(chosen)
-            trial = np.zeros(n)
-            trial[index] = np.linalg.solve(
-                gram[np.ix_(index, index)] + ridge * np.eye(len(chosen)), moment[index]
-            )
-            if (trial[index] > 0.0).all():
+            trial = _solved_on(gram, moment, chosen, ridge)
+            if trial is None:  # singular: the last feasible solution stands
+                return solution
+            if (trial[chosen] > 0.0).all():
                 solution = trial
                 break
             # toward the trial as far as every coefficient stays feasible; the ones it
@@ -117,6 +110,22 @@ def _nonnegative_least_squares(
             chosen = [c for c in chosen if c not in leaving]
             left = sorted([*left, *leaving])
     return solution
+
+
+def _solved_on(
+    gram: np.ndarray, moment: np.ndarray, chosen: list[int], ridge: float
+) -> np.ndarray | None:
+    """The unconstrained solution on the ``chosen`` columns (in order), the others 0; None
+    where their system is singular."""
+    index = np.array(chosen)
+    trial = np.zeros(len(moment))
+    try:
+        trial[index] = np.linalg.solve(
+            gram[np.ix_(index, index)] + ridge * np.eye(len(chosen)), moment[index]
+        )
+    except np.linalg.LinAlgError:
+        return None
+    return trial
 
 
 def _share_to_zero(now: float, trial: float) -> float:
