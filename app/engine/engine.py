@@ -493,7 +493,9 @@ class Engine:
                 paused=paused,
             )
             records.append(record)
+            learning_began, decode_before = time.perf_counter(), clock.decode_s()
             yield from drafting.learn(record, block, last=finished is not None)
+            clock.learned(learning_began, decode_before)
             if finished is not None:
                 stop = finished
                 break

@@ -189,7 +189,9 @@ class RunSummary:
     # the ms of each single target pass of a step that drafted nothing and paid no draft pass:
     # the same work in either mode, so the bench compares the two modes' (app.engine.noise)
     lone_passes: tuple[float, ...] = field(default=(), repr=False)
-    step_host_s: float = 0.0  # time outside llama_decode in the decoding steps (no prefill)
+    # time outside llama_decode in the decoding steps (no prefill), each step's learning from
+    # its record included
+    step_host_s: float = 0.0
     # where the sampler chain ran: "device" (llama.cpp returned each row's candidates), or
     # "host (why)" (full rows of logits crossed into Python)
     sampling: str = ""

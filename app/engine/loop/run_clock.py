@@ -82,10 +82,18 @@ class RunClock:
         self.started = time.perf_counter()
         self.generation_started: float | None = None
         self.stamps: list[float] = []  # when each generated token was released
+        # the steps' time after their records (what the drafter and the controller learned
+        # from them), outside llama_decode: a record cannot hold the time spent reading it
+        self.learning_s = 0.0
 
     def decode_s(self) -> float:
         """Seconds inside llama_decode so far (all contexts of this run)."""
         return sum(c.decode_s for c in self._contexts) - self._decode_at_start
+
+    def learned(self, began: float, decode_s: float) -> None:
+        """A step's learning, from ``began`` with ``decode_s`` already decoded, is over."""
+        outside = time.perf_counter() - began - (self.decode_s() - decode_s)
+        self.learning_s += max(outside, 0.0)
 
     def prefill_done(self) -> float:
         """Mark the end of prompt processing; returns its duration in ms."""
@@ -171,7 +179,7 @@ class RunClock:
             per_drafter=per_drafter(records),
             verify_passes=tuple((r.proposed + 1, r.verify_ms) for r in records),
             lone_passes=tuple(r.verify_ms for r in records if not r.paid),
-            step_host_s=sum(r.host_ms for r in records) / 1000.0,
+            step_host_s=sum(r.host_ms for r in records) / 1000.0 + self.learning_s,
             sampling=sampling,
             passes=len(records),
             verified=sum(r.verified for r in records),
