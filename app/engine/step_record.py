@@ -39,6 +39,8 @@ class StepRecord:
     confidences: tuple[float | None, ...] = ()  # the draft's confidence per proposed token
     # a token the draft declined to propose: (its confidence, whether the target agreed)
     declined: tuple[float, bool] | None = None
+    # the positions one draft pass drafted, each priced as a single pass (``DraftBlock``)
+    positions_per_pass: int = 1
 
     @property
     def paid(self) -> bool:
@@ -103,6 +105,7 @@ class StepRecord:
             paused=paused,
             confidences=tuple(block.confidences) if block is not None else (),
             declined=declined,
+            positions_per_pass=block.positions_per_pass if block is not None else 1,
         )
 
 

@@ -134,6 +134,27 @@ def test_step_costs_are_kept_as_the_guards_evidence_only_where_a_guard_reads_the
     assert kept[False] == (0, None)
 
 
+def test_a_block_drafters_whole_pass_is_not_taken_for_a_slowed_one() -> None:
+    """A block drafter files each drafted position as its share of the pass: a step's pass
+    over seven positions costs seven shares, and a quiet machine's steps are not noisy."""
+    controller = DraftController(SpecConfig(draft_max=7))
+    costs = controller.costs
+    costs.observe_verify(1, 0.15, 0)
+    costs.observe_verify(8, 0.75, 0)
+    for _ in range(3):
+        costs.observe_draft_pass(1, 0.045, 0)  # a 0.315 ms pass over seven positions
+    block = {"draft_passes": 1, "catch_up": 0, "catch_up_ms": 0.0, "verify_ms": 0.75}
+    for step in range(4):
+        controller.observe(
+            _record(step, 7, 1, depth=0, draft_ms=0.32, positions_per_pass=7, **block)
+        )
+    assert controller.economics.steps == 4 and not controller.economics.noisy()
+    slowed = DraftController(SpecConfig(draft_max=7), costs=costs)
+    for step in range(4):  # the same pass at three times its price: slowed, noisy
+        slowed.observe(_record(step, 7, 1, depth=0, draft_ms=1.0, positions_per_pass=7, **block))
+    assert slowed.economics.noisy()
+
+
 def test_step_records_aggregate_per_position_and_per_drafter() -> None:
     records = [
         _record(0, 4, 4),

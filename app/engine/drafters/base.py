@@ -32,6 +32,9 @@ class DraftBlock:
     confidences: list[float | None] = field(default_factory=list)  # draft's top probability
     ms: float = 0.0
     passes: int = 0  # draft-model passes paid for this block (0 for prompt lookup)
+    # the positions one of its passes drafts, each priced as a single draft pass: a block
+    # drafter's whole block, one for the rest
+    positions_per_pass: int = 1
     catch_up_ms: float = 0.0  # the first pass, over the tokens the draft had not seen
     catch_up: int = 0  # how many tokens that first pass decoded
     # the token the draft computed but declined to propose (confidence too low), with its

@@ -189,6 +189,7 @@ class DFlashDrafter(ConfidenceDrafter):
         # pass for all its positions, so each is filed as its share of that pass
         share = pass_ms / max(len(tokens), 1)
         context.costs.observe_draft_pass(1, share, depth)
+        block.positions_per_pass = max(len(tokens), 1)
         all_accepted = 1.0
         for token, confidence in zip(tokens, confidences, strict=True):
             if len(block.tokens) >= limits.k or token >= context.target_vocab:

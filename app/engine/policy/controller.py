@@ -118,7 +118,10 @@ class DraftController:
         single, first = costs.draft_ms(1, depth), costs.draft_ms(max(record.catch_up, 1), depth)
         if single is None or first is None:
             return False
-        drafting = first + (record.draft_passes - 1) * single
+        # a block drafter's pass is priced as its positions' shares: taken for one share, every
+        # DFlash step on a quiet machine looked slowed, and the pause for cost it decided was
+        # probed every 8 tokens (24 pauses in 256 tokens, 0.44x target-only, tiny pair)
+        drafting = (first + (record.draft_passes - 1) * single) * record.positions_per_pass
         return drafting > 0 and record.draft_ms > INTERFERED * drafting
 
     def _steady_catch_up_ms(self, record: StepRecord) -> float:
