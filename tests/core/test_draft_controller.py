@@ -149,6 +149,14 @@ def test_a_block_drafters_whole_pass_is_not_taken_for_a_slowed_one() -> None:
             _record(step, 7, 1, depth=0, draft_ms=0.32, positions_per_pass=7, **block)
         )
     assert controller.economics.steps == 4 and not controller.economics.noisy()
+    # a pass that proposed nothing, then a lone target pass slowed by it (its weights in the
+    # caches): priced by lone passes no draft pass preceded, so not taken for interference
+    for step in range(4, 8):
+        lone = block | {"verify_ms": 0.24}
+        controller.observe(
+            _record(step, 0, 0, depth=0, draft_ms=0.32, positions_per_pass=7, **lone)
+        )
+    assert controller.economics.steps == 8 and not controller.economics.noisy()
     slowed = DraftController(SpecConfig(draft_max=7), costs=costs)
     for step in range(4):  # the same pass at three times its price: slowed, noisy
         slowed.observe(_record(step, 7, 1, depth=0, draft_ms=1.0, positions_per_pass=7, **block))

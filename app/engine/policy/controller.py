@@ -110,7 +110,11 @@ class DraftController:
         at half its target pass and paused three answers of sixteen for cost at 0.9 agreement.)
         """
         costs, depth = self.costs, record.depth
-        price = costs.verify_ms(record.proposed + 1, depth)
+        # a lone target pass after a draft pass that proposed nothing is priced by lone passes
+        # no draft pass preceded: on the tiny DFlash pair the draft pass's own aftermath (its
+        # weights in the caches) made such a pass 1.6x its price on a quiet machine
+        lone_after_draft = record.draft_passes > 0 and not record.proposed
+        price = None if lone_after_draft else costs.verify_ms(record.proposed + 1, depth)
         if price is not None and price > 0 and record.verify_ms > INTERFERED * price:
             return True
         if record.draft_passes <= 0:
