@@ -375,6 +375,9 @@ def test_a_draft_priced_never_to_pay_while_other_programs_were_busy_is_probed_ag
             def prefill(self, prompt: list[int]) -> None:
                 return None
 
+            def rest(self, resting: bool) -> None:
+                return None
+
         turn = DraftingTurn(Drafting(), controller, costs, ends_answer=None, memory={})  # type: ignore[arg-type]
         return turn.prefill(list(range(64)), busy_machine=busy_machine), controller
 

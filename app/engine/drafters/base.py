@@ -110,6 +110,12 @@ class Drafter:
     def observe(self, block: DraftBlock, accepted: int) -> None:
         return None
 
+    def rest(self, resting: bool) -> None:
+        """Whether the guard has its passes paused, from the next target decode on: a head
+        that reads the target's rows after every decode keeps them instead, and reads them
+        when it is told it drafts again (``FeatureHead``)."""
+        return None
+
     def prefill(self, prompt: list[int]) -> None:
         """Take in the prompt with the target's prefill, without a pass of its own (lookups
         index it, heads keep the target's rows of it). A draft model reads it late: its first

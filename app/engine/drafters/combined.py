@@ -86,6 +86,9 @@ class CombinedDrafter(Drafter):
             )
         return self.model.propose(committed, limits)
 
+    def rest(self, resting: bool) -> None:
+        self.model.rest(resting)  # the lookups go on while the model rests
+
     def observe(self, block: DraftBlock, accepted: int) -> None:
         from_lookup = block.source == self.lookup.name
         source = self.lookup if from_lookup else self.model

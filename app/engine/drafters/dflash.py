@@ -77,14 +77,14 @@ class BlockHead(FeatureHead):
     def forget(self) -> None:
         """Empty the head's cache (the next target decode refills it from its first position)."""
         llama_cpp.llama_memory_clear(self.memory, True)
+        self.forget_held()
 
     # --- after every target decode --------------------------------------------------------
 
-    def _target_decoded(self, first_pos: int, n: int) -> None:
+    def _read_rows(self, first_pos: int, n: int, features: np.ndarray, at: int) -> None:
         # what the head held from here on is a rejected draft's, or another prompt's
         llama_cpp.llama_memory_seq_rm(self.memory, 0, first_pos, -1)
-        features, at = self._layer_inputs(n)  # rows passed by address below
-        width = features.shape[1]
+        width = features.shape[1]  # rows passed by address below
         row_bytes = width * 4
         for start in range(0, n, self.n_ubatch):
             count = min(self.n_ubatch, n - start)
@@ -109,6 +109,7 @@ class BlockHead(FeatureHead):
         """The head's block after ``last`` (at ``pos0``), up to ``n_max`` tokens, and each
         token's confidence where asked: the head's top probability (DSpark's confidence
         head where it has one, DFlash2's selector score)."""
+        self.catch_up()
         n_max = max(1, min(n_max, self.max_draft))
         n_block = self.block_length(n_max)
         llama_cpp.llama_memory_seq_rm(self.memory, 0, pos0, -1)
@@ -172,6 +173,9 @@ class DFlashDrafter(ConfidenceDrafter):
         # the block is built for the request's ceiling, whatever one step asks: llama.cpp
         # builds every block for its n_max (the block's length changes what it drafts)
         self.n_max = max(1, min(context.spec.draft_max, head.max_draft))
+
+    def rest(self, resting: bool) -> None:
+        self.head.rest(resting)
 
     def propose(self, committed: list[int], limits: DraftLimits) -> DraftBlock:
         began = time.perf_counter()

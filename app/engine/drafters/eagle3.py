@@ -62,10 +62,9 @@ class Eagle3Head(FeatureHead):
 
     # --- after every target decode --------------------------------------------------------
 
-    def _target_decoded(self, first_pos: int, n: int) -> None:
+    def _read_rows(self, first_pos: int, n: int, features: np.ndarray, at: int) -> None:
         tokens = self.target.tokens[first_pos : first_pos + n]
-        features, at = self._layer_inputs(n)  # rows passed by address below
-        width = features.shape[1]
+        width = features.shape[1]  # rows passed by address below
         row_bytes = width * 4
         g, g_at = self._encoded.take(n)
         for start in range(0, n, self.n_ubatch):
@@ -110,6 +109,7 @@ class Eagle3Head(FeatureHead):
 
     def first(self, committed: list[int]) -> np.ndarray:
         """Seed the decoder with the last committed token and the feature row before it."""
+        self.catch_up()
         seed = len(committed) - 2  # the target holds committed[:-1]; the last is not decoded
         llama_cpp.llama_memory_seq_rm(self.memory, 0, max(seed, 0), -1)
         row = self._rows.address(seed)
@@ -138,6 +138,9 @@ class Eagle3Drafter(SampledDrafter):
     def __init__(self, head: Eagle3Head, context: DraftingContext) -> None:
         super().__init__(context)
         self.head = head
+
+    def rest(self, resting: bool) -> None:
+        self.head.rest(resting)
 
     def _start(self, committed: list[int], block: DraftBlock) -> Row:
         began = time.perf_counter()

@@ -68,6 +68,7 @@ class DraftingTurn:
             )
         self._first_step_alone = drafter.reads_prompt_late
         drafter.prefill(prompt)
+        self._rest_while_paused()
         return pause
 
     def opening_pause(self, pause: GuardEvent | None, depth: int) -> GuardEvent | None:
@@ -75,6 +76,7 @@ class DraftingTurn:
         an earlier answer."""
         if pause is None and self.drafter is not None:
             pause = self.controller.carried_pause(step=0, depth=depth)
+        self._rest_while_paused()
         return None if pause is None else self._paused(pause)
 
     def propose(self, committed: list[int], cap: int) -> DraftBlock | None:
@@ -127,12 +129,20 @@ class DraftingTurn:
                 break_even=controller.pause_threshold(record.depth),
             )
         guard = controller.guard(record)
+        self._rest_while_paused()
         if guard is None or (last and (not guard.paused or guard.probe_skipped)):
             return
         if guard.probe_skipped:  # still paused, for longer: no new pause
             yield replace(guard, lookups_go_on=self.lookups_go_on)
         else:
             yield self._paused(guard) if guard.paused else guard
+
+    def _rest_while_paused(self) -> None:
+        """A paused draft pays nothing, not even a head's reading of the target's rows after
+        each decode: it rests, between steps, so a resumed head's reading of what it kept is
+        no step's time (its passes are timed in the run's decoding)."""
+        if self.drafter is not None:
+            self.drafter.rest(self.paused)
 
     def _paused(self, pause: GuardEvent) -> GuardEvent:
         pause = replace(pause, lookups_go_on=self.lookups_go_on)
