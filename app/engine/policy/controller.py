@@ -9,8 +9,9 @@ being tuned to any one of them.
 Speculation collapses in two ways: the draft disagrees (acceptance below break-even), or the
 draft agrees but costs too much (a draft pass close to a target pass). The guard judges the
 *whole* step — draft passes, catch-up, verification and host time — against target-only
-decoding, and while it is paused nothing is paid for the draft: no pass, no catch-up. It
-probes again after a number of tokens that doubles each time a probe fails.
+decoding, and while it is paused nothing is paid for the draft: no pass, no catch-up, no
+head reading the target's rows (``DraftingTurn`` rests the drafter). It probes again after
+a number of tokens that doubles each time a probe fails.
 
 ``DraftController`` is the hub: it owns the cost model (``costs.py``), the confidence
 calibration (``calibration.py``) and the guard's measurements (``guard.py``).
