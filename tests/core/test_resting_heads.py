@@ -47,12 +47,21 @@ def _draft(engine: Engine, tokens: list[int]) -> list[int]:
     return [int(engine.eagle3.first(tokens).argmax())]
 
 
-def _read_every_decode(engine: Engine, tokens: list[int]) -> None:
-    ctx = engine.spec_ctx
+def _decode_after_a_start(engine: Engine, tokens: list[int], *, resting: bool) -> float:
+    """The target decodes ``tokens`` but the last, the first 8 at once, then one by one; the
+    head rests from the ninth on where ``resting``, and every token is followed by a rejected
+    block (decoded, rolled back). Returns the head's reading time when its rest began."""
+    ctx, head = engine.spec_ctx, engine.block_head or engine.eagle3
+    assert head is not None
     ctx.truncate(0)
     ctx.decode(tokens[:8], logits="none")
+    head.rest(resting)
+    read_before = head.decode_s
     for token in tokens[8:-1]:
         ctx.decode([token], logits="none")
+        ctx.decode([7, 8, 9], logits="all")
+        ctx.truncate(ctx.n_past - 3)
+    return read_before
 
 
 def test_a_resting_head_reads_nothing_and_drafts_as_before_once_it_reads_what_it_kept(
@@ -60,19 +69,9 @@ def test_a_resting_head_reads_nothing_and_drafts_as_before_once_it_reads_what_it
 ) -> None:
     head = engine.block_head or engine.eagle3
     assert head is not None
-    _read_every_decode(engine, PROMPT)
+    _decode_after_a_start(engine, PROMPT, resting=False)
     expected = _draft(engine, PROMPT)
-
-    ctx = engine.spec_ctx
-    ctx.truncate(0)
-    ctx.decode(PROMPT[:8], logits="none")
-    head.rest(True)
-    read_before = head.decode_s
-    for token in PROMPT[8:-1]:
-        ctx.decode([token], logits="none")
-        # a rejected block: decoded, then rolled back, and what the head kept of it dropped
-        ctx.decode([7, 8, 9], logits="all")
-        ctx.truncate(ctx.n_past - 3)
+    read_before = _decode_after_a_start(engine, PROMPT, resting=True)
     assert head.decode_s == read_before  # nothing read while resting
     head.rest(False)
     assert head.decode_s > read_before  # what it kept, read in one batch
@@ -84,15 +83,9 @@ def test_a_long_rest_reads_its_rows_in_batches_of_a_bounded_size(engine: Engine)
     assert head is not None
     tokens = [1, *([5, 6, 7, 8] * 100)]  # 401 tokens: more than a rest keeps
     assert len(tokens) > HELD_ROWS + 8
-    _read_every_decode(engine, tokens)
+    _decode_after_a_start(engine, tokens, resting=False)
     expected = _draft(engine, tokens)
-    ctx = engine.spec_ctx
-    ctx.truncate(0)
-    ctx.decode(tokens[:8], logits="none")
-    head.rest(True)
-    read_before = head.decode_s
-    for token in tokens[8:-1]:
-        ctx.decode([token], logits="none")
+    read_before = _decode_after_a_start(engine, tokens, resting=True)
     assert head.decode_s > read_before  # it read once it kept HELD_ROWS
     assert sum(len(rows) for _, rows in head._held) < HELD_ROWS
     head.rest(False)
