@@ -50,7 +50,8 @@ def _draft(engine: Engine, tokens: list[int]) -> list[int]:
 def _decode_after_a_start(engine: Engine, tokens: list[int], *, resting: bool) -> float:
     """The target decodes ``tokens`` but the last, the first 8 at once, then one by one; the
     head rests from the ninth on where ``resting``, and every token is followed by a rejected
-    block (decoded, rolled back). Returns the head's reading time when its rest began."""
+    block (decoded, rolled back) and the question between steps. Returns the head's reading
+    time when its rest began."""
     ctx, head = engine.spec_ctx, engine.block_head or engine.eagle3
     assert head is not None
     ctx.truncate(0)
@@ -61,6 +62,7 @@ def _decode_after_a_start(engine: Engine, tokens: list[int], *, resting: bool) -
         ctx.decode([token], logits="none")
         ctx.decode([7, 8, 9], logits="all")
         ctx.truncate(ctx.n_past - 3)
+        head.rest(resting)  # between steps, as the drafting turn asks
     return read_before
 
 
@@ -86,8 +88,25 @@ def test_a_long_rest_reads_its_rows_in_batches_of_a_bounded_size(engine: Engine)
     _decode_after_a_start(engine, tokens, resting=False)
     expected = _draft(engine, tokens)
     read_before = _decode_after_a_start(engine, tokens, resting=True)
-    assert head.decode_s > read_before  # it read once it kept HELD_ROWS
+    assert head.decode_s > read_before  # it read once it kept HELD_ROWS, between steps
     assert sum(len(rows) for _, rows in head._held) < HELD_ROWS
+    head.rest(False)
+    assert _draft(engine, tokens) == expected
+
+
+def test_a_prompt_decoded_while_resting_is_read_at_once_and_what_was_kept_first(
+    engine: Engine,
+) -> None:
+    head = engine.block_head or engine.eagle3
+    assert head is not None
+    tokens = [1, *([5, 6, 7, 8] * 100)]
+    _decode_after_a_start(engine, tokens[:40], resting=False)
+    engine.spec_ctx.decode(tokens[39:-1], logits="none")
+    expected = _draft(engine, tokens)
+    _decode_after_a_start(engine, tokens[:40], resting=True)
+    assert head._held
+    engine.spec_ctx.decode(tokens[39:-1], logits="none")  # a batch no rest keeps
+    assert not head._held
     head.rest(False)
     assert _draft(engine, tokens) == expected
 

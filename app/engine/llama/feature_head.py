@@ -5,6 +5,7 @@ head's context."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -130,6 +131,7 @@ class FeatureHead:
         self.decode_thread_s = 0.0
         self.resting = False
         self._held: list[tuple[int, np.ndarray]] = []  # (first position, rows), in order
+        self._held_rows = 0
         for layer in self.layer_ids:  # before the target's first decode: it re-reserves
             self.fn.set_embeddings_layer_inp(target.ptr, layer, True)
         target.after_decode = self._target_decoded
@@ -137,16 +139,18 @@ class FeatureHead:
 
     def rest(self, resting: bool) -> None:
         """Keep the target's rows from now on (``resting``), or read what was kept and go
-        back to reading them after each decode."""
+        back to reading them after each decode. Asked between steps, every step: a rest that
+        has kept HELD_ROWS reads them here, outside any step's timed pass."""
         self.resting = resting
-        if not resting:
+        if not resting or self._held_rows >= HELD_ROWS:
             self.catch_up()
 
     def _target_decoded(self, first_pos: int, n: int) -> None:
-        if self.resting:
+        if self.resting and n < HELD_ROWS:
             self._hold(first_pos, n)
             return
-        if self._held:
+        if self._held:  # before a batch a rest would not keep (a prompt's), what it kept
+            self._trim_held(first_pos)
             self.catch_up()
         features, at = self._layer_inputs(n)
         self._read_rows(first_pos, n, features, at)
@@ -156,34 +160,43 @@ class FeatureHead:
         ``at``): what the head does after a target decode."""
         raise NotImplementedError
 
+    def _trim_held(self, end: int) -> None:
+        """Drop the rows kept for positions from ``end`` on (the target rolled them back)."""
+        held = self._held
+        while held and held[-1][0] + len(held[-1][1]) > end:
+            start, rows = held.pop()
+            self._held_rows -= len(rows)
+            if start < end:
+                held.append((start, rows[: end - start]))
+                self._held_rows += end - start
+
     def _hold(self, first_pos: int, n: int) -> None:
         """Keep the last target decode's rows; those kept from ``first_pos`` on were a
         rolled-back verification's."""
-        kept: list[tuple[int, np.ndarray]] = []
-        for start, rows in self._held:
-            if start >= first_pos:
-                break
-            kept.append((start, rows[: first_pos - start]))
+        self._trim_held(first_pos)
         features, _ = self._layer_inputs(n)
-        kept.append((first_pos, features.copy()))
-        self._held = kept
-        if sum(len(rows) for _, rows in kept) >= HELD_ROWS:
-            self.catch_up()
+        self._held.append((first_pos, features.copy()))
+        self._held_rows += n
 
     def catch_up(self) -> None:
-        """Read the rows kept while resting, in one batch (before drafting again)."""
-        # what the target rolled back since (a rejected block's rows) is not read
-        end = self.target.n_past
-        held = [rows[: end - start] for start, rows in self._held if start < end]
-        first = self._held[0][0] if self._held else 0
-        self._held = []
-        if not held:
+        """Read the rows kept while resting, in one batch, and wait for it: its time is the
+        head's decoding where it is asked (between steps), not the next pass's."""
+        self._trim_held(self.target.n_past)  # a rejected block's rows are not read
+        if not self._held:
             return
+        first = self._held[0][0]
+        held = [rows for _, rows in self._held]
+        self._held, self._held_rows = [], 0
         rows = np.ascontiguousarray(np.concatenate(held) if len(held) > 1 else held[0])
         self._read_rows(first, len(rows), rows, rows.ctypes.data)
+        began = time.perf_counter()
+        llama_cpp.llama_synchronize(self.ptr)  # a no-op on the CPU
+        took = time.perf_counter() - began
+        self.decode_s += took
+        self.decode_thread_s += took * self.threads
 
     def forget_held(self) -> None:
-        self._held = []
+        self._held, self._held_rows = [], 0
 
     def close(self) -> None:
         if self.target.after_decode == self._target_decoded:
