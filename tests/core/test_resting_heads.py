@@ -31,8 +31,8 @@ def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     else:
         target, head = write_tiny_dflash_pair(folder, request.param)
     eng = Engine(
-        ModelSpec(str(target), n_ctx=1024, n_threads=THREADS),
-        ModelSpec(str(head), n_ctx=1024, n_threads=THREADS),
+        ModelSpec(str(target), n_ctx=2048, n_threads=THREADS),
+        ModelSpec(str(head), n_ctx=2048, n_threads=THREADS),
     )
     yield eng
     eng.close()
@@ -92,6 +92,21 @@ def test_a_long_rest_reads_its_rows_in_batches_of_a_bounded_size(engine: Engine)
     assert sum(len(rows) for _, rows in head._held) < HELD_ROWS
     head.rest(False)
     assert _draft(engine, tokens) == expected
+
+
+def test_what_a_rest_keeps_is_bounded_with_no_step_between_its_decodes(engine: Engine) -> None:
+    head = engine.block_head or engine.eagle3
+    assert head is not None
+    ctx = engine.spec_ctx
+    ctx.truncate(0)
+    ctx.decode([1, 2, 3], logits="none")
+    head.rest(True)
+    read_before = head.decode_s
+    for token in [5, 6, 7, 8] * (HELD_ROWS + 20):  # small decodes, never asked between
+        ctx.decode([token], logits="none")
+    assert head.decode_s > read_before
+    assert sum(len(rows) for _, rows in head._held) < 4 * HELD_ROWS
+    head.rest(False)
 
 
 def test_a_prompt_decoded_while_resting_is_read_at_once_and_what_was_kept_first(

@@ -177,6 +177,8 @@ class FeatureHead:
         features, _ = self._layer_inputs(n)
         self._held.append((first_pos, features.copy()))
         self._held_rows += n
+        if self._held_rows >= 4 * HELD_ROWS:  # decodes of small batches with no step between
+            self.catch_up()
 
     def catch_up(self) -> None:
         """Read the rows kept while resting, in one batch, and wait for it: its time is the
