@@ -528,10 +528,7 @@ class LlamaContext:
         row object and an argmax per row."""
         if self._chain is None:
             return self._logit_rows(n - 1)[:n].argmax(axis=1).tolist()
-        candidates = self._candidates
-        if candidates is None:
-            candidates = self._map_candidates()
-        ids, logits, _ = candidates
+        ids, logits, _ = self._map_candidates()
         return ids[np.arange(n), logits[:n].argmax(axis=1)].tolist()
 
     def next_token_rows(self, n: int) -> np.ndarray:
@@ -632,10 +629,7 @@ class LlamaContext:
         chain runs on the device, else the full row of logits. Valid until the next decode."""
         if self._chain is None:
             return HostRow(self.logits(i))
-        candidates = self._candidates
-        if candidates is None:
-            candidates = self._map_candidates()
-        ids, logits, probs = candidates
+        ids, logits, probs = self._map_candidates()
         return CandidateRow(ids[i], logits[i], probs[i], descending=self._chain.top_p < 1.0)
 
     def _map_candidates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -643,7 +637,9 @@ class LlamaContext:
         buffer each (ids, logits, probabilities), so pointers, not a ctypes call per row, map
         them all. llama.cpp lays the three out from one base by the number of outputs, so
         while the ids of that many outputs stay where they were, so do the others and the
-        views are kept (one ctypes call per decode)."""
+        views are kept (one ctypes call per decode); mapped once per decode."""
+        if self._candidates is not None:
+            return self._candidates
         n = self._n_outputs
         if n <= 0:
             raise RuntimeError("no sampled rows: the last decode asked for no logits")

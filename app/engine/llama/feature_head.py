@@ -142,7 +142,7 @@ class FeatureHead:
         back to reading them after each decode. Asked between steps, every step: a rest that
         has kept HELD_ROWS reads them here, outside any step's timed pass."""
         self.resting = resting
-        if not resting or self._held_rows >= HELD_ROWS:
+        if self._held and (not resting or self._held_rows >= HELD_ROWS):
             self.catch_up()
 
     def _target_decoded(self, first_pos: int, n: int) -> None:
@@ -193,9 +193,7 @@ class FeatureHead:
         self._read_rows(first, len(rows), rows, rows.ctypes.data)
         began = time.perf_counter()
         llama_cpp.llama_synchronize(self.ptr)  # a no-op on the CPU
-        took = time.perf_counter() - began
-        self.decode_s += took
-        self.decode_thread_s += took * self.threads
+        self._count(time.perf_counter() - began)
 
     def forget_held(self) -> None:
         self._held, self._held_rows = [], 0
@@ -224,6 +222,9 @@ class FeatureHead:
     ) -> None:
         """``width``: the length of the rows given by address; ``wait``: ``ExtBatch.process``."""
         if entries:
-            took = self._batch.process(kind, entries, width=width, wait=wait)
-            self.decode_s += took
-            self.decode_thread_s += took * self.threads
+            self._count(self._batch.process(kind, entries, width=width, wait=wait))
+
+    def _count(self, seconds: float) -> None:
+        """Seconds of the head's passes, and their threads' (read by the run's CPU meter)."""
+        self.decode_s += seconds
+        self.decode_thread_s += seconds * self.threads
